@@ -1,0 +1,152 @@
+//! Types of the `sluice.dev/v1alpha1` group.
+//!
+//! Only the spec/status payloads are typed here; object metadata is the usual
+//! `ObjectMeta`. The API server uses these for OpenAPI schemas and validation.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, ObjectMeta, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub const GROUP: &str = "sluice.dev";
+pub const VERSION: &str = "v1alpha1";
+
+/// A child logical cluster `<parent>:<name>` of the logical cluster it is created in.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.sluice.v1alpha1.Workspace")]
+pub struct Workspace {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<WorkspaceSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<WorkspaceStatus>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.sluice.v1alpha1.WorkspaceSpec")]
+pub struct WorkspaceSpec {
+    /// Free-form type name, for tooling; Sluice does not interpret it yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#type: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.sluice.v1alpha1.WorkspaceStatus")]
+pub struct WorkspaceStatus {
+    /// `Ready` or `Terminating`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// The logical cluster path of the workspace, e.g. `root:shop`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The URL path prefix that serves it, e.g. `/clusters/root:shop`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// A physical cluster that Sluice can place workloads on.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.sluice.v1alpha1.Cluster")]
+pub struct Cluster {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<ClusterSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ClusterStatus>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.sluice.v1alpha1.ClusterSpec")]
+pub struct ClusterSpec {
+    /// API server URL of the physical cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// MCS cluster id (`cluster.clusterset.k8s.io`); defaults to the object name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
+    /// How many namespaces may be placed here; unset means unbounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<i64>,
+    /// East-west gateway addresses (`host:port`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateways: Vec<String>,
+    /// PEM roots that gateway peers of this cluster are verified against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_bundle: Option<String>,
+    /// No new placements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unschedulable: Option<bool>,
+    /// Move every placed namespace away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.sluice.v1alpha1.ClusterStatus")]
+pub struct ClusterStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Last heartbeat of the cluster's syncer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat_time: Option<Time>,
+    /// Namespaces currently placed on the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed_namespaces: Option<i64>,
+}
+
+/// Where the namespaces of a logical cluster run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.sluice.v1alpha1.Placement")]
+pub struct Placement {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<PlacementSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<PlacementStatus>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.sluice.v1alpha1.PlacementSpec")]
+pub struct PlacementSpec {
+    /// Selects `Cluster` objects by their labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location_selector: Option<LabelSelector>,
+    /// Selects the namespaces this placement applies to; all when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    /// `Single` (one cluster) or `Spread` (every selected cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.sluice.v1alpha1.PlacementStatus")]
+pub struct PlacementStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selected_clusters: Vec<String>,
+}

@@ -1,0 +1,104 @@
+//! Authentication: bearer tokens (the admin token and a tokens file) and client
+//! certificates signed by our CA. Anything else is 401.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The group whose members may use wildcard (`/clusters/*/`) requests.
+pub const ADMIN_GROUP: &str = "system:masters";
+
+/// An authenticated user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    pub name: String,
+    pub groups: Vec<String>,
+}
+
+impl User {
+    pub fn is_admin(&self) -> bool {
+        self.groups.iter().any(|g| g == ADMIN_GROUP)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenFileError {
+    #[error("reading token file {0}: {1}")]
+    Io(String, std::io::Error),
+    #[error("token file line {0}: expected token,user,uid[,\"group1,group2\"]")]
+    Line(usize),
+}
+
+/// Token → user table.
+#[derive(Clone, Debug, Default)]
+pub struct Authenticator {
+    tokens: HashMap<String, User>,
+}
+
+impl Authenticator {
+    pub fn new(admin_token: &str) -> Self {
+        let mut tokens = HashMap::new();
+        tokens.insert(admin_token.to_string(), User { name: "admin".into(), groups: vec![ADMIN_GROUP.into()] });
+        Self { tokens }
+    }
+
+    /// Add users from a kube-apiserver style static token file:
+    /// `token,user,uid[,"group1,group2"]` per line.
+    pub fn load_token_file(&mut self, path: &Path) -> Result<(), TokenFileError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TokenFileError::Io(path.display().to_string(), e))?;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut fields = line.splitn(4, ',');
+            let (Some(token), Some(user), Some(_uid)) = (fields.next(), fields.next(), fields.next()) else {
+                return Err(TokenFileError::Line(i + 1));
+            };
+            let groups = fields
+                .next()
+                .map(|g| g.trim_matches('"').split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+                .unwrap_or_default();
+            self.tokens.insert(token.trim().to_string(), User { name: user.trim().to_string(), groups });
+        }
+        Ok(())
+    }
+
+    /// Who sent a request: a valid bearer token wins, else the verified client certificate.
+    pub fn authenticate(&self, authorization: Option<&str>, client_cert: Option<&User>) -> Option<User> {
+        if let Some(token) = authorization.and_then(|h| h.strip_prefix("Bearer ")) {
+            return self.tokens.get(token.trim()).cloned();
+        }
+        client_cert.cloned()
+    }
+}
+
+/// The user named by a verified client certificate: CN is the user, each O a group.
+pub fn user_from_cert(der: &[u8]) -> Option<User> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let name = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+    let groups = subject.iter_organization().filter_map(|o| o.as_str().ok().map(str::to_string)).collect();
+    Some(User { name, groups })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_and_files() {
+        let mut a = Authenticator::new("secret");
+        assert!(a.authenticate(Some("Bearer secret"), None).unwrap().is_admin());
+        assert!(a.authenticate(Some("Bearer nope"), None).is_none());
+        assert!(a.authenticate(None, None).is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("tokens.csv");
+        std::fs::write(&f, "t1,alice,1,\"dev,ops\"\nt2,bob,2\n").unwrap();
+        a.load_token_file(&f).unwrap();
+        let alice = a.authenticate(Some("Bearer t1"), None).unwrap();
+        assert_eq!(alice.groups, vec!["dev", "ops"]);
+        assert!(!alice.is_admin());
+        std::fs::write(&f, "broken\n").unwrap();
+        assert!(a.load_token_file(&f).is_err());
+    }
+}

@@ -1,0 +1,3 @@
+//! Controllers built into the API server.
+
+pub mod termination;

@@ -1,0 +1,125 @@
+//! Removal of what a terminating Namespace or Workspace holds, then of the container
+//! itself: kube's namespace lifecycle, and its analogue for logical clusters.
+//!
+//! Driven by the store's watch of the container type, with a periodic re-check for
+//! containers whose contents still wait on finalizers.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sluice_api::LogicalClusterPath;
+use tokio::sync::watch;
+
+use crate::handlers::objects::delete_object;
+use crate::object;
+use crate::state::SharedState;
+use crate::storage::{Expect, Key, Op, ResourcePrefix, Revision};
+
+/// What is being terminated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Container {
+    Namespace,
+    Workspace,
+}
+
+impl Container {
+    fn prefix(self) -> ResourcePrefix {
+        match self {
+            Container::Namespace => ResourcePrefix::new("", "namespaces"),
+            Container::Workspace => ResourcePrefix::new(sluice_api::sluice::GROUP, "workspaces"),
+        }
+    }
+}
+
+const RECHECK: Duration = Duration::from_millis(500);
+
+/// Run until `shutdown` flips.
+pub async fn run(state: SharedState, container: Container, mut shutdown: watch::Receiver<bool>) {
+    let prefix = container.prefix();
+    let mut pending: BTreeSet<Key> = BTreeSet::new();
+    loop {
+        let mut from = state.store.scan(prefix.as_str(), None, |k, e| {
+            if serde_json::from_slice::<Value>(&e.value).is_ok_and(|v| object::is_deleting(&v)) {
+                pending.insert(k.clone());
+            }
+            true
+        });
+        let Ok(mut sub) = state.store.watch(&prefix, from) else {
+            tokio::time::sleep(RECHECK).await;
+            continue;
+        };
+        let mut ticker = tokio::time::interval(RECHECK);
+        loop {
+            let keys: Vec<Key> = pending.iter().cloned().collect();
+            for key in keys {
+                if terminate(&state, container, &key).await {
+                    pending.remove(&key);
+                }
+            }
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = ticker.tick() => {}
+                e = sub.next() => match e {
+                    Ok(e) => {
+                        from = Revision(from.0.max(e.revision.0));
+                        if serde_json::from_slice::<Value>(&e.value).is_ok_and(|v| object::is_deleting(&v))
+                            && e.kind != crate::storage::EventType::Deleted
+                        {
+                            pending.insert(e.key.clone());
+                        }
+                    }
+                    Err(_) => break,
+                },
+            }
+        }
+        let _ = from;
+    }
+}
+
+/// One pass: delete (or mark) the contents; remove the container once nothing is left.
+/// Returns true when the container is gone.
+async fn terminate(state: &SharedState, container: Container, key: &Key) -> bool {
+    let Some(parts) = key.parts() else { return true };
+    let Ok(cluster) = parts.cluster.parse::<LogicalClusterPath>() else { return true };
+    let name = parts.name.to_string();
+    let (scope_cluster, namespace) = match container {
+        Container::Namespace => (cluster.clone(), Some(name.clone())),
+        Container::Workspace => match cluster.child(&name) {
+            Ok(child) => (child, None),
+            Err(_) => return true,
+        },
+    };
+    let mut remaining = 0usize;
+    for t in state.catalog.types() {
+        if container == Container::Namespace && !t.namespaced {
+            continue;
+        }
+        let mut keys = Vec::new();
+        state.store.scan(&t.prefix.scope(Some(&scope_cluster), namespace.as_deref()), None, |k, _| {
+            keys.push(k.clone());
+            true
+        });
+        for k in keys {
+            remaining += 1;
+            let n = k.parts().map(|p| p.name.to_string()).unwrap_or_default();
+            if let Err(e) = delete_object(state, t, &k, &n, &json!({}), false).await {
+                if !matches!(e, crate::errors::ApiError::NotFound { .. }) {
+                    tracing::warn!(key = %k, error = %e, "terminating: delete failed");
+                }
+            }
+        }
+    }
+    if remaining > 0 {
+        tracing::debug!(%key, remaining, "terminating: waiting for contents");
+        return false;
+    }
+    let Some(entry) = state.store.get(key) else { return true };
+    match state.store.write(Op::Delete { key: key.clone(), expect: Expect::At(entry.revision) }).await {
+        Ok(_) => {
+            tracing::info!(%key, "terminated");
+            true
+        }
+        Err(_) => false,
+    }
+}

@@ -1,0 +1,187 @@
+//! API discovery: the legacy documents (`APIVersions`, `APIGroupList`, `APIResourceList`)
+//! and the aggregated `apidiscovery.k8s.io` v2 (and v2beta1) format.
+
+use http::{HeaderValue, StatusCode, header};
+use serde_json::{Value, json};
+
+use super::{Ctx, Resp, json_value};
+use crate::errors::{ApiError, ApiResult};
+use crate::resources::{ResourceType, Subresource};
+use crate::state::ApiState;
+
+const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+
+/// The aggregated-discovery version the client accepts, if any.
+fn aggregated_version(accept: &str) -> Option<&'static str> {
+    accept.split(',').find_map(|t| {
+        if !t.contains("as=APIGroupDiscoveryList") || !t.contains("g=apidiscovery.k8s.io") {
+            return None;
+        }
+        if t.contains("v=v2beta1") {
+            Some("v2beta1")
+        } else if t.contains("v=v2") {
+            Some("v2")
+        } else {
+            None
+        }
+    })
+}
+
+fn subresource_entry(t: &ResourceType, s: Subresource) -> Value {
+    match s {
+        Subresource::Status => json!({
+            "subresource": "status",
+            "responseKind": {"group": t.group, "version": t.version, "kind": t.kind},
+            "verbs": ["get", "patch", "update"],
+        }),
+        Subresource::Scale => json!({
+            "subresource": "scale",
+            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": ["get", "patch", "update"],
+        }),
+    }
+}
+
+fn aggregated_group(state: &ApiState, group: &str, versions: &[&str]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|v| {
+            let resources: Vec<Value> = state
+                .catalog
+                .in_group_version(group, v)
+                .map(|t| {
+                    let mut r = json!({
+                        "resource": t.resource,
+                        "responseKind": {"group": t.group, "version": t.version, "kind": t.kind},
+                        "scope": if t.namespaced { "Namespaced" } else { "Cluster" },
+                        "singularResource": t.singular,
+                        "verbs": VERBS,
+                    });
+                    if !t.short_names.is_empty() {
+                        r["shortNames"] = json!(t.short_names);
+                    }
+                    if !t.categories.is_empty() {
+                        r["categories"] = json!(t.categories);
+                    }
+                    if !t.subresources.is_empty() {
+                        r["subresources"] = t.subresources.iter().map(|s| subresource_entry(t, *s)).collect();
+                    }
+                    r
+                })
+                .collect();
+            json!({"version": v, "resources": resources, "freshness": "Current"})
+        })
+        .collect();
+    json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": versions})
+}
+
+fn aggregated(state: &ApiState, version: &str, core: bool) -> Resp {
+    let items: Vec<Value> = state
+        .catalog
+        .groups()
+        .into_iter()
+        .filter(|(g, _)| g.is_empty() == core)
+        .map(|(g, vs)| aggregated_group(state, g, &vs))
+        .collect();
+    let body = json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {},
+        "items": items,
+    });
+    let mut r = json_value(StatusCode::OK, &body);
+    let ct = format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
+    if let Ok(v) = HeaderValue::from_str(&ct) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
+    r
+}
+
+/// `GET /api`
+pub fn core_versions(state: &ApiState, ctx: &Ctx) -> Resp {
+    if let Some(v) = aggregated_version(ctx.accept()) {
+        return aggregated(state, v, true);
+    }
+    json_value(
+        StatusCode::OK,
+        &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}),
+    )
+}
+
+fn group_doc(group: &str, versions: &[&str]) -> Value {
+    let vs: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
+    json!({"name": group, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(Value::Null)})
+}
+
+/// `GET /apis`
+pub fn groups(state: &ApiState, ctx: &Ctx) -> Resp {
+    if let Some(v) = aggregated_version(ctx.accept()) {
+        return aggregated(state, v, false);
+    }
+    let groups: Vec<Value> =
+        state.catalog.groups().into_iter().filter(|(g, _)| !g.is_empty()).map(|(g, vs)| group_doc(g, &vs)).collect();
+    json_value(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+}
+
+/// `GET /apis/<group>`
+pub fn group(state: &ApiState, group: &str) -> ApiResult<Resp> {
+    let (g, vs) = state.catalog.groups().into_iter().find(|(g, _)| *g == group).ok_or(ApiError::PathNotFound)?;
+    let mut doc = group_doc(g, &vs);
+    doc["kind"] = json!("APIGroup");
+    doc["apiVersion"] = json!("v1");
+    Ok(json_value(StatusCode::OK, &doc))
+}
+
+/// `GET /api/v1`, `GET /apis/<group>/<version>`
+pub fn resources(state: &ApiState, group: &str, version: &str) -> ApiResult<Resp> {
+    let mut resources = Vec::new();
+    for t in state.catalog.in_group_version(group, version) {
+        let mut r = json!({
+            "name": t.resource,
+            "singularName": t.singular,
+            "namespaced": t.namespaced,
+            "kind": t.kind,
+            "verbs": VERBS,
+        });
+        if !t.short_names.is_empty() {
+            r["shortNames"] = json!(t.short_names);
+        }
+        if !t.categories.is_empty() {
+            r["categories"] = json!(t.categories);
+        }
+        resources.push(r);
+        for s in t.subresources {
+            let mut sub = json!({
+                "name": format!("{}/{}", t.resource, s.name()),
+                "singularName": "",
+                "namespaced": t.namespaced,
+                "kind": t.kind,
+                "verbs": ["get", "patch", "update"],
+            });
+            if *s == Subresource::Scale {
+                sub["group"] = json!("autoscaling");
+                sub["version"] = json!("v1");
+                sub["kind"] = json!("Scale");
+            }
+            resources.push(sub);
+        }
+    }
+    if resources.is_empty() {
+        return Err(ApiError::PathNotFound);
+    }
+    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    Ok(json_value(StatusCode::OK, &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_negotiation() {
+        assert_eq!(aggregated_version("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"), Some("v2"));
+        assert_eq!(aggregated_version("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"), Some("v2beta1"));
+        assert_eq!(aggregated_version("application/json"), None);
+    }
+}

@@ -1,0 +1,184 @@
+//! HTTP handlers: one dispatch from a parsed request to the handler of its route, and
+//! one place where errors become responses.
+
+pub mod discovery;
+pub mod objects;
+pub mod openapi;
+pub mod system;
+pub mod watch;
+
+use std::convert::Infallible;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use tracing::Instrument;
+
+use crate::auth::User;
+use crate::errors::{ApiError, ApiResult};
+use crate::metrics::{RequestLabels, VerbLabels};
+use crate::request::{Query, Route, Target, parse_path};
+use crate::state::SharedState;
+
+pub type Body = BoxBody<Bytes, Infallible>;
+pub type Resp = Response<Body>;
+
+/// Everything a handler needs to know about the request.
+pub struct Ctx {
+    pub method: Method,
+    pub target: Target,
+    pub query: Query,
+    pub headers: HeaderMap,
+    pub user: User,
+    /// Warnings for the `Warning` response header (unknown fields under `Warn`).
+    pub warnings: Vec<String>,
+}
+
+impl Ctx {
+    pub fn accept(&self) -> &str {
+        self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
+
+    pub fn content_type(&self) -> &str {
+        self.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
+
+    pub fn dry_run(&self) -> bool {
+        self.query.get("dryRun") == Some("All")
+    }
+}
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed()
+}
+
+pub fn json(code: StatusCode, body: impl Into<Bytes>) -> Resp {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = code;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+pub fn json_value(code: StatusCode, v: &serde_json::Value) -> Resp {
+    json(code, serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// The one mapping from [`ApiError`] to the wire.
+pub fn error_response(e: &ApiError) -> Resp {
+    let code = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_value(code, &e.to_status())
+}
+
+/// Read a request body up to the size limit.
+pub async fn read_body(body: hyper::body::Incoming, limit: usize) -> ApiResult<Bytes> {
+    match Limited::new(body, limit).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            Err(ApiError::RequestEntityTooLarge { limit })
+        }
+        Err(e) => Err(ApiError::BadRequest(format!("reading request body: {e}"))),
+    }
+}
+
+fn verb_of(method: &Method, route: &Route, query: &Query) -> &'static str {
+    match route {
+        Route::Resource(r) => match *method {
+            Method::GET if r.name.is_none() && (r.legacy_watch || query.flag("watch")) => "WATCH",
+            Method::GET if r.name.is_none() => "LIST",
+            Method::GET => "GET",
+            Method::POST => "POST",
+            Method::PUT => "PUT",
+            Method::PATCH => "PATCH",
+            Method::DELETE if r.name.is_none() => "DELETECOLLECTION",
+            Method::DELETE => "DELETE",
+            _ => "OTHER",
+        },
+        _ => "GET",
+    }
+}
+
+/// Serve one request from an authenticated or anonymous peer.
+pub async fn handle(state: SharedState, req: Request<hyper::body::Incoming>, cert_user: Option<User>) -> Resp {
+    let started = Instant::now();
+    let (parts, body) = req.into_parts();
+    let query = Query::parse(parts.uri.query());
+    let target = match parse_path(parts.uri.path()) {
+        Ok(t) => t,
+        Err(e) => return error_response(&e),
+    };
+    let verb = verb_of(&parts.method, &target.route, &query);
+    let resource = match &target.route {
+        Route::Resource(r) => r.resource.clone(),
+        _ => String::new(),
+    };
+    let span = tracing::debug_span!(
+        "request",
+        verb,
+        path = parts.uri.path(),
+        cluster = ?target.cluster,
+        resource = %resource,
+        code = tracing::field::Empty,
+    );
+    let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let user = state.auth.authenticate(authorization, cert_user.as_ref());
+    let public = matches!(target.route, Route::Livez | Route::Readyz | Route::Healthz | Route::Version | Route::Metrics);
+    let resp = match (user, public) {
+        (Some(user), _) => {
+            let ctx = Ctx { method: parts.method, target, query, headers: parts.headers, user, warnings: Vec::new() };
+            dispatch(&state, ctx, body).instrument(span.clone()).await
+        }
+        (None, true) => {
+            let ctx = Ctx {
+                method: parts.method,
+                target,
+                query,
+                headers: parts.headers,
+                user: User { name: "system:anonymous".into(), groups: vec![] },
+                warnings: Vec::new(),
+            };
+            dispatch(&state, ctx, body).instrument(span.clone()).await
+        }
+        (None, false) => error_response(&ApiError::Unauthorized),
+    };
+    let code = resp.status().as_u16();
+    span.record("code", code);
+    if verb != "WATCH" {
+        state.metrics.requests.get_or_create(&RequestLabels { verb, resource: resource.clone(), code }).inc();
+        state.metrics.latency.get_or_create(&VerbLabels { verb, resource }).observe(started.elapsed().as_secs_f64());
+    } else {
+        state.metrics.requests.get_or_create(&RequestLabels { verb, resource, code }).inc();
+    }
+    resp
+}
+
+async fn dispatch(state: &SharedState, mut ctx: Ctx, body: hyper::body::Incoming) -> Resp {
+    let route = ctx.target.route.clone();
+    let result = match route {
+        Route::Livez | Route::Healthz => Ok(system::health(true)),
+        Route::Readyz => Ok(system::health(state.is_ready())),
+        Route::Version => Ok(system::version()),
+        Route::Metrics => Ok(system::metrics(state)),
+        Route::OpenApiV2 => openapi::v2(state, &ctx),
+        Route::OpenApiV3Root => Ok(openapi::v3_root(state, &ctx)),
+        Route::OpenApiV3 { group, version } => openapi::v3(state, &group, &version),
+        Route::CoreVersions => Ok(discovery::core_versions(state, &ctx)),
+        Route::Groups => Ok(discovery::groups(state, &ctx)),
+        Route::Group { group } => discovery::group(state, &group),
+        Route::Resources { group, version } => discovery::resources(state, &group, &version),
+        Route::Resource(rp) => objects::serve(state, &mut ctx, rp, body).await,
+    };
+    let mut resp = match result {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(error = %e, "request failed");
+            error_response(&e)
+        }
+    };
+    for w in &ctx.warnings {
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", serde_json::Value::String(w.clone()))) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}

@@ -1,0 +1,157 @@
+//! Sluice's logical-cluster Kubernetes API server.
+//!
+//! [`build`] starts a server from a [`Config`] and returns a [`Bound`] handle; the `sluice`
+//! binary and the tests both use it, binding port 0 in tests.
+
+pub mod auth;
+pub mod controllers;
+pub mod defaults;
+pub mod errors;
+pub mod handlers;
+pub mod metrics;
+pub mod object;
+pub mod patch;
+pub mod pki;
+pub mod request;
+pub mod resources;
+pub mod schema;
+pub mod selectors;
+pub mod server;
+pub mod state;
+pub mod storage;
+pub mod validation;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+
+pub use state::Limits;
+
+use crate::auth::Authenticator;
+use crate::controllers::termination::{self, Container};
+use crate::metrics::ApiMetrics;
+use crate::pki::Pki;
+use crate::resources::Catalog;
+use crate::schema::SchemaSet;
+use crate::state::{ApiState, SharedState};
+use crate::storage::{RedbBackend, Store};
+
+/// Server configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// kube-apiserver style static token file.
+    pub token_file: Option<PathBuf>,
+    /// Watch events retained per resource type.
+    pub watch_history: usize,
+    pub limits: Limits,
+}
+
+impl Config {
+    pub fn new(data_dir: impl Into<PathBuf>, listen: SocketAddr) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            listen,
+            token_file: None,
+            watch_history: storage::cache::DEFAULT_HISTORY,
+            limits: Limits::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error(transparent)]
+    Pki(#[from] pki::PkiError),
+    #[error("storage: {0}")]
+    Storage(#[from] storage::StorageError),
+    #[error("binding {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+    #[error(transparent)]
+    TokenFile(#[from] auth::TokenFileError),
+    #[error("{0}: {1}")]
+    Io(PathBuf, std::io::Error),
+}
+
+/// A running server.
+pub struct Bound {
+    pub addr: SocketAddr,
+    /// `https://host:port`
+    pub url: String,
+    pub admin_kubeconfig: PathBuf,
+    pub state: SharedState,
+    shutdown: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Bound {
+    /// Stop accepting, end open connections and controllers.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.server.await;
+    }
+}
+
+fn server_host(listen: SocketAddr) -> String {
+    match listen.ip() {
+        ip if ip.is_unspecified() => "127.0.0.1".to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    }
+}
+
+/// Start the API server.
+pub async fn build(config: Config) -> Result<Bound, ControlError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| ControlError::Io(config.data_dir.clone(), e))?;
+    let listener = tokio::net::TcpListener::bind(config.listen).await.map_err(|e| ControlError::Bind(config.listen, e))?;
+    let addr = listener.local_addr().map_err(|e| ControlError::Bind(config.listen, e))?;
+    let host = server_host(addr);
+    let pki = Pki::load_or_create(&config.data_dir, &[host.trim_matches(['[', ']']).to_string()])?;
+    let tls = Arc::new(pki.server_config()?);
+    let mut auth = Authenticator::new(&pki.admin_token);
+    if let Some(f) = &config.token_file {
+        auth.load_token_file(f)?;
+    }
+    let store = Store::open(RedbBackend::open(&config.data_dir.join("sluice.redb"))?, config.watch_history)?;
+    let metrics = ApiMetrics::default();
+    let mut registry = Registry::with_prefix("sluice_apiserver");
+    metrics.register(&mut registry);
+    let state = Arc::new(ApiState {
+        store,
+        catalog: Catalog::builtin(),
+        schemas: SchemaSet::builtin(),
+        openapi: Default::default(),
+        metrics,
+        registry,
+        auth,
+        limits: config.limits.clone(),
+        ready: AtomicBool::new(false),
+    });
+    let url = format!("https://{host}:{}", addr.port());
+    std::fs::write(config.data_dir.join("server.url"), &url).map_err(|e| ControlError::Io(config.data_dir.join("server.url"), e))?;
+    let admin_kubeconfig = config.data_dir.join("admin.kubeconfig");
+    pki::write_private(&admin_kubeconfig, &pki::kubeconfig(&format!("{url}/clusters/root"), &pki.ca_cert_pem, "root", "admin", &pki.admin_token))?;
+
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    tokio::spawn(termination::run(state.clone(), Container::Namespace, shutdown_rx.clone()));
+    tokio::spawn(termination::run(state.clone(), Container::Workspace, shutdown_rx.clone()));
+    let server = tokio::spawn(server::serve(listener, tls, state.clone(), shutdown_rx));
+    state.ready.store(true, Ordering::Release);
+    tracing::info!(%url, data_dir = %config.data_dir.display(), revision = %state.store.revision(), "control plane ready");
+    Ok(Bound { addr, url, admin_kubeconfig, state, shutdown, server })
+}
+
+/// A kubeconfig for logical cluster `workspace` of the server whose data directory is `dir`.
+pub fn kubeconfig_for(dir: &Path, workspace: &sluice_api::LogicalClusterPath) -> Result<String, ControlError> {
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| ControlError::Io(dir.join(name), e));
+    let url = read("server.url")?;
+    let ca = read("ca.crt")?;
+    let token = read("admin.token")?;
+    Ok(pki::kubeconfig(&format!("{}/clusters/{workspace}", url.trim()), &ca, workspace.as_str(), "admin", token.trim()))
+}

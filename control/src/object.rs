@@ -1,0 +1,126 @@
+//! System-managed metadata: what the server sets on create and carries over on update.
+
+use serde_json::{Map, Value, json};
+use sluice_api::LogicalClusterPath;
+
+use crate::resources::ResourceType;
+
+/// `metadata.creationTimestamp` format (RFC 3339, seconds).
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or_else(|_| time::OffsetDateTime::now_utc());
+    now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+}
+
+pub fn meta(obj: &Value) -> &Value {
+    &obj["metadata"]
+}
+
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj["metadata"].is_object() {
+        obj["metadata"] = json!({});
+    }
+    match obj.get_mut("metadata") {
+        Some(Value::Object(m)) => m,
+        _ => unreachable!("metadata was just made an object"),
+    }
+}
+
+pub fn name(obj: &Value) -> Option<&str> {
+    obj["metadata"]["name"].as_str()
+}
+
+/// A random suffix for `generateName`, from kube's alphabet (no vowels, no look-alikes).
+pub fn random_suffix() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+}
+
+/// Fields every write sets the same way: kind/apiVersion, logical-cluster annotation.
+pub fn stamp_type(obj: &mut Value, t: &ResourceType, cluster: &LogicalClusterPath) {
+    obj["apiVersion"] = json!(t.api_version());
+    obj["kind"] = json!(t.kind);
+    let m = meta_mut(obj);
+    m.remove("resourceVersion");
+    m.remove("selfLink");
+    let annotations = m.entry("annotations").or_insert_with(|| json!({}));
+    if !annotations.is_object() {
+        *annotations = json!({});
+    }
+    annotations[sluice_api::LOGICAL_CLUSTER_ANNOTATION] = json!(cluster.as_str());
+}
+
+/// Metadata for a new object.
+pub fn prepare_create(obj: &mut Value, t: &ResourceType, cluster: &LogicalClusterPath, namespace: Option<&str>) {
+    stamp_type(obj, t, cluster);
+    let m = meta_mut(obj);
+    m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    m.insert("creationTimestamp".into(), json!(now_rfc3339()));
+    m.insert("generation".into(), json!(1));
+    m.remove("deletionTimestamp");
+    m.remove("deletionGracePeriodSeconds");
+    m.remove("managedFields");
+    match namespace {
+        Some(ns) => {
+            m.insert("namespace".into(), json!(ns));
+        }
+        None => {
+            m.remove("namespace");
+        }
+    }
+}
+
+/// Carry the server-owned fields of `old` into `new` for an update of the main resource
+/// (`status` is kept when the type has a status subresource) and bump `generation` when
+/// anything but metadata and status changed.
+pub fn prepare_update(new: &mut Value, old: &Value, t: &ResourceType, cluster: &LogicalClusterPath, keep_status: bool) {
+    stamp_type(new, t, cluster);
+    let om = &old["metadata"];
+    if keep_status {
+        match old.get("status") {
+            Some(s) => new["status"] = s.clone(),
+            None => {
+                if let Some(o) = new.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+    }
+    let changed = spec_changed(new, old);
+    let m = meta_mut(new);
+    for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace"] {
+        match om.get(k) {
+            Some(v) => m.insert(k.into(), v.clone()),
+            None => m.remove(k),
+        };
+    }
+    let generation = om["generation"].as_i64().unwrap_or(1);
+    m.insert("generation".into(), json!(if changed { generation + 1 } else { generation }));
+}
+
+/// True when anything outside `metadata` and `status` differs.
+pub fn spec_changed(new: &Value, old: &Value) -> bool {
+    let strip = |v: &Value| -> Map<String, Value> {
+        let mut m = v.as_object().cloned().unwrap_or_default();
+        for k in ["metadata", "status", "apiVersion", "kind"] {
+            m.remove(k);
+        }
+        m
+    };
+    strip(new) != strip(old)
+}
+
+/// Write `resourceVersion` into an object.
+pub fn set_resource_version(obj: &mut Value, rv: u64) {
+    meta_mut(obj).insert("resourceVersion".into(), json!(rv.to_string()));
+}
+
+/// Finalizers still on the object.
+pub fn finalizers(obj: &Value) -> usize {
+    obj["metadata"]["finalizers"].as_array().map(Vec::len).unwrap_or(0)
+}
+
+pub fn is_deleting(obj: &Value) -> bool {
+    obj["metadata"].get("deletionTimestamp").is_some_and(|v| !v.is_null())
+}

@@ -1,0 +1,199 @@
+//! The control plane's PKI: a CA and a serving certificate generated into the data
+//! directory on first start and reused after, the admin token, and client certificates.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("certificate generation failed: {0}")]
+    Rcgen(#[from] rcgen::Error),
+    #[error("TLS configuration failed: {0}")]
+    Tls(String),
+}
+
+/// The PEM material the server and its clients need.
+pub struct Pki {
+    pub ca_cert_pem: String,
+    ca_key_pem: String,
+    pub serving_cert_pem: String,
+    serving_key_pem: String,
+    pub admin_token: String,
+}
+
+fn read(path: &Path) -> Result<Option<String>, PkiError> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(PkiError::Io { path: path.to_path_buf(), source }),
+    }
+}
+
+/// Write a file readable only by its owner (keys and tokens).
+pub fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| PkiError::Io { path: path.to_path_buf(), source };
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(io)?;
+    f.write_all(contents.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+fn validity(params: &mut CertificateParams, days: i64) {
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + time::Duration::days(days);
+}
+
+fn random_token() -> String {
+    use rand::Rng;
+    let bytes: [u8; 24] = rand::rng().random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Pki {
+    /// Load the CA, serving certificate and admin token from `dir`, creating what is
+    /// missing. The serving certificate is re-issued (by the same CA) when `hosts` are not
+    /// all among its names.
+    pub fn load_or_create(dir: &Path, hosts: &[String]) -> Result<Self, PkiError> {
+        std::fs::create_dir_all(dir).map_err(|source| PkiError::Io { path: dir.to_path_buf(), source })?;
+        let (ca_cert_pem, ca_key_pem) = match (read(&dir.join("ca.crt"))?, read(&dir.join("ca.key"))?) {
+            (Some(c), Some(k)) => (c, k),
+            _ => {
+                let key = KeyPair::generate()?;
+                let mut params = CertificateParams::new(Vec::<String>::new())?;
+                params.distinguished_name.push(DnType::CommonName, "sluice-ca");
+                params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+                params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+                validity(&mut params, 3650);
+                let cert = params.self_signed(&key)?;
+                let (c, k) = (cert.pem(), key.serialize_pem());
+                write_private(&dir.join("ca.key"), &k)?;
+                write_private(&dir.join("ca.crt"), &c)?;
+                (c, k)
+            }
+        };
+        let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+        for h in hosts {
+            if !names.contains(h) {
+                names.push(h.clone());
+            }
+        }
+        let recorded = read(&dir.join("serving.hosts"))?.unwrap_or_default();
+        let covered = names.iter().all(|n| recorded.lines().any(|l| l == n));
+        let (serving_cert_pem, serving_key_pem) = match (covered, read(&dir.join("serving.crt"))?, read(&dir.join("serving.key"))?) {
+            (true, Some(c), Some(k)) => (c, k),
+            _ => {
+                let ca_key = KeyPair::from_pem(&ca_key_pem)?;
+                let issuer = Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key)?;
+                let key = KeyPair::generate()?;
+                let mut params = CertificateParams::new(Vec::<String>::new())?;
+                params.distinguished_name.push(DnType::CommonName, "sluice-control");
+                params.subject_alt_names = names
+                    .iter()
+                    .map(|n| match n.parse::<std::net::IpAddr>() {
+                        Ok(ip) => Ok(SanType::IpAddress(ip)),
+                        Err(_) => n.clone().try_into().map(SanType::DnsName),
+                    })
+                    .collect::<Result<_, _>>()?;
+                params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+                validity(&mut params, 365);
+                let cert = params.signed_by(&key, &issuer)?;
+                let (c, k) = (cert.pem(), key.serialize_pem());
+                write_private(&dir.join("serving.key"), &k)?;
+                write_private(&dir.join("serving.crt"), &c)?;
+                write_private(&dir.join("serving.hosts"), &names.join("\n"))?;
+                (c, k)
+            }
+        };
+        let admin_token = match read(&dir.join("admin.token"))? {
+            Some(t) if !t.trim().is_empty() => t.trim().to_string(),
+            _ => {
+                let t = random_token();
+                write_private(&dir.join("admin.token"), &t)?;
+                t
+            }
+        };
+        Ok(Self { ca_cert_pem, ca_key_pem, serving_cert_pem, serving_key_pem, admin_token })
+    }
+
+    /// A client certificate for `user` in `groups` (CN and O, as Kubernetes reads them).
+    pub fn issue_client_cert(&self, user: &str, groups: &[&str]) -> Result<(String, String), PkiError> {
+        let ca_key = KeyPair::from_pem(&self.ca_key_pem)?;
+        let issuer = Issuer::from_ca_cert_pem(&self.ca_cert_pem, ca_key)?;
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.distinguished_name.push(DnType::CommonName, user);
+        for g in groups {
+            params.distinguished_name.push(DnType::OrganizationName, *g);
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        validity(&mut params, 365);
+        let cert = params.signed_by(&key, &issuer)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+
+    /// rustls server configuration: our serving certificate; client certificates are
+    /// optional and, when sent, must chain to our CA.
+    pub fn server_config(&self) -> Result<rustls::ServerConfig, PkiError> {
+        let tls = |e: &dyn std::fmt::Display| PkiError::Tls(e.to_string());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(self.ca_cert_pem.as_bytes()) {
+            roots.add(c.map_err(|e| tls(&e))?).map_err(|e| tls(&e))?;
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| tls(&e))?;
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(self.serving_cert_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|e| tls(&e))?;
+        let key = PrivateKeyDer::from_pem_slice(self.serving_key_pem.as_bytes()).map_err(|e| tls(&e))?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| tls(&e))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs, key)
+            .map_err(|e| tls(&e))?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    }
+}
+
+/// A kubeconfig for `server` (a URL that may include `/clusters/<path>`).
+pub fn kubeconfig(server: &str, ca_pem: &str, context: &str, user: &str, token: &str) -> String {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {context}\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {context}\n  context:\n    cluster: {context}\n    user: {user}\ncurrent-context: {context}\nusers:\n- name: {user}\n  user:\n    token: {token}\npreferences: {{}}\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_then_reuses() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        let a = Pki::load_or_create(dir.path(), &["127.0.0.9".into()]).unwrap();
+        let b = Pki::load_or_create(dir.path(), &["127.0.0.9".into()]).unwrap();
+        assert_eq!(a.ca_cert_pem, b.ca_cert_pem);
+        assert_eq!(a.serving_cert_pem, b.serving_cert_pem);
+        assert_eq!(a.admin_token, b.admin_token);
+        let c = Pki::load_or_create(dir.path(), &["example.test".into()]).unwrap();
+        assert_eq!(a.ca_cert_pem, c.ca_cert_pem);
+        assert_ne!(a.serving_cert_pem, c.serving_cert_pem);
+        assert!(c.server_config().is_ok());
+        assert!(c.issue_client_cert("alice", &["dev"]).is_ok());
+    }
+}

@@ -1,0 +1,188 @@
+//! The catalog of served resource types: names for discovery, scope, subresources, and
+//! the typed schema each one is validated against.
+
+use std::sync::{Arc, OnceLock};
+
+use k8s_openapi::api::{apps::v1 as apps, coordination::v1 as coordination, core::v1 as core};
+use k8s_openapi::api::{discovery::v1 as discovery, networking::v1 as networking};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::errors::GroupResource;
+use crate::storage::ResourcePrefix;
+
+/// Subresources a type serves besides the object itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subresource {
+    Status,
+    Scale,
+}
+
+impl Subresource {
+    pub fn name(self) -> &'static str {
+        match self {
+            Subresource::Status => "status",
+            Subresource::Scale => "scale",
+        }
+    }
+}
+
+/// One served resource type.
+pub struct ResourceType {
+    pub group: &'static str,
+    pub version: &'static str,
+    /// Plural, lower case: the URL segment.
+    pub resource: &'static str,
+    pub kind: &'static str,
+    pub singular: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    pub subresources: &'static [Subresource],
+    /// The OpenAPI definition name, e.g. `io.k8s.api.apps.v1.Deployment`.
+    pub definition: String,
+    /// Adds this type's schema (and everything it references) to a generator.
+    pub schema: fn(&mut SchemaGenerator) -> Schema,
+    /// Typed decode: catches wrong value types (a string where an integer belongs).
+    pub decode: fn(&Value) -> Result<(), String>,
+    pub prefix: ResourcePrefix,
+    pub gr: GroupResource,
+}
+
+impl ResourceType {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    pub fn group_version(&self) -> (&'static str, &'static str) {
+        (self.group, self.version)
+    }
+
+    pub fn has(&self, sub: Subresource) -> bool {
+        self.subresources.contains(&sub)
+    }
+
+    /// The URL path of the group version: `api/v1` or `apis/apps/v1`.
+    pub fn gv_path(&self) -> String {
+        gv_path(self.group, self.version)
+    }
+}
+
+pub fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+}
+
+fn schema_of<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+    g.subschema_for::<T>()
+}
+
+fn decode_as<T: DeserializeOwned>(v: &Value) -> Result<(), String> {
+    T::deserialize(v).map(|_| ()).map_err(|e| e.to_string())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rt<T: JsonSchema + DeserializeOwned>(
+    group: &'static str,
+    version: &'static str,
+    resource: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    subresources: &'static [Subresource],
+) -> ResourceType {
+    ResourceType {
+        group,
+        version,
+        resource,
+        kind,
+        singular: Box::leak(kind.to_lowercase().into_boxed_str()),
+        namespaced,
+        short_names,
+        categories,
+        subresources,
+        definition: T::schema_name().into_owned(),
+        schema: schema_of::<T>,
+        decode: decode_as::<T>,
+        prefix: ResourcePrefix::new(group, resource),
+        gr: GroupResource { group: group.to_string(), resource: resource.to_string() },
+    }
+}
+
+const STATUS: &[Subresource] = &[Subresource::Status];
+const STATUS_SCALE: &[Subresource] = &[Subresource::Status, Subresource::Scale];
+const ALL: &[&str] = &["all"];
+
+fn builtins() -> Vec<ResourceType> {
+    use sluice_api::sluice as s;
+    vec![
+        rt::<core::Namespace>("", "v1", "namespaces", "Namespace", false, &["ns"], &[], STATUS),
+        rt::<core::Pod>("", "v1", "pods", "Pod", true, &["po"], ALL, STATUS),
+        rt::<core::Service>("", "v1", "services", "Service", true, &["svc"], ALL, STATUS),
+        rt::<core::Endpoints>("", "v1", "endpoints", "Endpoints", true, &["ep"], &[], &[]),
+        rt::<core::ConfigMap>("", "v1", "configmaps", "ConfigMap", true, &["cm"], &[], &[]),
+        rt::<core::Secret>("", "v1", "secrets", "Secret", true, &[], &[], &[]),
+        rt::<core::ServiceAccount>("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"], &[], &[]),
+        rt::<core::Event>("", "v1", "events", "Event", true, &["ev"], &[], &[]),
+        rt::<core::Node>("", "v1", "nodes", "Node", false, &["no"], &[], STATUS),
+        rt::<core::PersistentVolumeClaim>("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, &["pvc"], &[], STATUS),
+        rt::<apps::Deployment>("apps", "v1", "deployments", "Deployment", true, &["deploy"], ALL, STATUS_SCALE),
+        rt::<apps::ReplicaSet>("apps", "v1", "replicasets", "ReplicaSet", true, &["rs"], ALL, STATUS_SCALE),
+        rt::<apps::StatefulSet>("apps", "v1", "statefulsets", "StatefulSet", true, &["sts"], ALL, STATUS_SCALE),
+        rt::<apps::DaemonSet>("apps", "v1", "daemonsets", "DaemonSet", true, &["ds"], ALL, STATUS),
+        rt::<discovery::EndpointSlice>("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, &[], &[], &[]),
+        rt::<networking::Ingress>("networking.k8s.io", "v1", "ingresses", "Ingress", true, &["ing"], &[], STATUS),
+        rt::<coordination::Lease>("coordination.k8s.io", "v1", "leases", "Lease", true, &[], &[], &[]),
+        rt::<s::Workspace>(s::GROUP, s::VERSION, "workspaces", "Workspace", false, &["ws"], &[], STATUS),
+        rt::<s::Cluster>(s::GROUP, s::VERSION, "clusters", "Cluster", false, &[], &[], STATUS),
+        rt::<s::Placement>(s::GROUP, s::VERSION, "placements", "Placement", false, &[], &[], STATUS),
+    ]
+}
+
+/// A set of resource types with lookups by URL segment and by kind.
+pub struct Catalog {
+    types: Vec<Arc<ResourceType>>,
+}
+
+impl Catalog {
+    fn new(types: Vec<ResourceType>) -> Self {
+        Self { types: types.into_iter().map(Arc::new).collect() }
+    }
+
+    /// The built-in types, the same in every logical cluster.
+    pub fn builtin() -> &'static Catalog {
+        static CATALOG: OnceLock<Catalog> = OnceLock::new();
+        CATALOG.get_or_init(|| Catalog::new(builtins()))
+    }
+
+    pub fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<ResourceType>> {
+        self.types.iter().find(|t| t.group == group && t.version == version && t.resource == resource)
+    }
+
+    pub fn types(&self) -> &[Arc<ResourceType>] {
+        &self.types
+    }
+
+    /// Groups in discovery order, each with its versions.
+    pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+        for t in &self.types {
+            match out.iter_mut().find(|(g, _)| *g == t.group) {
+                Some((_, versions)) if !versions.contains(&t.version) => versions.push(t.version),
+                Some(_) => {}
+                None => out.push((t.group, vec![t.version])),
+            }
+        }
+        out
+    }
+
+    pub fn in_group_version<'a>(&'a self, group: &'a str, version: &'a str) -> impl Iterator<Item = &'a Arc<ResourceType>> + 'a {
+        self.types.iter().filter(move |t| t.group == group && t.version == version)
+    }
+
+    /// Every namespaced type, for namespace deletion.
+    pub fn namespaced(&self) -> impl Iterator<Item = &Arc<ResourceType>> {
+        self.types.iter().filter(|t| t.namespaced)
+    }
+}

@@ -1,0 +1,73 @@
+//! The server's shared state. Handlers only read it (and write through the store).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use prometheus_client::registry::Registry;
+use sluice_api::LogicalClusterPath;
+
+use crate::auth::Authenticator;
+use crate::errors::{ApiError, ApiResult, GroupResource};
+use crate::metrics::ApiMetrics;
+use crate::resources::Catalog;
+use crate::schema::SchemaSet;
+use crate::schema::openapi::OpenApiCache;
+use crate::storage::{ResourcePrefix, Store};
+
+/// Request limits.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Largest accepted request body (kube-apiserver: 3 MiB).
+    pub max_body: usize,
+    /// Longest watch when the client does not ask for less.
+    pub max_watch_seconds: u64,
+    /// Interval of watch bookmarks.
+    pub bookmark_seconds: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_body: 3 * 1024 * 1024, max_watch_seconds: 1800, bookmark_seconds: 10 }
+    }
+}
+
+pub struct ApiState {
+    pub store: Store,
+    pub catalog: &'static Catalog,
+    pub schemas: &'static SchemaSet,
+    pub openapi: OpenApiCache,
+    pub metrics: ApiMetrics,
+    pub registry: Registry,
+    pub auth: Authenticator,
+    pub limits: Limits,
+    pub ready: AtomicBool,
+}
+
+pub type SharedState = Arc<ApiState>;
+
+fn workspaces() -> &'static ResourcePrefix {
+    static P: std::sync::OnceLock<ResourcePrefix> = std::sync::OnceLock::new();
+    P.get_or_init(|| ResourcePrefix::new(sluice_api::sluice::GROUP, "workspaces"))
+}
+
+impl ApiState {
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// A logical cluster exists when it is `root` or a live Workspace names it in its parent.
+    pub fn cluster_exists(&self, cluster: &LogicalClusterPath) -> ApiResult<()> {
+        let mut current = cluster.clone();
+        while let Some((parent, name)) = current.parent() {
+            let key = workspaces().key(&parent, None, name);
+            if self.store.get(&key).is_none() {
+                return Err(ApiError::NotFound {
+                    gr: GroupResource { group: sluice_api::sluice::GROUP.into(), resource: "logicalclusters".into() },
+                    name: cluster.to_string(),
+                });
+            }
+            current = parent;
+        }
+        Ok(())
+    }
+}

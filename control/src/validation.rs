@@ -1,0 +1,259 @@
+//! Object-metadata validation with kube-apiserver's rules and messages.
+
+use serde_json::Value;
+
+use crate::errors::Cause;
+
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+/// kube-apiserver's limit on the total size of annotations.
+const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
+
+/// How a resource's names are checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameRule {
+    Dns1123Subdomain,
+    Dns1123Label,
+    Dns1035Label,
+}
+
+impl NameRule {
+    pub fn for_resource(resource: &str) -> Self {
+        match resource {
+            "namespaces" | "workspaces" => NameRule::Dns1123Label,
+            "services" => NameRule::Dns1035Label,
+            _ => NameRule::Dns1123Subdomain,
+        }
+    }
+
+    /// Problems with `name`, as kube words them.
+    pub fn check(self, name: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        match self {
+            NameRule::Dns1123Subdomain => {
+                if name.len() > 253 {
+                    out.push("must be no more than 253 characters".to_string());
+                }
+                if !is_dns1123_subdomain(name) {
+                    out.push(DNS1123_SUBDOMAIN_MSG.to_string());
+                }
+            }
+            NameRule::Dns1123Label | NameRule::Dns1035Label => {
+                if name.len() > 63 {
+                    out.push("must be no more than 63 characters".to_string());
+                }
+                let ok = sluice_api::logical_cluster::is_dns_label(&name[..name.len().min(63)]);
+                if self == NameRule::Dns1035Label {
+                    if !ok || !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+                        out.push(DNS1035_LABEL_MSG.to_string());
+                    }
+                } else if !ok {
+                    out.push(DNS1123_LABEL_MSG.to_string());
+                }
+            }
+        }
+        out
+    }
+}
+
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| {
+        let b = l.as_bytes();
+        !b.is_empty()
+            && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b[0] != b'-'
+            && b[b.len() - 1] != b'-'
+    })
+}
+
+fn is_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Problems with a label or annotation key (`[prefix/]name`).
+pub fn check_qualified_name(key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        if p.is_empty() {
+            out.push("prefix part must be non-empty".into());
+        } else if !is_dns1123_subdomain(p) {
+            out.push(format!("prefix part {DNS1123_SUBDOMAIN_MSG}"));
+        }
+    }
+    if name.is_empty() {
+        out.push("name part must be non-empty".into());
+    } else if name.len() > 63 {
+        out.push("name part must be no more than 63 characters".into());
+    } else if !is_qualified_name_part(name) {
+        out.push(QUALIFIED_NAME_MSG.into());
+    }
+    out
+}
+
+pub fn check_label_value(v: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if v.len() > 63 {
+        out.push("must be no more than 63 characters".into());
+    }
+    if !v.is_empty() && !is_qualified_name_part(&v[..v.len().min(63)]) {
+        out.push(LABEL_VALUE_MSG.into());
+    }
+    out
+}
+
+/// Validate `metadata` of an object: name, namespace, labels, annotations.
+pub fn check_metadata(obj: &Value, rule: NameRule, namespaced: bool) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let meta = &obj["metadata"];
+    match meta["name"].as_str() {
+        None | Some("") => causes.push(Cause::required("metadata.name")),
+        Some(name) => {
+            for msg in rule.check(name) {
+                causes.push(Cause::invalid("metadata.name", name, msg));
+            }
+        }
+    }
+    if namespaced {
+        if let Some(ns) = meta["namespace"].as_str() {
+            for msg in NameRule::Dns1123Label.check(ns) {
+                causes.push(Cause::invalid("metadata.namespace", ns, msg));
+            }
+        }
+    }
+    if let Some(labels) = meta["labels"].as_object() {
+        for (k, v) in labels {
+            for msg in check_qualified_name(k) {
+                causes.push(Cause::invalid("metadata.labels", k, msg));
+            }
+            match v.as_str() {
+                Some(v) => {
+                    for msg in check_label_value(v) {
+                        causes.push(Cause::invalid(format!("metadata.labels.{k}"), v, msg));
+                    }
+                }
+                None => causes.push(Cause::invalid(format!("metadata.labels.{k}"), &v.to_string(), "must be a string")),
+            }
+        }
+    }
+    if let Some(annotations) = meta["annotations"].as_object() {
+        let mut total = 0;
+        for (k, v) in annotations {
+            total += k.len() + v.as_str().map(str::len).unwrap_or(0);
+            for msg in check_qualified_name(k) {
+                causes.push(Cause::invalid("metadata.annotations", k, msg));
+            }
+        }
+        if total > TOTAL_ANNOTATION_SIZE {
+            causes.push(Cause {
+                reason: "FieldValueTooLong",
+                field: "metadata.annotations".into(),
+                message: format!("Too long: must have at most {TOTAL_ANNOTATION_SIZE} bytes"),
+            });
+        }
+    }
+    causes
+}
+
+fn selector_matches_labels(selector: &Value, labels: &Value) -> bool {
+    let ml = selector["matchLabels"].as_object();
+    ml.is_none_or(|ml| ml.iter().all(|(k, v)| labels.get(k) == Some(v)))
+}
+
+/// Type-specific checks kube-apiserver makes that clients depend on.
+pub fn check_spec(kind: &str, obj: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    match kind {
+        "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" => {
+            let spec = &obj["spec"];
+            let selector = &spec["selector"];
+            if !selector.is_object() {
+                causes.push(Cause::required("spec.selector"));
+            } else if selector["matchLabels"].as_object().is_none_or(|m| m.is_empty())
+                && selector["matchExpressions"].as_array().is_none_or(|m| m.is_empty())
+            {
+                causes.push(Cause::invalid("spec.selector", &selector.to_string(), "empty selector is invalid for deployment"));
+            } else if !selector_matches_labels(selector, &spec["template"]["metadata"]["labels"]) {
+                causes.push(Cause::invalid(
+                    "spec.template.metadata.labels",
+                    &spec["template"]["metadata"]["labels"].to_string(),
+                    "`selector` does not match template `labels`",
+                ));
+            }
+            if spec["template"]["spec"]["containers"].as_array().is_none_or(|c| c.is_empty()) {
+                causes.push(Cause::required("spec.template.spec.containers"));
+            }
+            if spec["replicas"].as_i64().is_some_and(|r| r < 0) {
+                causes.push(Cause::invalid("spec.replicas", &spec["replicas"].to_string(), "must be greater than or equal to 0"));
+            }
+        }
+        "Pod" => {
+            if obj["spec"]["containers"].as_array().is_none_or(|c| c.is_empty()) {
+                causes.push(Cause::required("spec.containers"));
+            }
+        }
+        "Service" => {
+            let ty = obj["spec"]["type"].as_str().unwrap_or("ClusterIP");
+            let headless = obj["spec"]["clusterIP"].as_str() == Some("None");
+            if !matches!(ty, "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName") {
+                causes.push(Cause {
+                    reason: "FieldValueNotSupported",
+                    field: "spec.type".into(),
+                    message: format!("Unsupported value: \"{ty}\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\""),
+                });
+            }
+            if ty != "ExternalName" && !headless && obj["spec"]["ports"].as_array().is_none_or(|p| p.is_empty()) {
+                causes.push(Cause::required("spec.ports"));
+            }
+        }
+        _ => {}
+    }
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_checks() {
+        let ok = serde_json::json!({"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c"}]}}}});
+        assert!(check_spec("Deployment", &ok).is_empty());
+        let bad = serde_json::json!({"spec": {"selector": {"matchLabels": {"a": "x"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c"}]}}}});
+        assert_eq!(check_spec("Deployment", &bad)[0].field, "spec.template.metadata.labels");
+        assert_eq!(check_spec("Service", &serde_json::json!({"spec": {}}))[0].field, "spec.ports");
+    }
+
+    #[test]
+    fn names() {
+        assert!(NameRule::Dns1123Subdomain.check("web.v1").is_empty());
+        assert!(!NameRule::Dns1123Subdomain.check("Web").is_empty());
+        assert!(!NameRule::Dns1123Subdomain.check(&"a".repeat(254)).is_empty());
+        assert!(NameRule::Dns1123Subdomain.check(&"a".repeat(253)).is_empty());
+        assert!(!NameRule::Dns1123Label.check("a.b").is_empty());
+        assert!(!NameRule::Dns1035Label.check("1abc").is_empty());
+        assert!(NameRule::Dns1035Label.check("abc-1").is_empty());
+    }
+
+    #[test]
+    fn labels() {
+        assert!(check_qualified_name("app.kubernetes.io/name").is_empty());
+        assert!(!check_qualified_name("bad key").is_empty());
+        assert!(!check_qualified_name("/x").is_empty());
+        assert!(check_label_value("").is_empty());
+        assert!(!check_label_value("-x").is_empty());
+        let obj = serde_json::json!({"metadata": {"name": "x", "labels": {"a": "b c"}}});
+        assert_eq!(check_metadata(&obj, NameRule::Dns1123Subdomain, true).len(), 1);
+    }
+}
