@@ -59,7 +59,8 @@ pub fn is_dns_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
 }
@@ -108,10 +109,22 @@ mod tests {
         assert!("root".parse::<LogicalClusterPath>().is_ok());
         assert!("root:shop:team-1".parse::<LogicalClusterPath>().is_ok());
         assert_eq!("".parse::<LogicalClusterPath>(), Err(PathError::Empty));
-        assert!(matches!("shop".parse::<LogicalClusterPath>(), Err(PathError::NotRooted(_))));
-        assert!(matches!("root:Shop".parse::<LogicalClusterPath>(), Err(PathError::BadSegment { .. })));
-        assert!(matches!("root::a".parse::<LogicalClusterPath>(), Err(PathError::BadSegment { .. })));
-        assert!(matches!("root:-a".parse::<LogicalClusterPath>(), Err(PathError::BadSegment { .. })));
+        assert!(matches!(
+            "shop".parse::<LogicalClusterPath>(),
+            Err(PathError::NotRooted(_))
+        ));
+        assert!(matches!(
+            "root:Shop".parse::<LogicalClusterPath>(),
+            Err(PathError::BadSegment { .. })
+        ));
+        assert!(matches!(
+            "root::a".parse::<LogicalClusterPath>(),
+            Err(PathError::BadSegment { .. })
+        ));
+        assert!(matches!(
+            "root:-a".parse::<LogicalClusterPath>(),
+            Err(PathError::BadSegment { .. })
+        ));
     }
 
     #[test]
@@ -124,7 +137,12 @@ mod tests {
         assert!(parent.contains(&p));
         assert!(!p.contains(&parent));
         let ab: LogicalClusterPath = "root:ab".parse().unwrap();
-        assert!(!"root:a".parse::<LogicalClusterPath>().unwrap().contains(&ab));
+        assert!(
+            !"root:a"
+                .parse::<LogicalClusterPath>()
+                .unwrap()
+                .contains(&ab)
+        );
         assert_eq!(parent.child("b").unwrap(), p);
     }
 }

@@ -8,7 +8,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "sluice", version, about = "Transparent multi-cluster networking for Kubernetes")]
+#[command(
+    name = "sluice",
+    version,
+    about = "Transparent multi-cluster networking for Kubernetes"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -45,8 +49,12 @@ enum Command {
 }
 
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 async fn shutdown_signal() -> anyhow::Result<()> {
@@ -64,19 +72,34 @@ async fn shutdown_signal() -> anyhow::Result<()> {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Control { data_dir, listen, token_auth_file, watch_history, max_request_bytes } => {
+        Command::Control {
+            data_dir,
+            listen,
+            token_auth_file,
+            watch_history,
+            max_request_bytes,
+        } => {
             init_tracing();
             let mut config = sluice_control::Config::new(data_dir, listen);
             config.token_file = token_auth_file;
             config.watch_history = watch_history;
             config.limits.max_body = max_request_bytes;
-            let bound = sluice_control::build(config).await.context("starting the control plane")?;
-            println!("serving {} (kubeconfig: {})", bound.url, bound.admin_kubeconfig.display());
+            let bound = sluice_control::build(config)
+                .await
+                .context("starting the control plane")?;
+            println!(
+                "serving {} (kubeconfig: {})",
+                bound.url,
+                bound.admin_kubeconfig.display()
+            );
             shutdown_signal().await?;
             tracing::info!("shutting down");
             bound.shutdown().await;
         }
-        Command::Kubeconfig { data_dir, workspace } => {
+        Command::Kubeconfig {
+            data_dir,
+            workspace,
+        } => {
             let path: sluice_api::LogicalClusterPath = workspace.parse().context("--workspace")?;
             print!("{}", sluice_control::kubeconfig_for(&data_dir, &path)?);
         }

@@ -37,34 +37,59 @@ pub struct Authenticator {
 impl Authenticator {
     pub fn new(admin_token: &str) -> Self {
         let mut tokens = HashMap::new();
-        tokens.insert(admin_token.to_string(), User { name: "admin".into(), groups: vec![ADMIN_GROUP.into()] });
+        tokens.insert(
+            admin_token.to_string(),
+            User {
+                name: "admin".into(),
+                groups: vec![ADMIN_GROUP.into()],
+            },
+        );
         Self { tokens }
     }
 
     /// Add users from a kube-apiserver style static token file:
     /// `token,user,uid[,"group1,group2"]` per line.
     pub fn load_token_file(&mut self, path: &Path) -> Result<(), TokenFileError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TokenFileError::Io(path.display().to_string(), e))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| TokenFileError::Io(path.display().to_string(), e))?;
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
             let mut fields = line.splitn(4, ',');
-            let (Some(token), Some(user), Some(_uid)) = (fields.next(), fields.next(), fields.next()) else {
+            let (Some(token), Some(user), Some(_uid)) =
+                (fields.next(), fields.next(), fields.next())
+            else {
                 return Err(TokenFileError::Line(i + 1));
             };
             let groups = fields
                 .next()
-                .map(|g| g.trim_matches('"').split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+                .map(|g| {
+                    g.trim_matches('"')
+                        .split(',')
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty())
+                        .collect()
+                })
                 .unwrap_or_default();
-            self.tokens.insert(token.trim().to_string(), User { name: user.trim().to_string(), groups });
+            self.tokens.insert(
+                token.trim().to_string(),
+                User {
+                    name: user.trim().to_string(),
+                    groups,
+                },
+            );
         }
         Ok(())
     }
 
     /// Who sent a request: a valid bearer token wins, else the verified client certificate.
-    pub fn authenticate(&self, authorization: Option<&str>, client_cert: Option<&User>) -> Option<User> {
+    pub fn authenticate(
+        &self,
+        authorization: Option<&str>,
+        client_cert: Option<&User>,
+    ) -> Option<User> {
         if let Some(token) = authorization.and_then(|h| h.strip_prefix("Bearer ")) {
             return self.tokens.get(token.trim()).cloned();
         }
@@ -76,8 +101,16 @@ impl Authenticator {
 pub fn user_from_cert(der: &[u8]) -> Option<User> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
-    let name = subject.iter_common_name().next()?.as_str().ok()?.to_string();
-    let groups = subject.iter_organization().filter_map(|o| o.as_str().ok().map(str::to_string)).collect();
+    let name = subject
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
+    let groups = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(str::to_string))
+        .collect();
     Some(User { name, groups })
 }
 
@@ -88,7 +121,11 @@ mod tests {
     #[test]
     fn tokens_and_files() {
         let mut a = Authenticator::new("secret");
-        assert!(a.authenticate(Some("Bearer secret"), None).unwrap().is_admin());
+        assert!(
+            a.authenticate(Some("Bearer secret"), None)
+                .unwrap()
+                .is_admin()
+        );
         assert!(a.authenticate(Some("Bearer nope"), None).is_none());
         assert!(a.authenticate(None, None).is_none());
         let dir = tempfile::tempdir().unwrap();

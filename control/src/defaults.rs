@@ -28,10 +28,20 @@ fn pod_spec(spec: &mut Value) {
     default(spec, &["schedulerName"], json!("default-scheduler"));
     if let Some(cs) = spec.get_mut("containers").and_then(Value::as_array_mut) {
         for c in cs {
-            default(c, &["terminationMessagePath"], json!("/dev/termination-log"));
+            default(
+                c,
+                &["terminationMessagePath"],
+                json!("/dev/termination-log"),
+            );
             default(c, &["terminationMessagePolicy"], json!("File"));
-            let latest = c["image"].as_str().is_some_and(|i| i.ends_with(":latest") || !i.rsplit('/').next().unwrap_or("").contains(':'));
-            default(c, &["imagePullPolicy"], json!(if latest { "Always" } else { "IfNotPresent" }));
+            let latest = c["image"].as_str().is_some_and(|i| {
+                i.ends_with(":latest") || !i.rsplit('/').next().unwrap_or("").contains(':')
+            });
+            default(
+                c,
+                &["imagePullPolicy"],
+                json!(if latest { "Always" } else { "IfNotPresent" }),
+            );
             if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
                 for p in ports {
                     default(p, &["protocol"], json!("TCP"));
@@ -63,8 +73,16 @@ pub fn apply(kind: &str, obj: &mut Value) {
                 default(obj, &["spec", "progressDeadlineSeconds"], json!(600));
                 default(obj, &["spec", "strategy", "type"], json!("RollingUpdate"));
                 if obj["spec"]["strategy"]["type"] == "RollingUpdate" {
-                    default(obj, &["spec", "strategy", "rollingUpdate", "maxSurge"], json!("25%"));
-                    default(obj, &["spec", "strategy", "rollingUpdate", "maxUnavailable"], json!("25%"));
+                    default(
+                        obj,
+                        &["spec", "strategy", "rollingUpdate", "maxSurge"],
+                        json!("25%"),
+                    );
+                    default(
+                        obj,
+                        &["spec", "strategy", "rollingUpdate", "maxUnavailable"],
+                        json!("25%"),
+                    );
                 }
             }
             if kind == "StatefulSet" {
@@ -100,8 +118,14 @@ mod tests {
         apply("Deployment", &mut d);
         assert_eq!(d["spec"]["replicas"], 1);
         assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
-        assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
-        assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+            "IfNotPresent"
+        );
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"],
+            "TCP"
+        );
         let mut s = json!({"spec": {"ports": [{"port": 80}]}});
         apply("Service", &mut s);
         assert_eq!(s["spec"]["ports"][0]["targetPort"], 80);

@@ -42,11 +42,19 @@ impl Cause {
     }
 
     pub fn required(field: impl Into<String>) -> Self {
-        Self { reason: "FieldValueRequired", field: field.into(), message: "Required value".into() }
+        Self {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            message: "Required value".into(),
+        }
     }
 
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self { reason: "FieldValueForbidden", field: field.into(), message: format!("Forbidden: {}", detail.into()) }
+        Self {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            message: format!("Forbidden: {}", detail.into()),
+        }
     }
 }
 
@@ -58,9 +66,18 @@ pub enum ApiError {
     #[error("{gr} \"{name}\" already exists")]
     AlreadyExists { gr: GroupResource, name: String },
     #[error("Operation cannot be fulfilled on {gr} \"{name}\": {detail}")]
-    Conflict { gr: GroupResource, name: String, detail: String },
+    Conflict {
+        gr: GroupResource,
+        name: String,
+        detail: String,
+    },
     #[error("{kind} \"{name}\" is invalid: {}", causes_summary(.causes))]
-    Invalid { gr: GroupResource, kind: String, name: String, causes: Vec<Cause> },
+    Invalid {
+        gr: GroupResource,
+        kind: String,
+        name: String,
+        causes: Vec<Cause>,
+    },
     #[error("{0}")]
     BadRequest(String),
     #[error("Unauthorized")]
@@ -91,7 +108,10 @@ fn causes_summary(causes: &[Cause]) -> String {
     if causes.len() == 1 {
         format!("{}: {}", causes[0].field, causes[0].message)
     } else {
-        let parts: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
+        let parts: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
         format!("[{}]", parts.join(", "))
     }
 }
@@ -147,10 +167,17 @@ impl ApiError {
             "code": self.code(),
         });
         let details = match self {
-            ApiError::NotFound { gr, name } | ApiError::AlreadyExists { gr, name } | ApiError::Conflict { gr, name, .. } => {
+            ApiError::NotFound { gr, name }
+            | ApiError::AlreadyExists { gr, name }
+            | ApiError::Conflict { gr, name, .. } => {
                 Some(json!({"name": name, "group": gr.group, "kind": gr.resource}))
             }
-            ApiError::Invalid { gr, kind, name, causes } => Some(json!({
+            ApiError::Invalid {
+                gr,
+                kind,
+                name,
+                causes,
+            } => Some(json!({
                 "name": name,
                 "group": gr.group,
                 "kind": kind,
@@ -165,7 +192,10 @@ impl ApiError {
     }
 
     pub fn not_found(gr: &GroupResource, name: &str) -> Self {
-        ApiError::NotFound { gr: gr.clone(), name: name.to_string() }
+        ApiError::NotFound {
+            gr: gr.clone(),
+            name: name.to_string(),
+        }
     }
 
     pub fn conflict(gr: &GroupResource, name: &str) -> Self {
@@ -179,7 +209,10 @@ impl ApiError {
     /// Map a storage error about `name` of `gr`.
     pub fn from_storage(e: StorageError, gr: &GroupResource, name: &str) -> Self {
         match e {
-            StorageError::AlreadyExists(_) => ApiError::AlreadyExists { gr: gr.clone(), name: name.into() },
+            StorageError::AlreadyExists(_) => ApiError::AlreadyExists {
+                gr: gr.clone(),
+                name: name.into(),
+            },
             StorageError::NotFound(_) => ApiError::not_found(gr, name),
             StorageError::Conflict { .. } => ApiError::conflict(gr, name),
             StorageError::Backend(m) => ApiError::Internal(m),
@@ -194,7 +227,9 @@ impl From<WatchError> for ApiError {
             WatchError::Expired { requested, oldest } => {
                 ApiError::Expired(format!("too old resource version: {requested} ({oldest})"))
             }
-            WatchError::Lagged => ApiError::Expired("too old resource version: watcher fell behind".into()),
+            WatchError::Lagged => {
+                ApiError::Expired("too old resource version: watcher fell behind".into())
+            }
             WatchError::Closed => ApiError::Internal("store closed".into()),
         }
     }
@@ -206,14 +241,23 @@ mod tests {
 
     #[test]
     fn messages_match_kube() {
-        let gr = GroupResource { group: "apps".into(), resource: "deployments".into() };
+        let gr = GroupResource {
+            group: "apps".into(),
+            resource: "deployments".into(),
+        };
         let e = ApiError::not_found(&gr, "x");
         assert_eq!(e.to_string(), "deployments.apps \"x\" not found");
         let s = e.to_status();
         assert_eq!(s["code"], 404);
         assert_eq!(s["reason"], "NotFound");
         assert_eq!(s["details"]["kind"], "deployments");
-        let c = ApiError::conflict(&GroupResource { group: "".into(), resource: "configmaps".into() }, "c");
+        let c = ApiError::conflict(
+            &GroupResource {
+                group: "".into(),
+                resource: "configmaps".into(),
+            },
+            "c",
+        );
         assert_eq!(
             c.to_string(),
             "Operation cannot be fulfilled on configmaps \"c\": the object has been modified; please apply your changes to the latest version and try again"
@@ -222,9 +266,16 @@ mod tests {
             gr: GroupResource::default(),
             kind: "ConfigMap".into(),
             name: "Bad".into(),
-            causes: vec![Cause::invalid("metadata.name", "Bad", "a lowercase RFC 1123 subdomain")],
+            causes: vec![Cause::invalid(
+                "metadata.name",
+                "Bad",
+                "a lowercase RFC 1123 subdomain",
+            )],
         };
         assert_eq!(i.code(), 422);
-        assert_eq!(i.to_status()["details"]["causes"][0]["field"], "metadata.name");
+        assert_eq!(
+            i.to_status()["details"]["causes"][0]["field"],
+            "metadata.name"
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! binary and the tests both use it, binding port 0 in tests.
 
 pub mod auth;
+pub mod codec;
 pub mod controllers;
 pub mod defaults;
 pub mod errors;
@@ -108,17 +109,28 @@ fn server_host(listen: SocketAddr) -> String {
 /// Start the API server.
 pub async fn build(config: Config) -> Result<Bound, ControlError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| ControlError::Io(config.data_dir.clone(), e))?;
-    let listener = tokio::net::TcpListener::bind(config.listen).await.map_err(|e| ControlError::Bind(config.listen, e))?;
-    let addr = listener.local_addr().map_err(|e| ControlError::Bind(config.listen, e))?;
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| ControlError::Io(config.data_dir.clone(), e))?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| ControlError::Bind(config.listen, e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| ControlError::Bind(config.listen, e))?;
     let host = server_host(addr);
-    let pki = Pki::load_or_create(&config.data_dir, &[host.trim_matches(['[', ']']).to_string()])?;
+    let pki = Pki::load_or_create(
+        &config.data_dir,
+        &[host.trim_matches(['[', ']']).to_string()],
+    )?;
     let tls = Arc::new(pki.server_config()?);
     let mut auth = Authenticator::new(&pki.admin_token);
     if let Some(f) = &config.token_file {
         auth.load_token_file(f)?;
     }
-    let store = Store::open(RedbBackend::open(&config.data_dir.join("sluice.redb"))?, config.watch_history)?;
+    let store = Store::open(
+        RedbBackend::open(&config.data_dir.join("sluice.redb"))?,
+        config.watch_history,
+    )?;
     let metrics = ApiMetrics::default();
     let mut registry = Registry::with_prefix("sluice_apiserver");
     metrics.register(&mut registry);
@@ -134,24 +146,60 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         ready: AtomicBool::new(false),
     });
     let url = format!("https://{host}:{}", addr.port());
-    std::fs::write(config.data_dir.join("server.url"), &url).map_err(|e| ControlError::Io(config.data_dir.join("server.url"), e))?;
+    std::fs::write(config.data_dir.join("server.url"), &url)
+        .map_err(|e| ControlError::Io(config.data_dir.join("server.url"), e))?;
     let admin_kubeconfig = config.data_dir.join("admin.kubeconfig");
-    pki::write_private(&admin_kubeconfig, &pki::kubeconfig(&format!("{url}/clusters/root"), &pki.ca_cert_pem, "root", "admin", &pki.admin_token))?;
+    pki::write_private(
+        &admin_kubeconfig,
+        &pki::kubeconfig(
+            &format!("{url}/clusters/root"),
+            &pki.ca_cert_pem,
+            "root",
+            "admin",
+            &pki.admin_token,
+        ),
+    )?;
 
     let (shutdown, shutdown_rx) = watch::channel(false);
-    tokio::spawn(termination::run(state.clone(), Container::Namespace, shutdown_rx.clone()));
-    tokio::spawn(termination::run(state.clone(), Container::Workspace, shutdown_rx.clone()));
+    tokio::spawn(termination::run(
+        state.clone(),
+        Container::Namespace,
+        shutdown_rx.clone(),
+    ));
+    tokio::spawn(termination::run(
+        state.clone(),
+        Container::Workspace,
+        shutdown_rx.clone(),
+    ));
     let server = tokio::spawn(server::serve(listener, tls, state.clone(), shutdown_rx));
     state.ready.store(true, Ordering::Release);
     tracing::info!(%url, data_dir = %config.data_dir.display(), revision = %state.store.revision(), "control plane ready");
-    Ok(Bound { addr, url, admin_kubeconfig, state, shutdown, server })
+    Ok(Bound {
+        addr,
+        url,
+        admin_kubeconfig,
+        state,
+        shutdown,
+        server,
+    })
 }
 
 /// A kubeconfig for logical cluster `workspace` of the server whose data directory is `dir`.
-pub fn kubeconfig_for(dir: &Path, workspace: &sluice_api::LogicalClusterPath) -> Result<String, ControlError> {
-    let read = |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| ControlError::Io(dir.join(name), e));
+pub fn kubeconfig_for(
+    dir: &Path,
+    workspace: &sluice_api::LogicalClusterPath,
+) -> Result<String, ControlError> {
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).map_err(|e| ControlError::Io(dir.join(name), e))
+    };
     let url = read("server.url")?;
     let ca = read("ca.crt")?;
     let token = read("admin.token")?;
-    Ok(pki::kubeconfig(&format!("{}/clusters/{workspace}", url.trim()), &ca, workspace.as_str(), "admin", token.trim()))
+    Ok(pki::kubeconfig(
+        &format!("{}/clusters/{workspace}", url.trim()),
+        &ca,
+        workspace.as_str(),
+        "admin",
+        token.trim(),
+    ))
 }

@@ -39,7 +39,9 @@ impl Default for ApiMetrics {
     fn default() -> Self {
         Self {
             requests: Family::default(),
-            latency: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0001, 2.0, 18))),
+            latency: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+            }),
             open_watches: Family::default(),
             storage_objects: Gauge::default(),
             storage_revision: Gauge::default(),
@@ -49,11 +51,31 @@ impl Default for ApiMetrics {
 
 impl ApiMetrics {
     pub fn register(&self, registry: &mut Registry) {
-        registry.register("requests", "API requests by verb, resource and HTTP code", self.requests.clone());
-        registry.register("request_duration_seconds", "API request latency by verb and resource", self.latency.clone());
-        registry.register("open_watches", "Watches currently open, by resource", self.open_watches.clone());
-        registry.register("storage_objects", "Objects in storage", self.storage_objects.clone());
-        registry.register("storage_revision", "Current storage revision", self.storage_revision.clone());
+        registry.register(
+            "requests",
+            "API requests by verb, resource and HTTP code",
+            self.requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "API request latency by verb and resource",
+            self.latency.clone(),
+        );
+        registry.register(
+            "open_watches",
+            "Watches currently open, by resource",
+            self.open_watches.clone(),
+        );
+        registry.register(
+            "storage_objects",
+            "Objects in storage",
+            self.storage_objects.clone(),
+        );
+        registry.register(
+            "storage_revision",
+            "Current storage revision",
+            self.storage_revision.clone(),
+        );
     }
 }
 

@@ -7,8 +7,11 @@ use crate::resources::ResourceType;
 
 /// `metadata.creationTimestamp` format (RFC 3339, seconds).
 pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or_else(|_| time::OffsetDateTime::now_utc());
-    now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+    let now = time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .unwrap_or_else(|_| time::OffsetDateTime::now_utc());
+    now.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 pub fn meta(obj: &Value) -> &Value {
@@ -34,7 +37,9 @@ pub fn random_suffix() -> String {
     use rand::Rng;
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 /// Fields every write sets the same way: kind/apiVersion, logical-cluster annotation.
@@ -52,7 +57,12 @@ pub fn stamp_type(obj: &mut Value, t: &ResourceType, cluster: &LogicalClusterPat
 }
 
 /// Metadata for a new object.
-pub fn prepare_create(obj: &mut Value, t: &ResourceType, cluster: &LogicalClusterPath, namespace: Option<&str>) {
+pub fn prepare_create(
+    obj: &mut Value,
+    t: &ResourceType,
+    cluster: &LogicalClusterPath,
+    namespace: Option<&str>,
+) {
     stamp_type(obj, t, cluster);
     let m = meta_mut(obj);
     m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
@@ -74,7 +84,13 @@ pub fn prepare_create(obj: &mut Value, t: &ResourceType, cluster: &LogicalCluste
 /// Carry the server-owned fields of `old` into `new` for an update of the main resource
 /// (`status` is kept when the type has a status subresource) and bump `generation` when
 /// anything but metadata and status changed.
-pub fn prepare_update(new: &mut Value, old: &Value, t: &ResourceType, cluster: &LogicalClusterPath, keep_status: bool) {
+pub fn prepare_update(
+    new: &mut Value,
+    old: &Value,
+    t: &ResourceType,
+    cluster: &LogicalClusterPath,
+    keep_status: bool,
+) {
     stamp_type(new, t, cluster);
     let om = &old["metadata"];
     if keep_status {
@@ -89,14 +105,23 @@ pub fn prepare_update(new: &mut Value, old: &Value, t: &ResourceType, cluster: &
     }
     let changed = spec_changed(new, old);
     let m = meta_mut(new);
-    for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace"] {
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "namespace",
+    ] {
         match om.get(k) {
             Some(v) => m.insert(k.into(), v.clone()),
             None => m.remove(k),
         };
     }
     let generation = om["generation"].as_i64().unwrap_or(1);
-    m.insert("generation".into(), json!(if changed { generation + 1 } else { generation }));
+    m.insert(
+        "generation".into(),
+        json!(if changed { generation + 1 } else { generation }),
+    );
 }
 
 /// True when anything outside `metadata` and `status` differs.
@@ -118,9 +143,14 @@ pub fn set_resource_version(obj: &mut Value, rv: u64) {
 
 /// Finalizers still on the object.
 pub fn finalizers(obj: &Value) -> usize {
-    obj["metadata"]["finalizers"].as_array().map(Vec::len).unwrap_or(0)
+    obj["metadata"]["finalizers"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or(0)
 }
 
 pub fn is_deleting(obj: &Value) -> bool {
-    obj["metadata"].get("deletionTimestamp").is_some_and(|v| !v.is_null())
+    obj["metadata"]
+        .get("deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
 }

@@ -4,13 +4,19 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("certificate generation failed: {0}")]
     Rcgen(#[from] rcgen::Error),
     #[error("TLS configuration failed: {0}")]
@@ -30,7 +36,10 @@ fn read(path: &Path) -> Result<Option<String>, PkiError> {
     match std::fs::read_to_string(path) {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(PkiError::Io { path: path.to_path_buf(), source }),
+        Err(source) => Err(PkiError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -38,9 +47,18 @@ fn read(path: &Path) -> Result<Option<String>, PkiError> {
 pub fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let io = |source| PkiError::Io { path: path.to_path_buf(), source };
+    let io = |source| PkiError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(io)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io)?;
     f.write_all(contents.as_bytes()).map_err(io)?;
     f.sync_all().map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
@@ -63,23 +81,33 @@ impl Pki {
     /// missing. The serving certificate is re-issued (by the same CA) when `hosts` are not
     /// all among its names.
     pub fn load_or_create(dir: &Path, hosts: &[String]) -> Result<Self, PkiError> {
-        std::fs::create_dir_all(dir).map_err(|source| PkiError::Io { path: dir.to_path_buf(), source })?;
-        let (ca_cert_pem, ca_key_pem) = match (read(&dir.join("ca.crt"))?, read(&dir.join("ca.key"))?) {
-            (Some(c), Some(k)) => (c, k),
-            _ => {
-                let key = KeyPair::generate()?;
-                let mut params = CertificateParams::new(Vec::<String>::new())?;
-                params.distinguished_name.push(DnType::CommonName, "sluice-ca");
-                params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-                params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-                validity(&mut params, 3650);
-                let cert = params.self_signed(&key)?;
-                let (c, k) = (cert.pem(), key.serialize_pem());
-                write_private(&dir.join("ca.key"), &k)?;
-                write_private(&dir.join("ca.crt"), &c)?;
-                (c, k)
-            }
-        };
+        std::fs::create_dir_all(dir).map_err(|source| PkiError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let (ca_cert_pem, ca_key_pem) =
+            match (read(&dir.join("ca.crt"))?, read(&dir.join("ca.key"))?) {
+                (Some(c), Some(k)) => (c, k),
+                _ => {
+                    let key = KeyPair::generate()?;
+                    let mut params = CertificateParams::new(Vec::<String>::new())?;
+                    params
+                        .distinguished_name
+                        .push(DnType::CommonName, "sluice-ca");
+                    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+                    params.key_usages = vec![
+                        KeyUsagePurpose::KeyCertSign,
+                        KeyUsagePurpose::CrlSign,
+                        KeyUsagePurpose::DigitalSignature,
+                    ];
+                    validity(&mut params, 3650);
+                    let cert = params.self_signed(&key)?;
+                    let (c, k) = (cert.pem(), key.serialize_pem());
+                    write_private(&dir.join("ca.key"), &k)?;
+                    write_private(&dir.join("ca.crt"), &c)?;
+                    (c, k)
+                }
+            };
         let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
         for h in hosts {
             if !names.contains(h) {
@@ -88,14 +116,20 @@ impl Pki {
         }
         let recorded = read(&dir.join("serving.hosts"))?.unwrap_or_default();
         let covered = names.iter().all(|n| recorded.lines().any(|l| l == n));
-        let (serving_cert_pem, serving_key_pem) = match (covered, read(&dir.join("serving.crt"))?, read(&dir.join("serving.key"))?) {
+        let (serving_cert_pem, serving_key_pem) = match (
+            covered,
+            read(&dir.join("serving.crt"))?,
+            read(&dir.join("serving.key"))?,
+        ) {
             (true, Some(c), Some(k)) => (c, k),
             _ => {
                 let ca_key = KeyPair::from_pem(&ca_key_pem)?;
                 let issuer = Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key)?;
                 let key = KeyPair::generate()?;
                 let mut params = CertificateParams::new(Vec::<String>::new())?;
-                params.distinguished_name.push(DnType::CommonName, "sluice-control");
+                params
+                    .distinguished_name
+                    .push(DnType::CommonName, "sluice-control");
                 params.subject_alt_names = names
                     .iter()
                     .map(|n| match n.parse::<std::net::IpAddr>() {
@@ -121,11 +155,21 @@ impl Pki {
                 t
             }
         };
-        Ok(Self { ca_cert_pem, ca_key_pem, serving_cert_pem, serving_key_pem, admin_token })
+        Ok(Self {
+            ca_cert_pem,
+            ca_key_pem,
+            serving_cert_pem,
+            serving_key_pem,
+            admin_token,
+        })
     }
 
     /// A client certificate for `user` in `groups` (CN and O, as Kubernetes reads them).
-    pub fn issue_client_cert(&self, user: &str, groups: &[&str]) -> Result<(String, String), PkiError> {
+    pub fn issue_client_cert(
+        &self,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<(String, String), PkiError> {
         let ca_key = KeyPair::from_pem(&self.ca_key_pem)?;
         let issuer = Issuer::from_ca_cert_pem(&self.ca_cert_pem, ca_key)?;
         let key = KeyPair::generate()?;
@@ -149,14 +193,19 @@ impl Pki {
         for c in CertificateDer::pem_slice_iter(self.ca_cert_pem.as_bytes()) {
             roots.add(c.map_err(|e| tls(&e))?).map_err(|e| tls(&e))?;
         }
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .allow_unauthenticated()
-            .build()
-            .map_err(|e| tls(&e))?;
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(self.serving_cert_pem.as_bytes())
-            .collect::<Result<_, _>>()
-            .map_err(|e| tls(&e))?;
-        let key = PrivateKeyDer::from_pem_slice(self.serving_key_pem.as_bytes()).map_err(|e| tls(&e))?;
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| tls(&e))?;
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(self.serving_cert_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .map_err(|e| tls(&e))?;
+        let key =
+            PrivateKeyDer::from_pem_slice(self.serving_key_pem.as_bytes()).map_err(|e| tls(&e))?;
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| tls(&e))?

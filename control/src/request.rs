@@ -37,15 +37,23 @@ pub enum Route {
     Metrics,
     OpenApiV2,
     OpenApiV3Root,
-    OpenApiV3 { group: String, version: String },
+    OpenApiV3 {
+        group: String,
+        version: String,
+    },
     /// `/api`
     CoreVersions,
     /// `/apis`
     Groups,
     /// `/apis/<group>`
-    Group { group: String },
+    Group {
+        group: String,
+    },
     /// `/api/v1`, `/apis/<group>/<version>`
-    Resources { group: String, version: String },
+    Resources {
+        group: String,
+        version: String,
+    },
     Resource(ResourcePath),
 }
 
@@ -70,7 +78,11 @@ fn decode(s: &str) -> String {
 
 /// Parse a URL path (without query).
 pub fn parse_path(path: &str) -> ApiResult<Target> {
-    let mut parts: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode).collect();
+    let mut parts: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(decode)
+        .collect();
     let mut cluster = ClusterScope::One(LogicalClusterPath::root());
     let mut prefix = String::new();
     if parts.first().map(String::as_str) == Some("clusters") {
@@ -80,7 +92,10 @@ pub fn parse_path(path: &str) -> ApiResult<Target> {
         cluster = if name == "*" {
             ClusterScope::Wildcard
         } else {
-            ClusterScope::One(name.parse().map_err(|e: sluice_api::PathError| ApiError::BadRequest(e.to_string()))?)
+            ClusterScope::One(
+                name.parse()
+                    .map_err(|e: sluice_api::PathError| ApiError::BadRequest(e.to_string()))?,
+            )
         };
         prefix = format!("/clusters/{name}");
         parts.drain(..2);
@@ -94,23 +109,47 @@ pub fn parse_path(path: &str) -> ApiResult<Target> {
         ["metrics"] => Route::Metrics,
         ["openapi", "v2"] | ["swagger.json"] => Route::OpenApiV2,
         ["openapi", "v3"] => Route::OpenApiV3Root,
-        ["openapi", "v3", "api", version] => Route::OpenApiV3 { group: String::new(), version: version.to_string() },
-        ["openapi", "v3", "apis", group, version] => Route::OpenApiV3 { group: group.to_string(), version: version.to_string() },
+        ["openapi", "v3", "api", version] => Route::OpenApiV3 {
+            group: String::new(),
+            version: version.to_string(),
+        },
+        ["openapi", "v3", "apis", group, version] => Route::OpenApiV3 {
+            group: group.to_string(),
+            version: version.to_string(),
+        },
         ["api"] => Route::CoreVersions,
         ["apis"] => Route::Groups,
-        ["api", version] => Route::Resources { group: String::new(), version: version.to_string() },
-        ["apis", group] => Route::Group { group: group.to_string() },
-        ["apis", group, version] => Route::Resources { group: group.to_string(), version: version.to_string() },
+        ["api", version] => Route::Resources {
+            group: String::new(),
+            version: version.to_string(),
+        },
+        ["apis", group] => Route::Group {
+            group: group.to_string(),
+        },
+        ["apis", group, version] => Route::Resources {
+            group: group.to_string(),
+            version: version.to_string(),
+        },
         ["api", version, rest @ ..] => Route::Resource(resource_path("", version, rest)?),
-        ["apis", group, version, rest @ ..] => Route::Resource(resource_path(group, version, rest)?),
+        ["apis", group, version, rest @ ..] => {
+            Route::Resource(resource_path(group, version, rest)?)
+        }
         _ => return Err(ApiError::PathNotFound),
     };
-    Ok(Target { cluster, prefix, route })
+    Ok(Target {
+        cluster,
+        prefix,
+        route,
+    })
 }
 
 fn resource_path(group: &str, version: &str, rest: &[&str]) -> ApiResult<ResourcePath> {
     let mut rest = rest;
-    let mut out = ResourcePath { group: group.to_string(), version: version.to_string(), ..Default::default() };
+    let mut out = ResourcePath {
+        group: group.to_string(),
+        version: version.to_string(),
+        ..Default::default()
+    };
     if rest.first() == Some(&"watch") {
         out.legacy_watch = true;
         rest = &rest[1..];
@@ -168,10 +207,9 @@ impl Query {
     pub fn number<T: std::str::FromStr>(&self, k: &str) -> ApiResult<Option<T>> {
         match self.get(k) {
             None => Ok(None),
-            Some(v) => v
-                .parse()
-                .map(Some)
-                .map_err(|_| ApiError::BadRequest(format!("invalid value {v:?} for query parameter {k}"))),
+            Some(v) => v.parse().map(Some).map_err(|_| {
+                ApiError::BadRequest(format!("invalid value {v:?} for query parameter {k}"))
+            }),
         }
     }
 }
@@ -190,25 +228,50 @@ mod tests {
     #[test]
     fn paths() {
         let r = res("/apis/apps/v1/namespaces/default/deployments/web/scale");
-        assert_eq!((r.group.as_str(), r.resource.as_str()), ("apps", "deployments"));
+        assert_eq!(
+            (r.group.as_str(), r.resource.as_str()),
+            ("apps", "deployments")
+        );
         assert_eq!(r.namespace.as_deref(), Some("default"));
         assert_eq!(r.name.as_deref(), Some("web"));
         assert_eq!(r.subresource.as_deref(), Some("scale"));
         let n = res("/api/v1/namespaces/shop");
-        assert_eq!((n.resource.as_str(), n.name.as_deref(), n.namespace.as_deref()), ("namespaces", Some("shop"), None));
+        assert_eq!(
+            (
+                n.resource.as_str(),
+                n.name.as_deref(),
+                n.namespace.as_deref()
+            ),
+            ("namespaces", Some("shop"), None)
+        );
         let ns = res("/api/v1/namespaces/shop/status");
-        assert_eq!((ns.name.as_deref(), ns.subresource.as_deref()), (Some("shop"), Some("status")));
+        assert_eq!(
+            (ns.name.as_deref(), ns.subresource.as_deref()),
+            (Some("shop"), Some("status"))
+        );
         let l = res("/api/v1/namespaces");
-        assert_eq!((l.resource.as_str(), l.name.as_deref()), ("namespaces", None));
+        assert_eq!(
+            (l.resource.as_str(), l.name.as_deref()),
+            ("namespaces", None)
+        );
         let w = res("/api/v1/watch/namespaces/x/pods");
         assert!(w.legacy_watch);
         assert_eq!(w.namespace.as_deref(), Some("x"));
         let t = parse_path("/clusters/root:a/api/v1/pods").unwrap();
         assert_eq!(t.cluster, ClusterScope::One("root:a".parse().unwrap()));
         assert_eq!(t.prefix, "/clusters/root:a");
-        assert_eq!(parse_path("/clusters/*/api/v1/pods").unwrap().cluster, ClusterScope::Wildcard);
+        assert_eq!(
+            parse_path("/clusters/*/api/v1/pods").unwrap().cluster,
+            ClusterScope::Wildcard
+        );
         assert!(parse_path("/clusters/Bad/api").is_err());
-        assert_eq!(parse_path("/openapi/v3/apis/apps/v1").unwrap().route, Route::OpenApiV3 { group: "apps".into(), version: "v1".into() });
+        assert_eq!(
+            parse_path("/openapi/v3/apis/apps/v1").unwrap().route,
+            Route::OpenApiV3 {
+                group: "apps".into(),
+                version: "v1".into()
+            }
+        );
         assert!(parse_path("/nope").is_err());
     }
 }

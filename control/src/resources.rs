@@ -52,7 +52,11 @@ pub struct ResourceType {
 
 impl ResourceType {
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     pub fn group_version(&self) -> (&'static str, &'static str) {
@@ -70,7 +74,11 @@ impl ResourceType {
 }
 
 pub fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 fn schema_of<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
@@ -106,7 +114,10 @@ fn rt<T: JsonSchema + DeserializeOwned>(
         schema: schema_of::<T>,
         decode: decode_as::<T>,
         prefix: ResourcePrefix::new(group, resource),
-        gr: GroupResource { group: group.to_string(), resource: resource.to_string() },
+        gr: GroupResource {
+            group: group.to_string(),
+            resource: resource.to_string(),
+        },
     }
 }
 
@@ -117,26 +128,143 @@ const ALL: &[&str] = &["all"];
 fn builtins() -> Vec<ResourceType> {
     use sluice_api::sluice as s;
     vec![
-        rt::<core::Namespace>("", "v1", "namespaces", "Namespace", false, &["ns"], &[], STATUS),
+        rt::<core::Namespace>(
+            "",
+            "v1",
+            "namespaces",
+            "Namespace",
+            false,
+            &["ns"],
+            &[],
+            STATUS,
+        ),
         rt::<core::Pod>("", "v1", "pods", "Pod", true, &["po"], ALL, STATUS),
         rt::<core::Service>("", "v1", "services", "Service", true, &["svc"], ALL, STATUS),
         rt::<core::Endpoints>("", "v1", "endpoints", "Endpoints", true, &["ep"], &[], &[]),
         rt::<core::ConfigMap>("", "v1", "configmaps", "ConfigMap", true, &["cm"], &[], &[]),
         rt::<core::Secret>("", "v1", "secrets", "Secret", true, &[], &[], &[]),
-        rt::<core::ServiceAccount>("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"], &[], &[]),
+        rt::<core::ServiceAccount>(
+            "",
+            "v1",
+            "serviceaccounts",
+            "ServiceAccount",
+            true,
+            &["sa"],
+            &[],
+            &[],
+        ),
         rt::<core::Event>("", "v1", "events", "Event", true, &["ev"], &[], &[]),
         rt::<core::Node>("", "v1", "nodes", "Node", false, &["no"], &[], STATUS),
-        rt::<core::PersistentVolumeClaim>("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, &["pvc"], &[], STATUS),
-        rt::<apps::Deployment>("apps", "v1", "deployments", "Deployment", true, &["deploy"], ALL, STATUS_SCALE),
-        rt::<apps::ReplicaSet>("apps", "v1", "replicasets", "ReplicaSet", true, &["rs"], ALL, STATUS_SCALE),
-        rt::<apps::StatefulSet>("apps", "v1", "statefulsets", "StatefulSet", true, &["sts"], ALL, STATUS_SCALE),
-        rt::<apps::DaemonSet>("apps", "v1", "daemonsets", "DaemonSet", true, &["ds"], ALL, STATUS),
-        rt::<discovery::EndpointSlice>("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, &[], &[], &[]),
-        rt::<networking::Ingress>("networking.k8s.io", "v1", "ingresses", "Ingress", true, &["ing"], &[], STATUS),
-        rt::<coordination::Lease>("coordination.k8s.io", "v1", "leases", "Lease", true, &[], &[], &[]),
-        rt::<s::Workspace>(s::GROUP, s::VERSION, "workspaces", "Workspace", false, &["ws"], &[], STATUS),
-        rt::<s::Cluster>(s::GROUP, s::VERSION, "clusters", "Cluster", false, &[], &[], STATUS),
-        rt::<s::Placement>(s::GROUP, s::VERSION, "placements", "Placement", false, &[], &[], STATUS),
+        rt::<core::PersistentVolumeClaim>(
+            "",
+            "v1",
+            "persistentvolumeclaims",
+            "PersistentVolumeClaim",
+            true,
+            &["pvc"],
+            &[],
+            STATUS,
+        ),
+        rt::<apps::Deployment>(
+            "apps",
+            "v1",
+            "deployments",
+            "Deployment",
+            true,
+            &["deploy"],
+            ALL,
+            STATUS_SCALE,
+        ),
+        rt::<apps::ReplicaSet>(
+            "apps",
+            "v1",
+            "replicasets",
+            "ReplicaSet",
+            true,
+            &["rs"],
+            ALL,
+            STATUS_SCALE,
+        ),
+        rt::<apps::StatefulSet>(
+            "apps",
+            "v1",
+            "statefulsets",
+            "StatefulSet",
+            true,
+            &["sts"],
+            ALL,
+            STATUS_SCALE,
+        ),
+        rt::<apps::DaemonSet>(
+            "apps",
+            "v1",
+            "daemonsets",
+            "DaemonSet",
+            true,
+            &["ds"],
+            ALL,
+            STATUS,
+        ),
+        rt::<discovery::EndpointSlice>(
+            "discovery.k8s.io",
+            "v1",
+            "endpointslices",
+            "EndpointSlice",
+            true,
+            &[],
+            &[],
+            &[],
+        ),
+        rt::<networking::Ingress>(
+            "networking.k8s.io",
+            "v1",
+            "ingresses",
+            "Ingress",
+            true,
+            &["ing"],
+            &[],
+            STATUS,
+        ),
+        rt::<coordination::Lease>(
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            "Lease",
+            true,
+            &[],
+            &[],
+            &[],
+        ),
+        rt::<s::Workspace>(
+            s::GROUP,
+            s::VERSION,
+            "workspaces",
+            "Workspace",
+            false,
+            &["ws"],
+            &[],
+            STATUS,
+        ),
+        rt::<s::Cluster>(
+            s::GROUP,
+            s::VERSION,
+            "clusters",
+            "Cluster",
+            false,
+            &[],
+            &[],
+            STATUS,
+        ),
+        rt::<s::Placement>(
+            s::GROUP,
+            s::VERSION,
+            "placements",
+            "Placement",
+            false,
+            &[],
+            &[],
+            STATUS,
+        ),
     ]
 }
 
@@ -147,7 +275,9 @@ pub struct Catalog {
 
 impl Catalog {
     fn new(types: Vec<ResourceType>) -> Self {
-        Self { types: types.into_iter().map(Arc::new).collect() }
+        Self {
+            types: types.into_iter().map(Arc::new).collect(),
+        }
     }
 
     /// The built-in types, the same in every logical cluster.
@@ -157,7 +287,9 @@ impl Catalog {
     }
 
     pub fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<ResourceType>> {
-        self.types.iter().find(|t| t.group == group && t.version == version && t.resource == resource)
+        self.types
+            .iter()
+            .find(|t| t.group == group && t.version == version && t.resource == resource)
     }
 
     pub fn types(&self) -> &[Arc<ResourceType>] {
@@ -177,8 +309,14 @@ impl Catalog {
         out
     }
 
-    pub fn in_group_version<'a>(&'a self, group: &'a str, version: &'a str) -> impl Iterator<Item = &'a Arc<ResourceType>> + 'a {
-        self.types.iter().filter(move |t| t.group == group && t.version == version)
+    pub fn in_group_version<'a>(
+        &'a self,
+        group: &'a str,
+        version: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<ResourceType>> + 'a {
+        self.types
+            .iter()
+            .filter(move |t| t.group == group && t.version == version)
     }
 
     /// Every namespaced type, for namespace deletion.

@@ -39,12 +39,22 @@ fn split_top_level(s: &str) -> Vec<&str> {
 
 fn set_values(s: &str) -> Option<Vec<String>> {
     let inner = s.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+    Some(
+        inner
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect(),
+    )
 }
 
 impl LabelSelector {
     pub fn parse(s: &str) -> ApiResult<Self> {
-        let bad = |part: &str| ApiError::BadRequest(format!("unable to parse requirement: invalid label selector {part:?}"));
+        let bad = |part: &str| {
+            ApiError::BadRequest(format!(
+                "unable to parse requirement: invalid label selector {part:?}"
+            ))
+        };
         let mut reqs = Vec::new();
         for part in split_top_level(s) {
             let part = part.trim();
@@ -58,9 +68,15 @@ impl LabelSelector {
             } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
                 Requirement::Equals(k.trim().to_string(), v.trim().to_string())
             } else if let Some((k, v)) = part.split_once(" notin ") {
-                Requirement::NotIn(k.trim().to_string(), set_values(v).ok_or_else(|| bad(part))?)
+                Requirement::NotIn(
+                    k.trim().to_string(),
+                    set_values(v).ok_or_else(|| bad(part))?,
+                )
             } else if let Some((k, v)) = part.split_once(" in ") {
-                Requirement::In(k.trim().to_string(), set_values(v).ok_or_else(|| bad(part))?)
+                Requirement::In(
+                    k.trim().to_string(),
+                    set_values(v).ok_or_else(|| bad(part))?,
+                )
             } else {
                 Requirement::Exists(part.to_string())
             };
@@ -72,7 +88,10 @@ impl LabelSelector {
                 | Requirement::Exists(k)
                 | Requirement::DoesNotExist(k) => k,
             };
-            if key.is_empty() || key.contains(char::is_whitespace) || !crate::validation::check_qualified_name(key).is_empty() {
+            if key.is_empty()
+                || key.contains(char::is_whitespace)
+                || !crate::validation::check_qualified_name(key).is_empty()
+            {
                 return Err(bad(part));
             }
             reqs.push(req);
@@ -112,9 +131,15 @@ impl FieldSelector {
             } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
                 (k, true, v)
             } else {
-                return Err(ApiError::BadRequest(format!("invalid selector: '{s}'; can't understand '{part}'")));
+                return Err(ApiError::BadRequest(format!(
+                    "invalid selector: '{s}'; can't understand '{part}'"
+                )));
             };
-            terms.push((path.trim().split('.').map(str::to_string).collect(), eq, value.trim().to_string()));
+            terms.push((
+                path.trim().split('.').map(str::to_string).collect(),
+                eq,
+                value.trim().to_string(),
+            ));
         }
         Ok(Self(terms))
     }
@@ -125,7 +150,10 @@ impl FieldSelector {
 
     /// The name this selector pins, if it is `metadata.name=<x>` (lets a get-like list skip a scan).
     pub fn exact_name(&self) -> Option<&str> {
-        self.0.iter().find(|(p, eq, _)| *eq && p.len() == 2 && p[0] == "metadata" && p[1] == "name").map(|(_, _, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(p, eq, _)| *eq && p.len() == 2 && p[0] == "metadata" && p[1] == "name")
+            .map(|(_, _, v)| v.as_str())
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
@@ -163,7 +191,11 @@ mod tests {
             ("missing notin (x)", true),
             ("", true),
         ] {
-            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&o), want, "{sel}");
+            assert_eq!(
+                LabelSelector::parse(sel).unwrap().matches(&o),
+                want,
+                "{sel}"
+            );
         }
         assert!(LabelSelector::parse("a in x").is_err());
         assert!(LabelSelector::parse("bad key=x").is_err());
@@ -173,9 +205,18 @@ mod tests {
     fn field_selectors() {
         let o = json!({"metadata": {"name": "a", "namespace": "n"}, "spec": {"nodeName": "x"}});
         assert!(FieldSelector::parse("metadata.name=a").unwrap().matches(&o));
-        assert!(FieldSelector::parse("metadata.namespace!=m,spec.nodeName=x").unwrap().matches(&o));
+        assert!(
+            FieldSelector::parse("metadata.namespace!=m,spec.nodeName=x")
+                .unwrap()
+                .matches(&o)
+        );
         assert!(!FieldSelector::parse("metadata.name=b").unwrap().matches(&o));
-        assert_eq!(FieldSelector::parse("metadata.name=a").unwrap().exact_name(), Some("a"));
+        assert_eq!(
+            FieldSelector::parse("metadata.name=a")
+                .unwrap()
+                .exact_name(),
+            Some("a")
+        );
         assert!(FieldSelector::parse("nonsense").is_err());
     }
 }

@@ -16,7 +16,12 @@ use crate::state::SharedState;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub async fn serve(listener: TcpListener, tls: Arc<rustls::ServerConfig>, state: SharedState, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    state: SharedState,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let acceptor = TlsAcceptor::from(tls);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -46,7 +51,12 @@ pub async fn serve(listener: TcpListener, tls: Arc<rustls::ServerConfig>, state:
                     return;
                 }
             };
-            let cert_user = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| user_from_cert(c));
+            let cert_user = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(|c| user_from_cert(c));
             let service = service_fn(move |req| {
                 let state = state.clone();
                 let cert_user = cert_user.clone();

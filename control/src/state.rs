@@ -27,7 +27,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_body: 3 * 1024 * 1024, max_watch_seconds: 1800, bookmark_seconds: 10 }
+        Self {
+            max_body: 3 * 1024 * 1024,
+            max_watch_seconds: 1800,
+            bookmark_seconds: 10,
+        }
     }
 }
 
@@ -62,7 +66,10 @@ impl ApiState {
             let key = workspaces().key(&parent, None, name);
             if self.store.get(&key).is_none() {
                 return Err(ApiError::NotFound {
-                    gr: GroupResource { group: sluice_api::sluice::GROUP.into(), resource: "logicalclusters".into() },
+                    gr: GroupResource {
+                        group: sluice_api::sluice::GROUP.into(),
+                        resource: "logicalclusters".into(),
+                    },
                     name: cluster.to_string(),
                 });
             }

@@ -60,13 +60,16 @@ impl NameRule {
 }
 
 pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| {
-        let b = l.as_bytes();
-        !b.is_empty()
-            && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-            && b[0] != b'-'
-            && b[b.len() - 1] != b'-'
-    })
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            let b = l.as_bytes();
+            !b.is_empty()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                && b[0] != b'-'
+                && b[b.len() - 1] != b'-'
+        })
 }
 
 fn is_qualified_name_part(s: &str) -> bool {
@@ -75,7 +78,8 @@ fn is_qualified_name_part(s: &str) -> bool {
         && b.len() <= 63
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// Problems with a label or annotation key (`[prefix/]name`).
@@ -143,7 +147,11 @@ pub fn check_metadata(obj: &Value, rule: NameRule, namespaced: bool) -> Vec<Caus
                         causes.push(Cause::invalid(format!("metadata.labels.{k}"), v, msg));
                     }
                 }
-                None => causes.push(Cause::invalid(format!("metadata.labels.{k}"), &v.to_string(), "must be a string")),
+                None => causes.push(Cause::invalid(
+                    format!("metadata.labels.{k}"),
+                    &v.to_string(),
+                    "must be a string",
+                )),
             }
         }
     }
@@ -180,10 +188,18 @@ pub fn check_spec(kind: &str, obj: &Value) -> Vec<Cause> {
             let selector = &spec["selector"];
             if !selector.is_object() {
                 causes.push(Cause::required("spec.selector"));
-            } else if selector["matchLabels"].as_object().is_none_or(|m| m.is_empty())
-                && selector["matchExpressions"].as_array().is_none_or(|m| m.is_empty())
+            } else if selector["matchLabels"]
+                .as_object()
+                .is_none_or(|m| m.is_empty())
+                && selector["matchExpressions"]
+                    .as_array()
+                    .is_none_or(|m| m.is_empty())
             {
-                causes.push(Cause::invalid("spec.selector", &selector.to_string(), "empty selector is invalid for deployment"));
+                causes.push(Cause::invalid(
+                    "spec.selector",
+                    &selector.to_string(),
+                    "empty selector is invalid for deployment",
+                ));
             } else if !selector_matches_labels(selector, &spec["template"]["metadata"]["labels"]) {
                 causes.push(Cause::invalid(
                     "spec.template.metadata.labels",
@@ -191,29 +207,45 @@ pub fn check_spec(kind: &str, obj: &Value) -> Vec<Cause> {
                     "`selector` does not match template `labels`",
                 ));
             }
-            if spec["template"]["spec"]["containers"].as_array().is_none_or(|c| c.is_empty()) {
+            if spec["template"]["spec"]["containers"]
+                .as_array()
+                .is_none_or(|c| c.is_empty())
+            {
                 causes.push(Cause::required("spec.template.spec.containers"));
             }
             if spec["replicas"].as_i64().is_some_and(|r| r < 0) {
-                causes.push(Cause::invalid("spec.replicas", &spec["replicas"].to_string(), "must be greater than or equal to 0"));
+                causes.push(Cause::invalid(
+                    "spec.replicas",
+                    &spec["replicas"].to_string(),
+                    "must be greater than or equal to 0",
+                ));
             }
         }
         "Pod" => {
-            if obj["spec"]["containers"].as_array().is_none_or(|c| c.is_empty()) {
+            if obj["spec"]["containers"]
+                .as_array()
+                .is_none_or(|c| c.is_empty())
+            {
                 causes.push(Cause::required("spec.containers"));
             }
         }
         "Service" => {
             let ty = obj["spec"]["type"].as_str().unwrap_or("ClusterIP");
             let headless = obj["spec"]["clusterIP"].as_str() == Some("None");
-            if !matches!(ty, "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName") {
+            if !matches!(
+                ty,
+                "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName"
+            ) {
                 causes.push(Cause {
                     reason: "FieldValueNotSupported",
                     field: "spec.type".into(),
                     message: format!("Unsupported value: \"{ty}\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\""),
                 });
             }
-            if ty != "ExternalName" && !headless && obj["spec"]["ports"].as_array().is_none_or(|p| p.is_empty()) {
+            if ty != "ExternalName"
+                && !headless
+                && obj["spec"]["ports"].as_array().is_none_or(|p| p.is_empty())
+            {
                 causes.push(Cause::required("spec.ports"));
             }
         }
@@ -231,16 +263,30 @@ mod tests {
         let ok = serde_json::json!({"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c"}]}}}});
         assert!(check_spec("Deployment", &ok).is_empty());
         let bad = serde_json::json!({"spec": {"selector": {"matchLabels": {"a": "x"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c"}]}}}});
-        assert_eq!(check_spec("Deployment", &bad)[0].field, "spec.template.metadata.labels");
-        assert_eq!(check_spec("Service", &serde_json::json!({"spec": {}}))[0].field, "spec.ports");
+        assert_eq!(
+            check_spec("Deployment", &bad)[0].field,
+            "spec.template.metadata.labels"
+        );
+        assert_eq!(
+            check_spec("Service", &serde_json::json!({"spec": {}}))[0].field,
+            "spec.ports"
+        );
     }
 
     #[test]
     fn names() {
         assert!(NameRule::Dns1123Subdomain.check("web.v1").is_empty());
         assert!(!NameRule::Dns1123Subdomain.check("Web").is_empty());
-        assert!(!NameRule::Dns1123Subdomain.check(&"a".repeat(254)).is_empty());
-        assert!(NameRule::Dns1123Subdomain.check(&"a".repeat(253)).is_empty());
+        assert!(
+            !NameRule::Dns1123Subdomain
+                .check(&"a".repeat(254))
+                .is_empty()
+        );
+        assert!(
+            NameRule::Dns1123Subdomain
+                .check(&"a".repeat(253))
+                .is_empty()
+        );
         assert!(!NameRule::Dns1123Label.check("a.b").is_empty());
         assert!(!NameRule::Dns1035Label.check("1abc").is_empty());
         assert!(NameRule::Dns1035Label.check("abc-1").is_empty());
@@ -254,6 +300,9 @@ mod tests {
         assert!(check_label_value("").is_empty());
         assert!(!check_label_value("-x").is_empty());
         let obj = serde_json::json!({"metadata": {"name": "x", "labels": {"a": "b c"}}});
-        assert_eq!(check_metadata(&obj, NameRule::Dns1123Subdomain, true).len(), 1);
+        assert_eq!(
+            check_metadata(&obj, NameRule::Dns1123Subdomain, true).len(),
+            1
+        );
     }
 }

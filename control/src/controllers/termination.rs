@@ -80,8 +80,12 @@ pub async fn run(state: SharedState, container: Container, mut shutdown: watch::
 /// One pass: delete (or mark) the contents; remove the container once nothing is left.
 /// Returns true when the container is gone.
 async fn terminate(state: &SharedState, container: Container, key: &Key) -> bool {
-    let Some(parts) = key.parts() else { return true };
-    let Ok(cluster) = parts.cluster.parse::<LogicalClusterPath>() else { return true };
+    let Some(parts) = key.parts() else {
+        return true;
+    };
+    let Ok(cluster) = parts.cluster.parse::<LogicalClusterPath>() else {
+        return true;
+    };
     let name = parts.name.to_string();
     let (scope_cluster, namespace) = match container {
         Container::Namespace => (cluster.clone(), Some(name.clone())),
@@ -96,10 +100,14 @@ async fn terminate(state: &SharedState, container: Container, key: &Key) -> bool
             continue;
         }
         let mut keys = Vec::new();
-        state.store.scan(&t.prefix.scope(Some(&scope_cluster), namespace.as_deref()), None, |k, _| {
-            keys.push(k.clone());
-            true
-        });
+        state.store.scan(
+            &t.prefix.scope(Some(&scope_cluster), namespace.as_deref()),
+            None,
+            |k, _| {
+                keys.push(k.clone());
+                true
+            },
+        );
         for k in keys {
             remaining += 1;
             let n = k.parts().map(|p| p.name.to_string()).unwrap_or_default();
@@ -114,8 +122,17 @@ async fn terminate(state: &SharedState, container: Container, key: &Key) -> bool
         tracing::debug!(%key, remaining, "terminating: waiting for contents");
         return false;
     }
-    let Some(entry) = state.store.get(key) else { return true };
-    match state.store.write(Op::Delete { key: key.clone(), expect: Expect::At(entry.revision) }).await {
+    let Some(entry) = state.store.get(key) else {
+        return true;
+    };
+    match state
+        .store
+        .write(Op::Delete {
+            key: key.clone(),
+            expect: Expect::At(entry.revision),
+        })
+        .await
+    {
         Ok(_) => {
             tracing::info!(%key, "terminated");
             true

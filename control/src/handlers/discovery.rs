@@ -9,7 +9,16 @@ use crate::errors::{ApiError, ApiResult};
 use crate::resources::{ResourceType, Subresource};
 use crate::state::ApiState;
 
-const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 /// The aggregated-discovery version the client accepts, if any.
 fn aggregated_version(accept: &str) -> Option<&'static str> {
@@ -64,7 +73,11 @@ fn aggregated_group(state: &ApiState, group: &str, versions: &[&str]) -> Value {
                         r["categories"] = json!(t.categories);
                     }
                     if !t.subresources.is_empty() {
-                        r["subresources"] = t.subresources.iter().map(|s| subresource_entry(t, *s)).collect();
+                        r["subresources"] = t
+                            .subresources
+                            .iter()
+                            .map(|s| subresource_entry(t, *s))
+                            .collect();
                     }
                     r
                 })
@@ -94,7 +107,8 @@ fn aggregated(state: &ApiState, version: &str, core: bool) -> Resp {
     if let Ok(v) = HeaderValue::from_str(&ct) {
         r.headers_mut().insert(header::CONTENT_TYPE, v);
     }
-    r.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
+    r.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept"));
     r
 }
 
@@ -110,7 +124,10 @@ pub fn core_versions(state: &ApiState, ctx: &Ctx) -> Resp {
 }
 
 fn group_doc(group: &str, versions: &[&str]) -> Value {
-    let vs: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
     json!({"name": group, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(Value::Null)})
 }
 
@@ -119,14 +136,27 @@ pub fn groups(state: &ApiState, ctx: &Ctx) -> Resp {
     if let Some(v) = aggregated_version(ctx.accept()) {
         return aggregated(state, v, false);
     }
-    let groups: Vec<Value> =
-        state.catalog.groups().into_iter().filter(|(g, _)| !g.is_empty()).map(|(g, vs)| group_doc(g, &vs)).collect();
-    json_value(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+    let groups: Vec<Value> = state
+        .catalog
+        .groups()
+        .into_iter()
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, vs)| group_doc(g, &vs))
+        .collect();
+    json_value(
+        StatusCode::OK,
+        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
+    )
 }
 
 /// `GET /apis/<group>`
 pub fn group(state: &ApiState, group: &str) -> ApiResult<Resp> {
-    let (g, vs) = state.catalog.groups().into_iter().find(|(g, _)| *g == group).ok_or(ApiError::PathNotFound)?;
+    let (g, vs) = state
+        .catalog
+        .groups()
+        .into_iter()
+        .find(|(g, _)| *g == group)
+        .ok_or(ApiError::PathNotFound)?;
     let mut doc = group_doc(g, &vs);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
@@ -170,8 +200,15 @@ pub fn resources(state: &ApiState, group: &str, version: &str) -> ApiResult<Resp
     if resources.is_empty() {
         return Err(ApiError::PathNotFound);
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    Ok(json_value(StatusCode::OK, &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})))
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Ok(json_value(
+        StatusCode::OK,
+        &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    ))
 }
 
 #[cfg(test)]
@@ -180,8 +217,18 @@ mod tests {
 
     #[test]
     fn accept_negotiation() {
-        assert_eq!(aggregated_version("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"), Some("v2"));
-        assert_eq!(aggregated_version("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"), Some("v2beta1"));
+        assert_eq!(
+            aggregated_version(
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+            ),
+            Some("v2")
+        );
+        assert_eq!(
+            aggregated_version(
+                "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+            ),
+            Some("v2beta1")
+        );
         assert_eq!(aggregated_version("application/json"), None);
     }
 }

@@ -37,11 +37,17 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn accept(&self) -> &str {
-        self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("")
+        self.headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
     }
 
     pub fn content_type(&self) -> &str {
-        self.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("")
+        self.headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
     }
 
     pub fn dry_run(&self) -> bool {
@@ -56,7 +62,10 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 pub fn json(code: StatusCode, body: impl Into<Bytes>) -> Resp {
     let mut r = Response::new(full(body));
     *r.status_mut() = code;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     r
 }
 
@@ -74,7 +83,10 @@ pub fn error_response(e: &ApiError) -> Resp {
 pub async fn read_body(body: hyper::body::Incoming, limit: usize) -> ApiResult<Bytes> {
     match Limited::new(body, limit).collect().await {
         Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
             Err(ApiError::RequestEntityTooLarge { limit })
         }
         Err(e) => Err(ApiError::BadRequest(format!("reading request body: {e}"))),
@@ -99,7 +111,11 @@ fn verb_of(method: &Method, route: &Route, query: &Query) -> &'static str {
 }
 
 /// Serve one request from an authenticated or anonymous peer.
-pub async fn handle(state: SharedState, req: Request<hyper::body::Incoming>, cert_user: Option<User>) -> Resp {
+pub async fn handle(
+    state: SharedState,
+    req: Request<hyper::body::Incoming>,
+    cert_user: Option<User>,
+) -> Resp {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let query = Query::parse(parts.uri.query());
@@ -120,12 +136,25 @@ pub async fn handle(state: SharedState, req: Request<hyper::body::Incoming>, cer
         resource = %resource,
         code = tracing::field::Empty,
     );
-    let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let authorization = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
     let user = state.auth.authenticate(authorization, cert_user.as_ref());
-    let public = matches!(target.route, Route::Livez | Route::Readyz | Route::Healthz | Route::Version | Route::Metrics);
+    let public = matches!(
+        target.route,
+        Route::Livez | Route::Readyz | Route::Healthz | Route::Version | Route::Metrics
+    );
     let resp = match (user, public) {
         (Some(user), _) => {
-            let ctx = Ctx { method: parts.method, target, query, headers: parts.headers, user, warnings: Vec::new() };
+            let ctx = Ctx {
+                method: parts.method,
+                target,
+                query,
+                headers: parts.headers,
+                user,
+                warnings: Vec::new(),
+            };
             dispatch(&state, ctx, body).instrument(span.clone()).await
         }
         (None, true) => {
@@ -134,7 +163,10 @@ pub async fn handle(state: SharedState, req: Request<hyper::body::Incoming>, cer
                 target,
                 query,
                 headers: parts.headers,
-                user: User { name: "system:anonymous".into(), groups: vec![] },
+                user: User {
+                    name: "system:anonymous".into(),
+                    groups: vec![],
+                },
                 warnings: Vec::new(),
             };
             dispatch(&state, ctx, body).instrument(span.clone()).await
@@ -144,10 +176,30 @@ pub async fn handle(state: SharedState, req: Request<hyper::body::Incoming>, cer
     let code = resp.status().as_u16();
     span.record("code", code);
     if verb != "WATCH" {
-        state.metrics.requests.get_or_create(&RequestLabels { verb, resource: resource.clone(), code }).inc();
-        state.metrics.latency.get_or_create(&VerbLabels { verb, resource }).observe(started.elapsed().as_secs_f64());
+        state
+            .metrics
+            .requests
+            .get_or_create(&RequestLabels {
+                verb,
+                resource: resource.clone(),
+                code,
+            })
+            .inc();
+        state
+            .metrics
+            .latency
+            .get_or_create(&VerbLabels { verb, resource })
+            .observe(started.elapsed().as_secs_f64());
     } else {
-        state.metrics.requests.get_or_create(&RequestLabels { verb, resource, code }).inc();
+        state
+            .metrics
+            .requests
+            .get_or_create(&RequestLabels {
+                verb,
+                resource,
+                code,
+            })
+            .inc();
     }
     resp
 }
@@ -176,7 +228,9 @@ async fn dispatch(state: &SharedState, mut ctx: Ctx, body: hyper::body::Incoming
         }
     };
     for w in &ctx.warnings {
-        if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", serde_json::Value::String(w.clone()))) {
+        if let Ok(v) =
+            HeaderValue::from_str(&format!("299 - {}", serde_json::Value::String(w.clone())))
+        {
             resp.headers_mut().append(header::WARNING, v);
         }
     }

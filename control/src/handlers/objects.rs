@@ -37,12 +37,23 @@ impl Scope<'_> {
     }
 
     fn key(&self, name: &str) -> ApiResult<Key> {
-        Ok(self.t.prefix.key(self.cluster()?, self.namespace.as_deref(), name))
+        Ok(self
+            .t
+            .prefix
+            .key(self.cluster()?, self.namespace.as_deref(), name))
     }
 }
 
-pub async fn serve(state: &SharedState, ctx: &mut Ctx, rp: ResourcePath, body: hyper::body::Incoming) -> ApiResult<Resp> {
-    let t = state.catalog.lookup(&rp.group, &rp.version, &rp.resource).ok_or(ApiError::PathNotFound)?;
+pub async fn serve(
+    state: &SharedState,
+    ctx: &mut Ctx,
+    rp: ResourcePath,
+    body: hyper::body::Incoming,
+) -> ApiResult<Resp> {
+    let t = state
+        .catalog
+        .lookup(&rp.group, &rp.version, &rp.resource)
+        .ok_or(ApiError::PathNotFound)?;
     if t.namespaced != rp.namespace.is_some() && !(t.namespaced && rp.name.is_none()) {
         return Err(ApiError::PathNotFound);
     }
@@ -64,7 +75,11 @@ pub async fn serve(state: &SharedState, ctx: &mut Ctx, rp: ResourcePath, body: h
             None
         }
     };
-    let scope = Scope { t, cluster, namespace: rp.namespace.clone() };
+    let scope = Scope {
+        t,
+        cluster,
+        namespace: rp.namespace.clone(),
+    };
     let sub = match rp.subresource.as_deref() {
         None => None,
         Some("status") if t.has(Subresource::Status) => Some(Subresource::Status),
@@ -84,7 +99,9 @@ pub async fn serve(state: &SharedState, ctx: &mut Ctx, rp: ResourcePath, body: h
         (&Method::PUT, Some(n), sub) => {
             let body = read_body(body, state.limits.max_body).await?;
             match sub {
-                Some(Subresource::Scale) => update_scale(state, ctx, &scope, n, Patcher::Replace(&body)).await,
+                Some(Subresource::Scale) => {
+                    update_scale(state, ctx, &scope, n, Patcher::Replace(&body)).await
+                }
                 _ => update(state, ctx, &scope, n, sub, &body).await,
             }
         }
@@ -94,7 +111,9 @@ pub async fn serve(state: &SharedState, ctx: &mut Ctx, rp: ResourcePath, body: h
             })?;
             let body = read_body(body, state.limits.max_body).await?;
             match sub {
-                Some(Subresource::Scale) => update_scale(state, ctx, &scope, n, Patcher::Patch(pt, &body)).await,
+                Some(Subresource::Scale) => {
+                    update_scale(state, ctx, &scope, n, Patcher::Patch(pt, &body)).await
+                }
                 _ => patch(state, ctx, &scope, n, sub, pt, &body).await,
             }
         }
@@ -108,22 +127,33 @@ pub async fn serve(state: &SharedState, ctx: &mut Ctx, rp: ResourcePath, body: h
 }
 
 fn parse_json(bytes: &[u8]) -> ApiResult<Value> {
-    serde_json::from_slice(bytes).map_err(|e| ApiError::BadRequest(format!("error decoding object: {e}")))
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::BadRequest(format!("error decoding object: {e}")))
 }
 
 fn get(state: &ApiState, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
-    let entry = state.store.get(&scope.key(name)?).ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
+    let entry = state
+        .store
+        .get(&scope.key(name)?)
+        .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
     Ok(json(StatusCode::OK, entry.value.clone()))
 }
 
 /// The continue token: the key to resume after, and the list's revision.
 fn encode_continue(key: &Key, rv: Revision) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json!({"k": key.as_str(), "rv": rv.0}).to_string())
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(json!({"k": key.as_str(), "rv": rv.0}).to_string())
 }
 
 fn decode_continue(token: &str, prefix: &str) -> ApiResult<(String, Revision)> {
-    let bad = || ApiError::BadRequest("continue key is not valid: the token was not issued by this server".into());
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
+    let bad = || {
+        ApiError::BadRequest(
+            "continue key is not valid: the token was not issued by this server".into(),
+        )
+    };
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
     let key = v["k"].as_str().ok_or_else(bad)?;
     if !key.starts_with(prefix) {
@@ -154,13 +184,17 @@ impl Filter {
         if self.is_empty() {
             return true;
         }
-        serde_json::from_slice::<Value>(value).is_ok_and(|v| self.labels.matches(&v) && self.fields.matches(&v))
+        serde_json::from_slice::<Value>(value)
+            .is_ok_and(|v| self.labels.matches(&v) && self.fields.matches(&v))
     }
 }
 
 /// The key prefix a collection request covers.
 pub fn collection_prefix(scope: &Scope<'_>) -> String {
-    scope.t.prefix.scope(scope.cluster.as_ref(), scope.namespace.as_deref())
+    scope
+        .t
+        .prefix
+        .scope(scope.cluster.as_ref(), scope.namespace.as_deref())
 }
 
 fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
@@ -180,7 +214,11 @@ fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
     let mut remaining = 0usize;
     let rv = if let (Some(name), false) = (filter.fields.exact_name(), scope.cluster.is_none()) {
         // kubectl get/wait/watch of one object: a key lookup, not a scan.
-        if let Some(e) = state.store.get(&scope.t.prefix.key(scope.cluster()?, scope.namespace.as_deref(), name)) {
+        if let Some(e) = state.store.get(&scope.t.prefix.key(
+            scope.cluster()?,
+            scope.namespace.as_deref(),
+            name,
+        )) {
             if filter.matches_bytes(&e.value) {
                 items.push(e.value.clone());
             }
@@ -238,26 +276,51 @@ fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
 /// Decode a request body into an object of the endpoint's type: JSON or YAML, kind and
 /// apiVersion checked, unknown fields pruned (or rejected under `fieldValidation=Strict`),
 /// value types checked against the typed schema.
-fn decode_object(state: &ApiState, ctx: &mut Ctx, t: &ResourceType, bytes: &[u8]) -> ApiResult<Value> {
+fn decode_object(
+    state: &ApiState,
+    ctx: &mut Ctx,
+    t: &ResourceType,
+    bytes: &[u8],
+) -> ApiResult<Value> {
     let ct = ctx.content_type();
-    let mut obj: Value = if ct.starts_with("application/yaml") || ct.starts_with("application/apply-patch+yaml") {
-        let text = std::str::from_utf8(bytes).map_err(|e| ApiError::BadRequest(format!("body is not UTF-8: {e}")))?;
-        serde_saphyr::from_str(text).map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: {e}")))?
+    let mut obj: Value = if ct.starts_with(crate::codec::PROTOBUF) {
+        crate::codec::protobuf::decode(bytes, &t.definition).map_err(|e| {
+            ApiError::BadRequest(format!(
+                "{} in version \"{}\" cannot be handled as a {}: {e}",
+                t.kind, t.version, t.kind
+            ))
+        })?
+    } else if ct.starts_with("application/yaml") || ct.starts_with("application/apply-patch+yaml") {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| ApiError::BadRequest(format!("body is not UTF-8: {e}")))?;
+        serde_saphyr::from_str(text)
+            .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: {e}")))?
     } else {
         parse_json(bytes)?
     };
     if !obj.is_object() {
-        return Err(ApiError::BadRequest(format!("{} in version \"{}\" cannot be handled as a {}: body must be a JSON object", t.kind, t.version, t.kind)));
+        return Err(ApiError::BadRequest(format!(
+            "{} in version \"{}\" cannot be handled as a {}: body must be a JSON object",
+            t.kind, t.version, t.kind
+        )));
     }
     finish_decode(state, ctx, t, &mut obj)?;
     Ok(obj)
 }
 
 /// The checks shared by bodies and patch results: type identity, unknown fields, value types.
-fn finish_decode(state: &ApiState, ctx: &mut Ctx, t: &ResourceType, obj: &mut Value) -> ApiResult<()> {
+fn finish_decode(
+    state: &ApiState,
+    ctx: &mut Ctx,
+    t: &ResourceType,
+    obj: &mut Value,
+) -> ApiResult<()> {
     if let Some(kind) = obj.get("kind").and_then(Value::as_str) {
         if kind != t.kind {
-            return Err(ApiError::BadRequest(format!("the kind in the data ({kind}) does not match the expected kind ({})", t.kind)));
+            return Err(ApiError::BadRequest(format!(
+                "the kind in the data ({kind}) does not match the expected kind ({})",
+                t.kind
+            )));
         }
     }
     if let Some(av) = obj.get("apiVersion").and_then(Value::as_str) {
@@ -273,36 +336,64 @@ fn finish_decode(state: &ApiState, ctx: &mut Ctx, t: &ResourceType, obj: &mut Va
         let mode = ctx.query.get("fieldValidation").unwrap_or("Warn");
         match mode {
             "Strict" => {
-                let list: Vec<String> = unknown.iter().map(|u| format!("unknown field {:?}", u)).collect();
-                return Err(ApiError::BadRequest(format!("strict decoding error: {}", list.join(", "))));
+                let list: Vec<String> = unknown
+                    .iter()
+                    .map(|u| format!("unknown field {:?}", u))
+                    .collect();
+                return Err(ApiError::BadRequest(format!(
+                    "strict decoding error: {}",
+                    list.join(", ")
+                )));
             }
             "Ignore" => {}
-            _ => ctx.warnings.extend(unknown.iter().map(|u| format!("unknown field {:?}", u))),
+            _ => ctx
+                .warnings
+                .extend(unknown.iter().map(|u| format!("unknown field {:?}", u))),
         }
     }
     (t.decode)(obj).map_err(|e| {
-        ApiError::BadRequest(format!("{} in version \"{}\" cannot be handled as a {}: {e}", t.kind, t.version, t.kind))
+        ApiError::BadRequest(format!(
+            "{} in version \"{}\" cannot be handled as a {}: {e}",
+            t.kind, t.version, t.kind
+        ))
     })
 }
 
 fn invalid(t: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
-    ApiError::Invalid { gr: t.gr.clone(), kind: t.kind.to_string(), name: name.to_string(), causes }
+    ApiError::Invalid {
+        gr: t.gr.clone(),
+        kind: t.kind.to_string(),
+        name: name.to_string(),
+        causes,
+    }
 }
 
 fn validate(t: &ResourceType, obj: &Value) -> ApiResult<()> {
-    let mut causes = validation::check_metadata(obj, NameRule::for_resource(t.resource), t.namespaced);
+    let mut causes =
+        validation::check_metadata(obj, NameRule::for_resource(t.resource), t.namespaced);
     causes.extend(validation::check_spec(t.kind, obj));
-    if causes.is_empty() { Ok(()) } else { Err(invalid(t, object::name(obj).unwrap_or(""), causes)) }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(t, object::name(obj).unwrap_or(""), causes))
+    }
 }
 
 /// New content may only go into a namespace that exists and is not terminating.
 fn check_namespace(state: &ApiState, scope: &Scope<'_>) -> ApiResult<()> {
-    let (Some(ns), Some(cluster)) = (&scope.namespace, &scope.cluster) else { return Ok(()) };
+    let (Some(ns), Some(cluster)) = (&scope.namespace, &scope.cluster) else {
+        return Ok(());
+    };
     let key = crate::storage::ResourcePrefix::new("", "namespaces").key(cluster, None, ns);
-    let entry = state
-        .store
-        .get(&key)
-        .ok_or_else(|| ApiError::not_found(&crate::errors::GroupResource { group: String::new(), resource: "namespaces".into() }, ns))?;
+    let entry = state.store.get(&key).ok_or_else(|| {
+        ApiError::not_found(
+            &crate::errors::GroupResource {
+                group: String::new(),
+                resource: "namespaces".into(),
+            },
+            ns,
+        )
+    })?;
     let v: Value = serde_json::from_slice(&entry.value).unwrap_or_default();
     if object::is_deleting(&v) {
         return Err(ApiError::Forbidden(format!(
@@ -319,7 +410,12 @@ fn stored_response(code: StatusCode, obj: &Value, revision: Revision) -> ApiResu
     Ok(json(code, with_resource_version(&bytes, revision)))
 }
 
-async fn create(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, body: &[u8]) -> ApiResult<Resp> {
+async fn create(
+    state: &ApiState,
+    ctx: &mut Ctx,
+    scope: &Scope<'_>,
+    body: &[u8],
+) -> ApiResult<Resp> {
     let t = scope.t;
     let cluster = scope.cluster()?.clone();
     let mut obj = decode_object(state, ctx, t, body)?;
@@ -331,7 +427,10 @@ async fn create(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, body: &[u8])
         }
     }
     if object::name(&obj).is_none_or(str::is_empty) {
-        if let Some(g) = obj["metadata"]["generateName"].as_str().filter(|g| !g.is_empty()) {
+        if let Some(g) = obj["metadata"]["generateName"]
+            .as_str()
+            .filter(|g| !g.is_empty())
+        {
             let name = format!("{g}{}", object::random_suffix());
             object::meta_mut(&mut obj).insert("name".into(), json!(name));
         }
@@ -340,8 +439,12 @@ async fn create(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, body: &[u8])
     object::prepare_create(&mut obj, t, &cluster, scope.namespace.as_deref());
     if t.resource == "workspaces" {
         if let Some(name) = object::name(&obj) {
-            let path = cluster.child(name).map(|p| p.to_string()).unwrap_or_default();
-            obj["status"] = json!({"phase": "Ready", "path": path, "url": format!("/clusters/{path}")});
+            let path = cluster
+                .child(name)
+                .map(|p| p.to_string())
+                .unwrap_or_default();
+            obj["status"] =
+                json!({"phase": "Ready", "path": path, "url": format!("/clusters/{path}")});
         }
     }
     validate(t, &obj)?;
@@ -350,10 +453,15 @@ async fn create(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, body: &[u8])
     if ctx.dry_run() {
         return stored_response(StatusCode::CREATED, &obj, state.store.revision());
     }
-    let bytes = Bytes::from(serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?);
+    let bytes =
+        Bytes::from(serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?);
     let committed = state
         .store
-        .write(Op::Put { key: scope.key(&name)?, value: bytes, expect: Expect::Absent })
+        .write(Op::Put {
+            key: scope.key(&name)?,
+            value: bytes,
+            expect: Expect::Absent,
+        })
         .await
         .map_err(|e| ApiError::from_storage(e, &t.gr, &name))?;
     stored_response(StatusCode::CREATED, &obj, committed.revision)
@@ -362,12 +470,25 @@ async fn create(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, body: &[u8])
 /// What a write does to the current object.
 enum Change<'a> {
     /// PUT of the main resource or of `status`.
-    Replace { new: Value, sub: Option<Subresource> },
+    Replace {
+        new: Value,
+        sub: Option<Subresource>,
+    },
     /// PATCH of the main resource or of `status`.
-    Patch { pt: PatchType, body: &'a [u8], sub: Option<Subresource> },
+    Patch {
+        pt: PatchType,
+        body: &'a [u8],
+        sub: Option<Subresource>,
+    },
 }
 
-fn apply_patch(state: &ApiState, t: &ResourceType, current: &Value, pt: PatchType, body: &[u8]) -> ApiResult<Value> {
+fn apply_patch(
+    state: &ApiState,
+    t: &ResourceType,
+    current: &Value,
+    pt: PatchType,
+    body: &[u8],
+) -> ApiResult<Value> {
     let result = match pt {
         PatchType::Json => patch::json_patch(current, body),
         PatchType::Merge => patch::merge_patch(current, body),
@@ -380,19 +501,33 @@ fn apply_patch(state: &ApiState, t: &ResourceType, current: &Value, pt: PatchTyp
     };
     result.map_err(|e| match e {
         PatchError::Malformed(m) => ApiError::BadRequest(m),
-        PatchError::Apply(m) => invalid(t, object::name(current).unwrap_or(""), vec![Cause::invalid("patch", "", m)]),
+        PatchError::Apply(m) => invalid(
+            t,
+            object::name(current).unwrap_or(""),
+            vec![Cause::invalid("patch", "", m)],
+        ),
     })
 }
 
 /// Read-modify-write with optimistic concurrency; retried on races unless the client
 /// pinned a resourceVersion.
-async fn modify(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, name: &str, change: Change<'_>) -> ApiResult<Resp> {
+async fn modify(
+    state: &ApiState,
+    ctx: &mut Ctx,
+    scope: &Scope<'_>,
+    name: &str,
+    change: Change<'_>,
+) -> ApiResult<Resp> {
     let t = scope.t;
     let cluster = scope.cluster()?.clone();
     let key = scope.key(name)?;
     for _ in 0..WRITE_RETRIES {
-        let entry = state.store.get(&key).ok_or_else(|| ApiError::not_found(&t.gr, name))?;
-        let old: Value = serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let entry = state
+            .store
+            .get(&key)
+            .ok_or_else(|| ApiError::not_found(&t.gr, name))?;
+        let old: Value =
+            serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
         let (mut new, sub) = match &change {
             Change::Replace { new, sub } => (new.clone(), *sub),
             Change::Patch { pt, body, sub } => {
@@ -401,7 +536,9 @@ async fn modify(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, name: &str, 
                 (patched, *sub)
             }
         };
-        let pinned = new["metadata"]["resourceVersion"].as_str().map(str::to_string);
+        let pinned = new["metadata"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string);
         if let Some(rv) = &pinned {
             if *rv != entry.revision.to_string() {
                 return Err(ApiError::conflict(&t.gr, name));
@@ -425,9 +562,18 @@ async fn modify(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, name: &str, 
         } else {
             crate::defaults::apply(t.kind, &mut new);
         }
-        object::prepare_update(&mut new, &old, t, &cluster, t.has(Subresource::Status) && sub.is_none());
+        object::prepare_update(
+            &mut new,
+            &old,
+            t,
+            &cluster,
+            t.has(Subresource::Status) && sub.is_none(),
+        );
         validate(t, &new)?;
-        if object::spec_changed(&new, &old) || new["metadata"] != old["metadata"] || new.get("status") != old.get("status") {
+        if object::spec_changed(&new, &old)
+            || new["metadata"] != old["metadata"]
+            || new.get("status") != old.get("status")
+        {
             // fallthrough to write
         } else {
             return Ok(json(StatusCode::OK, entry.value.clone()));
@@ -436,10 +582,19 @@ async fn modify(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, name: &str, 
             return stored_response(StatusCode::OK, &new, entry.revision);
         }
         let op = if object::is_deleting(&new) && object::finalizers(&new) == 0 {
-            Op::Delete { key: key.clone(), expect: Expect::At(entry.revision) }
+            Op::Delete {
+                key: key.clone(),
+                expect: Expect::At(entry.revision),
+            }
         } else {
-            let bytes = Bytes::from(serde_json::to_vec(&new).map_err(|e| ApiError::Internal(e.to_string()))?);
-            Op::Put { key: key.clone(), value: bytes, expect: Expect::At(entry.revision) }
+            let bytes = Bytes::from(
+                serde_json::to_vec(&new).map_err(|e| ApiError::Internal(e.to_string()))?,
+            );
+            Op::Put {
+                key: key.clone(),
+                value: bytes,
+                expect: Expect::At(entry.revision),
+            }
         };
         match state.store.write(op).await {
             Ok(c) => return stored_response(StatusCode::OK, &new, c.revision),
@@ -450,7 +605,14 @@ async fn modify(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, name: &str, 
     Err(ApiError::conflict(&t.gr, name))
 }
 
-async fn update(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, name: &str, sub: Option<Subresource>, body: &[u8]) -> ApiResult<Resp> {
+async fn update(
+    state: &ApiState,
+    ctx: &mut Ctx,
+    scope: &Scope<'_>,
+    name: &str,
+    sub: Option<Subresource>,
+    body: &[u8],
+) -> ApiResult<Resp> {
     let new = decode_object(state, ctx, scope.t, body)?;
     if let (Some(ns), Some(body_ns)) = (&scope.namespace, new["metadata"]["namespace"].as_str()) {
         if ns != body_ns {
@@ -462,7 +624,15 @@ async fn update(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, name: &str, 
     modify(state, ctx, scope, name, Change::Replace { new, sub }).await
 }
 
-async fn patch(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, name: &str, sub: Option<Subresource>, pt: PatchType, body: &[u8]) -> ApiResult<Resp> {
+async fn patch(
+    state: &ApiState,
+    ctx: &mut Ctx,
+    scope: &Scope<'_>,
+    name: &str,
+    sub: Option<Subresource>,
+    pt: PatchType,
+    body: &[u8],
+) -> ApiResult<Resp> {
     modify(state, ctx, scope, name, Change::Patch { pt, body, sub }).await
 }
 
@@ -470,7 +640,12 @@ async fn patch(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, name: &str, s
 fn scale_of(obj: &Value) -> Value {
     let selector = obj["spec"]["selector"]["matchLabels"]
         .as_object()
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
         .unwrap_or_default();
     let m = &obj["metadata"];
     json!({
@@ -486,8 +661,12 @@ fn scale_of(obj: &Value) -> Value {
 }
 
 fn get_scale(state: &ApiState, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
-    let entry = state.store.get(&scope.key(name)?).ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
-    let obj: Value = serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let entry = state
+        .store
+        .get(&scope.key(name)?)
+        .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
+    let obj: Value =
+        serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(super::json_value(StatusCode::OK, &scale_of(&obj)))
 }
 
@@ -496,28 +675,55 @@ enum Patcher<'a> {
     Patch(PatchType, &'a [u8]),
 }
 
-async fn update_scale(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, name: &str, how: Patcher<'_>) -> ApiResult<Resp> {
+async fn update_scale(
+    state: &ApiState,
+    ctx: &mut Ctx,
+    scope: &Scope<'_>,
+    name: &str,
+    how: Patcher<'_>,
+) -> ApiResult<Resp> {
     let t = scope.t;
     let key = scope.key(name)?;
     for _ in 0..WRITE_RETRIES {
-        let entry = state.store.get(&key).ok_or_else(|| ApiError::not_found(&t.gr, name))?;
-        let old: Value = serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let entry = state
+            .store
+            .get(&key)
+            .ok_or_else(|| ApiError::not_found(&t.gr, name))?;
+        let old: Value =
+            serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
         let current = scale_of(&old);
         let wanted = match &how {
             Patcher::Replace(body) => parse_json(body)?,
-            Patcher::Patch(PatchType::Json, body) => patch::json_patch(&current, body).map_err(|e| ApiError::BadRequest(e.to_string()))?,
+            Patcher::Patch(PatchType::Json, body) => patch::json_patch(&current, body)
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?,
             Patcher::Patch(PatchType::Apply, _) => {
-                return Err(ApiError::UnsupportedMediaType("server-side apply is not supported yet".into()));
+                return Err(ApiError::UnsupportedMediaType(
+                    "server-side apply is not supported yet".into(),
+                ));
             }
-            Patcher::Patch(_, body) => patch::merge_patch(&current, body).map_err(|e| ApiError::BadRequest(e.to_string()))?,
+            Patcher::Patch(_, body) => patch::merge_patch(&current, body)
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?,
         };
-        let pinned = wanted["metadata"]["resourceVersion"].as_str().map(str::to_string);
-        if pinned.as_ref().is_some_and(|rv| *rv != entry.revision.to_string()) {
+        let pinned = wanted["metadata"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string);
+        if pinned
+            .as_ref()
+            .is_some_and(|rv| *rv != entry.revision.to_string())
+        {
             return Err(ApiError::conflict(&t.gr, name));
         }
         let replicas = wanted["spec"]["replicas"].as_i64().unwrap_or(0);
         if replicas < 0 {
-            return Err(invalid(t, name, vec![Cause::invalid("spec.replicas", &replicas.to_string(), "must be greater than or equal to 0")]));
+            return Err(invalid(
+                t,
+                name,
+                vec![Cause::invalid(
+                    "spec.replicas",
+                    &replicas.to_string(),
+                    "must be greater than or equal to 0",
+                )],
+            ));
         }
         let mut new = old.clone();
         new["spec"]["replicas"] = json!(replicas);
@@ -525,8 +731,17 @@ async fn update_scale(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, name: 
         if ctx.dry_run() {
             return Ok(super::json_value(StatusCode::OK, &scale_of(&new)));
         }
-        let bytes = Bytes::from(serde_json::to_vec(&new).map_err(|e| ApiError::Internal(e.to_string()))?);
-        match state.store.write(Op::Put { key: key.clone(), value: bytes, expect: Expect::At(entry.revision) }).await {
+        let bytes =
+            Bytes::from(serde_json::to_vec(&new).map_err(|e| ApiError::Internal(e.to_string()))?);
+        match state
+            .store
+            .write(Op::Put {
+                key: key.clone(),
+                value: bytes,
+                expect: Expect::At(entry.revision),
+            })
+            .await
+        {
             Ok(c) => {
                 object::set_resource_version(&mut new, c.revision.0);
                 return Ok(super::json_value(StatusCode::OK, &scale_of(&new)));
@@ -540,17 +755,31 @@ async fn update_scale(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, name: 
 
 /// Delete one object: immediately, or by marking it (finalizers; namespaces and
 /// workspaces, whose contents a controller removes first).
-pub async fn delete_object(state: &ApiState, t: &ResourceType, key: &Key, name: &str, options: &Value, dry_run: bool) -> ApiResult<(StatusCode, Bytes)> {
+pub async fn delete_object(
+    state: &ApiState,
+    t: &ResourceType,
+    key: &Key,
+    name: &str,
+    options: &Value,
+    dry_run: bool,
+) -> ApiResult<(StatusCode, Bytes)> {
     for _ in 0..WRITE_RETRIES {
-        let entry = state.store.get(key).ok_or_else(|| ApiError::not_found(&t.gr, name))?;
-        let mut obj: Value = serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let entry = state
+            .store
+            .get(key)
+            .ok_or_else(|| ApiError::not_found(&t.gr, name))?;
+        let mut obj: Value =
+            serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
         let pre = &options["preconditions"];
         if let Some(uid) = pre["uid"].as_str() {
             if obj["metadata"]["uid"].as_str() != Some(uid) {
                 return Err(ApiError::Conflict {
                     gr: t.gr.clone(),
                     name: name.to_string(),
-                    detail: format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", obj["metadata"]["uid"].as_str().unwrap_or("")),
+                    detail: format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        obj["metadata"]["uid"].as_str().unwrap_or("")
+                    ),
                 });
             }
         }
@@ -559,25 +788,43 @@ pub async fn delete_object(state: &ApiState, t: &ResourceType, key: &Key, name: 
                 return Err(ApiError::Conflict {
                     gr: t.gr.clone(),
                     name: name.to_string(),
-                    detail: format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", entry.revision),
+                    detail: format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        entry.revision
+                    ),
                 });
             }
         }
-        let marks = object::finalizers(&obj) > 0 || matches!(t.resource, "namespaces" | "workspaces");
+        let marks =
+            object::finalizers(&obj) > 0 || matches!(t.resource, "namespaces" | "workspaces");
         if marks {
             if object::is_deleting(&obj) {
                 return Ok((StatusCode::OK, entry.value.clone()));
             }
-            object::meta_mut(&mut obj).insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
+            object::meta_mut(&mut obj)
+                .insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
             object::meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(0));
             if matches!(t.resource, "namespaces" | "workspaces") {
                 obj["status"]["phase"] = json!("Terminating");
             }
             if dry_run {
-                return Ok((StatusCode::OK, Bytes::from(serde_json::to_vec(&obj).unwrap_or_default())));
+                return Ok((
+                    StatusCode::OK,
+                    Bytes::from(serde_json::to_vec(&obj).unwrap_or_default()),
+                ));
             }
-            let bytes = Bytes::from(serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?);
-            match state.store.write(Op::Put { key: key.clone(), value: bytes.clone(), expect: Expect::At(entry.revision) }).await {
+            let bytes = Bytes::from(
+                serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?,
+            );
+            match state
+                .store
+                .write(Op::Put {
+                    key: key.clone(),
+                    value: bytes.clone(),
+                    expect: Expect::At(entry.revision),
+                })
+                .await
+            {
                 Ok(c) => return Ok((StatusCode::OK, with_resource_version(&bytes, c.revision))),
                 Err(StorageError::Conflict { .. }) => continue,
                 Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
@@ -586,8 +833,20 @@ pub async fn delete_object(state: &ApiState, t: &ResourceType, key: &Key, name: 
         if dry_run {
             return Ok((StatusCode::OK, entry.value.clone()));
         }
-        match state.store.write(Op::Delete { key: key.clone(), expect: Expect::At(entry.revision) }).await {
-            Ok(c) => return Ok((StatusCode::OK, with_resource_version(&entry.value, c.revision))),
+        match state
+            .store
+            .write(Op::Delete {
+                key: key.clone(),
+                expect: Expect::At(entry.revision),
+            })
+            .await
+        {
+            Ok(c) => {
+                return Ok((
+                    StatusCode::OK,
+                    with_resource_version(&entry.value, c.revision),
+                ));
+            }
             Err(StorageError::Conflict { .. }) => continue,
             Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
         }
@@ -601,15 +860,27 @@ fn delete_options(body: &[u8]) -> ApiResult<Value> {
     }
     let v = parse_json(body)?;
     if !v.is_object() {
-        return Err(ApiError::BadRequest("DeleteOptions must be a JSON object".into()));
+        return Err(ApiError::BadRequest(
+            "DeleteOptions must be a JSON object".into(),
+        ));
     }
     Ok(v)
 }
 
-async fn delete(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str, body: &[u8]) -> ApiResult<Resp> {
+async fn delete(
+    state: &ApiState,
+    ctx: &Ctx,
+    scope: &Scope<'_>,
+    name: &str,
+    body: &[u8],
+) -> ApiResult<Resp> {
     let options = delete_options(body)?;
-    let dry_run = ctx.dry_run() || options["dryRun"].as_array().is_some_and(|a| a.iter().any(|v| v == "All"));
-    let (code, bytes) = delete_object(state, scope.t, &scope.key(name)?, name, &options, dry_run).await?;
+    let dry_run = ctx.dry_run()
+        || options["dryRun"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|v| v == "All"));
+    let (code, bytes) =
+        delete_object(state, scope.t, &scope.key(name)?, name, &options, dry_run).await?;
     Ok(json(code, bytes))
 }
 
@@ -631,7 +902,12 @@ async fn delete_collection(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> Ap
             Err(e) => return Err(e),
         }
     }
-    let mut out = format!("{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{{}},\"items\":[", scope.t.kind, scope.t.api_version()).into_bytes();
+    let mut out = format!(
+        "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{{}},\"items\":[",
+        scope.t.kind,
+        scope.t.api_version()
+    )
+    .into_bytes();
     for (i, b) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');

@@ -7,16 +7,27 @@ use crate::errors::{ApiError, ApiResult};
 use crate::state::ApiState;
 
 pub fn v3_root(state: &ApiState, ctx: &Ctx) -> Resp {
-    json_value(StatusCode::OK, &state.openapi.v3_root(state.schemas, state.catalog, &ctx.target.prefix))
+    json_value(
+        StatusCode::OK,
+        &state
+            .openapi
+            .v3_root(state.schemas, state.catalog, &ctx.target.prefix),
+    )
 }
 
 pub fn v3(state: &ApiState, group: &str, version: &str) -> ApiResult<Resp> {
-    let (bytes, hash) = state.openapi.v3(state.schemas, state.catalog, group, version).ok_or(ApiError::PathNotFound)?;
+    let (bytes, hash) = state
+        .openapi
+        .v3(state.schemas, state.catalog, group, version)
+        .ok_or(ApiError::PathNotFound)?;
     let mut r = json(StatusCode::OK, bytes);
     if let Ok(etag) = HeaderValue::from_str(&format!("\"{hash}\"")) {
         r.headers_mut().insert(header::ETAG, etag);
     }
-    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, immutable"));
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, immutable"),
+    );
     Ok(r)
 }
 
@@ -24,12 +35,18 @@ pub fn v3(state: &ApiState, group: &str, version: &str) -> ApiResult<Resp> {
 /// falls back (kubectl then uses its compiled-in types for strategic merge patches).
 pub fn v2(state: &ApiState, ctx: &Ctx) -> ApiResult<Resp> {
     let accept = ctx.accept();
-    let json_ok = accept.is_empty() || accept.split(',').any(|t| {
-        let t = t.trim();
-        t.starts_with("application/json") || t.starts_with("*/*")
-    });
+    let json_ok = accept.is_empty()
+        || accept.split(',').any(|t| {
+            let t = t.trim();
+            t.starts_with("application/json") || t.starts_with("*/*")
+        });
     if !json_ok {
-        return Err(ApiError::NotAcceptable(format!("only application/json is supported, not {accept:?}")));
+        return Err(ApiError::NotAcceptable(format!(
+            "only application/json is supported, not {accept:?}"
+        )));
     }
-    Ok(json(StatusCode::OK, state.openapi.v2(state.schemas, state.catalog)))
+    Ok(json(
+        StatusCode::OK,
+        state.openapi.v2(state.schemas, state.catalog),
+    ))
 }

@@ -12,8 +12,13 @@ pub const KUBE_MINOR: &str = "35";
 
 pub fn health(ok: bool) -> Resp {
     let mut r = Response::new(full(if ok { "ok" } else { "not ready" }));
-    *r.status_mut() = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    *r.status_mut() = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     r
 }
 
@@ -35,7 +40,10 @@ pub fn version() -> Resp {
 }
 
 pub fn metrics(state: &ApiState) -> Resp {
-    state.metrics.storage_revision.set(state.store.revision().0 as i64);
+    state
+        .metrics
+        .storage_revision
+        .set(state.store.revision().0 as i64);
     let mut r = Response::new(full(crate::metrics::render(&state.registry)));
     r.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -10,15 +10,15 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::json;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
 
 use super::objects::{Filter, Scope, collection_prefix};
 use super::{Ctx, Resp};
 use crate::errors::{ApiError, ApiResult};
 use crate::metrics::ResourceLabels;
-use crate::storage::{Event, EventType, Revision};
 use crate::state::SharedState;
+use crate::storage::{Event, EventType, Revision};
 
 /// How a watch starts.
 #[derive(Debug, PartialEq, Eq)]
@@ -47,7 +47,9 @@ fn start_of(ctx: &Ctx) -> ApiResult<Start> {
             Ok(Start::Snapshot { end_bookmark: true })
         }
         Some(false) | None => match rv {
-            None | Some("0") if send_initial.is_none() => Ok(Start::Snapshot { end_bookmark: false }),
+            None | Some("0") if send_initial.is_none() => Ok(Start::Snapshot {
+                end_bookmark: false,
+            }),
             None | Some("0") => Ok(Start::From(Revision(u64::MAX))),
             Some(v) => v
                 .parse()
@@ -72,7 +74,12 @@ fn bookmark(kind: &str, api_version: &str, rv: Revision, initial_end: bool) -> B
     if initial_end {
         meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    frame("BOOKMARK", json!({"kind": kind, "apiVersion": api_version, "metadata": meta}).to_string().as_bytes())
+    frame(
+        "BOOKMARK",
+        json!({"kind": kind, "apiVersion": api_version, "metadata": meta})
+            .to_string()
+            .as_bytes(),
+    )
 }
 
 /// Which event (if any) a watcher with `filter` sees for `e`.
@@ -100,7 +107,11 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
     let filter = Filter::from_ctx(ctx)?;
     let start = start_of(ctx)?;
     let bookmarks = ctx.query.flag("allowWatchBookmarks");
-    let timeout = ctx.query.number::<u64>("timeoutSeconds")?.unwrap_or(state.limits.max_watch_seconds).min(state.limits.max_watch_seconds);
+    let timeout = ctx
+        .query
+        .number::<u64>("timeoutSeconds")?
+        .unwrap_or(state.limits.max_watch_seconds)
+        .min(state.limits.max_watch_seconds);
     let prefix = collection_prefix(scope);
     let t = scope.t.clone();
     let (tx, rx) = mpsc::channel::<Bytes>(64);
@@ -128,14 +139,19 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
             let status = ApiError::from(e).to_status();
             let body = frame("ERROR", status.to_string().as_bytes());
             let mut r = Response::new(super::full(body));
-            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
             return Ok(r);
         }
     };
 
     let api_version = t.api_version();
     let state2 = state.clone();
-    let labels = ResourceLabels { resource: t.resource.to_string() };
+    let labels = ResourceLabels {
+        resource: t.resource.to_string(),
+    };
     tokio::spawn(async move {
         let gauge = state2.metrics.open_watches.get_or_create(&labels).clone();
         gauge.inc();
@@ -148,12 +164,18 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
             }
         }
         let mut last = from;
-        if end_bookmark && tx.send(bookmark(t.kind, &api_version, from, true)).await.is_err() {
+        if end_bookmark
+            && tx
+                .send(bookmark(t.kind, &api_version, from, true))
+                .await
+                .is_err()
+        {
             return;
         }
         let deadline = tokio::time::sleep(Duration::from_secs(timeout));
         tokio::pin!(deadline);
-        let mut ticker = tokio::time::interval(Duration::from_secs(state2.limits.bookmark_seconds.max(1)));
+        let mut ticker =
+            tokio::time::interval(Duration::from_secs(state2.limits.bookmark_seconds.max(1)));
         ticker.tick().await;
         loop {
             tokio::select! {
@@ -190,7 +212,10 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
     let stream = ReceiverStream::new(rx).map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
     let mut r = Response::new(StreamBody::new(stream).boxed());
     *r.status_mut() = StatusCode::OK;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     Ok(r)
 }
 
@@ -222,6 +247,9 @@ mod tests {
         assert_eq!(f.last(), Some(&b'\n'));
         let b = bookmark("Pod", "v1", Revision(7), true);
         let v: Value = serde_json::from_slice(&b[..b.len() - 1]).unwrap();
-        assert_eq!(v["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+        assert_eq!(
+            v["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
     }
 }

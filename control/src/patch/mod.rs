@@ -23,7 +23,9 @@ impl PatchType {
             "application/json-patch+json" => Some(PatchType::Json),
             "application/merge-patch+json" => Some(PatchType::Merge),
             "application/strategic-merge-patch+json" => Some(PatchType::Strategic),
-            "application/apply-patch+yaml" | "application/apply-patch+json" => Some(PatchType::Apply),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => {
+                Some(PatchType::Apply)
+            }
             _ => None,
         }
     }
@@ -41,8 +43,8 @@ pub enum PatchError {
 
 /// Apply a JSON patch.
 pub fn json_patch(target: &Value, patch: &[u8]) -> Result<Value, PatchError> {
-    let ops: json_patch::Patch =
-        serde_json::from_slice(patch).map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
+    let ops: json_patch::Patch = serde_json::from_slice(patch)
+        .map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
     let mut doc = target.clone();
     json_patch::patch(&mut doc, &ops).map_err(|e| PatchError::Apply(e.to_string()))?;
     Ok(doc)
@@ -50,9 +52,12 @@ pub fn json_patch(target: &Value, patch: &[u8]) -> Result<Value, PatchError> {
 
 /// Apply a JSON merge patch.
 pub fn merge_patch(target: &Value, patch: &[u8]) -> Result<Value, PatchError> {
-    let p: Value = serde_json::from_slice(patch).map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
+    let p: Value = serde_json::from_slice(patch)
+        .map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
     if !p.is_object() {
-        return Err(PatchError::Malformed("merge patch must be a JSON object".into()));
+        return Err(PatchError::Malformed(
+            "merge patch must be a JSON object".into(),
+        ));
     }
     let mut doc = target.clone();
     json_patch::merge(&mut doc, &p);
@@ -60,8 +65,14 @@ pub fn merge_patch(target: &Value, patch: &[u8]) -> Result<Value, PatchError> {
 }
 
 /// Apply a strategic merge patch to an object of OpenAPI definition `def`.
-pub fn strategic_patch(set: &SchemaSet, def: &str, target: &Value, patch: &[u8]) -> Result<Value, PatchError> {
-    let p: Value = serde_json::from_slice(patch).map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
+pub fn strategic_patch(
+    set: &SchemaSet,
+    def: &str,
+    target: &Value,
+    patch: &[u8],
+) -> Result<Value, PatchError> {
+    let p: Value = serde_json::from_slice(patch)
+        .map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
     let schema = set.definition(def);
     strategic::apply(set, schema, target, &p)
 }

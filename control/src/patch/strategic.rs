@@ -26,16 +26,27 @@ struct FieldMeta<'a> {
 }
 
 fn field_meta<'a>(set: &'a SchemaSet, schema: Option<&'a Value>, field: &str) -> FieldMeta<'a> {
-    let prop = schema.map(|s| set.resolve(s)).and_then(|s| s.get("properties")).and_then(|p| p.get(field));
-    let strategy = prop.and_then(|p| p.get("x-kubernetes-patch-strategy")).and_then(Value::as_str).unwrap_or("");
-    let merge_key = prop.and_then(|p| p.get("x-kubernetes-patch-merge-key")).and_then(Value::as_str);
+    let prop = schema
+        .map(|s| set.resolve(s))
+        .and_then(|s| s.get("properties"))
+        .and_then(|p| p.get(field));
+    let strategy = prop
+        .and_then(|p| p.get("x-kubernetes-patch-strategy"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let merge_key = prop
+        .and_then(|p| p.get("x-kubernetes-patch-merge-key"))
+        .and_then(Value::as_str);
     let value_schema = prop.map(|p| {
         let resolved = set.resolve(p);
         resolved.get("items").unwrap_or(resolved)
     });
     let value_schema = value_schema.or_else(|| {
         // Maps (labels, data, ...) describe their values with additionalProperties.
-        schema.map(|s| set.resolve(s)).and_then(|s| s.get("additionalProperties")).filter(|a| a.is_object())
+        schema
+            .map(|s| set.resolve(s))
+            .and_then(|s| s.get("additionalProperties"))
+            .filter(|a| a.is_object())
     });
     FieldMeta {
         merge: strategy.split(',').any(|s| s == "merge"),
@@ -46,9 +57,16 @@ fn field_meta<'a>(set: &'a SchemaSet, schema: Option<&'a Value>, field: &str) ->
 }
 
 /// Apply `patch` to `target`, an object described by `schema`.
-pub fn apply(set: &SchemaSet, schema: Option<&Value>, target: &Value, patch: &Value) -> Result<Value, PatchError> {
+pub fn apply(
+    set: &SchemaSet,
+    schema: Option<&Value>,
+    target: &Value,
+    patch: &Value,
+) -> Result<Value, PatchError> {
     let Value::Object(p) = patch else {
-        return Err(PatchError::Malformed("strategic merge patch must be a JSON object".into()));
+        return Err(PatchError::Malformed(
+            "strategic merge patch must be a JSON object".into(),
+        ));
     };
     let original = match target {
         Value::Object(m) => m.clone(),
@@ -79,7 +97,11 @@ fn merge_map(
             }
             Some("delete") => return Ok(Map::new()),
             Some("merge") => {}
-            _ => return Err(PatchError::Malformed(format!("unknown patch type: {d} in map"))),
+            _ => {
+                return Err(PatchError::Malformed(format!(
+                    "unknown patch type: {d} in map"
+                )));
+            }
         }
     }
     if let Some(retain) = patch.get(RETAIN_KEYS) {
@@ -116,9 +138,17 @@ fn merge_map(
                 }
                 Value::Object(m)
             }
-            (Some(Value::Array(o)), Value::Array(pl)) if meta.merge => merge_list(set, &meta, o, pl, depth + 1)?,
-            (None, Value::Array(pl)) if meta.merge => merge_list(set, &meta, Vec::new(), pl, depth + 1)?,
-            (None, Value::Object(pm)) if pm.get(DIRECTIVE).and_then(Value::as_str) == Some("delete") => continue,
+            (Some(Value::Array(o)), Value::Array(pl)) if meta.merge => {
+                merge_list(set, &meta, o, pl, depth + 1)?
+            }
+            (None, Value::Array(pl)) if meta.merge => {
+                merge_list(set, &meta, Vec::new(), pl, depth + 1)?
+            }
+            (None, Value::Object(pm))
+                if pm.get(DIRECTIVE).and_then(Value::as_str) == Some("delete") =>
+            {
+                continue;
+            }
             (_, pv) => strip(set, meta.schema, pv, depth + 1)?,
         };
         let _ = meta.retain_keys;
@@ -126,7 +156,9 @@ fn merge_map(
     }
     for (k, v) in patch {
         if let Some(field) = k.strip_prefix(SET_ORDER) {
-            let order = v.as_array().ok_or_else(|| PatchError::Malformed(format!("{k} must be a list")))?;
+            let order = v
+                .as_array()
+                .ok_or_else(|| PatchError::Malformed(format!("{k} must be a list")))?;
             let meta = field_meta(set, schema, field);
             if let Some(Value::Array(list)) = original.get_mut(field) {
                 reorder(list, order, meta.merge_key);
@@ -150,8 +182,15 @@ fn merge_list(
     if depth > MAX_DEPTH {
         return Err(PatchError::Malformed("patch is nested too deeply".into()));
     }
-    if patch.iter().any(|p| p.get(DIRECTIVE).and_then(Value::as_str) == Some("replace")) {
-        let rest: Vec<Value> = patch.iter().filter(|p| p.get(DIRECTIVE).is_none()).cloned().collect();
+    if patch
+        .iter()
+        .any(|p| p.get(DIRECTIVE).and_then(Value::as_str) == Some("replace"))
+    {
+        let rest: Vec<Value> = patch
+            .iter()
+            .filter(|p| p.get(DIRECTIVE).is_none())
+            .cloned()
+            .collect();
         return strip(set, meta.schema, &Value::Array(rest), depth);
     }
     match meta.merge_key {
@@ -159,7 +198,9 @@ fn merge_list(
             // A set of primitives (e.g. finalizers): union, keeping the original order.
             for p in patch {
                 if p.is_object() {
-                    return Err(PatchError::Malformed("a list without a merge key cannot hold maps in a merge patch".into()));
+                    return Err(PatchError::Malformed(
+                        "a list without a merge key cannot hold maps in a merge patch".into(),
+                    ));
                 }
                 if !original.contains(p) {
                     original.push(p.clone());
@@ -170,10 +211,15 @@ fn merge_list(
         Some(mk) => {
             for p in patch {
                 let Value::Object(pm) = p else {
-                    return Err(PatchError::Malformed(format!("list items must be maps with merge key {mk:?}")));
+                    return Err(PatchError::Malformed(format!(
+                        "list items must be maps with merge key {mk:?}"
+                    )));
                 };
-                let key = key_of(p, mk)
-                    .ok_or_else(|| PatchError::Malformed(format!("map: {p} does not contain declared merge key: {mk}")))?;
+                let key = key_of(p, mk).ok_or_else(|| {
+                    PatchError::Malformed(format!(
+                        "map: {p} does not contain declared merge key: {mk}"
+                    ))
+                })?;
                 let pos = original.iter().position(|o| key_of(o, mk) == Some(key));
                 match pm.get(DIRECTIVE).and_then(Value::as_str) {
                     Some("delete") => original.retain(|o| key_of(o, mk) != Some(key)),
@@ -183,14 +229,24 @@ fn merge_list(
                                 Value::Object(m) => m,
                                 _ => Map::new(),
                             };
-                            original[i] = Value::Object(merge_map(set, meta.schema, existing, pm, depth + 1)?);
+                            original[i] = Value::Object(merge_map(
+                                set,
+                                meta.schema,
+                                existing,
+                                pm,
+                                depth + 1,
+                            )?);
                         }
                         None => {
                             let stripped = merge_map(set, meta.schema, Map::new(), pm, depth + 1)?;
                             original.push(Value::Object(stripped));
                         }
                     },
-                    Some(other) => return Err(PatchError::Malformed(format!("unknown patch type: {other} in list"))),
+                    Some(other) => {
+                        return Err(PatchError::Malformed(format!(
+                            "unknown patch type: {other} in list"
+                        )));
+                    }
                 }
             }
             Ok(Value::Array(original))
@@ -210,13 +266,22 @@ fn reorder(list: &mut Vec<Value>, order: &[Value], merge_key: Option<&str>) {
             })
             .unwrap_or(usize::MAX)
     };
-    let mut ranked: Vec<(usize, usize, Value)> = list.drain(..).enumerate().map(|(i, v)| (rank(&v), i, v)).collect();
+    let mut ranked: Vec<(usize, usize, Value)> = list
+        .drain(..)
+        .enumerate()
+        .map(|(i, v)| (rank(&v), i, v))
+        .collect();
     ranked.sort_by_key(|(r, i, _)| (*r, *i));
     list.extend(ranked.into_iter().map(|(_, _, v)| v));
 }
 
 /// A patch value stored where nothing was: drop directives (and nulls in maps) inside it.
-fn strip(set: &SchemaSet, schema: Option<&Value>, v: &Value, depth: usize) -> Result<Value, PatchError> {
+fn strip(
+    set: &SchemaSet,
+    schema: Option<&Value>,
+    v: &Value,
+    depth: usize,
+) -> Result<Value, PatchError> {
     if depth > MAX_DEPTH {
         return Err(PatchError::Malformed("patch is nested too deeply".into()));
     }

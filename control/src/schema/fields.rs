@@ -23,7 +23,14 @@ impl SchemaSet {
         unknown
     }
 
-    fn walk(&self, schema: &Value, value: &mut Value, path: &str, unknown: &mut Vec<String>, mode: Unknown) {
+    fn walk(
+        &self,
+        schema: &Value,
+        value: &mut Value,
+        path: &str,
+        unknown: &mut Vec<String>,
+        mode: Unknown,
+    ) {
         let schema = self.resolve(schema);
         if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
             return;
@@ -45,7 +52,9 @@ impl SchemaSet {
                     match props.get(k) {
                         Some(sub) => self.walk(sub, v, &join(path, k), unknown, mode),
                         None => match additional {
-                            Some(add) if add.is_object() => self.walk(add, v, &join(path, k), unknown, mode),
+                            Some(add) if add.is_object() => {
+                                self.walk(add, v, &join(path, k), unknown, mode)
+                            }
                             Some(Value::Bool(true)) => {}
                             _ => {
                                 unknown.push(join(path, k));
@@ -73,7 +82,11 @@ impl SchemaSet {
 }
 
 fn join(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
 }
 
 #[cfg(test)]
@@ -91,10 +104,20 @@ mod tests {
         });
         let mut unknown = set.prune_unknown("io.k8s.api.apps.v1.Deployment", &mut d);
         unknown.sort();
-        assert_eq!(unknown, vec!["metadata.bogus", "spec.extra", "spec.template.spec.containers[0].imagee"]);
+        assert_eq!(
+            unknown,
+            vec![
+                "metadata.bogus",
+                "spec.extra",
+                "spec.template.spec.containers[0].imagee"
+            ]
+        );
         assert!(d["spec"].get("extra").is_none());
         assert_eq!(d["metadata"]["labels"]["a"], "b");
         let mut cm = json!({"data": {"k": "v"}, "metadata": {"name": "c"}});
-        assert!(set.prune_unknown("io.k8s.api.core.v1.ConfigMap", &mut cm).is_empty());
+        assert!(
+            set.prune_unknown("io.k8s.api.core.v1.ConfigMap", &mut cm)
+                .is_empty()
+        );
     }
 }

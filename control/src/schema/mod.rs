@@ -33,9 +33,14 @@ impl SchemaSet {
         for t in catalog.types() {
             (t.schema)(&mut generator);
         }
-        let mut components: BTreeMap<String, Value> = generator.take_definitions(true).into_iter().collect();
+        let mut components: BTreeMap<String, Value> =
+            generator.take_definitions(true).into_iter().collect();
         for (def, field, strategy, key) in PATCH_META {
-            if let Some(prop) = components.get_mut(*def).and_then(|d| d.get_mut("properties")).and_then(|p| p.get_mut(*field)) {
+            if let Some(prop) = components
+                .get_mut(*def)
+                .and_then(|d| d.get_mut("properties"))
+                .and_then(|p| p.get_mut(*field))
+            {
                 if let Some(obj) = prop.as_object_mut() {
                     if !strategy.is_empty() {
                         obj.insert("x-kubernetes-patch-strategy".into(), json!(strategy));
@@ -47,7 +52,10 @@ impl SchemaSet {
             }
         }
         for t in catalog.types() {
-            if let Some(obj) = components.get_mut(&t.definition).and_then(Value::as_object_mut) {
+            if let Some(obj) = components
+                .get_mut(&t.definition)
+                .and_then(Value::as_object_mut)
+            {
                 obj.insert(
                     "x-kubernetes-group-version-kind".into(),
                     json!([{"group": t.group, "kind": t.kind, "version": t.version}]),
@@ -65,11 +73,18 @@ impl SchemaSet {
     pub fn resolve<'a>(&'a self, mut schema: &'a Value) -> &'a Value {
         for _ in 0..8 {
             if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
-                match r.strip_prefix(REF_PREFIX).and_then(|n| self.components.get(n)) {
+                match r
+                    .strip_prefix(REF_PREFIX)
+                    .and_then(|n| self.components.get(n))
+                {
                     Some(s) => schema = s,
                     None => return schema,
                 }
-            } else if let Some([only]) = schema.get("allOf").and_then(Value::as_array).map(Vec::as_slice) {
+            } else if let Some([only]) = schema
+                .get("allOf")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+            {
                 schema = only;
             } else {
                 return schema;
@@ -90,7 +105,9 @@ impl SchemaSet {
             if out.contains_key(&name) {
                 continue;
             }
-            let Some(schema) = self.components.get(&name) else { continue };
+            let Some(schema) = self.components.get(&name) else {
+                continue;
+            };
             collect_refs(schema, &mut stack);
             out.insert(name, schema.clone());
         }
@@ -101,7 +118,11 @@ impl SchemaSet {
 fn collect_refs(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
-            if let Some(r) = m.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix(REF_PREFIX)) {
+            if let Some(r) = m
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix(REF_PREFIX))
+            {
                 out.push(r.to_string());
             }
             m.values().for_each(|c| collect_refs(c, out));
@@ -118,13 +139,31 @@ mod tests {
     #[test]
     fn overlays_patch_metadata_and_gvk() {
         let set = SchemaSet::builtin();
-        let pod_spec = set.definition("io.k8s.api.core.v1.PodSpec").expect("PodSpec");
-        assert_eq!(pod_spec["properties"]["containers"]["x-kubernetes-patch-merge-key"], "name");
-        assert_eq!(pod_spec["properties"]["containers"]["x-kubernetes-patch-strategy"], "merge");
-        let container = set.definition("io.k8s.api.core.v1.Container").expect("Container");
-        assert_eq!(container["properties"]["ports"]["x-kubernetes-patch-merge-key"], "containerPort");
-        let d = set.definition("io.k8s.api.apps.v1.Deployment").expect("Deployment");
-        assert_eq!(d["x-kubernetes-group-version-kind"][0]["kind"], "Deployment");
+        let pod_spec = set
+            .definition("io.k8s.api.core.v1.PodSpec")
+            .expect("PodSpec");
+        assert_eq!(
+            pod_spec["properties"]["containers"]["x-kubernetes-patch-merge-key"],
+            "name"
+        );
+        assert_eq!(
+            pod_spec["properties"]["containers"]["x-kubernetes-patch-strategy"],
+            "merge"
+        );
+        let container = set
+            .definition("io.k8s.api.core.v1.Container")
+            .expect("Container");
+        assert_eq!(
+            container["properties"]["ports"]["x-kubernetes-patch-merge-key"],
+            "containerPort"
+        );
+        let d = set
+            .definition("io.k8s.api.apps.v1.Deployment")
+            .expect("Deployment");
+        assert_eq!(
+            d["x-kubernetes-group-version-kind"][0]["kind"],
+            "Deployment"
+        );
         let closure = set.closure(&["io.k8s.api.apps.v1.Deployment"]);
         assert!(closure.contains_key("io.k8s.api.core.v1.Container"));
         assert!(set.definition("dev.sluice.v1alpha1.Workspace").is_some());
@@ -138,7 +177,10 @@ mod tests {
         let mut applied = 0;
         for (def, field, _, _) in PATCH_META {
             if let Some(d) = set.definition(def) {
-                assert!(d["properties"].get(*field).is_some(), "{def}.{field} missing from generated schema");
+                assert!(
+                    d["properties"].get(*field).is_some(),
+                    "{def}.{field} missing from generated schema"
+                );
                 applied += 1;
             }
         }

@@ -24,8 +24,16 @@ fn query_param(name: &str, ty: &str, description: &str) -> Value {
 
 fn write_params(with_force: bool) -> Vec<Value> {
     let mut p = vec![
-        query_param("dryRun", "string", "When present, indicates that modifications should not be persisted."),
-        query_param("fieldManager", "string", "fieldManager is a name associated with the actor or entity that is making these changes."),
+        query_param(
+            "dryRun",
+            "string",
+            "When present, indicates that modifications should not be persisted.",
+        ),
+        query_param(
+            "fieldManager",
+            "string",
+            "fieldManager is a name associated with the actor or entity that is making these changes.",
+        ),
         query_param(
             "fieldValidation",
             "string",
@@ -33,7 +41,11 @@ fn write_params(with_force: bool) -> Vec<Value> {
         ),
     ];
     if with_force {
-        p.push(query_param("force", "boolean", "Force is going to \"force\" Apply requests."));
+        p.push(query_param(
+            "force",
+            "boolean",
+            "Force is going to \"force\" Apply requests.",
+        ));
     }
     p
 }
@@ -42,7 +54,14 @@ fn reference(def: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{def}")})
 }
 
-fn op(action: &str, t: &ResourceType, gvk: (&str, &str, &str), response_def: &str, body: Option<Value>, params: Vec<Value>) -> Value {
+fn op(
+    action: &str,
+    t: &ResourceType,
+    gvk: (&str, &str, &str),
+    response_def: &str,
+    body: Option<Value>,
+    params: Vec<Value>,
+) -> Value {
     let mut o = json!({
         "operationId": format!("{action}{}", t.kind),
         "tags": [t.gv_path()],
@@ -64,7 +83,12 @@ fn json_body(def: &str) -> Value {
 fn patch_body() -> Value {
     let content: Map<String, Value> = PATCH_TYPES
         .iter()
-        .map(|t| (t.to_string(), json!({"schema": reference("io.k8s.apimachinery.pkg.apis.meta.v1.Patch")})))
+        .map(|t| {
+            (
+                t.to_string(),
+                json!({"schema": reference("io.k8s.apimachinery.pkg.apis.meta.v1.Patch")}),
+            )
+        })
         .collect();
     json!({"content": content, "required": true})
 }
@@ -79,19 +103,31 @@ fn item_ops(t: &ResourceType, gvk: (&str, &str, &str), def: &str) -> Value {
 }
 
 /// Build the v3 document of one group-version.
-pub fn v3_document(set: &SchemaSet, catalog: &Catalog, group: &str, version: &str) -> Option<Value> {
+pub fn v3_document(
+    set: &SchemaSet,
+    catalog: &Catalog,
+    group: &str,
+    version: &str,
+) -> Option<Value> {
     let types: Vec<_> = catalog.in_group_version(group, version).collect();
     if types.is_empty() {
         return None;
     }
     let mut paths = Map::new();
-    let mut roots: Vec<&str> = vec!["io.k8s.apimachinery.pkg.apis.meta.v1.Patch", "io.k8s.apimachinery.pkg.apis.meta.v1.Status"];
+    let mut roots: Vec<&str> = vec![
+        "io.k8s.apimachinery.pkg.apis.meta.v1.Patch",
+        "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+    ];
     for t in &types {
         let gvk = (t.group, t.version, t.kind);
         let def = t.definition.as_str();
         roots.push(def);
         let base = if t.namespaced {
-            format!("/{}/namespaces/{{namespace}}/{}", gv_path(group, version), t.resource)
+            format!(
+                "/{}/namespaces/{{namespace}}/{}",
+                gv_path(group, version),
+                t.resource
+            )
         } else {
             format!("/{}/{}", gv_path(group, version), t.resource)
         };
@@ -110,16 +146,25 @@ pub fn v3_document(set: &SchemaSet, catalog: &Catalog, group: &str, version: &st
             roots.push("io.k8s.api.autoscaling.v1.Scale");
             paths.insert(
                 format!("{base}/{{name}}/scale"),
-                item_ops(t, ("autoscaling", "v1", "Scale"), "io.k8s.api.autoscaling.v1.Scale"),
+                item_ops(
+                    t,
+                    ("autoscaling", "v1", "Scale"),
+                    "io.k8s.api.autoscaling.v1.Scale",
+                ),
             );
         }
     }
     let mut schemas = set.closure(&roots);
-    if roots.contains(&"io.k8s.api.autoscaling.v1.Scale") && !schemas.contains_key("io.k8s.api.autoscaling.v1.Scale") {
+    if roots.contains(&"io.k8s.api.autoscaling.v1.Scale")
+        && !schemas.contains_key("io.k8s.api.autoscaling.v1.Scale")
+    {
         schemas.insert("io.k8s.api.autoscaling.v1.Scale".into(), scale_schema());
     }
     if !schemas.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.Status") {
-        schemas.insert("io.k8s.apimachinery.pkg.apis.meta.v1.Status".into(), json!({"type": "object"}));
+        schemas.insert(
+            "io.k8s.apimachinery.pkg.apis.meta.v1.Status".into(),
+            json!({"type": "object"}),
+        );
     }
     Some(json!({
         "openapi": "3.0.0",
@@ -178,7 +223,13 @@ fn hash_hex(b: &[u8]) -> String {
 
 impl OpenApiCache {
     /// The document of a group-version and its content hash.
-    pub fn v3(&self, set: &SchemaSet, catalog: &Catalog, group: &str, version: &str) -> Option<(Bytes, String)> {
+    pub fn v3(
+        &self,
+        set: &SchemaSet,
+        catalog: &Catalog,
+        group: &str,
+        version: &str,
+    ) -> Option<(Bytes, String)> {
         let mut cache = self.v3.lock().unwrap_or_else(|p| p.into_inner());
         cache
             .entry((group.to_string(), version.to_string()))
@@ -208,7 +259,9 @@ impl OpenApiCache {
     pub fn v2(&self, set: &SchemaSet, catalog: &Catalog) -> Bytes {
         let mut cache = self.v2.lock().unwrap_or_else(|p| p.into_inner());
         cache
-            .get_or_insert_with(|| Bytes::from(serde_json::to_vec(&v2_document(set, catalog)).unwrap_or_default()))
+            .get_or_insert_with(|| {
+                Bytes::from(serde_json::to_vec(&v2_document(set, catalog)).unwrap_or_default())
+            })
             .clone()
     }
 }
@@ -224,11 +277,29 @@ mod tests {
     fn v3_has_field_validation_on_patch_with_gvk() {
         let set = SchemaSet::builtin();
         let doc = v3_document(set, Catalog::builtin(), "apps", "v1").expect("apps/v1");
-        let item = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
-        assert_eq!(item["x-kubernetes-group-version-kind"]["kind"], "Deployment");
-        assert!(item["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation" && p["in"] == "query"));
-        assert!(item["requestBody"]["content"].get("application/strategic-merge-patch+json").is_some());
-        assert!(doc["components"]["schemas"].get("io.k8s.api.core.v1.PodSpec").is_some());
+        let item =
+            &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        assert_eq!(
+            item["x-kubernetes-group-version-kind"]["kind"],
+            "Deployment"
+        );
+        assert!(
+            item["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "fieldValidation" && p["in"] == "query")
+        );
+        assert!(
+            item["requestBody"]["content"]
+                .get("application/strategic-merge-patch+json")
+                .is_some()
+        );
+        assert!(
+            doc["components"]["schemas"]
+                .get("io.k8s.api.core.v1.PodSpec")
+                .is_some()
+        );
         let core = v3_document(set, Catalog::builtin(), "", "v1").expect("v1");
         assert!(core["paths"].get("/api/v1/namespaces/{name}").is_some());
         assert!(v3_document(set, Catalog::builtin(), "nope", "v1").is_none());

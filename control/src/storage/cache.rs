@@ -42,7 +42,10 @@ pub struct Entry {
 pub enum WatchError {
     /// The requested revision is older than the retained history.
     #[error("too old resource version: {requested} ({oldest})")]
-    Expired { requested: Revision, oldest: Revision },
+    Expired {
+        requested: Revision,
+        oldest: Revision,
+    },
     /// The watcher fell too far behind the event stream.
     #[error("watcher fell behind the event stream")]
     Lagged,
@@ -113,12 +116,23 @@ impl Store {
             .into_iter()
             .map(|(k, rev, value)| {
                 let value = with_resource_version(&value, rev);
-                (k, Arc::new(Entry { revision: rev, value }))
+                (
+                    k,
+                    Arc::new(Entry {
+                        revision: rev,
+                        value,
+                    }),
+                )
             })
             .collect();
         let (revision_tx, _) = tokio::sync::watch::channel(revision);
         let inner = Arc::new(Inner {
-            state: RwLock::new(State { objects, revision, loaded_at: revision, logs: HashMap::new() }),
+            state: RwLock::new(State {
+                objects,
+                revision,
+                loaded_at: revision,
+                logs: HashMap::new(),
+            }),
             backend: Box::new(backend),
             history: history.max(1),
             revision_tx,
@@ -192,24 +206,46 @@ impl Store {
     }
 
     /// Watch one resource type from `from` (exclusive).
-    pub fn watch(&self, resource: &ResourcePrefix, from: Revision) -> Result<WatchSubscription, WatchError> {
+    pub fn watch(
+        &self,
+        resource: &ResourcePrefix,
+        from: Revision,
+    ) -> Result<WatchSubscription, WatchError> {
         let mut state = self.inner.state.write().unwrap_or_else(|p| p.into_inner());
         let loaded_at = state.loaded_at;
-        let log = state.logs.entry(resource.as_str().to_string()).or_insert_with(|| ResourceLog {
-            history: VecDeque::new(),
-            truncated_upto: loaded_at,
-            tx: broadcast::channel(BROADCAST_CAPACITY).0,
-        });
+        let log = state
+            .logs
+            .entry(resource.as_str().to_string())
+            .or_insert_with(|| ResourceLog {
+                history: VecDeque::new(),
+                truncated_upto: loaded_at,
+                tx: broadcast::channel(BROADCAST_CAPACITY).0,
+            });
         if from < log.truncated_upto {
-            return Err(WatchError::Expired { requested: from, oldest: log.truncated_upto });
+            return Err(WatchError::Expired {
+                requested: from,
+                oldest: log.truncated_upto,
+            });
         }
-        let backlog = log.history.iter().filter(|e| e.revision > from).cloned().collect();
-        Ok(WatchSubscription { backlog, rx: log.tx.subscribe() })
+        let backlog = log
+            .history
+            .iter()
+            .filter(|e| e.revision > from)
+            .cloned()
+            .collect();
+        Ok(WatchSubscription {
+            backlog,
+            rx: log.tx.subscribe(),
+        })
     }
 
     /// Every resource type with a live watcher, and how many watchers it has.
     pub fn watchers(&self) -> Vec<(String, usize)> {
-        self.read().logs.iter().map(|(k, l)| (k.clone(), l.tx.receiver_count())).collect()
+        self.read()
+            .logs
+            .iter()
+            .map(|(k, l)| (k.clone(), l.tx.receiver_count()))
+            .collect()
     }
 }
 
@@ -222,22 +258,34 @@ pub fn with_resource_version(value: &[u8], revision: Revision) -> Bytes {
                 v["metadata"] = serde_json::json!({});
             }
             v["metadata"]["resourceVersion"] = serde_json::Value::String(revision.0.to_string());
-            serde_json::to_vec(&v).map(Bytes::from).unwrap_or_else(|_| Bytes::copy_from_slice(value))
+            serde_json::to_vec(&v)
+                .map(Bytes::from)
+                .unwrap_or_else(|_| Bytes::copy_from_slice(value))
         }
         _ => Bytes::copy_from_slice(value),
     }
 }
 
 fn apply(inner: &Inner, commits: &[Committed]) {
-    let stamped: Vec<Option<Bytes>> =
-        commits.iter().map(|c| c.value.as_ref().map(|v| with_resource_version(v, c.revision))).collect();
+    let stamped: Vec<Option<Bytes>> = commits
+        .iter()
+        .map(|c| {
+            c.value
+                .as_ref()
+                .map(|v| with_resource_version(v, c.revision))
+        })
+        .collect();
     let mut guard = inner.state.write().unwrap_or_else(|p| p.into_inner());
     let state = &mut *guard;
     for (c, value) in commits.iter().zip(stamped) {
         let previous = match &value {
-            Some(v) => state
-                .objects
-                .insert(c.key.clone(), Arc::new(Entry { revision: c.revision, value: v.clone() })),
+            Some(v) => state.objects.insert(
+                c.key.clone(),
+                Arc::new(Entry {
+                    revision: c.revision,
+                    value: v.clone(),
+                }),
+            ),
             None => state.objects.remove(&c.key),
         };
         state.revision = c.revision;
@@ -269,11 +317,14 @@ fn apply(inner: &Inner, commits: &[Committed]) {
         let loaded_at = state.loaded_at;
         let log = match state.logs.get_mut(resource) {
             Some(l) => l,
-            None => state.logs.entry(resource.to_string()).or_insert_with(|| ResourceLog {
-                history: VecDeque::new(),
-                truncated_upto: loaded_at,
-                tx: broadcast::channel(BROADCAST_CAPACITY).0,
-            }),
+            None => state
+                .logs
+                .entry(resource.to_string())
+                .or_insert_with(|| ResourceLog {
+                    history: VecDeque::new(),
+                    truncated_upto: loaded_at,
+                    tx: broadcast::channel(BROADCAST_CAPACITY).0,
+                }),
         };
         let event = Arc::new(event);
         if log.history.len() >= inner.history {
@@ -295,7 +346,11 @@ mod tests {
     use crate::storage::{Expect, RedbBackend};
 
     fn key(name: &str) -> Key {
-        ResourcePrefix::new("", "configmaps").key(&sluice_api::LogicalClusterPath::root(), Some("d"), name)
+        ResourcePrefix::new("", "configmaps").key(
+            &sluice_api::LogicalClusterPath::root(),
+            Some("d"),
+            name,
+        )
     }
 
     #[tokio::test]
@@ -305,30 +360,55 @@ mod tests {
         let res = ResourcePrefix::new("", "configmaps");
         let mut w = store.watch(&res, Revision(0)).unwrap();
         let c1 = store
-            .write(Op::Put { key: key("a"), value: Bytes::from_static(b"{}"), expect: Expect::Absent })
+            .write(Op::Put {
+                key: key("a"),
+                value: Bytes::from_static(b"{}"),
+                expect: Expect::Absent,
+            })
             .await
             .unwrap();
         assert_eq!(store.get(&key("a")).unwrap().revision, c1.revision);
         let dup = store
-            .write(Op::Put { key: key("a"), value: Bytes::from_static(b"{}"), expect: Expect::Absent })
+            .write(Op::Put {
+                key: key("a"),
+                value: Bytes::from_static(b"{}"),
+                expect: Expect::Absent,
+            })
             .await;
         assert!(matches!(dup, Err(StorageError::AlreadyExists(_))));
         let stale = store
-            .write(Op::Put { key: key("a"), value: Bytes::from_static(b"{}"), expect: Expect::At(Revision(99)) })
+            .write(Op::Put {
+                key: key("a"),
+                value: Bytes::from_static(b"{}"),
+                expect: Expect::At(Revision(99)),
+            })
             .await;
         assert!(matches!(stale, Err(StorageError::Conflict { .. })));
         let e = w.next().await.unwrap();
         assert_eq!(e.kind, EventType::Added);
         for n in ["b", "c", "d", "e"] {
             store
-                .write(Op::Put { key: key(n), value: Bytes::from_static(b"{}"), expect: Expect::Absent })
+                .write(Op::Put {
+                    key: key(n),
+                    value: Bytes::from_static(b"{}"),
+                    expect: Expect::Absent,
+                })
                 .await
                 .unwrap();
         }
-        assert!(matches!(store.watch(&res, c1.revision), Err(WatchError::Expired { .. })));
+        assert!(matches!(
+            store.watch(&res, c1.revision),
+            Err(WatchError::Expired { .. })
+        ));
         let recent = store.watch(&res, Revision(store.revision().0 - 2)).unwrap();
         assert_eq!(recent.backlog.len(), 2);
-        store.write(Op::Delete { key: key("a"), expect: Expect::At(c1.revision) }).await.unwrap();
+        store
+            .write(Op::Delete {
+                key: key("a"),
+                expect: Expect::At(c1.revision),
+            })
+            .await
+            .unwrap();
         assert!(store.get(&key("a")).is_none());
         let mut n = 0;
         store.scan(&res.scope(None, None), None, |_, _| {

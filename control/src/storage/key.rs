@@ -116,6 +116,9 @@ mod tests {
         let ns = ResourcePrefix::new("", "namespaces").key(&c, None, "x");
         assert_eq!(ns.parts().unwrap().namespace, "");
         assert!(k.as_str().starts_with(&p.scope(Some(&c), Some("default"))));
-        assert!(!k.as_str().starts_with(&p.scope(Some(&"root".parse().unwrap()), None)));
+        assert!(
+            !k.as_str()
+                .starts_with(&p.scope(Some(&"root".parse().unwrap()), None))
+        );
     }
 }

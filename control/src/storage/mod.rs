@@ -46,8 +46,15 @@ pub enum Expect {
 /// One write.
 #[derive(Clone, Debug)]
 pub enum Op {
-    Put { key: Key, value: Bytes, expect: Expect },
-    Delete { key: Key, expect: Expect },
+    Put {
+        key: Key,
+        value: Bytes,
+        expect: Expect,
+    },
+    Delete {
+        key: Key,
+        expect: Expect,
+    },
 }
 
 impl Op {
@@ -75,7 +82,11 @@ pub enum StorageError {
     #[error("key {0} not found")]
     NotFound(Key),
     #[error("key {key} is at revision {actual}, not {expected}")]
-    Conflict { key: Key, expected: Revision, actual: Revision },
+    Conflict {
+        key: Key,
+        expected: Revision,
+        actual: Revision,
+    },
     #[error("storage backend failure: {0}")]
     Backend(String),
     #[error("storage is shutting down")]

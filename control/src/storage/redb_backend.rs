@@ -59,7 +59,9 @@ fn encode(revision: Revision, value: &[u8]) -> Vec<u8> {
 
 fn decode(raw: &[u8]) -> Result<(Revision, &[u8]), StorageError> {
     if raw.len() < 8 {
-        return Err(StorageError::Backend("corrupt record: shorter than its revision".into()));
+        return Err(StorageError::Backend(
+            "corrupt record: shorter than its revision".into(),
+        ));
     }
     let (rev, value) = raw.split_at(8);
     let mut b = [0u8; 8];
@@ -68,11 +70,7 @@ fn decode(raw: &[u8]) -> Result<(Revision, &[u8]), StorageError> {
 }
 
 /// Check `expect` against what is stored under `key` (inside the write transaction).
-fn check(
-    table: &redb::Table<&str, &[u8]>,
-    key: &Key,
-    expect: Expect,
-) -> Result<(), StorageError> {
+fn check(table: &redb::Table<&str, &[u8]>, key: &Key, expect: Expect) -> Result<(), StorageError> {
     let current = match table.get(key.as_str()).map_err(backend_err)? {
         Some(raw) => Some(decode(raw.value())?.0),
         None => None,
@@ -102,8 +100,10 @@ fn write_loop(db: Arc<Database>, rx: std::sync::mpsc::Receiver<(Op, Reply)>, sin
         let outcome = commit_batch(&db, &batch);
         match outcome {
             Ok(results) => {
-                let committed: Vec<Committed> =
-                    results.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
+                let committed: Vec<Committed> = results
+                    .iter()
+                    .filter_map(|r| r.as_ref().ok().cloned())
+                    .collect();
                 if !committed.is_empty() {
                     sink(&committed);
                 }
@@ -152,7 +152,11 @@ fn commit_batch(
                 Op::Delete { key, expect } => check(&objects, key, *expect).and_then(|()| {
                     revision += 1;
                     objects.remove(key.as_str()).map_err(backend_err)?;
-                    Ok(Committed { revision: Revision(revision), key: key.clone(), value: None })
+                    Ok(Committed {
+                        revision: Revision(revision),
+                        key: key.clone(),
+                        value: None,
+                    })
                 }),
             };
             results.push(result);
@@ -167,7 +171,11 @@ impl Backend for RedbBackend {
     fn load(&self) -> Result<(Vec<(Key, Revision, Bytes)>, Revision), StorageError> {
         let txn = self.db.begin_read().map_err(backend_err)?;
         let meta = txn.open_table(META).map_err(backend_err)?;
-        let revision = meta.get(REVISION).map_err(backend_err)?.map(|v| v.value()).unwrap_or(0);
+        let revision = meta
+            .get(REVISION)
+            .map_err(backend_err)?
+            .map(|v| v.value())
+            .unwrap_or(0);
         let objects = txn.open_table(OBJECTS).map_err(backend_err)?;
         let mut out = Vec::new();
         for entry in objects.iter().map_err(backend_err)? {
@@ -195,11 +203,12 @@ impl Backend for RedbBackend {
 
     fn commit(&self, op: Op) -> BoxFuture<'_, Result<Committed, StorageError>> {
         let (tx, rx) = oneshot::channel();
-        let queued = self
-            .queue
-            .lock()
-            .map_err(backend_err)
-            .and_then(|q| q.as_ref().ok_or(StorageError::Closed)?.send((op, tx)).map_err(|_| StorageError::Closed));
+        let queued = self.queue.lock().map_err(backend_err).and_then(|q| {
+            q.as_ref()
+                .ok_or(StorageError::Closed)?
+                .send((op, tx))
+                .map_err(|_| StorageError::Closed)
+        });
         Box::pin(async move {
             queued?;
             rx.await.map_err(|_| StorageError::Closed)?
