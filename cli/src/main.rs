@@ -42,7 +42,7 @@ enum Command {
     Kubeconfig {
         #[arg(long, default_value = ".sluice/control")]
         data_dir: PathBuf,
-        /// Logical cluster path, e.g. `root:shop`.
+        /// Logical cluster path, e.g. `root:shop`, or `*` for every logical cluster (admin).
         #[arg(long, default_value = "root")]
         workspace: String,
     },
@@ -100,7 +100,7 @@ async fn main() -> anyhow::Result<()> {
             data_dir,
             workspace,
         } => {
-            let path: sluice_api::LogicalClusterPath = workspace.parse().context("--workspace")?;
+            let path: sluice_control::KubeconfigScope = workspace.parse().context("--workspace")?;
             print!("{}", sluice_control::kubeconfig_for(&data_dir, &path)?);
         }
     }

@@ -184,22 +184,29 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     })
 }
 
-/// A kubeconfig for logical cluster `workspace` of the server whose data directory is `dir`.
-pub fn kubeconfig_for(
-    dir: &Path,
-    workspace: &sluice_api::LogicalClusterPath,
-) -> Result<String, ControlError> {
-    let read = |name: &str| {
-        std::fs::read_to_string(dir.join(name)).map_err(|e| ControlError::Io(dir.join(name), e))
-    };
+/// Which logical cluster(s) a kubeconfig addresses.
+pub enum KubeconfigScope {
+    One(sluice_api::LogicalClusterPath),
+    /// `/clusters/*`: list and watch across every logical cluster (admin only).
+    Wildcard,
+}
+
+impl std::str::FromStr for KubeconfigScope {
+    type Err = sluice_api::PathError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "*" { Ok(KubeconfigScope::Wildcard) } else { s.parse().map(KubeconfigScope::One) }
+    }
+}
+
+/// A kubeconfig for logical cluster `scope` of the server whose data directory is `dir`.
+pub fn kubeconfig_for(dir: &Path, scope: &KubeconfigScope) -> Result<String, ControlError> {
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| ControlError::Io(dir.join(name), e));
     let url = read("server.url")?;
     let ca = read("ca.crt")?;
     let token = read("admin.token")?;
-    Ok(pki::kubeconfig(
-        &format!("{}/clusters/{workspace}", url.trim()),
-        &ca,
-        workspace.as_str(),
-        "admin",
-        token.trim(),
-    ))
+    let (path, context) = match scope {
+        KubeconfigScope::One(p) => (p.to_string(), p.to_string()),
+        KubeconfigScope::Wildcard => ("*".to_string(), "wildcard".to_string()),
+    };
+    Ok(pki::kubeconfig(&format!("{}/clusters/{path}", url.trim()), &ca, &context, "admin", token.trim()))
 }

@@ -4,8 +4,8 @@
 //! Driven by the store's watch of the container type, with a periodic re-check for
 //! containers whose contents still wait on finalizers.
 
-use std::collections::BTreeSet;
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
@@ -32,16 +32,20 @@ impl Container {
     }
 }
 
-const RECHECK: Duration = Duration::from_millis(500);
+const RECHECK: Duration = Duration::from_millis(250);
+/// Contents are removed this long after the container was marked for deletion, so a
+/// client deleting a manifest (namespace first, as `kubectl delete -f` does) still deletes
+/// each object itself rather than racing the controller into NotFound errors.
+const GRACE: Duration = Duration::from_secs(1);
 
 /// Run until `shutdown` flips.
 pub async fn run(state: SharedState, container: Container, mut shutdown: watch::Receiver<bool>) {
     let prefix = container.prefix();
-    let mut pending: BTreeSet<Key> = BTreeSet::new();
+    let mut pending: BTreeMap<Key, Instant> = BTreeMap::new();
     loop {
         let mut from = state.store.scan(prefix.as_str(), None, |k, e| {
             if serde_json::from_slice::<Value>(&e.value).is_ok_and(|v| object::is_deleting(&v)) {
-                pending.insert(k.clone());
+                pending.entry(k.clone()).or_insert_with(Instant::now);
             }
             true
         });
@@ -51,7 +55,7 @@ pub async fn run(state: SharedState, container: Container, mut shutdown: watch::
         };
         let mut ticker = tokio::time::interval(RECHECK);
         loop {
-            let keys: Vec<Key> = pending.iter().cloned().collect();
+            let keys: Vec<Key> = pending.iter().filter(|(_, seen)| seen.elapsed() >= GRACE).map(|(k, _)| k.clone()).collect();
             for key in keys {
                 if terminate(&state, container, &key).await {
                     pending.remove(&key);
@@ -66,7 +70,7 @@ pub async fn run(state: SharedState, container: Container, mut shutdown: watch::
                         if serde_json::from_slice::<Value>(&e.value).is_ok_and(|v| object::is_deleting(&v))
                             && e.kind != crate::storage::EventType::Deleted
                         {
-                            pending.insert(e.key.clone());
+                            pending.entry(e.key.clone()).or_insert_with(Instant::now);
                         }
                     }
                     Err(_) => break,

@@ -1,0 +1,158 @@
+//! Test support: run the real `sluice` binary and the real `kubectl` against it.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `sluice control` process on an ephemeral loopback port; killed on drop.
+pub struct Control {
+    child: Option<Child>,
+    pub dir: PathBuf,
+    pub url: String,
+    pub kubeconfig: PathBuf,
+}
+
+pub fn sluice_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sluice")
+}
+
+impl Control {
+    pub fn start(dir: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(sluice_bin())
+            .args(["control", "--data-dir"])
+            .arg(dir)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("SLUICE_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn sluice control");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("read serving line");
+        let url = line
+            .strip_prefix("serving ")
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_string();
+        Control { child: Some(child), dir: dir.to_path_buf(), url, kubeconfig: dir.join("admin.kubeconfig") }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill9(mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// A kubeconfig for a logical cluster, written by `sluice kubeconfig`.
+    pub fn workspace_kubeconfig(&self, workspace: &str) -> PathBuf {
+        let out = Command::new(sluice_bin())
+            .args(["kubeconfig", "--data-dir"])
+            .arg(&self.dir)
+            .args(["--workspace", workspace])
+            .output()
+            .expect("sluice kubeconfig");
+        assert!(out.status.success(), "sluice kubeconfig failed: {}", String::from_utf8_lossy(&out.stderr));
+        let path = self.dir.join(format!("{workspace}.kubeconfig"));
+        std::fs::write(&path, &out.stdout).expect("write kubeconfig");
+        path
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The kubectl binaries to test with: `SLUICE_KUBECTLS` (colon-separated) or `kubectl`.
+pub fn kubectls() -> Vec<String> {
+    match std::env::var("SLUICE_KUBECTLS") {
+        Ok(v) if !v.trim().is_empty() => v.split(':').filter(|s| !s.is_empty()).map(str::to_string).collect(),
+        _ => vec!["kubectl".to_string()],
+    }
+}
+
+/// One kubectl binary with a kubeconfig and a private discovery cache.
+#[derive(Clone)]
+pub struct Kubectl {
+    pub bin: String,
+    pub kubeconfig: PathBuf,
+    pub cache: PathBuf,
+}
+
+impl Kubectl {
+    pub fn new(bin: &str, kubeconfig: &Path, cache: &Path) -> Self {
+        Self { bin: bin.to_string(), kubeconfig: kubeconfig.to_path_buf(), cache: cache.to_path_buf() }
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.arg("--kubeconfig").arg(&self.kubeconfig).arg("--cache-dir").arg(&self.cache).args(args);
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap_or_else(|e| panic!("running {} {args:?}: {e}", self.bin))
+    }
+
+    /// Run, assert success, return stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "{} {args:?} failed:\nstdout: {}\nstderr: {}",
+            self.bin,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Run, assert failure, return stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(!out.status.success(), "{} {args:?} unexpectedly succeeded: {}", self.bin, String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    pub fn apply_stdin(&self, manifest: &str) -> String {
+        use std::io::Write;
+        let mut child = self
+            .command(&["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn kubectl apply");
+        child.stdin.take().expect("stdin").write_all(manifest.as_bytes()).expect("write manifest");
+        let out = child.wait_with_output().expect("kubectl apply");
+        assert!(out.status.success(), "apply failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// Poll `f` until it returns true or `timeout` passes.
+pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
