@@ -15,7 +15,9 @@ use support::Control;
 
 async fn client(kubeconfig: &std::path::Path) -> kube::Client {
     let kc = Kubeconfig::read_from(kubeconfig).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
     config.connect_timeout = Some(Duration::from_secs(2));
     config.read_timeout = Some(Duration::from_secs(5));
     kube::Client::try_from(config).unwrap()
@@ -28,7 +30,10 @@ async fn acknowledged_writes_survive_kill_9() {
     let control = Control::start(dir.path(), &[]);
     let c = client(&control.kubeconfig).await;
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "d"}})).unwrap();
-    Api::<Namespace>::all(c.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
 
     // Four writers create objects as fast as they are acknowledged.
     let acked: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
@@ -39,7 +44,10 @@ async fn acknowledged_writes_survive_kill_9() {
         writers.push(tokio::spawn(async move {
             for i in 0.. {
                 let name = format!("w{w}-{i}");
-                let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}, "data": {"i": i.to_string()}})).unwrap();
+                let cm: ConfigMap = serde_json::from_value(
+                    json!({"metadata": {"name": name}, "data": {"i": i.to_string()}}),
+                )
+                .unwrap();
                 match api.create(&PostParams::default(), &cm).await {
                     Ok(created) => {
                         let rv = created.metadata.resource_version.unwrap().parse().unwrap();
@@ -56,7 +64,11 @@ async fn acknowledged_writes_survive_kill_9() {
         let _ = w.await;
     }
     let acked = acked.lock().unwrap().clone();
-    assert!(acked.len() > 50, "too few writes before the kill: {}", acked.len());
+    assert!(
+        acked.len() > 50,
+        "too few writes before the kill: {}",
+        acked.len()
+    );
 
     let control = Control::start(dir.path(), &[]);
     let c = client(&control.kubeconfig).await;
@@ -67,14 +79,35 @@ async fn acknowledged_writes_survive_kill_9() {
         .unwrap()
         .items
         .into_iter()
-        .map(|cm| (cm.metadata.name.unwrap(), cm.metadata.resource_version.unwrap().parse().unwrap()))
+        .map(|cm| {
+            (
+                cm.metadata.name.unwrap(),
+                cm.metadata.resource_version.unwrap().parse().unwrap(),
+            )
+        })
         .collect();
     for (name, rv) in &acked {
-        assert_eq!(stored.get(name), Some(rv), "acknowledged write {name}@{rv} lost or changed");
+        assert_eq!(
+            stored.get(name),
+            Some(rv),
+            "acknowledged write {name}@{rv} lost or changed"
+        );
     }
     let max = acked.values().max().copied().unwrap_or(0);
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "after-restart"}})).unwrap();
-    let after: u64 = api.create(&PostParams::default(), &cm).await.unwrap().metadata.resource_version.unwrap().parse().unwrap();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "after-restart"}})).unwrap();
+    let after: u64 = api
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(after > max, "revision went backwards: {after} <= {max}");
-    eprintln!("{} acknowledged writes survived kill -9; revision {max} -> {after}", acked.len());
+    eprintln!(
+        "{} acknowledged writes survived kill -9; revision {max} -> {after}",
+        acked.len()
+    );
 }

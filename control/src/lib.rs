@@ -194,13 +194,19 @@ pub enum KubeconfigScope {
 impl std::str::FromStr for KubeconfigScope {
     type Err = sluice_api::PathError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s == "*" { Ok(KubeconfigScope::Wildcard) } else { s.parse().map(KubeconfigScope::One) }
+        if s == "*" {
+            Ok(KubeconfigScope::Wildcard)
+        } else {
+            s.parse().map(KubeconfigScope::One)
+        }
     }
 }
 
 /// A kubeconfig for logical cluster `scope` of the server whose data directory is `dir`.
 pub fn kubeconfig_for(dir: &Path, scope: &KubeconfigScope) -> Result<String, ControlError> {
-    let read = |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| ControlError::Io(dir.join(name), e));
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).map_err(|e| ControlError::Io(dir.join(name), e))
+    };
     let url = read("server.url")?;
     let ca = read("ca.crt")?;
     let token = read("admin.token")?;
@@ -208,5 +214,11 @@ pub fn kubeconfig_for(dir: &Path, scope: &KubeconfigScope) -> Result<String, Con
         KubeconfigScope::One(p) => (p.to_string(), p.to_string()),
         KubeconfigScope::Wildcard => ("*".to_string(), "wildcard".to_string()),
     };
-    Ok(pki::kubeconfig(&format!("{}/clusters/{path}", url.trim()), &ca, &context, "admin", token.trim()))
+    Ok(pki::kubeconfig(
+        &format!("{}/clusters/{path}", url.trim()),
+        &ca,
+        &context,
+        "admin",
+        token.trim(),
+    ))
 }

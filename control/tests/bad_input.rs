@@ -16,7 +16,12 @@ async fn status_of(client: &kube::Client, req: http::Request<Vec<u8>>) -> kube::
     }
 }
 
-fn request(method: &str, path: &str, content_type: &str, body: impl Into<Vec<u8>>) -> http::Request<Vec<u8>> {
+fn request(
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: impl Into<Vec<u8>>,
+) -> http::Request<Vec<u8>> {
     http::Request::builder()
         .method(method)
         .uri(path)
@@ -34,103 +39,277 @@ async fn bad_requests_get_precise_status_and_change_nothing() {
     .await;
     let client = server.client().await;
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap();
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"mode": "fast"}})).unwrap();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"mode": "fast"}}))
+            .unwrap();
     let original = cms.create(&PostParams::default(), &cm).await.unwrap();
     let revision = server.revision();
     let cm_path = "/api/v1/namespaces/shop/configmaps";
 
     // Malformed JSON and YAML.
-    let s = status_of(&client, request("POST", cm_path, "application/json", "{\"metadata\": ")).await;
+    let s = status_of(
+        &client,
+        request("POST", cm_path, "application/json", "{\"metadata\": "),
+    )
+    .await;
     assert_eq!((s.code, s.reason.as_str()), (400, "BadRequest"), "{s:?}");
     assert!(s.message.contains("error decoding object"), "{s:?}");
-    let s = status_of(&client, request("POST", cm_path, "application/yaml", "metadata:\n  name: [unclosed\n")).await;
+    let s = status_of(
+        &client,
+        request(
+            "POST",
+            cm_path,
+            "application/yaml",
+            "metadata:\n  name: [unclosed\n",
+        ),
+    )
+    .await;
     assert_eq!((s.code, s.reason.as_str()), (400, "BadRequest"), "{s:?}");
     assert!(s.message.contains("YAML"), "{s:?}");
     // A garbage protobuf body.
-    let s = status_of(&client, request("POST", cm_path, "application/vnd.kubernetes.protobuf", b"k8s\x00\x0a\xff\xff".to_vec())).await;
+    let s = status_of(
+        &client,
+        request(
+            "POST",
+            cm_path,
+            "application/vnd.kubernetes.protobuf",
+            b"k8s\x00\x0a\xff\xff".to_vec(),
+        ),
+    )
+    .await;
     assert_eq!(s.code, 400, "{s:?}");
 
     // Unknown fields: rejected under Strict, named by path.
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "labelz": {}}, "dataa": {}});
-    let s = status_of(&client, request("POST", &format!("{cm_path}?fieldValidation=Strict"), "application/json", body.to_string())).await;
+    let s = status_of(
+        &client,
+        request(
+            "POST",
+            &format!("{cm_path}?fieldValidation=Strict"),
+            "application/json",
+            body.to_string(),
+        ),
+    )
+    .await;
     assert_eq!((s.code, s.reason.as_str()), (400, "BadRequest"), "{s:?}");
-    assert!(s.message.contains("strict decoding error") && s.message.contains("unknown field \"dataa\"") && s.message.contains("metadata.labelz"), "{s:?}");
+    assert!(
+        s.message.contains("strict decoding error")
+            && s.message.contains("unknown field \"dataa\"")
+            && s.message.contains("metadata.labelz"),
+        "{s:?}"
+    );
     // Wrong value type.
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": 5}});
-    let s = status_of(&client, request("POST", cm_path, "application/json", body.to_string())).await;
+    let s = status_of(
+        &client,
+        request("POST", cm_path, "application/json", body.to_string()),
+    )
+    .await;
     assert_eq!(s.code, 400, "{s:?}");
-    assert!(s.message.contains("cannot be handled as a ConfigMap"), "{s:?}");
+    assert!(
+        s.message.contains("cannot be handled as a ConfigMap"),
+        "{s:?}"
+    );
 
     // Invalid names and labels: 422 Invalid with causes.
-    let bad: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "Bad_Name", "labels": {"ok": "no spaces allowed"}}})).unwrap();
+    let bad: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "Bad_Name", "labels": {"ok": "no spaces allowed"}}}),
+    )
+    .unwrap();
     let err = cms.create(&PostParams::default(), &bad).await.unwrap_err();
-    let kube::Error::Api(s) = err else { panic!("{err:?}") };
+    let kube::Error::Api(s) = err else {
+        panic!("{err:?}")
+    };
     assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
-    let causes = s.details.as_ref().map(|d| d.causes.clone()).unwrap_or_default();
-    assert!(causes.iter().any(|c| c.field == "metadata.name"), "{causes:?}");
-    assert!(causes.iter().any(|c| c.field == "metadata.labels.ok"), "{causes:?}");
-    assert!(s.message.starts_with("ConfigMap \"Bad_Name\" is invalid"), "{s:?}");
+    let causes = s
+        .details
+        .as_ref()
+        .map(|d| d.causes.clone())
+        .unwrap_or_default();
+    assert!(
+        causes.iter().any(|c| c.field == "metadata.name"),
+        "{causes:?}"
+    );
+    assert!(
+        causes.iter().any(|c| c.field == "metadata.labels.ok"),
+        "{causes:?}"
+    );
+    assert!(
+        s.message.starts_with("ConfigMap \"Bad_Name\" is invalid"),
+        "{s:?}"
+    );
 
     // Already exists.
     let err = cms.create(&PostParams::default(), &cm).await.unwrap_err();
-    assert!(matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists" && s.message == "configmaps \"settings\" already exists"), "{err:?}");
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists" && s.message == "configmaps \"settings\" already exists"),
+        "{err:?}"
+    );
 
     // A stale resourceVersion.
     let mut stale = original.clone();
     stale.metadata.resource_version = Some("1".into());
     stale.data = Some([("mode".to_string(), "slow".to_string())].into());
-    let err = cms.replace("settings", &PostParams::default(), &stale).await.unwrap_err();
-    let kube::Error::Api(s) = err else { panic!("{err:?}") };
+    let err = cms
+        .replace("settings", &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(s) = err else {
+        panic!("{err:?}")
+    };
     assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"));
     assert!(s.message.contains("the object has been modified"), "{s:?}");
 
     // Patch of a missing object; malformed patches.
-    let err = cms.patch("missing", &PatchParams::default(), &Patch::Merge(json!({"data": {}}))).await.unwrap_err();
-    assert!(matches!(&err, kube::Error::Api(s) if s.code == 404 && s.message == "configmaps \"missing\" not found"), "{err:?}");
-    let s = status_of(&client, request("PATCH", &format!("{cm_path}/settings"), "application/json-patch+json", "{not json")).await;
+    let err = cms
+        .patch(
+            "missing",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 404 && s.message == "configmaps \"missing\" not found"),
+        "{err:?}"
+    );
+    let s = status_of(
+        &client,
+        request(
+            "PATCH",
+            &format!("{cm_path}/settings"),
+            "application/json-patch+json",
+            "{not json",
+        ),
+    )
+    .await;
     assert_eq!(s.code, 400, "{s:?}");
-    let s = status_of(&client, request("PATCH", &format!("{cm_path}/settings"), "application/json-patch+json", r#"[{"op":"remove","path":"/nope"}]"#)).await;
+    let s = status_of(
+        &client,
+        request(
+            "PATCH",
+            &format!("{cm_path}/settings"),
+            "application/json-patch+json",
+            r#"[{"op":"remove","path":"/nope"}]"#,
+        ),
+    )
+    .await;
     assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
-    let s = status_of(&client, request("PATCH", &format!("{cm_path}/settings"), "application/strategic-merge-patch+json", "[1,2]")).await;
+    let s = status_of(
+        &client,
+        request(
+            "PATCH",
+            &format!("{cm_path}/settings"),
+            "application/strategic-merge-patch+json",
+            "[1,2]",
+        ),
+    )
+    .await;
     assert_eq!(s.code, 400, "{s:?}");
-    let s = status_of(&client, request("PATCH", &format!("{cm_path}/settings"), "text/plain", "{}")).await;
-    assert_eq!((s.code, s.reason.as_str()), (415, "UnsupportedMediaType"), "{s:?}");
+    let s = status_of(
+        &client,
+        request("PATCH", &format!("{cm_path}/settings"), "text/plain", "{}"),
+    )
+    .await;
+    assert_eq!(
+        (s.code, s.reason.as_str()),
+        (415, "UnsupportedMediaType"),
+        "{s:?}"
+    );
 
     // A body over the limit.
     let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"k": "x".repeat(100 * 1024)}});
-    let s = status_of(&client, request("POST", cm_path, "application/json", big.to_string())).await;
-    assert_eq!((s.code, s.reason.as_str()), (413, "RequestEntityTooLarge"), "{s:?}");
+    let s = status_of(
+        &client,
+        request("POST", cm_path, "application/json", big.to_string()),
+    )
+    .await;
+    assert_eq!(
+        (s.code, s.reason.as_str()),
+        (413, "RequestEntityTooLarge"),
+        "{s:?}"
+    );
 
     // A namespace that does not exist; a path that does not exist.
-    let s = status_of(&client, request("POST", "/api/v1/namespaces/nope/configmaps", "application/json", json!({"metadata": {"name": "x"}}).to_string())).await;
-    assert_eq!((s.code, s.message.as_str()), (404, "namespaces \"nope\" not found"), "{s:?}");
-    let s = status_of(&client, request("GET", "/apis/nope.example/v1/things", "application/json", "")).await;
+    let s = status_of(
+        &client,
+        request(
+            "POST",
+            "/api/v1/namespaces/nope/configmaps",
+            "application/json",
+            json!({"metadata": {"name": "x"}}).to_string(),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s.code, s.message.as_str()),
+        (404, "namespaces \"nope\" not found"),
+        "{s:?}"
+    );
+    let s = status_of(
+        &client,
+        request(
+            "GET",
+            "/apis/nope.example/v1/things",
+            "application/json",
+            "",
+        ),
+    )
+    .await;
     assert_eq!(s.code, 404, "{s:?}");
 
     // A label selector that does not parse.
-    let err = cms.list(&ListParams::default().labels("a in b")).await.unwrap_err();
-    assert!(matches!(&err, kube::Error::Api(s) if s.code == 400), "{err:?}");
+    let err = cms
+        .list(&ListParams::default().labels("a in b"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 400),
+        "{err:?}"
+    );
 
     // Nothing above changed storage; the server still serves.
-    assert_eq!(server.revision(), revision, "a rejected request wrote to storage");
+    assert_eq!(
+        server.revision(),
+        revision,
+        "a rejected request wrote to storage"
+    );
     let now = cms.get("settings").await.unwrap();
     assert_eq!(now.data, original.data);
-    assert_eq!(now.metadata.resource_version, original.metadata.resource_version);
+    assert_eq!(
+        now.metadata.resource_version,
+        original.metadata.resource_version
+    );
 
     // A watch from a compacted revision: an ERROR event with 410 Expired.
     for i in 0..10 {
-        cms.patch("settings", &PatchParams::default(), &Patch::Merge(json!({"data": {"i": i.to_string()}}))).await.unwrap();
+        cms.patch(
+            "settings",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"i": i.to_string()}})),
+        )
+        .await
+        .unwrap();
     }
     use futures::TryStreamExt;
     let mut stream = Box::pin(cms.watch(&WatchParams::default(), "1").await.unwrap());
     match stream.try_next().await.unwrap() {
-        Some(WatchEvent::Error(e)) => assert_eq!((e.code, e.reason.as_str()), (410, "Expired"), "{e:?}"),
+        Some(WatchEvent::Error(e)) => {
+            assert_eq!((e.code, e.reason.as_str()), (410, "Expired"), "{e:?}")
+        }
         other => panic!("expected a 410 ERROR event, got {other:?}"),
     }
     // Wrong credentials.
-    let s = status_of(&kube_with_token(&server, "wrong").await, request("GET", "/api/v1/namespaces", "application/json", "")).await;
+    let s = status_of(
+        &kube_with_token(&server, "wrong").await,
+        request("GET", "/api/v1/namespaces", "application/json", ""),
+    )
+    .await;
     assert_eq!((s.code, s.reason.as_str()), (401, "Unauthorized"), "{s:?}");
     assert!(cms.get("settings").await.is_ok());
     server.bound.shutdown().await;
@@ -139,7 +318,9 @@ async fn bad_requests_get_precise_status_and_change_nothing() {
 async fn alice_config(server: &TestServer, token: &str) -> kube::Config {
     use kube::config::{KubeConfigOptions, Kubeconfig};
     let kc = Kubeconfig::read_from(&server.bound.admin_kubeconfig).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
     config.auth_info.token = Some(token.to_string().into());
     config
 }
@@ -156,11 +337,20 @@ async fn client_certificates_and_token_files_authenticate() {
     let server = TestServer::start_with(|c| c.token_file = Some(tokens.clone())).await;
     // A token-file user works in a logical cluster but may not use the wildcard.
     let alice = kube_with_token(&server, "dev-token").await;
-    assert!(Api::<Namespace>::all(alice.clone()).list(&ListParams::default()).await.is_ok());
+    assert!(
+        Api::<Namespace>::all(alice.clone())
+            .list(&ListParams::default())
+            .await
+            .is_ok()
+    );
     let mut wildcard = alice_config(&server, "dev-token").await;
     wildcard.cluster_url = format!("{}/clusters/*", server.bound.url).parse().unwrap();
     let alice_wildcard = kube::Client::try_from(wildcard).unwrap();
-    let s = status_of(&alice_wildcard, request("GET", "/api/v1/namespaces", "application/json", "")).await;
+    let s = status_of(
+        &alice_wildcard,
+        request("GET", "/api/v1/namespaces", "application/json", ""),
+    )
+    .await;
     assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"), "{s:?}");
 
     // A client certificate signed by the CA authenticates; its CN is the user.
@@ -168,12 +358,19 @@ async fn client_certificates_and_token_files_authenticate() {
     let (cert, key) = pki.issue_client_cert("bob", &["dev"]).unwrap();
     use kube::config::{KubeConfigOptions, Kubeconfig};
     let kc = Kubeconfig::read_from(&server.bound.admin_kubeconfig).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
     config.auth_info.token = None;
     config.auth_info.client_certificate_data = Some(base64_encode(&cert));
     config.auth_info.client_key_data = Some(base64_encode(&key).into());
     let bob = kube::Client::try_from(config).unwrap();
-    assert!(Api::<Namespace>::all(bob).list(&ListParams::default()).await.is_ok());
+    assert!(
+        Api::<Namespace>::all(bob)
+            .list(&ListParams::default())
+            .await
+            .is_ok()
+    );
     server.bound.shutdown().await;
 }
 

@@ -11,13 +11,16 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{reflector, watcher, WatchStreamExt};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
 use support::{TestServer, eventually};
 
 async fn namespace(client: &kube::Client, name: &str) {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -37,30 +40,51 @@ async fn typed_crud() {
     assert!(created.metadata.uid.is_some() && created.metadata.creation_timestamp.is_some());
 
     let got = api.get("web").await.unwrap();
-    assert_eq!(got.metadata.resource_version, created.metadata.resource_version);
+    assert_eq!(
+        got.metadata.resource_version,
+        created.metadata.resource_version
+    );
 
     let mut changed = got.clone();
     changed.spec.replicas = Some(4);
-    let replaced = api.replace("web", &PostParams::default(), &changed).await.unwrap();
+    let replaced = api
+        .replace("web", &PostParams::default(), &changed)
+        .await
+        .unwrap();
     assert_eq!(replaced.metadata.generation, Some(2));
     // Replacing with the stale object is a Conflict.
-    let err = api.replace("web", &PostParams::default(), &changed).await.unwrap_err();
-    assert!(matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict"), "{err:?}");
+    let err = api
+        .replace("web", &PostParams::default(), &changed)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict"),
+        "{err:?}"
+    );
 
     let patched = api
         .patch("web", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "sluice/echo:2"}]}}}})))
         .await
         .unwrap();
-    assert_eq!(patched.spec.template.spec.unwrap().containers[0].image.as_deref(), Some("sluice/echo:2"));
+    assert_eq!(
+        patched.spec.template.spec.unwrap().containers[0]
+            .image
+            .as_deref(),
+        Some("sluice/echo:2")
+    );
     let scale = api.get_scale("web").await.unwrap();
     assert_eq!(scale.spec.unwrap().replicas, Some(4));
-    let listed = api.list(&ListParams::default().labels("app=web")).await.unwrap();
+    let listed = api
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
     assert_eq!(listed.items.len(), 1);
 
     // Paging with limit/continue returns every object exactly once.
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
     for i in 0..25 {
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("cm-{i:02}")}})).unwrap();
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("cm-{i:02}")}})).unwrap();
         cms.create(&PostParams::default(), &cm).await.unwrap();
     }
     let mut seen = Vec::new();
@@ -77,15 +101,27 @@ async fn typed_crud() {
 
     api.delete("web", &DeleteParams::default()).await.unwrap();
     let err = api.get("web").await.unwrap_err();
-    assert!(matches!(&err, kube::Error::Api(s) if s.code == 404 && s.message == "deployments.apps \"web\" not found"), "{err:?}");
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 404 && s.message == "deployments.apps \"web\" not found"),
+        "{err:?}"
+    );
 
     // Finalizers hold deletion until removed.
-    let held: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "held", "finalizers": ["sluice.dev/test"]}})).unwrap();
+    let held: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "held", "finalizers": ["sluice.dev/test"]}}),
+    )
+    .unwrap();
     cms.create(&PostParams::default(), &held).await.unwrap();
     cms.delete("held", &DeleteParams::default()).await.unwrap();
     let still = cms.get("held").await.unwrap();
     assert!(still.metadata.deletion_timestamp.is_some());
-    cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     assert!(cms.get_opt("held").await.unwrap().is_none());
     server.bound.shutdown().await;
 }
@@ -97,7 +133,12 @@ async fn server_state(api: &Api<ConfigMap>) -> BTreeMap<String, String> {
         .unwrap()
         .items
         .into_iter()
-        .map(|c| (c.metadata.name.unwrap(), c.metadata.resource_version.unwrap()))
+        .map(|c| {
+            (
+                c.metadata.name.unwrap(),
+                c.metadata.resource_version.unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -108,7 +149,8 @@ async fn reflector_stays_in_sync(streaming: bool) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
     // Some objects exist before the watch starts.
     for i in 0..50 {
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("pre-{i}")}})).unwrap();
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("pre-{i}")}})).unwrap();
         api.create(&PostParams::default(), &cm).await.unwrap();
     }
     let (reader, writer) = reflector::store::<ConfigMap>();
@@ -120,7 +162,10 @@ async fn reflector_stays_in_sync(streaming: bool) {
     let task = tokio::spawn(async move {
         let _ = stream.try_for_each(|_| async { Ok(()) }).await;
     });
-    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready()).await.expect("reflector ready").unwrap();
+    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
+        .await
+        .expect("reflector ready")
+        .unwrap();
 
     // 1,000 changes from 10 concurrent writers: creates, updates, deletes.
     let mut writers = Vec::new();
@@ -129,9 +174,17 @@ async fn reflector_stays_in_sync(streaming: bool) {
         writers.push(tokio::spawn(async move {
             for i in 0..40 {
                 let name = format!("w{w}-{i}");
-                let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}, "data": {"v": "0"}})).unwrap();
+                let cm: ConfigMap =
+                    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"v": "0"}}))
+                        .unwrap();
                 api.create(&PostParams::default(), &cm).await.unwrap();
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"data": {"v": "1"}}))).await.unwrap();
+                api.patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"data": {"v": "1"}})),
+                )
+                .await
+                .unwrap();
                 if i % 2 == 0 {
                     api.delete(&name, &DeleteParams::default()).await.unwrap();
                 }
@@ -146,7 +199,11 @@ async fn reflector_stays_in_sync(streaming: bool) {
         w.await.unwrap();
     }
     let expected = server_state(&api).await;
-    assert_eq!(expected.len(), 200, "10 writers × 20 surviving objects, all pre-existing deleted");
+    assert_eq!(
+        expected.len(),
+        200,
+        "10 writers × 20 surviving objects, all pre-existing deleted"
+    );
     let in_sync = eventually(Duration::from_secs(10), || {
         let reader = reader.clone();
         let expected = expected.clone();
@@ -154,13 +211,23 @@ async fn reflector_stays_in_sync(streaming: bool) {
             let cached: BTreeMap<String, String> = reader
                 .state()
                 .iter()
-                .map(|c| (c.metadata.name.clone().unwrap(), c.metadata.resource_version.clone().unwrap()))
+                .map(|c| {
+                    (
+                        c.metadata.name.clone().unwrap(),
+                        c.metadata.resource_version.clone().unwrap(),
+                    )
+                })
                 .collect();
             cached == expected
         }
     })
     .await;
-    assert!(in_sync, "reflector diverged from the server (streaming={streaming}): {} cached vs {} stored", reader.state().len(), expected.len());
+    assert!(
+        in_sync,
+        "reflector diverged from the server (streaming={streaming}): {} cached vs {} stored",
+        reader.state().len(),
+        expected.len()
+    );
     task.abort();
     server.bound.shutdown().await;
 }
@@ -181,15 +248,36 @@ async fn watch_events_in_order_and_wildcard() {
     let client = server.client().await;
     namespace(&client, "shop").await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
-    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
-    let mut events = api.watch(&kube::api::WatchParams::default(), &rv).await.unwrap().boxed();
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut events = api
+        .watch(&kube::api::WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "a"}})).unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "v"}}))).await.unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "v"}})),
+    )
+    .await
+    .unwrap();
     api.delete("a", &DeleteParams::default()).await.unwrap();
     let mut kinds = Vec::new();
     while kinds.len() < 3 {
-        match tokio::time::timeout(Duration::from_secs(5), events.try_next()).await.unwrap().unwrap().unwrap() {
+        match tokio::time::timeout(Duration::from_secs(5), events.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
             kube::api::WatchEvent::Added(_) => kinds.push("ADDED"),
             kube::api::WatchEvent::Modified(_) => kinds.push("MODIFIED"),
             kube::api::WatchEvent::Deleted(_) => kinds.push("DELETED"),
@@ -201,16 +289,27 @@ async fn watch_events_in_order_and_wildcard() {
     // A wildcard client lists across logical clusters; a child cluster needs its workspace.
     let ws = Api::<kube::api::DynamicObject>::all_with(
         client.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk("sluice.dev", "v1alpha1", "Workspace"), "workspaces"),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("sluice.dev", "v1alpha1", "Workspace"),
+            "workspaces",
+        ),
     );
     let child = server.client_for_cluster("root:team").await;
-    assert!(Api::<Namespace>::all(child.clone()).list(&ListParams::default()).await.is_err());
+    assert!(
+        Api::<Namespace>::all(child.clone())
+            .list(&ListParams::default())
+            .await
+            .is_err()
+    );
     ws.create(&PostParams::default(), &serde_json::from_value(json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "Workspace", "metadata": {"name": "team"}})).unwrap())
         .await
         .unwrap();
     namespace(&child, "shop").await;
     let wildcard = server.client_for_cluster("*").await;
-    let all = Api::<Namespace>::all(wildcard).list(&ListParams::default()).await.unwrap();
+    let all = Api::<Namespace>::all(wildcard)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
     let mut clusters: Vec<String> = all
         .items
         .iter()

@@ -33,13 +33,20 @@ impl Control {
             .expect("spawn sluice control");
         let stdout = child.stdout.take().expect("stdout");
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("read serving line");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read serving line");
         let url = line
             .strip_prefix("serving ")
             .and_then(|l| l.split_whitespace().next())
             .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
             .to_string();
-        Control { child: Some(child), dir: dir.to_path_buf(), url, kubeconfig: dir.join("admin.kubeconfig") }
+        Control {
+            child: Some(child),
+            dir: dir.to_path_buf(),
+            url,
+            kubeconfig: dir.join("admin.kubeconfig"),
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -62,7 +69,11 @@ impl Control {
             .args(["--workspace", workspace])
             .output()
             .expect("sluice kubeconfig");
-        assert!(out.status.success(), "sluice kubeconfig failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "sluice kubeconfig failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let path = self.dir.join(format!("{workspace}.kubeconfig"));
         std::fs::write(&path, &out.stdout).expect("write kubeconfig");
         path
@@ -81,7 +92,11 @@ impl Drop for Control {
 /// The kubectl binaries to test with: `SLUICE_KUBECTLS` (colon-separated) or `kubectl`.
 pub fn kubectls() -> Vec<String> {
     match std::env::var("SLUICE_KUBECTLS") {
-        Ok(v) if !v.trim().is_empty() => v.split(':').filter(|s| !s.is_empty()).map(str::to_string).collect(),
+        Ok(v) if !v.trim().is_empty() => v
+            .split(':')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
         _ => vec!["kubectl".to_string()],
     }
 }
@@ -96,17 +111,27 @@ pub struct Kubectl {
 
 impl Kubectl {
     pub fn new(bin: &str, kubeconfig: &Path, cache: &Path) -> Self {
-        Self { bin: bin.to_string(), kubeconfig: kubeconfig.to_path_buf(), cache: cache.to_path_buf() }
+        Self {
+            bin: bin.to_string(),
+            kubeconfig: kubeconfig.to_path_buf(),
+            cache: cache.to_path_buf(),
+        }
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.bin);
-        c.arg("--kubeconfig").arg(&self.kubeconfig).arg("--cache-dir").arg(&self.cache).args(args);
+        c.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .args(args);
         c
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap_or_else(|e| panic!("running {} {args:?}: {e}", self.bin))
+        self.command(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running {} {args:?}: {e}", self.bin))
     }
 
     /// Run, assert success, return stdout.
@@ -125,7 +150,12 @@ impl Kubectl {
     /// Run, assert failure, return stderr.
     pub fn fails(&self, args: &[&str]) -> String {
         let out = self.run(args);
-        assert!(!out.status.success(), "{} {args:?} unexpectedly succeeded: {}", self.bin, String::from_utf8_lossy(&out.stdout));
+        assert!(
+            !out.status.success(),
+            "{} {args:?} unexpectedly succeeded: {}",
+            self.bin,
+            String::from_utf8_lossy(&out.stdout)
+        );
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
@@ -138,9 +168,18 @@ impl Kubectl {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn kubectl apply");
-        child.stdin.take().expect("stdin").write_all(manifest.as_bytes()).expect("write manifest");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(manifest.as_bytes())
+            .expect("write manifest");
         let out = child.wait_with_output().expect("kubectl apply");
-        assert!(out.status.success(), "apply failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "apply failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }

@@ -55,7 +55,11 @@ pub async fn run(state: SharedState, container: Container, mut shutdown: watch::
         };
         let mut ticker = tokio::time::interval(RECHECK);
         loop {
-            let keys: Vec<Key> = pending.iter().filter(|(_, seen)| seen.elapsed() >= GRACE).map(|(k, _)| k.clone()).collect();
+            let keys: Vec<Key> = pending
+                .iter()
+                .filter(|(_, seen)| seen.elapsed() >= GRACE)
+                .map(|(k, _)| k.clone())
+                .collect();
             for key in keys {
                 if terminate(&state, container, &key).await {
                     pending.remove(&key);

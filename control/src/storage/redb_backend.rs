@@ -17,6 +17,7 @@ use super::{Backend, CommitSink, Committed, Expect, Key, Op, Revision, StorageEr
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const REVISION: &str = "revision";
+const REDB_CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// Upper bound of writes in one transaction.
 const MAX_BATCH: usize = 512;
 
@@ -34,7 +35,12 @@ fn backend_err(e: impl std::fmt::Display) -> StorageError {
 
 impl RedbBackend {
     pub fn open(path: &Path) -> Result<Self, StorageError> {
-        let db = Database::create(path).map_err(backend_err)?;
+        // Reads are served from the in-memory store; redb's own cache only needs to hold
+        // the pages a write transaction touches.
+        let db = redb::Builder::new()
+            .set_cache_size(REDB_CACHE_BYTES)
+            .create(path)
+            .map_err(backend_err)?;
         {
             let txn = db.begin_write().map_err(backend_err)?;
             txn.open_table(OBJECTS).map_err(backend_err)?;

@@ -32,7 +32,11 @@ impl TestServer {
 
     /// A kube-rs client for another logical cluster (or `*`).
     pub async fn client_for_cluster(&self, cluster: &str) -> kube::Client {
-        client_for(&self.bound.admin_kubeconfig, Some(&format!("{}/clusters/{cluster}", self.bound.url))).await
+        client_for(
+            &self.bound.admin_kubeconfig,
+            Some(&format!("{}/clusters/{cluster}", self.bound.url)),
+        )
+        .await
     }
 
     pub fn revision(&self) -> u64 {
@@ -42,7 +46,9 @@ impl TestServer {
 
 pub async fn client_for(kubeconfig: &std::path::Path, server: Option<&str>) -> kube::Client {
     let kc = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("kube config");
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("kube config");
     if let Some(s) = server {
         config.cluster_url = s.parse().expect("url");
     }

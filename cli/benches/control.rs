@@ -1,0 +1,283 @@
+//! API server benchmark (issue: control, done-when 6). Starts the release `sluice control`
+//! binary as its own process (so its resident memory is its own) and drives it with kube-rs.
+//!
+//!     cargo bench -p sluice --bench control
+//!
+//! Environment: `SLUICE_BENCH_OPS` (sequential operations per latency figure, default
+//! 2000), `SLUICE_BENCH_CLUSTERS` (logical clusters in the scale run, default 10000).
+//! Prints each figure beside its target and the ratio.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+use support::Control;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+async fn client(kubeconfig: &std::path::Path, cluster: Option<&str>, url: &str) -> kube::Client {
+    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    if let Some(c) = cluster {
+        config.cluster_url = format!("{url}/clusters/{c}").parse().unwrap();
+    }
+    kube::Client::try_from(config).unwrap()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+struct Stats(Vec<Duration>);
+
+impl Stats {
+    fn pct(&mut self, p: f64) -> Duration {
+        self.0.sort();
+        let i = ((self.0.len() as f64 * p).ceil() as usize).clamp(1, self.0.len()) - 1;
+        self.0[i]
+    }
+    fn line(&mut self, what: &str) -> Duration {
+        let (p50, p99) = (self.pct(0.50), self.pct(0.99));
+        println!(
+            "{what:<44} p50 {:>8.3} ms   p99 {:>8.3} ms   (n={})",
+            ms(p50),
+            ms(p99),
+            self.0.len()
+        );
+        p99
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "bench"}}, "data": {"key": "value", "other": "x".repeat(64)}})).unwrap()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let ops = env_usize("SLUICE_BENCH_OPS", 2000);
+    let clusters = env_usize("SLUICE_BENCH_CLUSTERS", 10_000);
+    let dir = tempfile::tempdir().unwrap();
+    let control = Control::start(dir.path(), &[]);
+    let pid = control.pid();
+    let c = client(&control.kubeconfig, None, &control.url).await;
+    println!(
+        "sluice control benchmark: ops={ops} clusters={clusters} (machine: {} cores)",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    );
+    Api::<Namespace>::all(c.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "bench"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), "bench");
+
+    // Watch latency: a watcher sees each create; time from ack to event.
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut events = api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+
+    let mut create = Stats(Vec::new());
+    let mut watch = Stats(Vec::new());
+    for i in 0..ops {
+        let t = Instant::now();
+        api.create(&PostParams::default(), &cm(&format!("seq-{i}")))
+            .await
+            .unwrap();
+        create.0.push(t.elapsed());
+        let acked = Instant::now();
+        loop {
+            if let Some(WatchEvent::Added(_)) = events.try_next().await.unwrap() {
+                break;
+            }
+        }
+        watch
+            .0
+            .push(t.elapsed().saturating_sub(acked.duration_since(t)));
+    }
+    let mut get = Stats(Vec::new());
+    for i in 0..ops {
+        let t = Instant::now();
+        api.get(&format!("seq-{}", i % ops)).await.unwrap();
+        get.0.push(t.elapsed());
+    }
+    let mut list = Stats(Vec::new());
+    for _ in 0..(ops / 10).max(10) {
+        let t = Instant::now();
+        let l = api.list(&ListParams::default().limit(100)).await.unwrap();
+        assert_eq!(l.items.len(), 100.min(ops));
+        list.0.push(t.elapsed());
+    }
+    println!();
+    let p99_create = create.line("create (sequential)");
+    watch.line("watch delivery after create ack");
+    get.line("get");
+    list.line("list (limit=100)");
+
+    // Throughput: 16 concurrent writers.
+    let t = Instant::now();
+    let writes = ops * 2;
+    futures::stream::iter(0..writes)
+        .for_each_concurrent(16, |i| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &cm(&format!("par-{i}")))
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "{:<44} {:>8.0} creates/s (16 concurrent writers, n={writes})",
+        "create throughput",
+        writes as f64 / secs
+    );
+    let t = Instant::now();
+    futures::stream::iter(0..writes)
+        .for_each_concurrent(16, |i| {
+            let api = api.clone();
+            async move {
+                api.get(&format!("par-{i}")).await.unwrap();
+            }
+        })
+        .await;
+    println!(
+        "{:<44} {:>8.0} gets/s (16 concurrent readers)",
+        "get throughput",
+        writes as f64 / t.elapsed().as_secs_f64()
+    );
+    println!(
+        "{:<44} p99 {:.3} ms vs target < 5 ms: {:.1}x under",
+        "TARGET create p99",
+        ms(p99_create),
+        5.0 / ms(p99_create)
+    );
+
+    // Scale: `clusters` logical clusters, each with one namespace and ten objects.
+    let rss_before = rss_kib(pid);
+    let ws_api = Api::<DynamicObject>::all_with(
+        c.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("sluice.dev", "v1alpha1", "Workspace"),
+            "workspaces",
+        ),
+    );
+    let t = Instant::now();
+    let url = control.url.clone();
+    let kubeconfig = control.kubeconfig.clone();
+    let mut object_bytes = 0usize;
+    let sizes = futures::stream::iter(0..clusters)
+        .map(|i| {
+            let ws_api = ws_api.clone();
+            let url = url.clone();
+            let kubeconfig = kubeconfig.clone();
+            async move {
+                let ws: DynamicObject = serde_json::from_value(json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "Workspace", "metadata": {"name": format!("t{i}")}})).unwrap();
+                let created = ws_api.create(&PostParams::default(), &ws).await.unwrap();
+                let mut bytes = serde_json::to_vec(&created).unwrap().len();
+                let child = client(&kubeconfig, Some(&format!("root:t{i}")), &url).await;
+                let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "app"}})).unwrap();
+                let ns = Api::<Namespace>::all(child.clone()).create(&PostParams::default(), &ns).await.unwrap();
+                bytes += serde_json::to_vec(&ns).unwrap().len();
+                let api: Api<ConfigMap> = Api::namespaced(child, "app");
+                for j in 0..10 {
+                    let made = api.create(&PostParams::default(), &cm(&format!("obj-{j}"))).await.unwrap();
+                    bytes += serde_json::to_vec(&made).unwrap().len();
+                }
+                bytes
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<usize>>()
+        .await;
+    object_bytes += sizes.iter().sum::<usize>();
+    let fill = t.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_after = rss_kib(pid);
+    let delta_kib = rss_after.saturating_sub(rss_before) as f64;
+    let per_cluster = delta_kib / clusters as f64;
+    let beyond = (delta_kib - object_bytes as f64 / 1024.0) / clusters as f64;
+    println!();
+    println!(
+        "{clusters} logical clusters × (1 namespace + 10 ConfigMaps) created in {:.1} s ({:.0} objects/s)",
+        fill.as_secs_f64(),
+        (clusters * 12) as f64 / fill.as_secs_f64()
+    );
+    println!(
+        "{:<44} {:>8} KiB -> {} KiB",
+        "server RSS", rss_before, rss_after
+    );
+    println!(
+        "{:<44} {:>8.1} KiB per logical cluster (objects' JSON: {:.1} KiB each)",
+        "RSS growth",
+        per_cluster,
+        object_bytes as f64 / 1024.0 / clusters as f64
+    );
+    println!(
+        "{:<44} {:>8.1} KiB per logical cluster vs target < 100 KiB: {:.1}x under; kcp: 7.4-9.8 MiB",
+        "TARGET RSS beyond objects",
+        beyond,
+        100.0 / beyond.max(0.001)
+    );
+
+    let mut get = Stats(Vec::new());
+    let sample: Vec<usize> = (0..ops).map(|i| (i * 7919) % clusters).collect();
+    let mut clients = Vec::new();
+    for i in sample.iter().take(50) {
+        clients.push((
+            i,
+            client(
+                &control.kubeconfig,
+                Some(&format!("root:t{i}")),
+                &control.url,
+            )
+            .await,
+        ));
+    }
+    for k in 0..ops {
+        let (_, child) = &clients[k % clients.len()];
+        let api: Api<ConfigMap> = Api::namespaced(child.clone(), "app");
+        let t = Instant::now();
+        api.get(&format!("obj-{}", k % 10)).await.unwrap();
+        get.0.push(t.elapsed());
+    }
+    get.line(&format!("get with {clusters} logical clusters"));
+}
