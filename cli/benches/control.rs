@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! API server benchmark (issue: control, done-when 6). Starts the release `sluice control`
 //! binary as its own process (so its resident memory is its own) and drives it with kube-rs.
 //!

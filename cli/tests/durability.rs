@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! Every acknowledged write survives `kill -9`, and revisions keep increasing after a
 //! restart (issue: control, done-when 5).
 

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! The real `kubectl` against the real `sluice control` binary (issue: control, done-when 1–2).
 
 mod support;

@@ -129,11 +129,9 @@ pub fn check_metadata(obj: &Value, rule: NameRule, namespaced: bool) -> Vec<Caus
             }
         }
     }
-    if namespaced {
-        if let Some(ns) = meta["namespace"].as_str() {
-            for msg in NameRule::Dns1123Label.check(ns) {
-                causes.push(Cause::invalid("metadata.namespace", ns, msg));
-            }
+    if namespaced && let Some(ns) = meta["namespace"].as_str() {
+        for msg in NameRule::Dns1123Label.check(ns) {
+            causes.push(Cause::invalid("metadata.namespace", ns, msg));
         }
     }
     if let Some(labels) = meta["labels"].as_object() {
@@ -221,13 +219,12 @@ pub fn check_spec(kind: &str, obj: &Value) -> Vec<Cause> {
                 ));
             }
         }
-        "Pod" => {
+        "Pod"
             if obj["spec"]["containers"]
                 .as_array()
-                .is_none_or(|c| c.is_empty())
-            {
-                causes.push(Cause::required("spec.containers"));
-            }
+                .is_none_or(|c| c.is_empty()) =>
+        {
+            causes.push(Cause::required("spec.containers"));
         }
         "Service" => {
             let ty = obj["spec"]["type"].as_str().unwrap_or("ClusterIP");

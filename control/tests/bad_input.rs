@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! Bad input gets a precise `Status`, the server keeps serving, nothing stored changes
 //! (issue: control, done-when 4).
 

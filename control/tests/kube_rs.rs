@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! kube-rs, a client we did not write, against the server: typed CRUD, and a
 //! watcher/reflector that stays exactly in sync over 1,000 concurrent changes
 //! (issue: control, done-when 3).

@@ -218,23 +218,22 @@ fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
             scope.cluster()?,
             scope.namespace.as_deref(),
             name,
-        )) {
-            if filter.matches_bytes(&e.value) {
-                items.push(e.value.clone());
-            }
+        )) && filter.matches_bytes(&e.value)
+        {
+            items.push(e.value.clone());
         }
         state.store.revision()
     } else {
         state.store.scan(&prefix, after.as_deref(), |k, e| {
-            if let Some(l) = limit {
-                if items.len() >= l {
-                    more = true;
-                    if filter.is_empty() {
-                        remaining += 1;
-                        return true;
-                    }
-                    return false;
+            if let Some(l) = limit
+                && items.len() >= l
+            {
+                more = true;
+                if filter.is_empty() {
+                    remaining += 1;
+                    return true;
                 }
+                return false;
             }
             if filter.matches_bytes(&e.value) {
                 items.push(e.value.clone());
@@ -245,12 +244,10 @@ fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
     };
     let rv = first_rv.unwrap_or(rv);
     let mut metadata = json!({"resourceVersion": rv.to_string()});
-    if more {
-        if let Some(k) = &last_key {
-            metadata["continue"] = json!(encode_continue(k, rv));
-            if filter.is_empty() {
-                metadata["remainingItemCount"] = json!(remaining);
-            }
+    if more && let Some(k) = &last_key {
+        metadata["continue"] = json!(encode_continue(k, rv));
+        if filter.is_empty() {
+            metadata["remainingItemCount"] = json!(remaining);
         }
     }
     let mut out = Vec::with_capacity(items.iter().map(Bytes::len).sum::<usize>() + 256);
@@ -315,21 +312,21 @@ fn finish_decode(
     t: &ResourceType,
     obj: &mut Value,
 ) -> ApiResult<()> {
-    if let Some(kind) = obj.get("kind").and_then(Value::as_str) {
-        if kind != t.kind {
-            return Err(ApiError::BadRequest(format!(
-                "the kind in the data ({kind}) does not match the expected kind ({})",
-                t.kind
-            )));
-        }
+    if let Some(kind) = obj.get("kind").and_then(Value::as_str)
+        && kind != t.kind
+    {
+        return Err(ApiError::BadRequest(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            t.kind
+        )));
     }
-    if let Some(av) = obj.get("apiVersion").and_then(Value::as_str) {
-        if av != t.api_version() {
-            return Err(ApiError::BadRequest(format!(
-                "the API version in the data ({av}) does not match the expected API version ({})",
-                t.api_version()
-            )));
-        }
+    if let Some(av) = obj.get("apiVersion").and_then(Value::as_str)
+        && av != t.api_version()
+    {
+        return Err(ApiError::BadRequest(format!(
+            "the API version in the data ({av}) does not match the expected API version ({})",
+            t.api_version()
+        )));
     }
     let unknown = state.schemas.prune_unknown(&t.definition, obj);
     if !unknown.is_empty() {
@@ -419,33 +416,32 @@ async fn create(
     let t = scope.t;
     let cluster = scope.cluster()?.clone();
     let mut obj = decode_object(state, ctx, t, body)?;
-    if let (Some(ns), Some(body_ns)) = (&scope.namespace, obj["metadata"]["namespace"].as_str()) {
-        if ns != body_ns {
-            return Err(ApiError::BadRequest(
-                "the namespace of the provided object does not match the namespace sent on the request".into(),
-            ));
-        }
+    if let (Some(ns), Some(body_ns)) = (&scope.namespace, obj["metadata"]["namespace"].as_str())
+        && ns != body_ns
+    {
+        return Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ));
     }
-    if object::name(&obj).is_none_or(str::is_empty) {
-        if let Some(g) = obj["metadata"]["generateName"]
+    if object::name(&obj).is_none_or(str::is_empty)
+        && let Some(g) = obj["metadata"]["generateName"]
             .as_str()
             .filter(|g| !g.is_empty())
-        {
-            let name = format!("{g}{}", object::random_suffix());
-            object::meta_mut(&mut obj).insert("name".into(), json!(name));
-        }
+    {
+        let name = format!("{g}{}", object::random_suffix());
+        object::meta_mut(&mut obj).insert("name".into(), json!(name));
     }
     crate::defaults::apply(t.kind, &mut obj);
     object::prepare_create(&mut obj, t, &cluster, scope.namespace.as_deref());
-    if t.resource == "workspaces" {
-        if let Some(name) = object::name(&obj) {
-            let path = cluster
-                .child(name)
-                .map(|p| p.to_string())
-                .unwrap_or_default();
-            obj["status"] =
-                json!({"phase": "Ready", "path": path, "url": format!("/clusters/{path}")});
-        }
+    if t.resource == "workspaces"
+        && let Some(name) = object::name(&obj)
+    {
+        let path = cluster
+            .child(name)
+            .map(|p| p.to_string())
+            .unwrap_or_default();
+        obj["status"] = json!({"phase": "Ready", "path": path, "url": format!("/clusters/{path}")});
     }
     validate(t, &obj)?;
     check_namespace(state, scope)?;
@@ -539,10 +535,10 @@ async fn modify(
         let pinned = new["metadata"]["resourceVersion"]
             .as_str()
             .map(str::to_string);
-        if let Some(rv) = &pinned {
-            if *rv != entry.revision.to_string() {
-                return Err(ApiError::conflict(&t.gr, name));
-            }
+        if let Some(rv) = &pinned
+            && *rv != entry.revision.to_string()
+        {
+            return Err(ApiError::conflict(&t.gr, name));
         }
         if object::name(&new).is_some_and(|n| n != name) {
             return Err(ApiError::BadRequest(format!(
@@ -553,10 +549,10 @@ async fn modify(
         if sub == Some(Subresource::Status) {
             let mut merged = old.clone();
             merged["status"] = new.get("status").cloned().unwrap_or(Value::Null);
-            if merged["status"].is_null() {
-                if let Some(o) = merged.as_object_mut() {
-                    o.remove("status");
-                }
+            if merged["status"].is_null()
+                && let Some(o) = merged.as_object_mut()
+            {
+                o.remove("status");
             }
             new = merged;
         } else {
@@ -614,12 +610,13 @@ async fn update(
     body: &[u8],
 ) -> ApiResult<Resp> {
     let new = decode_object(state, ctx, scope.t, body)?;
-    if let (Some(ns), Some(body_ns)) = (&scope.namespace, new["metadata"]["namespace"].as_str()) {
-        if ns != body_ns {
-            return Err(ApiError::BadRequest(
-                "the namespace of the provided object does not match the namespace sent on the request".into(),
-            ));
-        }
+    if let (Some(ns), Some(body_ns)) = (&scope.namespace, new["metadata"]["namespace"].as_str())
+        && ns != body_ns
+    {
+        return Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ));
     }
     modify(state, ctx, scope, name, Change::Replace { new, sub }).await
 }
@@ -771,29 +768,29 @@ pub async fn delete_object(
         let mut obj: Value =
             serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
         let pre = &options["preconditions"];
-        if let Some(uid) = pre["uid"].as_str() {
-            if obj["metadata"]["uid"].as_str() != Some(uid) {
-                return Err(ApiError::Conflict {
-                    gr: t.gr.clone(),
-                    name: name.to_string(),
-                    detail: format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        obj["metadata"]["uid"].as_str().unwrap_or("")
-                    ),
-                });
-            }
+        if let Some(uid) = pre["uid"].as_str()
+            && obj["metadata"]["uid"].as_str() != Some(uid)
+        {
+            return Err(ApiError::Conflict {
+                gr: t.gr.clone(),
+                name: name.to_string(),
+                detail: format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    obj["metadata"]["uid"].as_str().unwrap_or("")
+                ),
+            });
         }
-        if let Some(rv) = pre["resourceVersion"].as_str() {
-            if rv != entry.revision.to_string() {
-                return Err(ApiError::Conflict {
-                    gr: t.gr.clone(),
-                    name: name.to_string(),
-                    detail: format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                        entry.revision
-                    ),
-                });
-            }
+        if let Some(rv) = pre["resourceVersion"].as_str()
+            && rv != entry.revision.to_string()
+        {
+            return Err(ApiError::Conflict {
+                gr: t.gr.clone(),
+                name: name.to_string(),
+                detail: format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    entry.revision
+                ),
+            });
         }
         let marks =
             object::finalizers(&obj) > 0 || matches!(t.resource, "namespaces" | "workspaces");

@@ -199,11 +199,10 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
                     if !event.key.as_str().starts_with(&prefix) {
                         continue;
                     }
-                    if let Some(kind) = translate(&filter, &event) {
-                        if tx.send(frame(kind, &event.value)).await.is_err() {
+                    if let Some(kind) = translate(&filter, &event)
+                        && tx.send(frame(kind, &event.value)).await.is_err() {
                             return;
                         }
-                    }
                 }
             }
         }

@@ -40,14 +40,13 @@ impl SchemaSet {
                 .get_mut(*def)
                 .and_then(|d| d.get_mut("properties"))
                 .and_then(|p| p.get_mut(*field))
+                && let Some(obj) = prop.as_object_mut()
             {
-                if let Some(obj) = prop.as_object_mut() {
-                    if !strategy.is_empty() {
-                        obj.insert("x-kubernetes-patch-strategy".into(), json!(strategy));
-                    }
-                    if !key.is_empty() {
-                        obj.insert("x-kubernetes-patch-merge-key".into(), json!(key));
-                    }
+                if !strategy.is_empty() {
+                    obj.insert("x-kubernetes-patch-strategy".into(), json!(strategy));
+                }
+                if !key.is_empty() {
+                    obj.insert("x-kubernetes-patch-merge-key".into(), json!(key));
                 }
             }
         }

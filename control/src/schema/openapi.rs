@@ -193,11 +193,11 @@ pub fn v2_document(set: &SchemaSet, catalog: &Catalog) -> Value {
     let mut paths = Map::new();
     for (group, versions) in catalog.groups() {
         for version in versions {
-            if let Some(doc) = v3_document(set, catalog, group, version) {
-                if let Some(p) = doc["paths"].as_object() {
-                    for (k, v) in p {
-                        paths.insert(k.clone(), v.clone());
-                    }
+            if let Some(doc) = v3_document(set, catalog, group, version)
+                && let Some(p) = doc["paths"].as_object()
+            {
+                for (k, v) in p {
+                    paths.insert(k.clone(), v.clone());
                 }
             }
         }
@@ -208,10 +208,13 @@ pub fn v2_document(set: &SchemaSet, catalog: &Catalog) -> Value {
     serde_json::from_str(&text).unwrap_or(Value::Null)
 }
 
+/// A serialized document and its content hash.
+type Document = (Bytes, String);
+
 /// Serialized documents, built on first use and kept: they only change with the catalog.
 #[derive(Default)]
 pub struct OpenApiCache {
-    v3: Mutex<HashMap<(String, String), Option<(Bytes, String)>>>,
+    v3: Mutex<HashMap<(String, String), Option<Document>>>,
     v2: Mutex<Option<Bytes>>,
 }
 

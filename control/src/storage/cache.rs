@@ -111,7 +111,7 @@ fn resource_of(key: &Key) -> &str {
 impl Store {
     /// Load everything from `backend` and start receiving its commits.
     pub fn open(backend: impl Backend, history: usize) -> Result<Self, StorageError> {
-        let (items, revision) = backend.load()?;
+        let super::Snapshot { items, revision } = backend.load()?;
         let objects = items
             .into_iter()
             .map(|(k, rev, value)| {
@@ -327,10 +327,10 @@ fn apply(inner: &Inner, commits: &[Committed]) {
                 }),
         };
         let event = Arc::new(event);
-        if log.history.len() >= inner.history {
-            if let Some(old) = log.history.pop_front() {
-                log.truncated_upto = old.revision;
-            }
+        if log.history.len() >= inner.history
+            && let Some(old) = log.history.pop_front()
+        {
+            log.truncated_upto = old.revision;
         }
         log.history.push_back(event.clone());
         let _ = log.tx.send(event);

@@ -93,6 +93,13 @@ pub enum StorageError {
     Closed,
 }
 
+/// What a backend holds when it starts: every live key with its revision and value, and
+/// the current revision.
+pub struct Snapshot {
+    pub items: Vec<(Key, Revision, Bytes)>,
+    pub revision: Revision,
+}
+
 /// Receives committed writes in revision order.
 pub type CommitSink = std::sync::Arc<dyn Fn(&[Committed]) + Send + Sync>;
 
@@ -104,7 +111,7 @@ pub type CommitSink = std::sync::Arc<dyn Fn(&[Committed]) + Send + Sync>;
 /// backend may deliver synchronously (redb) or from a watch stream (etcd).
 pub trait Backend: Send + Sync + 'static {
     /// Every live key with its value and revision, plus the current revision.
-    fn load(&self) -> Result<(Vec<(Key, Revision, Bytes)>, Revision), StorageError>;
+    fn load(&self) -> Result<Snapshot, StorageError>;
 
     /// Start delivering committed writes after `from` to `sink`.
     fn start(&self, from: Revision, sink: CommitSink) -> Result<(), StorageError>;

@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
-use super::{Backend, CommitSink, Committed, Expect, Key, Op, Revision, StorageError};
+use super::{Backend, CommitSink, Committed, Expect, Key, Op, Revision, Snapshot, StorageError};
 
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -174,7 +174,7 @@ fn commit_batch(
 }
 
 impl Backend for RedbBackend {
-    fn load(&self) -> Result<(Vec<(Key, Revision, Bytes)>, Revision), StorageError> {
+    fn load(&self) -> Result<Snapshot, StorageError> {
         let txn = self.db.begin_read().map_err(backend_err)?;
         let meta = txn.open_table(META).map_err(backend_err)?;
         let revision = meta
@@ -189,7 +189,10 @@ impl Backend for RedbBackend {
             let (rev, value) = decode(v.value())?;
             out.push((Key::from_raw(k.value()), rev, Bytes::copy_from_slice(value)));
         }
-        Ok((out, Revision(revision)))
+        Ok(Snapshot {
+            items: out,
+            revision: Revision(revision),
+        })
     }
 
     fn start(&self, _from: Revision, sink: CommitSink) -> Result<(), StorageError> {
