@@ -250,12 +250,17 @@ fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
             metadata["remainingItemCount"] = json!(remaining);
         }
     }
+    Ok(json(StatusCode::OK, list_body(scope.t, &metadata, &items)))
+}
+
+/// A `<Kind>List` from stored object bytes, without re-encoding the items.
+fn list_body(t: &ResourceType, metadata: &Value, items: &[Bytes]) -> Vec<u8> {
     let mut out = Vec::with_capacity(items.iter().map(Bytes::len).sum::<usize>() + 256);
     out.extend_from_slice(
         format!(
             "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
-            scope.t.kind,
-            scope.t.api_version(),
+            t.kind,
+            t.api_version(),
             metadata
         )
         .as_bytes(),
@@ -267,7 +272,7 @@ fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
         out.extend_from_slice(item);
     }
     out.extend_from_slice(b"]}");
-    Ok(json(StatusCode::OK, out))
+    out
 }
 
 /// Decode a request body into an object of the endpoint's type: JSON or YAML, kind and
@@ -899,18 +904,5 @@ async fn delete_collection(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> Ap
             Err(e) => return Err(e),
         }
     }
-    let mut out = format!(
-        "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{{}},\"items\":[",
-        scope.t.kind,
-        scope.t.api_version()
-    )
-    .into_bytes();
-    for (i, b) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(b);
-    }
-    out.extend_from_slice(b"]}");
-    Ok(json(StatusCode::OK, out))
+    Ok(json(StatusCode::OK, list_body(scope.t, &json!({}), &items)))
 }
