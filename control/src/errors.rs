@@ -71,6 +71,14 @@ pub enum ApiError {
         name: String,
         detail: String,
     },
+    /// Server-side apply touched fields another manager owns.
+    #[error("{message}")]
+    ApplyConflict {
+        gr: GroupResource,
+        name: String,
+        message: String,
+        causes: Vec<Cause>,
+    },
     #[error("{kind} \"{name}\" is invalid: {}", causes_summary(.causes))]
     Invalid {
         gr: GroupResource,
@@ -122,7 +130,9 @@ impl ApiError {
     pub fn code(&self) -> u16 {
         match self {
             ApiError::NotFound { .. } | ApiError::PathNotFound => 404,
-            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
+            ApiError::AlreadyExists { .. }
+            | ApiError::Conflict { .. }
+            | ApiError::ApplyConflict { .. } => 409,
             ApiError::Invalid { .. } | ApiError::UnprocessableEntity(_) => 422,
             ApiError::BadRequest(_) => 400,
             ApiError::Unauthorized => 401,
@@ -140,7 +150,7 @@ impl ApiError {
         match self {
             ApiError::NotFound { .. } | ApiError::PathNotFound => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
-            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
             ApiError::Invalid { .. } | ApiError::UnprocessableEntity(_) => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Unauthorized => "Unauthorized",

@@ -3,12 +3,15 @@
 //! [`build`] starts a server from a [`Config`] and returns a [`Bound`] handle; the `sluice`
 //! binary and the tests both use it, binding port 0 in tests.
 
+pub mod apply;
 pub mod auth;
 pub mod codec;
 pub mod controllers;
+pub mod crd;
 pub mod defaults;
 pub mod errors;
 pub mod handlers;
+pub mod jsonpath;
 pub mod metrics;
 pub mod object;
 pub mod patch;
@@ -36,7 +39,6 @@ use crate::auth::Authenticator;
 use crate::controllers::termination::{self, Container};
 use crate::metrics::ApiMetrics;
 use crate::pki::Pki;
-use crate::resources::Catalog;
 use crate::schema::SchemaSet;
 use crate::state::{ApiState, SharedState};
 use crate::storage::{RedbBackend, Store};
@@ -134,9 +136,10 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     let metrics = ApiMetrics::default();
     let mut registry = Registry::with_prefix("sluice_apiserver");
     metrics.register(&mut registry);
+    let (gc_tx, gc_rx) = tokio::sync::mpsc::unbounded_channel();
     let state = Arc::new(ApiState {
         store,
-        catalog: Catalog::builtin(),
+        crds: Default::default(),
         schemas: SchemaSet::builtin(),
         openapi: Default::default(),
         metrics,
@@ -144,6 +147,7 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         auth,
         limits: config.limits.clone(),
         ready: AtomicBool::new(false),
+        gc: gc_tx.clone(),
     });
     let url = format!("https://{host}:{}", addr.port());
     std::fs::write(config.data_dir.join("server.url"), &url)
@@ -160,7 +164,14 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         ),
     )?;
 
+    state.crds.rebuild_all(&state.store);
     let (shutdown, shutdown_rx) = watch::channel(false);
+    tokio::spawn(crate::controllers::gc::run(
+        state.clone(),
+        gc_rx,
+        gc_tx,
+        shutdown_rx.clone(),
+    ));
     tokio::spawn(termination::run(
         state.clone(),
         Container::Namespace,
@@ -169,6 +180,11 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     tokio::spawn(termination::run(
         state.clone(),
         Container::Workspace,
+        shutdown_rx.clone(),
+    ));
+    tokio::spawn(termination::run(
+        state.clone(),
+        Container::CustomResourceDefinition,
         shutdown_rx.clone(),
     ));
     let server = tokio::spawn(server::serve(listener, tls, state.clone(), shutdown_rx));

@@ -44,7 +44,7 @@ pub fn random_suffix() -> String {
 
 /// Fields every write sets the same way: kind/apiVersion, logical-cluster annotation.
 pub fn stamp_type(obj: &mut Value, t: &ResourceType, cluster: &LogicalClusterPath) {
-    obj["apiVersion"] = json!(t.api_version());
+    obj["apiVersion"] = json!(t.storage_api_version());
     obj["kind"] = json!(t.kind);
     let m = meta_mut(obj);
     m.remove("resourceVersion");
@@ -70,7 +70,6 @@ pub fn prepare_create(
     m.insert("generation".into(), json!(1));
     m.remove("deletionTimestamp");
     m.remove("deletionGracePeriodSeconds");
-    m.remove("managedFields");
     match namespace {
         Some(ns) => {
             m.insert("namespace".into(), json!(ns));

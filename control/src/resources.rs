@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::{apps::v1 as apps, coordination::v1 as coordination, core::v1 as core};
 use k8s_openapi::api::{discovery::v1 as discovery, networking::v1 as networking};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -28,24 +29,34 @@ impl Subresource {
     }
 }
 
+/// Where a type's schema comes from.
+pub enum SchemaKind {
+    /// A Rust type (k8s-openapi or sluice-api).
+    Builtin {
+        /// Adds this type's schema (and everything it references) to a generator.
+        generate: fn(&mut SchemaGenerator) -> Schema,
+        /// Typed decode: catches wrong value types (a string where an integer belongs).
+        decode: fn(&Value) -> Result<(), String>,
+    },
+    /// A CustomResourceDefinition version.
+    Custom(Arc<crate::crd::CustomVersion>),
+}
+
 /// One served resource type.
 pub struct ResourceType {
-    pub group: &'static str,
-    pub version: &'static str,
+    pub group: String,
+    pub version: String,
     /// Plural, lower case: the URL segment.
-    pub resource: &'static str,
-    pub kind: &'static str,
-    pub singular: &'static str,
+    pub resource: String,
+    pub kind: String,
+    pub singular: String,
     pub namespaced: bool,
-    pub short_names: &'static [&'static str],
-    pub categories: &'static [&'static str],
-    pub subresources: &'static [Subresource],
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub subresources: Vec<Subresource>,
     /// The OpenAPI definition name, e.g. `io.k8s.api.apps.v1.Deployment`.
     pub definition: String,
-    /// Adds this type's schema (and everything it references) to a generator.
-    pub schema: fn(&mut SchemaGenerator) -> Schema,
-    /// Typed decode: catches wrong value types (a string where an integer belongs).
-    pub decode: fn(&Value) -> Result<(), String>,
+    pub schema: SchemaKind,
     pub prefix: ResourcePrefix,
     pub gr: GroupResource,
 }
@@ -59,8 +70,21 @@ impl ResourceType {
         }
     }
 
-    pub fn group_version(&self) -> (&'static str, &'static str) {
-        (self.group, self.version)
+    /// The apiVersion objects of this type are stored with.
+    pub fn storage_api_version(&self) -> String {
+        match self.custom() {
+            Some(c) if c.storage_version != self.version => {
+                format!("{}/{}", self.group, c.storage_version)
+            }
+            _ => self.api_version(),
+        }
+    }
+
+    pub fn custom(&self) -> Option<&crate::crd::CustomVersion> {
+        match &self.schema {
+            SchemaKind::Custom(c) => Some(c),
+            SchemaKind::Builtin { .. } => None,
+        }
     }
 
     pub fn has(&self, sub: Subresource) -> bool {
@@ -69,7 +93,7 @@ impl ResourceType {
 
     /// The URL path of the group version: `api/v1` or `apis/apps/v1`.
     pub fn gv_path(&self) -> String {
-        gv_path(self.group, self.version)
+        gv_path(&self.group, &self.version)
     }
 }
 
@@ -101,18 +125,20 @@ fn rt<T: JsonSchema + DeserializeOwned>(
     subresources: &'static [Subresource],
 ) -> ResourceType {
     ResourceType {
-        group,
-        version,
-        resource,
-        kind,
-        singular: Box::leak(kind.to_lowercase().into_boxed_str()),
+        group: group.to_string(),
+        version: version.to_string(),
+        resource: resource.to_string(),
+        kind: kind.to_string(),
+        singular: kind.to_lowercase(),
         namespaced,
-        short_names,
-        categories,
-        subresources,
+        short_names: short_names.iter().map(|s| s.to_string()).collect(),
+        categories: categories.iter().map(|s| s.to_string()).collect(),
+        subresources: subresources.to_vec(),
         definition: T::schema_name().into_owned(),
-        schema: schema_of::<T>,
-        decode: decode_as::<T>,
+        schema: SchemaKind::Builtin {
+            generate: schema_of::<T>,
+            decode: decode_as::<T>,
+        },
         prefix: ResourcePrefix::new(group, resource),
         gr: GroupResource {
             group: group.to_string(),
@@ -235,6 +261,16 @@ fn builtins() -> Vec<ResourceType> {
             &[],
             &[],
         ),
+        rt::<apiextensions::CustomResourceDefinition>(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            false,
+            &["crd", "crds"],
+            &[],
+            STATUS,
+        ),
         rt::<s::Workspace>(
             s::GROUP,
             s::VERSION,
@@ -271,19 +307,33 @@ fn builtins() -> Vec<ResourceType> {
 /// A set of resource types with lookups by URL segment and by kind.
 pub struct Catalog {
     types: Vec<Arc<ResourceType>>,
+    /// Changes whenever the set of types changes (OpenAPI documents are cached by it).
+    pub generation: u64,
 }
 
 impl Catalog {
     fn new(types: Vec<ResourceType>) -> Self {
         Self {
             types: types.into_iter().map(Arc::new).collect(),
+            generation: 0,
         }
+    }
+
+    /// The built-ins plus `custom` types.
+    pub fn with_custom(custom: Vec<Arc<ResourceType>>, generation: u64) -> Self {
+        let mut types = Self::builtin_arc().types.clone();
+        types.extend(custom);
+        Self { types, generation }
     }
 
     /// The built-in types, the same in every logical cluster.
     pub fn builtin() -> &'static Catalog {
-        static CATALOG: OnceLock<Catalog> = OnceLock::new();
-        CATALOG.get_or_init(|| Catalog::new(builtins()))
+        Self::builtin_arc()
+    }
+
+    pub fn builtin_arc() -> &'static Arc<Catalog> {
+        static CATALOG: OnceLock<Arc<Catalog>> = OnceLock::new();
+        CATALOG.get_or_init(|| Arc::new(Catalog::new(builtins())))
     }
 
     pub fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<ResourceType>> {
@@ -297,13 +347,15 @@ impl Catalog {
     }
 
     /// Groups in discovery order, each with its versions.
-    pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
-        let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
         for t in &self.types {
             match out.iter_mut().find(|(g, _)| *g == t.group) {
-                Some((_, versions)) if !versions.contains(&t.version) => versions.push(t.version),
+                Some((_, versions)) if !versions.contains(&t.version) => {
+                    versions.push(t.version.clone())
+                }
                 Some(_) => {}
-                None => out.push((t.group, vec![t.version])),
+                None => out.push((t.group.clone(), vec![t.version.clone()])),
             }
         }
         out

@@ -7,8 +7,10 @@ use prometheus_client::registry::Registry;
 use sluice_api::LogicalClusterPath;
 
 use crate::auth::Authenticator;
+use crate::crd::registry::CrdRegistry;
 use crate::errors::{ApiError, ApiResult, GroupResource};
 use crate::metrics::ApiMetrics;
+use crate::request::ClusterScope;
 use crate::resources::Catalog;
 use crate::schema::SchemaSet;
 use crate::schema::openapi::OpenApiCache;
@@ -37,7 +39,8 @@ impl Default for Limits {
 
 pub struct ApiState {
     pub store: Store,
-    pub catalog: &'static Catalog,
+    /// Per-logical-cluster catalogs (built-ins plus that cluster's CRDs).
+    pub crds: CrdRegistry,
     pub schemas: &'static SchemaSet,
     pub openapi: OpenApiCache,
     pub metrics: ApiMetrics,
@@ -45,6 +48,8 @@ pub struct ApiState {
     pub auth: Authenticator,
     pub limits: Limits,
     pub ready: AtomicBool,
+    /// Work for the garbage collector.
+    pub gc: crate::controllers::gc::GcQueue,
 }
 
 pub type SharedState = Arc<ApiState>;
@@ -55,6 +60,14 @@ fn workspaces() -> &'static ResourcePrefix {
 }
 
 impl ApiState {
+    /// The types served to a request: a cluster's catalog; the built-ins for a wildcard.
+    pub fn catalog_for(&self, scope: &ClusterScope) -> Arc<Catalog> {
+        match scope {
+            ClusterScope::One(c) => self.crds.catalog(c),
+            ClusterScope::Wildcard => Catalog::builtin_arc().clone(),
+        }
+    }
+
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }

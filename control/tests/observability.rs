@@ -16,7 +16,12 @@ async fn metrics_and_health() {
     let server = TestServer::start().await;
     let client = server.client().await;
     let api = Api::<Namespace>::all(client.clone());
-    api.create(&PostParams::default(), &serde_json::from_value(serde_json::json!({"metadata": {"name": "m"}})).unwrap()).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(serde_json::json!({"metadata": {"name": "m"}})).unwrap(),
+    )
+    .await
+    .unwrap();
     api.list(&ListParams::default()).await.unwrap();
     let _ = api.get("missing").await;
     let mut watch = Box::pin(api.watch(&Default::default(), "0").await.unwrap());
@@ -35,7 +40,8 @@ async fn metrics_and_health() {
     }
     assert_eq!(client.request_text(get("/readyz")).await.unwrap(), "ok");
     assert_eq!(client.request_text(get("/livez")).await.unwrap(), "ok");
-    let version: serde_json::Value = serde_json::from_str(&client.request_text(get("/version")).await.unwrap()).unwrap();
+    let version: serde_json::Value =
+        serde_json::from_str(&client.request_text(get("/version")).await.unwrap()).unwrap();
     assert_eq!(version["major"], "1");
     server.bound.shutdown().await;
 }

@@ -10,6 +10,13 @@ import sys
 
 doc = json.load(open(sys.argv[1]))
 rows = []
+lists = []
+for name, schema in sorted(doc["definitions"].items()):
+    for field, prop in sorted((schema.get("properties") or {}).items()):
+        list_type = prop.get("x-kubernetes-list-type")
+        if list_type:
+            keys = prop.get("x-kubernetes-list-map-keys") or []
+            lists.append((name, field, list_type, ",".join(keys)))
 for name, schema in sorted(doc["definitions"].items()):
     for field, prop in sorted((schema.get("properties") or {}).items()):
         strategy = prop.get("x-kubernetes-patch-strategy")
@@ -24,5 +31,11 @@ print()
 print("/// `(definition, field, x-kubernetes-patch-strategy, x-kubernetes-patch-merge-key)`.")
 print("pub(crate) const PATCH_META: &[(&str, &str, &str, &str)] = &[")
 for r in rows:
+    print("    (%s, %s, %s, %s)," % tuple(json.dumps(x) for x in r))
+print("];")
+print()
+print("/// `(definition, field, x-kubernetes-list-type, x-kubernetes-list-map-keys joined by ',')`.")
+print("pub(crate) const LIST_META: &[(&str, &str, &str, &str)] = &[")
+for r in lists:
     print("    (%s, %s, %s, %s)," % tuple(json.dumps(x) for x in r))
 print("];")

@@ -1,3 +1,4 @@
 //! Controllers built into the API server.
 
+pub mod gc;
 pub mod termination;

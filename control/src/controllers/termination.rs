@@ -21,6 +21,8 @@ use crate::storage::{Expect, Key, Op, ResourcePrefix, Revision};
 pub enum Container {
     Namespace,
     Workspace,
+    /// A CRD: its custom resources go first.
+    CustomResourceDefinition,
 }
 
 impl Container {
@@ -28,6 +30,7 @@ impl Container {
         match self {
             Container::Namespace => ResourcePrefix::new("", "namespaces"),
             Container::Workspace => ResourcePrefix::new(sluice_api::sluice::GROUP, "workspaces"),
+            Container::CustomResourceDefinition => crate::crd::registry::crd_prefix(),
         }
     }
 }
@@ -95,18 +98,43 @@ async fn terminate(state: &SharedState, container: Container, key: &Key) -> bool
         return true;
     };
     let name = parts.name.to_string();
-    let (scope_cluster, namespace) = match container {
-        Container::Namespace => (cluster.clone(), Some(name.clone())),
+    // What to remove: (type, cluster, namespace) scopes.
+    let (scope_cluster, namespace, types) = match container {
+        Container::Namespace => {
+            let types: Vec<_> = state
+                .crds
+                .catalog(&cluster)
+                .types()
+                .iter()
+                .filter(|t| t.namespaced)
+                .cloned()
+                .collect();
+            (cluster.clone(), Some(name.clone()), types)
+        }
         Container::Workspace => match cluster.child(&name) {
-            Ok(child) => (child, None),
+            Ok(child) => {
+                let types = state.crds.catalog(&child).types().to_vec();
+                (child, None, types)
+            }
             Err(_) => return true,
         },
+        Container::CustomResourceDefinition => {
+            let Some(crd) = state
+                .store
+                .get(key)
+                .and_then(|e| serde_json::from_slice::<Value>(&e.value).ok())
+            else {
+                return true;
+            };
+            let types: Vec<_> = crate::crd::types_from_crd(&crd)
+                .into_iter()
+                .take(1)
+                .collect();
+            (cluster.clone(), None, types)
+        }
     };
     let mut remaining = 0usize;
-    for t in state.catalog.types() {
-        if container == Container::Namespace && !t.namespaced {
-            continue;
-        }
+    for t in &types {
         let mut keys = Vec::new();
         state.store.scan(
             &t.prefix.scope(Some(&scope_cluster), namespace.as_deref()),
@@ -143,6 +171,9 @@ async fn terminate(state: &SharedState, container: Container, key: &Key) -> bool
     {
         Ok(_) => {
             tracing::info!(%key, "terminated");
+            if container == Container::CustomResourceDefinition {
+                state.crds.rebuild(&state.store, &cluster);
+            }
             true
         }
         Err(_) => false,

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use super::{Ctx, Resp, json_value};
 use crate::errors::{ApiError, ApiResult};
+use crate::resources::Catalog;
 use crate::resources::{ResourceType, Subresource};
-use crate::state::ApiState;
 
 const VERBS: &[&str] = &[
     "create",
@@ -51,12 +51,11 @@ fn subresource_entry(t: &ResourceType, s: Subresource) -> Value {
     }
 }
 
-fn aggregated_group(state: &ApiState, group: &str, versions: &[&str]) -> Value {
+fn aggregated_group(catalog: &Catalog, group: &str, versions: &[String]) -> Value {
     let versions: Vec<Value> = versions
         .iter()
         .map(|v| {
-            let resources: Vec<Value> = state
-                .catalog
+            let resources: Vec<Value> = catalog
                 .in_group_version(group, v)
                 .map(|t| {
                     let mut r = json!({
@@ -88,13 +87,12 @@ fn aggregated_group(state: &ApiState, group: &str, versions: &[&str]) -> Value {
     json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": versions})
 }
 
-fn aggregated(state: &ApiState, version: &str, core: bool) -> Resp {
-    let items: Vec<Value> = state
-        .catalog
+fn aggregated(catalog: &Catalog, version: &str, core: bool) -> Resp {
+    let items: Vec<Value> = catalog
         .groups()
         .into_iter()
         .filter(|(g, _)| g.is_empty() == core)
-        .map(|(g, vs)| aggregated_group(state, g, &vs))
+        .map(|(g, vs)| aggregated_group(catalog, &g, &vs))
         .collect();
     let body = json!({
         "kind": "APIGroupDiscoveryList",
@@ -113,9 +111,9 @@ fn aggregated(state: &ApiState, version: &str, core: bool) -> Resp {
 }
 
 /// `GET /api`
-pub fn core_versions(state: &ApiState, ctx: &Ctx) -> Resp {
+pub fn core_versions(catalog: &Catalog, ctx: &Ctx) -> Resp {
     if let Some(v) = aggregated_version(ctx.accept()) {
-        return aggregated(state, v, true);
+        return aggregated(catalog, v, true);
     }
     json_value(
         StatusCode::OK,
@@ -123,7 +121,7 @@ pub fn core_versions(state: &ApiState, ctx: &Ctx) -> Resp {
     )
 }
 
-fn group_doc(group: &str, versions: &[&str]) -> Value {
+fn group_doc(group: &str, versions: &[String]) -> Value {
     let vs: Vec<Value> = versions
         .iter()
         .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
@@ -132,16 +130,15 @@ fn group_doc(group: &str, versions: &[&str]) -> Value {
 }
 
 /// `GET /apis`
-pub fn groups(state: &ApiState, ctx: &Ctx) -> Resp {
+pub fn groups(catalog: &Catalog, ctx: &Ctx) -> Resp {
     if let Some(v) = aggregated_version(ctx.accept()) {
-        return aggregated(state, v, false);
+        return aggregated(catalog, v, false);
     }
-    let groups: Vec<Value> = state
-        .catalog
+    let groups: Vec<Value> = catalog
         .groups()
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
-        .map(|(g, vs)| group_doc(g, &vs))
+        .map(|(g, vs)| group_doc(&g, &vs))
         .collect();
     json_value(
         StatusCode::OK,
@@ -150,23 +147,22 @@ pub fn groups(state: &ApiState, ctx: &Ctx) -> Resp {
 }
 
 /// `GET /apis/<group>`
-pub fn group(state: &ApiState, group: &str) -> ApiResult<Resp> {
-    let (g, vs) = state
-        .catalog
+pub fn group(catalog: &Catalog, group: &str) -> ApiResult<Resp> {
+    let (g, vs) = catalog
         .groups()
         .into_iter()
         .find(|(g, _)| *g == group)
         .ok_or(ApiError::PathNotFound)?;
-    let mut doc = group_doc(g, &vs);
+    let mut doc = group_doc(&g, &vs);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
     Ok(json_value(StatusCode::OK, &doc))
 }
 
 /// `GET /api/v1`, `GET /apis/<group>/<version>`
-pub fn resources(state: &ApiState, group: &str, version: &str) -> ApiResult<Resp> {
+pub fn resources(catalog: &Catalog, group: &str, version: &str) -> ApiResult<Resp> {
     let mut resources = Vec::new();
-    for t in state.catalog.in_group_version(group, version) {
+    for t in catalog.in_group_version(group, version) {
         let mut r = json!({
             "name": t.resource,
             "singularName": t.singular,
@@ -181,7 +177,7 @@ pub fn resources(state: &ApiState, group: &str, version: &str) -> ApiResult<Resp
             r["categories"] = json!(t.categories);
         }
         resources.push(r);
-        for s in t.subresources {
+        for s in &t.subresources {
             let mut sub = json!({
                 "name": format!("{}/{}", t.resource, s.name()),
                 "singularName": "",

@@ -5,6 +5,7 @@ pub mod discovery;
 pub mod objects;
 pub mod openapi;
 pub mod system;
+pub mod table;
 pub mod watch;
 
 use std::convert::Infallible;
@@ -213,11 +214,19 @@ async fn dispatch(state: &SharedState, mut ctx: Ctx, body: hyper::body::Incoming
         Route::Metrics => Ok(system::metrics(state)),
         Route::OpenApiV2 => openapi::v2(state, &ctx),
         Route::OpenApiV3Root => Ok(openapi::v3_root(state, &ctx)),
-        Route::OpenApiV3 { group, version } => openapi::v3(state, &group, &version),
-        Route::CoreVersions => Ok(discovery::core_versions(state, &ctx)),
-        Route::Groups => Ok(discovery::groups(state, &ctx)),
-        Route::Group { group } => discovery::group(state, &group),
-        Route::Resources { group, version } => discovery::resources(state, &group, &version),
+        Route::OpenApiV3 { group, version } => openapi::v3(state, &ctx, &group, &version),
+        Route::CoreVersions => Ok(discovery::core_versions(
+            &state.catalog_for(&ctx.target.cluster),
+            &ctx,
+        )),
+        Route::Groups => Ok(discovery::groups(
+            &state.catalog_for(&ctx.target.cluster),
+            &ctx,
+        )),
+        Route::Group { group } => discovery::group(&state.catalog_for(&ctx.target.cluster), &group),
+        Route::Resources { group, version } => {
+            discovery::resources(&state.catalog_for(&ctx.target.cluster), &group, &version)
+        }
         Route::Resource(rp) => objects::serve(state, &mut ctx, rp, body).await,
     };
     let mut resp = match result {

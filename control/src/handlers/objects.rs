@@ -14,7 +14,7 @@ use crate::errors::{ApiError, ApiResult, Cause};
 use crate::object;
 use crate::patch::{self, PatchError, PatchType};
 use crate::request::{ClusterScope, ResourcePath};
-use crate::resources::{ResourceType, Subresource};
+use crate::resources::{ResourceType, SchemaKind, Subresource};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::state::{ApiState, SharedState};
 use crate::storage::{Expect, Key, Op, Revision, StorageError, cache::with_resource_version};
@@ -50,10 +50,12 @@ pub async fn serve(
     rp: ResourcePath,
     body: hyper::body::Incoming,
 ) -> ApiResult<Resp> {
-    let t = state
-        .catalog
+    let catalog = state.catalog_for(&ctx.target.cluster);
+    let t = catalog
         .lookup(&rp.group, &rp.version, &rp.resource)
-        .ok_or(ApiError::PathNotFound)?;
+        .ok_or(ApiError::PathNotFound)?
+        .clone();
+    let t = &t;
     if t.namespaced != rp.namespace.is_some() && !(t.namespaced && rp.name.is_none()) {
         return Err(ApiError::PathNotFound);
     }
@@ -91,7 +93,7 @@ pub async fn serve(
         (&Method::GET, None, _) if watch => super::watch::serve(state, ctx, &scope).await,
         (&Method::GET, None, _) => list(state, ctx, &scope),
         (&Method::GET, Some(n), Some(Subresource::Scale)) => get_scale(state, &scope, n),
-        (&Method::GET, Some(n), _) => get(state, &scope, n),
+        (&Method::GET, Some(n), _) => get(state, ctx, &scope, n),
         (&Method::POST, None, None) => {
             let body = read_body(body, state.limits.max_body).await?;
             create(state, ctx, &scope, &body).await
@@ -131,12 +133,25 @@ fn parse_json(bytes: &[u8]) -> ApiResult<Value> {
         .map_err(|e| ApiError::BadRequest(format!("error decoding object: {e}")))
 }
 
-fn get(state: &ApiState, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
+fn get(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
     let entry = state
         .store
         .get(&scope.key(name)?)
         .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
-    Ok(json(StatusCode::OK, entry.value.clone()))
+    if let Some(version) = super::table::wants_table(ctx.accept()) {
+        let obj = parse_json(&entry.value)?;
+        let rv = obj["metadata"]["resourceVersion"].clone();
+        let t = super::table::table(
+            scope.t,
+            version,
+            &[obj],
+            json!({"resourceVersion": rv}),
+            ctx.query.get("includeObject").unwrap_or("Metadata"),
+            true,
+        );
+        return Ok(super::json_value(StatusCode::OK, &t));
+    }
+    Ok(json(StatusCode::OK, present(scope.t, entry.value.clone())))
 }
 
 /// The continue token: the key to resume after, and the list's revision.
@@ -250,6 +265,22 @@ fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
             metadata["remainingItemCount"] = json!(remaining);
         }
     }
+    if let Some(version) = super::table::wants_table(ctx.accept()) {
+        let objects = items
+            .iter()
+            .map(|b| parse_json(b))
+            .collect::<ApiResult<Vec<Value>>>()?;
+        let t = super::table::table(
+            scope.t,
+            version,
+            &objects,
+            metadata,
+            ctx.query.get("includeObject").unwrap_or("Metadata"),
+            true,
+        );
+        return Ok(super::json_value(StatusCode::OK, &t));
+    }
+    let items: Vec<Bytes> = items.into_iter().map(|b| present(scope.t, b)).collect();
     Ok(json(StatusCode::OK, list_body(scope.t, &metadata, &items)))
 }
 
@@ -333,7 +364,22 @@ fn finish_decode(
             t.api_version()
         )));
     }
-    let unknown = state.schemas.prune_unknown(&t.definition, obj);
+    let unknown = match &t.schema {
+        SchemaKind::Builtin { .. } => state.schemas.prune_unknown(&t.definition, obj),
+        SchemaKind::Custom(c) => {
+            let mut unknown = Vec::new();
+            if let Some(schema) = &c.schema {
+                crate::crd::structural::apply_defaults(schema, obj, 0);
+                let meta = obj.as_object_mut().and_then(|o| o.remove("metadata"));
+                crate::crd::structural::prune(schema, obj, "", &mut unknown, 0);
+                if let (Some(m), Some(o)) = (meta, obj.as_object_mut()) {
+                    o.insert("metadata".into(), m);
+                }
+                unknown.retain(|u| u != "apiVersion" && u != "kind");
+            }
+            unknown
+        }
+    };
     if !unknown.is_empty() {
         let mode = ctx.query.get("fieldValidation").unwrap_or("Warn");
         match mode {
@@ -353,12 +399,15 @@ fn finish_decode(
                 .extend(unknown.iter().map(|u| format!("unknown field {:?}", u))),
         }
     }
-    (t.decode)(obj).map_err(|e| {
-        ApiError::BadRequest(format!(
-            "{} in version \"{}\" cannot be handled as a {}: {e}",
-            t.kind, t.version, t.kind
-        ))
-    })
+    match &t.schema {
+        SchemaKind::Builtin { decode, .. } => decode(obj).map_err(|e| {
+            ApiError::BadRequest(format!(
+                "{} in version \"{}\" cannot be handled as a {}: {e}",
+                t.kind, t.version, t.kind
+            ))
+        }),
+        SchemaKind::Custom(_) => Ok(()),
+    }
 }
 
 fn invalid(t: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
@@ -372,8 +421,20 @@ fn invalid(t: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
 
 fn validate(t: &ResourceType, obj: &Value) -> ApiResult<()> {
     let mut causes =
-        validation::check_metadata(obj, NameRule::for_resource(t.resource), t.namespaced);
-    causes.extend(validation::check_spec(t.kind, obj));
+        validation::check_metadata(obj, NameRule::for_resource(&t.resource), t.namespaced);
+    causes.extend(validation::check_spec(&t.kind, obj));
+    if let Some(schema) = t.custom().and_then(|c| c.schema.as_ref()) {
+        let mut body = obj.clone();
+        if let Some(o) = body.as_object_mut() {
+            o.remove("metadata");
+            o.remove("apiVersion");
+            o.remove("kind");
+        }
+        crate::crd::structural::validate(schema, &body, "", &mut causes, 0);
+    }
+    if t.resource == "customresourcedefinitions" {
+        causes.extend(crate::crd::validate_crd(obj));
+    }
     if causes.is_empty() {
         Ok(())
     } else {
@@ -407,6 +468,43 @@ fn check_namespace(state: &ApiState, scope: &Scope<'_>) -> ApiResult<()> {
     Ok(())
 }
 
+/// Effects of a committed write beyond storage: a CRD change changes the catalog.
+fn after_write(state: &ApiState, t: &ResourceType, cluster: &LogicalClusterPath) {
+    if t.resource == "customresourcedefinitions" {
+        state.crds.rebuild(&state.store, cluster);
+    }
+}
+
+/// Objects of a custom type are stored in the CRD's storage version; a read through
+/// another served version shows that version (conversion strategy `None`).
+pub fn present(t: &ResourceType, bytes: Bytes) -> Bytes {
+    let Some(c) = t.custom() else { return bytes };
+    if c.storage_version == t.version {
+        return bytes;
+    }
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(mut v) => {
+            v["apiVersion"] = json!(t.api_version());
+            serde_json::to_vec(&v).map(Bytes::from).unwrap_or(bytes)
+        }
+        Err(_) => bytes,
+    }
+}
+
+/// A written object in the request's version.
+fn stored_response_as(
+    t: &ResourceType,
+    code: StatusCode,
+    obj: &Value,
+    revision: Revision,
+) -> ApiResult<Resp> {
+    let bytes = serde_json::to_vec(obj).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(json(
+        code,
+        present(t, with_resource_version(&bytes, revision)),
+    ))
+}
+
 fn stored_response(code: StatusCode, obj: &Value, revision: Revision) -> ApiResult<Resp> {
     let bytes = serde_json::to_vec(obj).map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(json(code, with_resource_version(&bytes, revision)))
@@ -418,9 +516,49 @@ async fn create(
     scope: &Scope<'_>,
     body: &[u8],
 ) -> ApiResult<Resp> {
+    let obj = decode_object(state, ctx, scope.t, body)?;
+    create_decoded(state, ctx, scope, obj, Ownership::Update).await
+}
+
+/// Who owns the fields of a write.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ownership {
+    /// A create, update or patch: the request's field manager takes what it changed.
+    Update,
+    /// Server-side apply already set managedFields.
+    Applied,
+}
+
+/// The field-ownership view of a type's schema.
+fn ownership_schema<'a>(state: &'a ApiState, t: &'a ResourceType) -> crate::apply::Schema<'a> {
+    let root = match t.custom() {
+        Some(c) => c.schema.as_ref(),
+        None => state.schemas.definition(&t.definition),
+    };
+    crate::apply::Schema {
+        set: state.schemas,
+        root,
+    }
+}
+
+fn manager_of(ctx: &Ctx) -> String {
+    crate::apply::manager_name(
+        ctx.query.get("fieldManager"),
+        ctx.headers
+            .get(http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok()),
+    )
+}
+
+async fn create_decoded(
+    state: &ApiState,
+    ctx: &mut Ctx,
+    scope: &Scope<'_>,
+    mut obj: Value,
+    ownership: Ownership,
+) -> ApiResult<Resp> {
     let t = scope.t;
     let cluster = scope.cluster()?.clone();
-    let mut obj = decode_object(state, ctx, t, body)?;
     if let (Some(ns), Some(body_ns)) = (&scope.namespace, obj["metadata"]["namespace"].as_str())
         && ns != body_ns
     {
@@ -437,7 +575,7 @@ async fn create(
         let name = format!("{g}{}", object::random_suffix());
         object::meta_mut(&mut obj).insert("name".into(), json!(name));
     }
-    crate::defaults::apply(t.kind, &mut obj);
+    crate::defaults::apply(&t.kind, &mut obj);
     object::prepare_create(&mut obj, t, &cluster, scope.namespace.as_deref());
     if t.resource == "workspaces"
         && let Some(name) = object::name(&obj)
@@ -447,6 +585,19 @@ async fn create(
             .map(|p| p.to_string())
             .unwrap_or_default();
         obj["status"] = json!({"phase": "Ready", "path": path, "url": format!("/clusters/{path}")});
+    }
+    if t.resource == "customresourcedefinitions" {
+        obj["status"] = crate::crd::accepted_status(&obj);
+    }
+    if ownership == Ownership::Update {
+        crate::apply::record_update(
+            &ownership_schema(state, t),
+            None,
+            &mut obj,
+            &manager_of(ctx),
+            &t.api_version(),
+            None,
+        );
     }
     validate(t, &obj)?;
     check_namespace(state, scope)?;
@@ -465,7 +616,8 @@ async fn create(
         })
         .await
         .map_err(|e| ApiError::from_storage(e, &t.gr, &name))?;
-    stored_response(StatusCode::CREATED, &obj, committed.revision)
+    after_write(state, t, &cluster);
+    stored_response_as(t, StatusCode::CREATED, &obj, committed.revision)
 }
 
 /// What a write does to the current object.
@@ -481,6 +633,12 @@ enum Change<'a> {
         body: &'a [u8],
         sub: Option<Subresource>,
     },
+    /// Server-side apply of a configuration.
+    Apply {
+        applied: Value,
+        manager: String,
+        force: bool,
+    },
 }
 
 fn apply_patch(
@@ -493,10 +651,15 @@ fn apply_patch(
     let result = match pt {
         PatchType::Json => patch::json_patch(current, body),
         PatchType::Merge => patch::merge_patch(current, body),
+        PatchType::Strategic if t.custom().is_some() => {
+            return Err(ApiError::UnsupportedMediaType(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into(),
+            ));
+        }
         PatchType::Strategic => patch::strategic_patch(state.schemas, &t.definition, current, body),
         PatchType::Apply => {
-            return Err(ApiError::UnsupportedMediaType(
-                "server-side apply (application/apply-patch+yaml) is not supported yet".into(),
+            return Err(ApiError::Internal(
+                "apply patches are handled by server-side apply".into(),
             ));
         }
     };
@@ -536,6 +699,22 @@ async fn modify(
                 finish_decode(state, ctx, t, &mut patched)?;
                 (patched, *sub)
             }
+            Change::Apply {
+                applied,
+                manager,
+                force,
+            } => {
+                let merged = crate::apply::apply(
+                    &ownership_schema(state, t),
+                    Some(&old),
+                    applied,
+                    manager,
+                    &t.api_version(),
+                    *force,
+                )
+                .map_err(|c| apply_conflict(t, name, &c))?;
+                (merged, None)
+            }
         };
         let pinned = new["metadata"]["resourceVersion"]
             .as_str()
@@ -561,7 +740,7 @@ async fn modify(
             }
             new = merged;
         } else {
-            crate::defaults::apply(t.kind, &mut new);
+            crate::defaults::apply(&t.kind, &mut new);
         }
         object::prepare_update(
             &mut new,
@@ -570,6 +749,20 @@ async fn modify(
             &cluster,
             t.has(Subresource::Status) && sub.is_none(),
         );
+        if t.resource == "customresourcedefinitions" && sub.is_none() {
+            new["status"] = crate::crd::accepted_status(&new);
+        }
+        if !matches!(change, Change::Apply { .. }) {
+            let subresource = (sub == Some(Subresource::Status)).then_some("status");
+            crate::apply::record_update(
+                &ownership_schema(state, t),
+                Some(&old),
+                &mut new,
+                &manager_of(ctx),
+                &t.api_version(),
+                subresource,
+            );
+        }
         validate(t, &new)?;
         if object::spec_changed(&new, &old)
             || new["metadata"] != old["metadata"]
@@ -597,8 +790,15 @@ async fn modify(
                 expect: Expect::At(entry.revision),
             }
         };
+        let deleting = matches!(op, Op::Delete { .. });
         match state.store.write(op).await {
-            Ok(c) => return stored_response(StatusCode::OK, &new, c.revision),
+            Ok(c) => {
+                after_write(state, t, &cluster);
+                if deleting {
+                    crate::controllers::gc::collect_dependents(&state.gc, &key, &new);
+                }
+                return stored_response_as(t, StatusCode::OK, &new, c.revision);
+            }
             Err(StorageError::Conflict { .. }) if pinned.is_none() => continue,
             Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
         }
@@ -635,20 +835,133 @@ async fn patch(
     pt: PatchType,
     body: &[u8],
 ) -> ApiResult<Resp> {
-    modify(state, ctx, scope, name, Change::Patch { pt, body, sub }).await
+    if pt != PatchType::Apply {
+        return modify(state, ctx, scope, name, Change::Patch { pt, body, sub }).await;
+    }
+    let t = scope.t;
+    if sub.is_some() {
+        return Err(ApiError::UnsupportedMediaType(
+            "server-side apply of subresources is not supported".into(),
+        ));
+    }
+    let Some(manager) = ctx.query.get("fieldManager").map(str::to_string) else {
+        return Err(ApiError::BadRequest(
+            "PATCH request for server-side apply must specify fieldManager".into(),
+        ));
+    };
+    let force = ctx.query.flag("force");
+    let text = std::str::from_utf8(body)
+        .map_err(|e| ApiError::BadRequest(format!("body is not UTF-8: {e}")))?;
+    let mut applied: Value = serde_saphyr::from_str(text)
+        .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?;
+    if !applied.is_object() {
+        return Err(ApiError::BadRequest(
+            "an applied configuration must be an object".into(),
+        ));
+    }
+    finish_decode(state, ctx, t, &mut applied)?;
+    crate::apply::strip_managed(&mut applied);
+    if object::name(&applied).is_some_and(|n| n != name) {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            object::name(&applied).unwrap_or("")
+        )));
+    }
+    if state.store.get(&scope.key(name)?).is_none() {
+        let mut created = crate::apply::apply(
+            &ownership_schema(state, t),
+            None,
+            &applied,
+            &manager,
+            &t.api_version(),
+            force,
+        )
+        .map_err(|c| apply_conflict(t, name, &c))?;
+        object::meta_mut(&mut created).insert("name".into(), json!(name));
+        return match create_decoded(state, ctx, scope, created, Ownership::Applied).await {
+            Err(ApiError::AlreadyExists { .. }) => {
+                modify(
+                    state,
+                    ctx,
+                    scope,
+                    name,
+                    Change::Apply {
+                        applied,
+                        manager,
+                        force,
+                    },
+                )
+                .await
+            }
+            other => other.map(|mut r| {
+                *r.status_mut() = StatusCode::CREATED;
+                r
+            }),
+        };
+    }
+    modify(
+        state,
+        ctx,
+        scope,
+        name,
+        Change::Apply {
+            applied,
+            manager,
+            force,
+        },
+    )
+    .await
 }
 
-/// `autoscaling/v1` Scale view of a workload.
-fn scale_of(obj: &Value) -> Value {
-    let selector = obj["spec"]["selector"]["matchLabels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
+fn apply_conflict(t: &ResourceType, name: &str, conflicts: &[crate::apply::Conflict]) -> ApiError {
+    ApiError::ApplyConflict {
+        gr: t.gr.clone(),
+        name: name.to_string(),
+        message: crate::apply::conflict_message(conflicts),
+        causes: conflicts
+            .iter()
+            .map(|c| Cause {
+                reason: "FieldManagerConflict",
+                field: c.path.clone(),
+                message: format!("conflict with \"{}\" using {}", c.manager, c.api_version),
+            })
+            .collect(),
+    }
+}
+
+/// `autoscaling/v1` Scale view of a workload (custom resources: the CRD's scale paths).
+fn scale_of(t: &ResourceType, obj: &Value) -> Value {
+    let scale = t.custom().and_then(|c| c.scale.as_ref());
+    let first_int =
+        |p: &crate::jsonpath::JsonPath| p.eval(obj).first().and_then(|v| v.as_i64()).unwrap_or(0);
+    let (spec_replicas, status_replicas, selector) = match scale {
+        Some(s) => (
+            first_int(&s.spec_replicas),
+            first_int(&s.status_replicas),
+            s.label_selector
+                .as_ref()
+                .and_then(|p| {
+                    p.eval(obj)
+                        .first()
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string)
+                })
+                .unwrap_or_default(),
+        ),
+        None => (
+            obj["spec"]["replicas"].as_i64().unwrap_or(0),
+            obj["status"]["replicas"].as_i64().unwrap_or(0),
+            obj["spec"]["selector"]["matchLabels"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default(),
+        ),
+    };
     let m = &obj["metadata"];
     json!({
         "kind": "Scale",
@@ -657,9 +970,28 @@ fn scale_of(obj: &Value) -> Value {
             "name": m["name"], "namespace": m["namespace"], "uid": m["uid"],
             "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"],
         },
-        "spec": {"replicas": obj["spec"]["replicas"].as_i64().unwrap_or(0)},
-        "status": {"replicas": obj["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector},
+        "spec": {"replicas": spec_replicas},
+        "status": {"replicas": status_replicas, "selector": selector},
     })
+}
+
+/// Set the desired replicas of a workload (custom resources: at the CRD's spec path).
+fn set_replicas(t: &ResourceType, obj: &mut Value, replicas: i64) {
+    let path: Vec<String> = match t.custom().and_then(|c| c.scale.as_ref()) {
+        Some(s) => s.spec_replicas_field.clone(),
+        None => vec!["spec".into(), "replicas".into()],
+    };
+    let mut cur = obj;
+    for (i, seg) in path.iter().enumerate() {
+        if i + 1 == path.len() {
+            cur[seg.as_str()] = json!(replicas);
+        } else {
+            if !cur[seg.as_str()].is_object() {
+                cur[seg.as_str()] = json!({});
+            }
+            cur = &mut cur[seg.as_str()];
+        }
+    }
 }
 
 fn get_scale(state: &ApiState, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
@@ -669,7 +1001,7 @@ fn get_scale(state: &ApiState, scope: &Scope<'_>, name: &str) -> ApiResult<Resp>
         .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
     let obj: Value =
         serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(super::json_value(StatusCode::OK, &scale_of(&obj)))
+    Ok(super::json_value(StatusCode::OK, &scale_of(scope.t, &obj)))
 }
 
 enum Patcher<'a> {
@@ -693,7 +1025,7 @@ async fn update_scale(
             .ok_or_else(|| ApiError::not_found(&t.gr, name))?;
         let old: Value =
             serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
-        let current = scale_of(&old);
+        let current = scale_of(t, &old);
         let wanted = match &how {
             Patcher::Replace(body) => parse_json(body)?,
             Patcher::Patch(PatchType::Json, body) => patch::json_patch(&current, body)
@@ -728,10 +1060,10 @@ async fn update_scale(
             ));
         }
         let mut new = old.clone();
-        new["spec"]["replicas"] = json!(replicas);
+        set_replicas(t, &mut new, replicas);
         object::prepare_update(&mut new, &old, t, scope.cluster()?, false);
         if ctx.dry_run() {
-            return Ok(super::json_value(StatusCode::OK, &scale_of(&new)));
+            return Ok(super::json_value(StatusCode::OK, &scale_of(t, &new)));
         }
         let bytes =
             Bytes::from(serde_json::to_vec(&new).map_err(|e| ApiError::Internal(e.to_string()))?);
@@ -746,7 +1078,7 @@ async fn update_scale(
         {
             Ok(c) => {
                 object::set_resource_version(&mut new, c.revision.0);
-                return Ok(super::json_value(StatusCode::OK, &scale_of(&new)));
+                return Ok(super::json_value(StatusCode::OK, &scale_of(t, &new)));
             }
             Err(StorageError::Conflict { .. }) if pinned.is_none() => continue,
             Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
@@ -797,8 +1129,38 @@ pub async fn delete_object(
                 ),
             });
         }
-        let marks =
-            object::finalizers(&obj) > 0 || matches!(t.resource, "namespaces" | "workspaces");
+        let container = matches!(
+            t.resource.as_str(),
+            "namespaces" | "workspaces" | "customresourcedefinitions"
+        );
+        let policy = options["propagationPolicy"].as_str().unwrap_or(
+            if options["orphanDependents"] == true {
+                "Orphan"
+            } else {
+                "Background"
+            },
+        );
+        let gc_finalizer = match policy {
+            "Foreground" => Some(crate::controllers::gc::FOREGROUND),
+            "Orphan" => Some(crate::controllers::gc::ORPHAN),
+            "Background" => None,
+            other => {
+                return Err(ApiError::BadRequest(format!(
+                    "propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+                )));
+            }
+        };
+        if let (Some(f), false) = (gc_finalizer, container || object::is_deleting(&obj)) {
+            let list = object::meta_mut(&mut obj)
+                .entry("finalizers")
+                .or_insert_with(|| json!([]));
+            if let Some(l) = list.as_array_mut()
+                && !l.iter().any(|x| x == f)
+            {
+                l.push(json!(f));
+            }
+        }
+        let marks = object::finalizers(&obj) > 0 || container;
         if marks {
             if object::is_deleting(&obj) {
                 return Ok((StatusCode::OK, entry.value.clone()));
@@ -806,7 +1168,7 @@ pub async fn delete_object(
             object::meta_mut(&mut obj)
                 .insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
             object::meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(0));
-            if matches!(t.resource, "namespaces" | "workspaces") {
+            if matches!(t.resource.as_str(), "namespaces" | "workspaces") {
                 obj["status"]["phase"] = json!("Terminating");
             }
             if dry_run {
@@ -827,7 +1189,14 @@ pub async fn delete_object(
                 })
                 .await
             {
-                Ok(c) => return Ok((StatusCode::OK, with_resource_version(&bytes, c.revision))),
+                Ok(c) => {
+                    if gc_finalizer.is_some() {
+                        let _ = state
+                            .gc
+                            .send(crate::controllers::gc::GcTask::Finalize { key: key.clone() });
+                    }
+                    return Ok((StatusCode::OK, with_resource_version(&bytes, c.revision)));
+                }
                 Err(StorageError::Conflict { .. }) => continue,
                 Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
             }
@@ -844,6 +1213,7 @@ pub async fn delete_object(
             .await
         {
             Ok(c) => {
+                crate::controllers::gc::collect_dependents(&state.gc, key, &obj);
                 return Ok((
                     StatusCode::OK,
                     with_resource_version(&entry.value, c.revision),

@@ -9,16 +9,23 @@ use crate::state::ApiState;
 pub fn v3_root(state: &ApiState, ctx: &Ctx) -> Resp {
     json_value(
         StatusCode::OK,
-        &state
-            .openapi
-            .v3_root(state.schemas, state.catalog, &ctx.target.prefix),
+        &state.openapi.v3_root(
+            state.schemas,
+            &state.catalog_for(&ctx.target.cluster),
+            &ctx.target.prefix,
+        ),
     )
 }
 
-pub fn v3(state: &ApiState, group: &str, version: &str) -> ApiResult<Resp> {
+pub fn v3(state: &ApiState, ctx: &Ctx, group: &str, version: &str) -> ApiResult<Resp> {
     let (bytes, hash) = state
         .openapi
-        .v3(state.schemas, state.catalog, group, version)
+        .v3(
+            state.schemas,
+            &state.catalog_for(&ctx.target.cluster),
+            group,
+            version,
+        )
         .ok_or(ApiError::PathNotFound)?;
     let mut r = json(StatusCode::OK, bytes);
     if let Ok(etag) = HeaderValue::from_str(&format!("\"{hash}\"")) {
@@ -47,6 +54,8 @@ pub fn v2(state: &ApiState, ctx: &Ctx) -> ApiResult<Resp> {
     }
     Ok(json(
         StatusCode::OK,
-        state.openapi.v2(state.schemas, state.catalog),
+        state
+            .openapi
+            .v2(state.schemas, crate::resources::Catalog::builtin()),
     ))
 }

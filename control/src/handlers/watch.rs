@@ -149,6 +149,15 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
 
     let api_version = t.api_version();
     let state2 = state.clone();
+    let mut table = super::table::wants_table(ctx.accept()).map(|v| TableFrames {
+        version: v,
+        include_object: ctx
+            .query
+            .get("includeObject")
+            .unwrap_or("Metadata")
+            .to_string(),
+        columns_sent: false,
+    });
     let labels = ResourceLabels {
         resource: t.resource.to_string(),
     };
@@ -159,14 +168,18 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
             gauge.dec();
         });
         for obj in initial {
-            if tx.send(frame("ADDED", &obj)).await.is_err() {
+            if tx
+                .send(event_frame(&mut table, &t, "ADDED", &obj))
+                .await
+                .is_err()
+            {
                 return;
             }
         }
         let mut last = from;
         if end_bookmark
             && tx
-                .send(bookmark(t.kind, &api_version, from, true))
+                .send(bookmark(&t.kind, &api_version, from, true))
                 .await
                 .is_err()
         {
@@ -182,7 +195,7 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
                 _ = &mut deadline => return,
                 _ = tx.closed() => return,
                 _ = ticker.tick(), if bookmarks => {
-                    if tx.send(bookmark(t.kind, &api_version, last, false)).await.is_err() {
+                    if tx.send(bookmark(&t.kind, &api_version, last, false)).await.is_err() {
                         return;
                     }
                 }
@@ -216,6 +229,39 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
         HeaderValue::from_static("application/json"),
     );
     Ok(r)
+}
+
+/// Watch events rendered as one-row Tables; column definitions go with the first only.
+struct TableFrames {
+    version: &'static str,
+    include_object: String,
+    columns_sent: bool,
+}
+
+fn event_frame(
+    table: &mut Option<TableFrames>,
+    t: &crate::resources::ResourceType,
+    kind: &str,
+    object: &Bytes,
+) -> Bytes {
+    let object = &super::objects::present(t, object.clone());
+    let Some(tf) = table else {
+        return frame(kind, object);
+    };
+    let Ok(obj) = serde_json::from_slice::<serde_json::Value>(object) else {
+        return frame(kind, object);
+    };
+    let rv = obj["metadata"]["resourceVersion"].clone();
+    let rendered = super::table::table(
+        t,
+        tf.version,
+        &[obj],
+        json!({"resourceVersion": rv}),
+        &tf.include_object,
+        !tf.columns_sent,
+    );
+    tf.columns_sent = true;
+    frame(kind, rendered.to_string().as_bytes())
 }
 
 /// Runs a closure when dropped (metrics bookkeeping on every exit path).

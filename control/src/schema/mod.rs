@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value, json};
 
-use crate::patch::meta_table::PATCH_META;
+use crate::patch::meta_table::{LIST_META, PATCH_META};
 use crate::resources::Catalog;
 
 const REF_PREFIX: &str = "#/components/schemas/";
@@ -31,7 +31,9 @@ impl SchemaSet {
     pub fn build(catalog: &Catalog) -> Self {
         let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
         for t in catalog.types() {
-            (t.schema)(&mut generator);
+            if let crate::resources::SchemaKind::Builtin { generate, .. } = &t.schema {
+                generate(&mut generator);
+            }
         }
         let mut components: BTreeMap<String, Value> =
             generator.take_definitions(true).into_iter().collect();
@@ -47,6 +49,22 @@ impl SchemaSet {
                 }
                 if !key.is_empty() {
                     obj.insert("x-kubernetes-patch-merge-key".into(), json!(key));
+                }
+            }
+        }
+        for (def, field, list_type, keys) in LIST_META {
+            if let Some(obj) = components
+                .get_mut(*def)
+                .and_then(|d| d.get_mut("properties"))
+                .and_then(|p| p.get_mut(*field))
+                .and_then(Value::as_object_mut)
+            {
+                obj.insert("x-kubernetes-list-type".into(), json!(list_type));
+                if !keys.is_empty() {
+                    obj.insert(
+                        "x-kubernetes-list-map-keys".into(),
+                        json!(keys.split(',').collect::<Vec<_>>()),
+                    );
                 }
             }
         }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -80,9 +80,11 @@ fn json_body(def: &str) -> Value {
     json!({"content": {"*/*": {"schema": reference(def)}}, "required": true})
 }
 
-fn patch_body() -> Value {
+/// Custom resources take no strategic merge patch, as in kube-apiserver.
+fn patch_body(strategic: bool) -> Value {
     let content: Map<String, Value> = PATCH_TYPES
         .iter()
+        .filter(|t| strategic || !t.starts_with("application/strategic"))
         .map(|t| {
             (
                 t.to_string(),
@@ -97,7 +99,7 @@ fn item_ops(t: &ResourceType, gvk: (&str, &str, &str), def: &str) -> Value {
     json!({
         "get": op("get", t, gvk, def, None, vec![]),
         "put": op("put", t, gvk, def, Some(json_body(def)), write_params(false)),
-        "patch": op("patch", t, gvk, def, Some(patch_body()), write_params(true)),
+        "patch": op("patch", t, gvk, def, Some(patch_body(t.custom().is_none())), write_params(true)),
         "delete": op("delete", t, gvk, "io.k8s.apimachinery.pkg.apis.meta.v1.Status", None, vec![query_param("dryRun", "string", "")]),
     })
 }
@@ -114,14 +116,29 @@ pub fn v3_document(
         return None;
     }
     let mut paths = Map::new();
+    let mut custom = Map::new();
     let mut roots: Vec<&str> = vec![
         "io.k8s.apimachinery.pkg.apis.meta.v1.Patch",
         "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
     ];
     for t in &types {
-        let gvk = (t.group, t.version, t.kind);
+        let gvk = (t.group.as_str(), t.version.as_str(), t.kind.as_str());
         let def = t.definition.as_str();
-        roots.push(def);
+        match t.custom() {
+            Some(c) => {
+                custom.insert(
+                    def.to_string(),
+                    crate::crd::structural::openapi_component(
+                        c.schema.as_ref(),
+                        &t.group,
+                        &t.version,
+                        &t.kind,
+                    ),
+                );
+                roots.push("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
+            }
+            None => roots.push(def),
+        }
         let base = if t.namespaced {
             format!(
                 "/{}/namespaces/{{namespace}}/{}",
@@ -155,6 +172,7 @@ pub fn v3_document(
         }
     }
     let mut schemas = set.closure(&roots);
+    schemas.extend(custom);
     if roots.contains(&"io.k8s.api.autoscaling.v1.Scale")
         && !schemas.contains_key("io.k8s.api.autoscaling.v1.Scale")
     {
@@ -193,7 +211,7 @@ pub fn v2_document(set: &SchemaSet, catalog: &Catalog) -> Value {
     let mut paths = Map::new();
     for (group, versions) in catalog.groups() {
         for version in versions {
-            if let Some(doc) = v3_document(set, catalog, group, version)
+            if let Some(doc) = v3_document(set, catalog, &group, &version)
                 && let Some(p) = doc["paths"].as_object()
             {
                 for (k, v) in p {
@@ -214,7 +232,8 @@ type Document = (Bytes, String);
 /// Serialized documents, built on first use and kept: they only change with the catalog.
 #[derive(Default)]
 pub struct OpenApiCache {
-    v3: Mutex<HashMap<(String, String), Option<Document>>>,
+    /// Keyed by catalog generation (0 for built-in group-versions), group and version.
+    v3: Mutex<HashMap<(u64, String, String), Option<Document>>>,
     v2: Mutex<Option<Bytes>>,
 }
 
@@ -233,9 +252,21 @@ impl OpenApiCache {
         group: &str,
         version: &str,
     ) -> Option<(Bytes, String)> {
+        let generation = if catalog
+            .in_group_version(group, version)
+            .any(|t| t.custom().is_some())
+        {
+            catalog.generation
+        } else {
+            0
+        };
         let mut cache = self.v3.lock().unwrap_or_else(|p| p.into_inner());
+        if generation > 0 {
+            cache
+                .retain(|(g, gr, v), _| *g == 0 || *g == generation || gr != group || v != version);
+        }
         cache
-            .entry((group.to_string(), version.to_string()))
+            .entry((generation, group.to_string(), version.to_string()))
             .or_insert_with(|| {
                 let doc = v3_document(set, catalog, group, version)?;
                 let bytes = Bytes::from(serde_json::to_vec(&doc).ok()?);
@@ -250,8 +281,8 @@ impl OpenApiCache {
         let mut paths = Map::new();
         for (group, versions) in catalog.groups() {
             for version in versions {
-                if let Some((_, hash)) = self.v3(set, catalog, group, version) {
-                    let gv = gv_path(group, version);
+                if let Some((_, hash)) = self.v3(set, catalog, &group, &version) {
+                    let gv = gv_path(&group, &version);
                     paths.insert(gv.clone(), json!({"serverRelativeURL": format!("{prefix}/openapi/v3/{gv}?hash={hash}")}));
                 }
             }
@@ -268,9 +299,6 @@ impl OpenApiCache {
             .clone()
     }
 }
-
-/// Keeps `Arc` use explicit for callers that share one cache across servers.
-pub type SharedOpenApiCache = Arc<OpenApiCache>;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,270 @@
+//! Garbage collection by ownerReferences, with the three propagation policies:
+//! `Background` (the owner goes now, dependents after), `Foreground` (the owner waits,
+//! holding the `foregroundDeletion` finalizer, until its dependents are gone) and `Orphan`
+//! (dependents lose their reference to the owner, which then goes).
+//!
+//! Deletions enqueue work here; dependents are found by a scan of the owner's logical
+//! cluster (and namespace, for a namespaced owner).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sluice_api::LogicalClusterPath;
+use tokio::sync::{mpsc, watch};
+
+use crate::handlers::objects::delete_object;
+use crate::object;
+use crate::state::SharedState;
+use crate::storage::{Expect, Key, Op};
+
+pub const FOREGROUND: &str = "foregroundDeletion";
+pub const ORPHAN: &str = "orphan";
+const RETRY: Duration = Duration::from_millis(200);
+
+/// Work for the collector.
+#[derive(Debug, Clone)]
+pub enum GcTask {
+    /// An owner is gone: delete what it owned.
+    Deleted {
+        cluster: LogicalClusterPath,
+        namespace: Option<String>,
+        uid: String,
+    },
+    /// An owner holds `foregroundDeletion` or `orphan`: act, then release it.
+    Finalize { key: Key },
+}
+
+pub type GcQueue = mpsc::UnboundedSender<GcTask>;
+
+/// After `obj` (stored at `key`) was deleted: collect what it owned.
+pub fn collect_dependents(queue: &GcQueue, key: &Key, obj: &Value) {
+    if let (Some(uid), Some((cluster, namespace))) =
+        (obj["metadata"]["uid"].as_str(), key_parts(key))
+    {
+        let _ = queue.send(GcTask::Deleted {
+            cluster,
+            namespace,
+            uid: uid.to_string(),
+        });
+    }
+}
+
+fn owned_by(obj: &Value, uid: &str) -> bool {
+    obj["metadata"]["ownerReferences"]
+        .as_array()
+        .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+}
+
+/// Every object in `cluster` (and `namespace`) that names `uid` as an owner.
+fn dependents(
+    state: &SharedState,
+    cluster: &LogicalClusterPath,
+    namespace: Option<&str>,
+    uid: &str,
+) -> Vec<(std::sync::Arc<crate::resources::ResourceType>, Key, Value)> {
+    let mut out = Vec::new();
+    for t in state.crds.catalog(cluster).types() {
+        if namespace.is_some() && !t.namespaced {
+            continue;
+        }
+        state
+            .store
+            .scan(&t.prefix.scope(Some(cluster), namespace), None, |k, e| {
+                if let Ok(v) = serde_json::from_slice::<Value>(&e.value) {
+                    if owned_by(&v, uid) {
+                        out.push((t.clone(), k.clone(), v));
+                    }
+                }
+                true
+            });
+    }
+    out
+}
+
+fn key_parts(key: &Key) -> Option<(LogicalClusterPath, Option<String>)> {
+    let p = key.parts()?;
+    let cluster = p.cluster.parse().ok()?;
+    let ns = (!p.namespace.is_empty()).then(|| p.namespace.to_string());
+    Some((cluster, ns))
+}
+
+/// Remove `finalizer` from the object at `key`; delete it if that was the last one.
+async fn release(state: &SharedState, key: &Key, finalizer: &str) {
+    let Some(entry) = state.store.get(key) else {
+        return;
+    };
+    let Ok(mut obj) = serde_json::from_slice::<Value>(&entry.value) else {
+        return;
+    };
+    if let Some(list) = obj["metadata"]["finalizers"].as_array_mut() {
+        list.retain(|f| f != finalizer);
+    }
+    let op = if object::is_deleting(&obj) && object::finalizers(&obj) == 0 {
+        Op::Delete {
+            key: key.clone(),
+            expect: Expect::At(entry.revision),
+        }
+    } else {
+        let Ok(bytes) = serde_json::to_vec(&obj) else {
+            return;
+        };
+        Op::Put {
+            key: key.clone(),
+            value: bytes.into(),
+            expect: Expect::At(entry.revision),
+        }
+    };
+    let deleting = matches!(op, Op::Delete { .. });
+    match state.store.write(op).await {
+        Ok(_) if deleting => collect_dependents(&state.gc, key, &obj),
+        Ok(_) => {}
+        Err(e) => tracing::debug!(%key, error = %e, "gc: releasing finalizer raced; will retry"),
+    }
+}
+
+/// Process one task; `Some(task)` asks to be retried later.
+async fn process(state: &SharedState, task: GcTask) -> Option<GcTask> {
+    match &task {
+        GcTask::Deleted {
+            cluster,
+            namespace,
+            uid,
+        } => {
+            for (t, k, v) in dependents(state, cluster, namespace.as_deref(), uid) {
+                let name = object::name(&v).unwrap_or("").to_string();
+                // Dependents owned by others too only lose this reference.
+                let others = v["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|r| r["uid"] != *uid));
+                if others {
+                    drop_reference(state, &k, uid).await;
+                } else if let Err(e) = delete_object(
+                    state,
+                    &t,
+                    &k,
+                    &name,
+                    &json!({"propagationPolicy": "Background"}),
+                    false,
+                )
+                .await
+                {
+                    tracing::debug!(key = %k, error = %e, "gc: deleting dependent failed");
+                }
+            }
+            None
+        }
+        GcTask::Finalize { key } => {
+            let entry = state.store.get(key)?;
+            let obj: Value = serde_json::from_slice(&entry.value).ok()?;
+            let uid = obj["metadata"]["uid"].as_str()?.to_string();
+            let (cluster, namespace) = key_parts(key)?;
+            let finalizers: Vec<String> = obj["metadata"]["finalizers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect();
+            if finalizers.iter().any(|f| f == ORPHAN) {
+                for (_, k, _) in dependents(state, &cluster, namespace.as_deref(), &uid) {
+                    drop_reference(state, &k, &uid).await;
+                }
+                release(state, key, ORPHAN).await;
+                return None;
+            }
+            if finalizers.iter().any(|f| f == FOREGROUND) {
+                let deps = dependents(state, &cluster, namespace.as_deref(), &uid);
+                if deps.is_empty() {
+                    release(state, key, FOREGROUND).await;
+                    return None;
+                }
+                for (t, k, v) in deps {
+                    if !object::is_deleting(&v) {
+                        let name = object::name(&v).unwrap_or("").to_string();
+                        let _ = delete_object(
+                            state,
+                            &t,
+                            &k,
+                            &name,
+                            &json!({"propagationPolicy": "Foreground"}),
+                            false,
+                        )
+                        .await;
+                    }
+                }
+                return Some(task);
+            }
+            None
+        }
+    }
+}
+
+/// Remove the ownerReference to `uid` from the object at `key`.
+async fn drop_reference(state: &SharedState, key: &Key, uid: &str) {
+    for _ in 0..8 {
+        let Some(entry) = state.store.get(key) else {
+            return;
+        };
+        let Ok(mut obj) = serde_json::from_slice::<Value>(&entry.value) else {
+            return;
+        };
+        if let Some(refs) = obj["metadata"]["ownerReferences"].as_array_mut() {
+            refs.retain(|r| r["uid"] != uid);
+            if refs.is_empty() {
+                if let Some(m) = obj["metadata"].as_object_mut() {
+                    m.remove("ownerReferences");
+                }
+            }
+        }
+        let Ok(bytes) = serde_json::to_vec(&obj) else {
+            return;
+        };
+        if state
+            .store
+            .write(Op::Put {
+                key: key.clone(),
+                value: bytes.into(),
+                expect: Expect::At(entry.revision),
+            })
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
+
+/// Run the collector until `shutdown` flips.
+pub async fn run(
+    state: SharedState,
+    mut rx: mpsc::UnboundedReceiver<GcTask>,
+    queue: GcQueue,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    // Owners left mid-finalization by a previous run.
+    for t in crate::resources::Catalog::builtin().types() {
+        state.store.scan(t.prefix.as_str(), None, |k, e| {
+            if let Ok(v) = serde_json::from_slice::<Value>(&e.value) {
+                let held = v["metadata"]["finalizers"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|f| f == FOREGROUND || f == ORPHAN));
+                if held && object::is_deleting(&v) {
+                    let _ = queue.send(GcTask::Finalize { key: k.clone() });
+                }
+            }
+            true
+        });
+    }
+    loop {
+        let task = tokio::select! {
+            _ = shutdown.changed() => return,
+            t = rx.recv() => match t { Some(t) => t, None => return },
+        };
+        if let Some(retry) = process(&state, task).await {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(RETRY).await;
+                let _ = queue.send(retry);
+            });
+        }
+    }
+}
