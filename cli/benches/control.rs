@@ -289,8 +289,12 @@ async fn main() {
 
 /// A Deployment whose applied configuration owns 50 fields.
 fn fifty_field_deployment(name: &str, generation: usize) -> serde_json::Value {
-    let labels: serde_json::Map<String, serde_json::Value> = (0..10).map(|i| (format!("label-{i}"), json!(format!("v{i}")))).collect();
-    let env: Vec<serde_json::Value> = (0..10).map(|i| json!({"name": format!("VAR_{i}"), "value": format!("{generation}-{i}")})).collect();
+    let labels: serde_json::Map<String, serde_json::Value> = (0..10)
+        .map(|i| (format!("label-{i}"), json!(format!("v{i}"))))
+        .collect();
+    let env: Vec<serde_json::Value> = (0..10)
+        .map(|i| json!({"name": format!("VAR_{i}"), "value": format!("{generation}-{i}")}))
+        .collect();
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "labels": labels},
@@ -312,16 +316,38 @@ async fn server_side_apply(c: &kube::Client, ops: usize) {
     use kube::api::{Patch, PatchParams};
     let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(c.clone(), "bench");
     let pp = PatchParams::apply("bench").force();
-    let first = api.patch("ssa-0", &pp, &Patch::Apply(fifty_field_deployment("ssa-0", 0))).await.unwrap();
-    let owned = first.metadata.managed_fields.as_ref().and_then(|m| m.first()).and_then(|m| m.fields_v1.as_ref()).map(|f| count_leaves(&f.0)).unwrap_or(0);
+    let first = api
+        .patch(
+            "ssa-0",
+            &pp,
+            &Patch::Apply(fifty_field_deployment("ssa-0", 0)),
+        )
+        .await
+        .unwrap();
+    let owned = first
+        .metadata
+        .managed_fields
+        .as_ref()
+        .and_then(|m| m.first())
+        .and_then(|m| m.fields_v1.as_ref())
+        .map(|f| count_leaves(&f.0))
+        .unwrap_or(0);
     let mut stats = Stats(Vec::new());
     for g in 1..=ops {
         let t = Instant::now();
-        api.patch("ssa-0", &pp, &Patch::Apply(fifty_field_deployment("ssa-0", g))).await.unwrap();
+        api.patch(
+            "ssa-0",
+            &pp,
+            &Patch::Apply(fifty_field_deployment("ssa-0", g)),
+        )
+        .await
+        .unwrap();
         stats.0.push(t.elapsed());
     }
     println!();
-    stats.line(&format!("server-side apply, {owned} managed fields, changed"));
+    stats.line(&format!(
+        "server-side apply, {owned} managed fields, changed"
+    ));
     let t = Instant::now();
     let n = ops * 2;
     futures::stream::iter(0..n)
@@ -330,11 +356,17 @@ async fn server_side_apply(c: &kube::Client, ops: usize) {
             let pp = pp.clone();
             async move {
                 let name = format!("ssa-{}", 1 + i % 64);
-                api.patch(&name, &pp, &Patch::Apply(fifty_field_deployment(&name, i))).await.unwrap();
+                api.patch(&name, &pp, &Patch::Apply(fifty_field_deployment(&name, i)))
+                    .await
+                    .unwrap();
             }
         })
         .await;
-    println!("{:<44} {:>8.0} applies/s (16 concurrent appliers over 64 objects, n={n})", "server-side apply throughput", n as f64 / t.elapsed().as_secs_f64());
+    println!(
+        "{:<44} {:>8.0} applies/s (16 concurrent appliers over 64 objects, n={n})",
+        "server-side apply throughput",
+        n as f64 / t.elapsed().as_secs_f64()
+    );
 }
 
 fn count_leaves(v: &serde_json::Value) -> usize {

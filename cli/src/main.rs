@@ -37,6 +37,13 @@ enum Command {
         /// Largest request body in bytes.
         #[arg(long, default_value_t = 3 * 1024 * 1024)]
         max_request_bytes: usize,
+        /// Serve one physical cluster (Service ClusterIP allocation, `default` and
+        /// `kube-system` namespaces, the `kubernetes` Service).
+        #[arg(long)]
+        single_cluster: bool,
+        /// Service ClusterIP range in single-cluster mode.
+        #[arg(long, default_value = "10.96.0.0/16")]
+        service_cidr: String,
     },
     /// Print a kubeconfig for a logical cluster of a control plane.
     Kubeconfig {
@@ -78,9 +85,14 @@ async fn main() -> anyhow::Result<()> {
             token_auth_file,
             watch_history,
             max_request_bytes,
+            single_cluster,
+            service_cidr,
         } => {
             init_tracing();
             let mut config = sluice_control::Config::new(data_dir, listen);
+            if single_cluster {
+                config.single_cluster = Some(service_cidr.parse().context("--service-cidr")?);
+            }
             config.token_file = token_auth_file;
             config.watch_history = watch_history;
             config.limits.max_body = max_request_bytes;

@@ -13,7 +13,11 @@ fn python_kubernetes_client_crud_list_watch() {
     let dir = tempfile::tempdir().unwrap();
     let control = Control::start(dir.path(), &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/client_crud.py");
-    let out = Command::new("python3").arg(script).arg(&control.kubeconfig).output().expect("python3");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(&control.kubeconfig)
+        .output()
+        .expect("python3");
     assert!(
         out.status.success(),
         "python client failed (is the `kubernetes` package installed? `.ci/run` installs it):\nstdout: {}\nstderr: {}",

@@ -21,6 +21,7 @@ pub mod resources;
 pub mod schema;
 pub mod selectors;
 pub mod server;
+pub mod single_cluster;
 pub mod state;
 pub mod storage;
 pub mod validation;
@@ -53,6 +54,9 @@ pub struct Config {
     /// Watch events retained per resource type.
     pub watch_history: usize,
     pub limits: Limits,
+    /// Serve one physical cluster: allocate Service ClusterIPs from this CIDR, keep the
+    /// `default` and `kube-system` namespaces and the `kubernetes` Service.
+    pub single_cluster: Option<single_cluster::Ipv4Cidr>,
 }
 
 impl Config {
@@ -63,6 +67,7 @@ impl Config {
             token_file: None,
             watch_history: storage::cache::DEFAULT_HISTORY,
             limits: Limits::default(),
+            single_cluster: None,
         }
     }
 }
@@ -137,6 +142,10 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     let mut registry = Registry::with_prefix("sluice_apiserver");
     metrics.register(&mut registry);
     let (gc_tx, gc_rx) = tokio::sync::mpsc::unbounded_channel();
+    if let Some(cidr) = config.single_cluster {
+        single_cluster::bootstrap(&store, cidr, addr.port()).await?;
+    }
+    let store_for_ips = store.clone();
     let state = Arc::new(ApiState {
         store,
         crds: Default::default(),
@@ -148,6 +157,9 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         limits: config.limits.clone(),
         ready: AtomicBool::new(false),
         gc: gc_tx.clone(),
+        ips: config
+            .single_cluster
+            .map(|cidr| Arc::new(single_cluster::IpAllocator::new(cidr, &store_for_ips))),
     });
     let url = format!("https://{host}:{}", addr.port());
     std::fs::write(config.data_dir.join("server.url"), &url)
@@ -166,6 +178,13 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
 
     state.crds.rebuild_all(&state.store);
     let (shutdown, shutdown_rx) = watch::channel(false);
+    if let Some(ips) = &state.ips {
+        tokio::spawn(single_cluster::run_releaser(
+            state.store.clone(),
+            ips.clone(),
+            shutdown_rx.clone(),
+        ));
+    }
     tokio::spawn(crate::controllers::gc::run(
         state.clone(),
         gc_rx,

@@ -50,6 +50,8 @@ pub struct ApiState {
     pub ready: AtomicBool,
     /// Work for the garbage collector.
     pub gc: crate::controllers::gc::GcQueue,
+    /// Service ClusterIP allocation (single-cluster mode only).
+    pub ips: Option<Arc<crate::single_cluster::IpAllocator>>,
 }
 
 pub type SharedState = Arc<ApiState>;

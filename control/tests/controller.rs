@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -28,7 +30,9 @@ struct Ctx {
 /// Desired state: ConfigMap `<widget>-config` with the widget's spec, owned by the widget.
 async fn reconcile(widget: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
     let ns = widget.namespace().unwrap_or_default();
-    let owner = widget.controller_owner_ref(&ApiResource::from_gvk_with_plural(&gvk(), "widgets")).unwrap();
+    let owner = widget
+        .controller_owner_ref(&ApiResource::from_gvk_with_plural(&gvk(), "widgets"))
+        .unwrap();
     let cm: ConfigMap = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": format!("{}-config", widget.name_any()), "ownerReferences": [owner]},
@@ -36,7 +40,11 @@ async fn reconcile(widget: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, 
     }))
     .unwrap();
     Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
-        .patch(&cm.metadata.name.clone().unwrap(), &PatchParams::apply("widget-controller").force(), &Patch::Apply(&cm))
+        .patch(
+            &cm.metadata.name.clone().unwrap(),
+            &PatchParams::apply("widget-controller").force(),
+            &Patch::Apply(&cm),
+        )
         .await?;
     Ok(Action::requeue(Duration::from_secs(300)))
 }
@@ -53,14 +61,23 @@ fn gvk() -> GroupVersionKind {
 async fn kube_runtime_controller_in_a_logical_cluster() {
     let server = TestServer::start().await;
     let root = server.client().await;
-    let ws = Api::<DynamicObject>::all_with(root.clone(), &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("sluice.dev", "v1alpha1", "Workspace"), "workspaces"));
+    let ws = Api::<DynamicObject>::all_with(
+        root.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("sluice.dev", "v1alpha1", "Workspace"),
+            "workspaces",
+        ),
+    );
     ws.create(&PostParams::default(), &serde_json::from_value(json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "Workspace", "metadata": {"name": "team"}})).unwrap())
         .await
         .unwrap();
     let client = server.client_for_cluster("root:team").await;
     let crds = Api::<DynamicObject>::all_with(
         client.clone(),
-        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"), "customresourcedefinitions"),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
     );
     crds.create(&PostParams::default(), &serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -69,15 +86,34 @@ async fn kube_runtime_controller_in_a_logical_cluster() {
                  "versions": [{"name": "v1", "served": true, "storage": true,
                      "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}, "color": {"type": "string", "default": "blue"}}}}}}}]}
     })).unwrap()).await.unwrap();
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "app"}})).unwrap()).await.unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "app"}})).unwrap(),
+        )
+        .await
+        .unwrap();
 
     let ar = ApiResource::from_gvk_with_plural(&gvk(), "widgets");
     let widgets = Api::<DynamicObject>::namespaced_with(client.clone(), "app", &ar);
     let cms = Api::<ConfigMap>::namespaced(client.clone(), "app");
-    let controller = Controller::new_with(Api::<DynamicObject>::all_with(client.clone(), &ar), watcher::Config::default(), ar.clone())
-        .owns(Api::<ConfigMap>::all(client.clone()), watcher::Config::default())
-        .run(reconcile, error_policy, Arc::new(Ctx { client: client.clone() }))
-        .for_each(|_| async {});
+    let controller = Controller::new_with(
+        Api::<DynamicObject>::all_with(client.clone(), &ar),
+        watcher::Config::default(),
+        ar.clone(),
+    )
+    .owns(
+        Api::<ConfigMap>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .run(
+        reconcile,
+        error_policy,
+        Arc::new(Ctx {
+            client: client.clone(),
+        }),
+    )
+    .for_each(|_| async {});
     let task = tokio::spawn(controller);
 
     for (name, size) in [("a", 1), ("b", 2), ("c", 3)] {
@@ -86,24 +122,74 @@ async fn kube_runtime_controller_in_a_logical_cluster() {
             .await
             .unwrap();
     }
-    assert!(eventually(Duration::from_secs(10), || async { cms.list(&Default::default()).await.map(|l| l.items.len() == 3).unwrap_or(false) }).await, "controller did not create the ConfigMaps");
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            cms.list(&Default::default())
+                .await
+                .map(|l| l.items.len() == 3)
+                .unwrap_or(false)
+        })
+        .await,
+        "controller did not create the ConfigMaps"
+    );
     let a = cms.get("a-config").await.unwrap();
-    assert_eq!(a.data.unwrap()["color"], "blue", "the CRD's default reached the controller");
+    assert_eq!(
+        a.data.unwrap()["color"],
+        "blue",
+        "the CRD's default reached the controller"
+    );
 
     // A change to a widget is reconciled.
-    widgets.patch("b", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 20}}))).await.unwrap();
+    widgets
+        .patch(
+            "b",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 20}})),
+        )
+        .await
+        .unwrap();
     assert!(
-        eventually(Duration::from_secs(10), || async { cms.get("b-config").await.map(|c| c.data.unwrap()["size"] == "20").unwrap_or(false) }).await,
+        eventually(Duration::from_secs(10), || async {
+            cms.get("b-config")
+                .await
+                .map(|c| c.data.unwrap()["size"] == "20")
+                .unwrap_or(false)
+        })
+        .await,
         "update not reconciled"
     );
     // A deleted ConfigMap is recreated (the controller owns ConfigMaps).
-    cms.delete("c-config", &DeleteParams::default()).await.unwrap();
-    assert!(eventually(Duration::from_secs(10), || async { cms.get_opt("c-config").await.map(|c| c.is_some()).unwrap_or(false) }).await);
+    cms.delete("c-config", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            cms.get_opt("c-config")
+                .await
+                .map(|c| c.is_some())
+                .unwrap_or(false)
+        })
+        .await
+    );
     // Deleting a widget garbage-collects its ConfigMap through the owner reference.
     widgets.delete("a", &DeleteParams::default()).await.unwrap();
-    assert!(eventually(Duration::from_secs(10), || async { cms.get_opt("a-config").await.map(|c| c.is_none()).unwrap_or(false) }).await);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            cms.get_opt("a-config")
+                .await
+                .map(|c| c.is_none())
+                .unwrap_or(false)
+        })
+        .await
+    );
     // Nothing leaked into root.
-    assert!(Api::<ConfigMap>::namespaced(root.clone(), "app").list(&Default::default()).await.map(|l| l.items.is_empty()).unwrap_or(true));
+    assert!(
+        Api::<ConfigMap>::namespaced(root.clone(), "app")
+            .list(&Default::default())
+            .await
+            .map(|l| l.items.is_empty())
+            .unwrap_or(true)
+    );
     task.abort();
     server.bound.shutdown().await;
 }

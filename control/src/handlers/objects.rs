@@ -602,7 +602,17 @@ async fn create_decoded(
     validate(t, &obj)?;
     check_namespace(state, scope)?;
     let name = object::name(&obj).unwrap_or("").to_string();
+    let ips = state
+        .ips
+        .as_ref()
+        .filter(|_| t.resource == "services" && t.group.is_empty());
+    if let Some(ips) = ips {
+        ips.assign(&mut obj)?;
+    }
     if ctx.dry_run() {
+        if let Some(ips) = ips {
+            ips.release(&obj);
+        }
         return stored_response(StatusCode::CREATED, &obj, state.store.revision());
     }
     let bytes =
@@ -615,7 +625,12 @@ async fn create_decoded(
             expect: Expect::Absent,
         })
         .await
-        .map_err(|e| ApiError::from_storage(e, &t.gr, &name))?;
+        .map_err(|e| {
+            if let Some(ips) = ips {
+                ips.release(&obj);
+            }
+            ApiError::from_storage(e, &t.gr, &name)
+        })?;
     after_write(state, t, &cluster);
     stored_response_as(t, StatusCode::CREATED, &obj, committed.revision)
 }
@@ -751,6 +766,9 @@ async fn modify(
         );
         if t.resource == "customresourcedefinitions" && sub.is_none() {
             new["status"] = crate::crd::accepted_status(&new);
+        }
+        if let (Some(ips), true) = (&state.ips, t.resource == "services" && t.group.is_empty()) {
+            ips.keep(&old, &mut new)?;
         }
         if !matches!(change, Change::Apply { .. }) {
             let subresource = (sub == Some(Subresource::Status)).then_some("status");
@@ -1104,6 +1122,14 @@ pub async fn delete_object(
             .ok_or_else(|| ApiError::not_found(&t.gr, name))?;
         let mut obj: Value =
             serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+        if state.ips.is_some()
+            && t.resource == "namespaces"
+            && crate::single_cluster::PROTECTED_NAMESPACES.contains(&name)
+        {
+            return Err(ApiError::Forbidden(format!(
+                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+            )));
+        }
         let pre = &options["preconditions"];
         if let Some(uid) = pre["uid"].as_str()
             && obj["metadata"]["uid"].as_str() != Some(uid)
