@@ -104,7 +104,9 @@ impl JsonPath {
                             let matches = match x {
                                 Value::String(s) => s == value,
                                 Value::Null => false,
-                                other => other.to_string() == *value,
+                                other => {
+                                    serde_json::from_str::<Value>(value).is_ok_and(|v| v == *other)
+                                }
                             };
                             if matches {
                                 next.push(item);

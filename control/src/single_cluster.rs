@@ -85,10 +85,9 @@ fn cluster_ips(svc: &Value) -> Vec<Ipv4Addr> {
     if let Some(ip) = svc["spec"]["clusterIP"]
         .as_str()
         .and_then(|s| s.parse().ok())
+        && !out.contains(&ip)
     {
-        if !out.contains(&ip) {
-            out.push(ip);
-        }
+        out.push(ip);
     }
     out
 }

@@ -70,10 +70,10 @@ fn dependents(
         state
             .store
             .scan(&t.prefix.scope(Some(cluster), namespace), None, |k, e| {
-                if let Ok(v) = serde_json::from_slice::<Value>(&e.value) {
-                    if owned_by(&v, uid) {
-                        out.push((t.clone(), k.clone(), v));
-                    }
+                if let Ok(v) = serde_json::from_slice::<Value>(&e.value)
+                    && owned_by(&v, uid)
+                {
+                    out.push((t.clone(), k.clone(), v));
                 }
                 true
             });
@@ -209,10 +209,10 @@ async fn drop_reference(state: &SharedState, key: &Key, uid: &str) {
         };
         if let Some(refs) = obj["metadata"]["ownerReferences"].as_array_mut() {
             refs.retain(|r| r["uid"] != uid);
-            if refs.is_empty() {
-                if let Some(m) = obj["metadata"].as_object_mut() {
-                    m.remove("ownerReferences");
-                }
+            if refs.is_empty()
+                && let Some(m) = obj["metadata"].as_object_mut()
+            {
+                m.remove("ownerReferences");
             }
         }
         let Ok(bytes) = serde_json::to_vec(&obj) else {

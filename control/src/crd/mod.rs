@@ -74,7 +74,7 @@ pub fn validate_crd(crd: &Value) -> Vec<Cause> {
         causes.push(Cause::invalid(
             "metadata.name",
             name,
-            format!("must be spec.names.plural+\".\"+spec.group"),
+            "must be spec.names.plural+\".\"+spec.group".to_string(),
         ));
     }
     if !matches!(spec["scope"].as_str(), Some("Namespaced" | "Cluster")) {

@@ -30,10 +30,10 @@ pub fn apply_defaults(schema: &Value, value: &mut Value, depth: usize) {
         Value::Object(map) => {
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
                 for (k, sub) in props {
-                    if !map.contains_key(k) {
-                        if let Some(d) = sub.get("default") {
-                            map.insert(k.clone(), d.clone());
-                        }
+                    if !map.contains_key(k)
+                        && let Some(d) = sub.get("default")
+                    {
+                        map.insert(k.clone(), d.clone());
                     }
                     if let Some(v) = map.get_mut(k) {
                         apply_defaults(sub, v, depth + 1);
@@ -166,70 +166,69 @@ pub fn validate(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Caus
             return;
         }
     }
-    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
-        if !options.contains(value) {
-            let supported: Vec<String> = options.iter().map(|o| o.to_string()).collect();
-            causes.push(Cause {
-                reason: "FieldValueNotSupported",
-                field: field.clone(),
-                message: format!(
-                    "Unsupported value: {}: supported values: {}",
-                    value,
-                    supported.join(", ")
-                ),
-            });
-        }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array)
+        && !options.contains(value)
+    {
+        let supported: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        causes.push(Cause {
+            reason: "FieldValueNotSupported",
+            field: field.clone(),
+            message: format!(
+                "Unsupported value: {}: supported values: {}",
+                value,
+                supported.join(", ")
+            ),
+        });
     }
     if let Some(n) = value.as_f64() {
-        if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
-            if n < min {
-                causes.push(Cause::invalid(
-                    field.clone(),
-                    &n.to_string(),
-                    format!("{field} in body should be greater than or equal to {min}"),
-                ));
-            }
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+            && n < min
+        {
+            causes.push(Cause::invalid(
+                field.clone(),
+                &n.to_string(),
+                format!("{field} in body should be greater than or equal to {min}"),
+            ));
         }
-        if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
-            if n > max {
-                causes.push(Cause::invalid(
-                    field.clone(),
-                    &n.to_string(),
-                    format!("{field} in body should be less than or equal to {max}"),
-                ));
-            }
+        if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+            && n > max
+        {
+            causes.push(Cause::invalid(
+                field.clone(),
+                &n.to_string(),
+                format!("{field} in body should be less than or equal to {max}"),
+            ));
         }
     }
     if let Some(s) = value.as_str() {
         let len = s.chars().count() as u64;
-        if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
-            if len > max {
-                causes.push(Cause {
-                    reason: "FieldValueTooLong",
-                    field: field.clone(),
-                    message: format!("Too long: may not be more than {max} bytes"),
-                });
-            }
+        if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+            && len > max
+        {
+            causes.push(Cause {
+                reason: "FieldValueTooLong",
+                field: field.clone(),
+                message: format!("Too long: may not be more than {max} bytes"),
+            });
         }
-        if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
-            if len < min {
-                causes.push(Cause::invalid(
-                    field.clone(),
-                    s,
-                    format!("{field} in body should be at least {min} chars long"),
-                ));
-            }
+        if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+            && len < min
+        {
+            causes.push(Cause::invalid(
+                field.clone(),
+                s,
+                format!("{field} in body should be at least {min} chars long"),
+            ));
         }
-        if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
-            if let Ok(re) = regex::Regex::new(pattern) {
-                if !re.is_match(s) {
-                    causes.push(Cause::invalid(
-                        field.clone(),
-                        s,
-                        format!("{field} in body should match '{pattern}'"),
-                    ));
-                }
-            }
+        if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
+            && let Ok(re) = regex::Regex::new(pattern)
+            && !re.is_match(s)
+        {
+            causes.push(Cause::invalid(
+                field.clone(),
+                s,
+                format!("{field} in body should match '{pattern}'"),
+            ));
         }
     }
     match value {
@@ -256,17 +255,14 @@ pub fn validate(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Caus
             }
         }
         Value::Array(items) => {
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-                if items.len() as u64 > max {
-                    causes.push(Cause {
-                        reason: "FieldValueTooMany",
-                        field: field.clone(),
-                        message: format!(
-                            "Too many: {}: must have at most {max} items",
-                            items.len()
-                        ),
-                    });
-                }
+            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+                && items.len() as u64 > max
+            {
+                causes.push(Cause {
+                    reason: "FieldValueTooMany",
+                    field: field.clone(),
+                    message: format!("Too many: {}: must have at most {max} items", items.len()),
+                });
             }
             if let Some(item) = schema.get("items") {
                 for (i, v) in items.iter().enumerate() {
