@@ -19,6 +19,19 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+enum DevCommand {
+    /// Start the control plane and local physical clusters; `ready` once up; stops on
+    /// SIGINT/SIGTERM.
+    Up {
+        #[arg(long, default_value = ".sluice/dev")]
+        state: PathBuf,
+        /// Cluster names; a cluster's index is its position.
+        #[arg(long, value_delimiter = ',', default_value = "east,west")]
+        clusters: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Run the logical-cluster API server.
     Control {
@@ -44,7 +57,34 @@ enum Command {
         /// Service ClusterIP range in single-cluster mode.
         #[arg(long, default_value = "10.96.0.0/16")]
         service_cidr: String,
+        /// Container logs of a local cluster's node agent, served as `kubectl logs`.
+        #[arg(long)]
+        pod_logs_dir: Option<PathBuf>,
     },
+    /// Run a local clusterset.
+    Dev {
+        #[command(subcommand)]
+        command: DevCommand,
+    },
+    /// The node agent and controllers of a local cluster.
+    Node {
+        /// Kubeconfig of the cluster's API server.
+        #[arg(long)]
+        kubeconfig: PathBuf,
+        /// The cluster's name.
+        #[arg(long)]
+        cluster: String,
+        /// The cluster's index (Pod IPs from 127.(20+index).0.0/16).
+        #[arg(long, default_value_t = 0)]
+        index: u8,
+        #[arg(long)]
+        logs_dir: PathBuf,
+        #[arg(long, default_value_t = 110)]
+        max_pods: u32,
+    },
+    /// The `sluice/echo` test image: HTTP/1.1 and h2c echo on $ECHO_HTTP_PORT (8080), TCP echo
+    /// on $ECHO_TCP_PORT (9000), bound to $POD_IP.
+    Echo,
     /// Print a kubeconfig for a logical cluster of a control plane.
     Kubeconfig {
         #[arg(long, default_value = ".sluice/control")]
@@ -87,12 +127,14 @@ async fn main() -> anyhow::Result<()> {
             max_request_bytes,
             single_cluster,
             service_cidr,
+            pod_logs_dir,
         } => {
             init_tracing();
             let mut config = sluice_control::Config::new(data_dir, listen);
             if single_cluster {
                 config.single_cluster = Some(service_cidr.parse().context("--service-cidr")?);
             }
+            config.pod_logs_dir = pod_logs_dir;
             config.token_file = token_auth_file;
             config.watch_history = watch_history;
             config.limits.max_body = max_request_bytes;
@@ -106,6 +148,42 @@ async fn main() -> anyhow::Result<()> {
             );
             shutdown_signal().await?;
             tracing::info!("shutting down");
+            bound.shutdown().await;
+        }
+        Command::Dev { command: DevCommand::Up { state, clusters } } => {
+            init_tracing();
+            let cfg = sluice_e2e::devup::DevUpConfig { state, clusters, sluice_bin: std::env::current_exe()? };
+            let running = sluice_e2e::devup::up(&cfg).await?;
+            shutdown_signal().await?;
+            eprintln!("dev up: stopping");
+            tokio::task::spawn_blocking(move || running.stop()).await?;
+            eprintln!("dev up: stopped");
+        }
+        Command::Node { kubeconfig, cluster, index, logs_dir, max_pods } => {
+            init_tracing();
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
+            let client = kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)?;
+            let cfg = sluice_e2e::node::NodeConfig {
+                node_name: format!("{cluster}-node"),
+                cluster,
+                index,
+                logs_dir,
+                sluice_bin: std::env::current_exe()?,
+                max_pods,
+            };
+            let (tx, rx) = tokio::sync::watch::channel(false);
+            let node = tokio::spawn(sluice_e2e::node::run(client.clone(), cfg, rx.clone()));
+            let controllers = tokio::spawn(sluice_e2e::controllers::run(client, rx));
+            shutdown_signal().await?;
+            let _ = tx.send(true);
+            node.await??;
+            controllers.await??;
+        }
+        Command::Echo => {
+            let bound = sluice_e2e::echo::build(sluice_e2e::echo::EchoConfig::from_env()?).await?;
+            println!("echo: http {} tcp {}", bound.http, bound.tcp);
+            shutdown_signal().await?;
             bound.shutdown().await;
         }
         Command::Kubeconfig {

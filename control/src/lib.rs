@@ -57,6 +57,8 @@ pub struct Config {
     /// Serve one physical cluster: allocate Service ClusterIPs from this CIDR, keep the
     /// `default` and `kube-system` namespaces and the `kubernetes` Service.
     pub single_cluster: Option<single_cluster::Ipv4Cidr>,
+    /// Container logs written by a local cluster's node agent, served as `pods/log`.
+    pub pod_logs_dir: Option<PathBuf>,
 }
 
 impl Config {
@@ -68,6 +70,7 @@ impl Config {
             watch_history: storage::cache::DEFAULT_HISTORY,
             limits: Limits::default(),
             single_cluster: None,
+            pod_logs_dir: None,
         }
     }
 }
@@ -157,6 +160,7 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         limits: config.limits.clone(),
         ready: AtomicBool::new(false),
         gc: gc_tx.clone(),
+        pod_logs_dir: config.pod_logs_dir.clone(),
         ips: config
             .single_cluster
             .map(|cidr| Arc::new(single_cluster::IpAllocator::new(cidr, &store_for_ips))),

@@ -52,6 +52,8 @@ pub struct ApiState {
     pub gc: crate::controllers::gc::GcQueue,
     /// Service ClusterIP allocation (single-cluster mode only).
     pub ips: Option<Arc<crate::single_cluster::IpAllocator>>,
+    /// Where a local cluster's node agent writes container logs.
+    pub pod_logs_dir: Option<std::path::PathBuf>,
 }
 
 pub type SharedState = Arc<ApiState>;

@@ -2,6 +2,7 @@
 //! one place where errors become responses.
 
 pub mod discovery;
+pub mod logs;
 pub mod objects;
 pub mod openapi;
 pub mod system;

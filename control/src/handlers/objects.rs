@@ -82,6 +82,12 @@ pub async fn serve(
         cluster,
         namespace: rp.namespace.clone(),
     };
+    if t.resource == "pods" && t.group.is_empty() && rp.subresource.as_deref() == Some("log") {
+        return match (&ctx.method, rp.name.as_deref()) {
+            (&Method::GET, Some(n)) => super::logs::serve(state, ctx, &scope, n).await,
+            _ => Err(ApiError::MethodNotAllowed),
+        };
+    }
     let sub = match rp.subresource.as_deref() {
         None => None,
         Some("status") if t.has(Subresource::Status) => Some(Subresource::Status),
@@ -1186,6 +1192,28 @@ pub async fn delete_object(
                 l.push(json!(f));
             }
         }
+        // A Pod running on a node is stopped there first: mark it, and its node agent
+        // deletes it with grace period 0 once the containers are gone.
+        let grace = options["gracePeriodSeconds"].as_i64();
+        let on_node = t.resource == "pods" && t.group.is_empty() && obj["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty());
+        if on_node && grace != Some(0) {
+            if object::is_deleting(&obj) {
+                return Ok((StatusCode::OK, entry.value.clone()));
+            }
+            let g = grace.or(obj["spec"]["terminationGracePeriodSeconds"].as_i64()).unwrap_or(30).max(1);
+            let meta = object::meta_mut(&mut obj);
+            meta.insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(g));
+            if dry_run {
+                return Ok((StatusCode::OK, Bytes::from(serde_json::to_vec(&obj).unwrap_or_default())));
+            }
+            let bytes = Bytes::from(serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?);
+            match state.store.write(Op::Put { key: key.clone(), value: bytes.clone(), expect: Expect::At(entry.revision) }).await {
+                Ok(c) => return Ok((StatusCode::OK, with_resource_version(&bytes, c.revision))),
+                Err(StorageError::Conflict { .. }) => continue,
+                Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
+            }
+        }
         let marks = object::finalizers(&obj) > 0 || container;
         if marks {
             if object::is_deleting(&obj) {
@@ -1272,7 +1300,13 @@ async fn delete(
     name: &str,
     body: &[u8],
 ) -> ApiResult<Resp> {
-    let options = delete_options(body)?;
+    let mut options = delete_options(body)?;
+    if let (Some(g), true) = (ctx.query.number::<i64>("gracePeriodSeconds")?, options["gracePeriodSeconds"].is_null()) {
+        options["gracePeriodSeconds"] = json!(g);
+    }
+    if let (Some(p), true) = (ctx.query.get("propagationPolicy"), options["propagationPolicy"].is_null()) {
+        options["propagationPolicy"] = json!(p);
+    }
     let dry_run = ctx.dry_run()
         || options["dryRun"]
             .as_array()

@@ -1,0 +1,139 @@
+//! `GET /api/v1/namespaces/<ns>/pods/<name>/log`: container logs that the node agent of a
+//! local cluster writes to `<pod-logs-dir>/<namespace>/<pod>/<container>/<restart>.log`.
+//! Supports `container`, `previous`, `tailLines`, `limitBytes` and `follow`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio_stream::StreamExt;
+
+use super::objects::Scope;
+use super::{Ctx, Resp, full};
+use crate::errors::{ApiError, ApiResult};
+use crate::state::ApiState;
+
+/// Restart-numbered log files of a container, oldest first.
+fn log_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path();
+            let n = p.file_stem()?.to_str()?.parse().ok()?;
+            Some((n, p))
+        })
+        .collect();
+    files.sort();
+    files.into_iter().map(|(_, p)| p).collect()
+}
+
+fn tail(text: &str, lines: usize) -> &str {
+    let trimmed = text.strip_suffix('\n').unwrap_or(text);
+    match trimmed.rmatch_indices('\n').nth(lines.saturating_sub(1)) {
+        Some((i, _)) if lines > 0 => &text[i + 1..],
+        _ if lines == 0 => "",
+        _ => text,
+    }
+}
+
+pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
+    let key = scope.t.prefix.key(scope.cluster.as_ref().ok_or(ApiError::MethodNotAllowed)?, scope.namespace.as_deref(), name);
+    let entry = state.store.get(&key).ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
+    let pod: Value = serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let Some(root) = &state.pod_logs_dir else {
+        return Err(ApiError::BadRequest(format!(
+            "pod {name:?} has no logs here: logs are served by the API server of the physical cluster the pod runs on"
+        )));
+    };
+    let containers: Vec<String> = pod["spec"]["containers"].as_array().into_iter().flatten().filter_map(|c| c["name"].as_str().map(str::to_string)).collect();
+    let container = match ctx.query.get("container") {
+        Some(c) if containers.iter().any(|x| x == c) => c.to_string(),
+        Some(c) => return Err(ApiError::BadRequest(format!("container {c} is not valid for pod {name}"))),
+        None if containers.len() == 1 => containers[0].clone(),
+        None => {
+            return Err(ApiError::BadRequest(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                containers.join(" ")
+            )));
+        }
+    };
+    let dir = root.join(scope.namespace.as_deref().unwrap_or("default")).join(name).join(&container);
+    let files = log_files(&dir);
+    let file = if ctx.query.flag("previous") {
+        files.iter().rev().nth(1).cloned().ok_or_else(|| {
+            ApiError::BadRequest(format!("previous terminated container \"{container}\" in pod \"{name}\" not found"))
+        })?
+    } else {
+        files.last().cloned().ok_or_else(|| {
+            ApiError::BadRequest(format!("container \"{container}\" in pod \"{name}\" is waiting to start: no logs yet"))
+        })?
+    };
+    let text = tokio::fs::read_to_string(&file).await.map_err(|e| ApiError::Internal(format!("reading {}: {e}", file.display())))?;
+    let mut out = match ctx.query.number::<usize>("tailLines")? {
+        Some(n) => tail(&text, n).to_string(),
+        None => text.clone(),
+    };
+    if let Some(limit) = ctx.query.number::<usize>("limitBytes")? {
+        out.truncate(limit);
+    }
+    if !ctx.query.flag("follow") {
+        let mut r = Response::new(full(out));
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        return Ok(r);
+    }
+    // Follow: stream what is appended until the pod goes away or the client leaves.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let store = state.store.clone();
+    let offset = text.len() as u64;
+    tokio::spawn(async move {
+        if tx.send(Bytes::from(out)).await.is_err() {
+            return;
+        }
+        let Ok(mut f) = tokio::fs::File::open(&file).await else { return };
+        if f.seek(std::io::SeekFrom::Start(offset)).await.is_err() {
+            return;
+        }
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            match f.read(&mut buf).await {
+                Ok(0) => {
+                    if store.get(&key).is_none() || tx.is_closed() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Ok(n) => {
+                    if tx.send(Bytes::copy_from_slice(&buf[..n])).await.is_err() {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    });
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
+    let mut r = Response::new(StreamBody::new(stream).boxed());
+    *r.status_mut() = StatusCode::OK;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tails() {
+        assert_eq!(tail("a\nb\nc\n", 2), "b\nc\n");
+        assert_eq!(tail("a\nb\nc\n", 5), "a\nb\nc\n");
+        assert_eq!(tail("a\nb\nc", 1), "c");
+        assert_eq!(tail("a\n", 0), "");
+    }
+}

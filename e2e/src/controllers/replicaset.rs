@@ -1,0 +1,81 @@
+//! ReplicaSets: as many active Pods from the template as `spec.replicas` asks.
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::{Caches, Expectations, owned_by, pod_active, pod_ready, value};
+
+pub async fn reconcile_all(client: &kube::Client, caches: &Caches, expect: &mut Expectations) {
+    for rs in caches.replicasets.state() {
+        if rs.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Err(e) = reconcile(client, caches, &rs, expect).await {
+            tracing::debug!(rs = ?rs.metadata.name, error = %e, "replicaset reconcile failed");
+        }
+    }
+}
+
+async fn reconcile(client: &kube::Client, caches: &Caches, rs: &ReplicaSet, expect: &mut Expectations) -> kube::Result<()> {
+    let ns = rs.metadata.namespace.clone().unwrap_or_default();
+    let name = rs.metadata.name.clone().unwrap_or_default();
+    let uid = rs.metadata.uid.clone().unwrap_or_default();
+    let v = value(rs);
+    let desired = v["spec"]["replicas"].as_i64().unwrap_or(1).max(0) as usize;
+    let mut pods: Vec<std::sync::Arc<Pod>> = caches
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && owned_by(&p.metadata, &uid))
+        .collect();
+    let all = pods.len();
+    pods.retain(|p| pod_active(p));
+    let key = format!("{ns}/{name}");
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    if pods.len() != desired && !expect.pending(&key) {
+        if pods.len() < desired {
+            for _ in pods.len()..desired {
+                let template = &v["spec"]["template"];
+                let pod: Pod = serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {
+                        "generateName": format!("{name}-"),
+                        "labels": template["metadata"]["labels"],
+                        "annotations": template["metadata"]["annotations"],
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}],
+                    },
+                    "spec": template["spec"],
+                }))
+                .unwrap_or_default();
+                pod_api.create(&PostParams::default(), &pod).await?;
+            }
+        } else {
+            // Not-ready Pods go first, then the newest.
+            pods.sort_by_key(|p| (pod_ready(p), std::cmp::Reverse(p.metadata.creation_timestamp.as_ref().map(|t| t.0))));
+            for p in pods.iter().take(pods.len() - desired) {
+                let _ = pod_api.delete(p.metadata.name.as_deref().unwrap_or(""), &DeleteParams::default()).await;
+            }
+        }
+        expect.expect(&key);
+    } else if pods.len() == desired {
+        expect.satisfied(&key);
+    }
+    let ready = pods.iter().filter(|p| pod_ready(p)).count();
+    let status = json!({
+        "replicas": pods.len(),
+        "fullyLabeledReplicas": pods.len(),
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+        "observedGeneration": rs.metadata.generation,
+    });
+    let _ = all;
+    if v["status"]["replicas"] != status["replicas"]
+        || v["status"]["readyReplicas"].as_u64().unwrap_or(0) != ready as u64
+        || v["status"]["observedGeneration"] != status["observedGeneration"]
+    {
+        Api::<ReplicaSet>::namespaced(client.clone(), &ns).patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! `sluice dev up`: a whole local clusterset on this machine. Starts the control plane and,
+//! per cluster, an API server in single-cluster mode and a node agent (with the cluster's
+//! controllers); writes kubeconfigs and descriptors; registers each cluster as a `Cluster`
+//! in the control plane; prints `ready`; on SIGINT/SIGTERM stops everything it started.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct DevUpConfig {
+    pub state: PathBuf,
+    pub clusters: Vec<String>,
+    /// The `sluice` binary to run the parts with.
+    pub sluice_bin: PathBuf,
+}
+
+/// The descriptor of one local cluster (`<state>/clusters/<name>.json`).
+pub fn descriptor(name: &str, index: u8, api: &str) -> serde_json::Value {
+    json!({
+        "name": name,
+        "index": index,
+        "api": api,
+        "podCidr": format!("127.{}.0.0/16", 20 + index),
+        "serviceCidr": format!("127.{}.0.0/16", 40 + index),
+        "vipCidr": format!("127.{}.0.0/16", 60 + index),
+    })
+}
+
+/// Child processes, stopped in reverse order of start.
+struct Children(Vec<(String, Child)>);
+
+impl Children {
+    fn spawn(&mut self, what: &str, cmd: &mut Command) -> anyhow::Result<&mut Child> {
+        let child = cmd.spawn().with_context(|| format!("starting {what}"))?;
+        self.0.push((what.to_string(), child));
+        let last = self.0.len() - 1;
+        Ok(&mut self.0[last].1)
+    }
+
+    /// SIGTERM everything (newest first), wait up to `grace`, then SIGKILL.
+    fn stop(&mut self, grace: Duration) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        for (_, c) in self.0.iter().rev() {
+            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
+            // Node agents stop their Pods first; give each its turn.
+        }
+        let deadline = Instant::now() + grace;
+        for (what, c) in self.0.iter_mut().rev() {
+            loop {
+                match c.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if Instant::now() >= deadline => {
+                        eprintln!("dev up: {what} did not stop in time; killing it");
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        break;
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        }
+        self.0.clear();
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(5));
+    }
+}
+
+/// Start `sluice control ...` and return the URL from its first line.
+fn start_api(children: &mut Children, what: &str, bin: &Path, args: &[String]) -> anyhow::Result<String> {
+    let child = children.spawn(what, Command::new(bin).arg("control").args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()))?;
+    let stdout = child.stdout.take().context("api server stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    line.strip_prefix("serving ")
+        .and_then(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .with_context(|| format!("{what} did not start: {line:?}"))
+}
+
+async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let kc = Kubeconfig::read_from(kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Start everything; return once all parts are up (after printing `ready`). The returned
+/// guard stops everything when dropped or when [`DevUp::stop`] is called.
+pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
+    let started = Instant::now();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if cfg.clusters.is_empty() || cfg.clusters.len() > 20 {
+        anyhow::bail!("--clusters needs 1 to 20 names");
+    }
+    for name in &cfg.clusters {
+        if !sluice_api::logical_cluster::is_dns_label(name) {
+            anyhow::bail!("cluster name {name:?} is not a DNS label");
+        }
+    }
+    let clusters_dir = cfg.state.join("clusters");
+    std::fs::create_dir_all(&clusters_dir)?;
+    let mut children = Children(Vec::new());
+    let bin = &cfg.sluice_bin;
+    let control_dir = cfg.state.join("control");
+    let control_url = start_api(&mut children, "control plane", bin, &["--data-dir".into(), control_dir.display().to_string(), "--listen".into(), "127.0.0.1:0".into()])?;
+    std::fs::copy(control_dir.join("admin.kubeconfig"), cfg.state.join("control.kubeconfig"))?;
+    eprintln!("dev up: control plane at {control_url}");
+    let mut apis = Vec::new();
+    for (i, name) in cfg.clusters.iter().enumerate() {
+        let index = i as u8;
+        let dir = clusters_dir.join(name);
+        let logs = dir.join("logs");
+        let api = start_api(
+            &mut children,
+            &format!("cluster {name} API server"),
+            bin,
+            &[
+                "--single-cluster".into(),
+                "--service-cidr".into(),
+                format!("127.{}.0.0/16", 40 + index),
+                "--data-dir".into(),
+                dir.join("api").display().to_string(),
+                "--listen".into(),
+                format!("127.{}.0.1:0", 20 + index),
+                "--pod-logs-dir".into(),
+                logs.display().to_string(),
+            ],
+        )?;
+        let kubeconfig = clusters_dir.join(format!("{name}.kubeconfig"));
+        std::fs::copy(dir.join("api").join("admin.kubeconfig"), &kubeconfig)?;
+        children.spawn(
+            &format!("cluster {name} node agent"),
+            Command::new(bin)
+                .arg("node")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["--cluster", name, "--index", &index.to_string()])
+                .arg("--logs-dir")
+                .arg(&logs)
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit()),
+        )?;
+        let addr = api.trim_start_matches("https://").to_string();
+        std::fs::write(clusters_dir.join(format!("{name}.json")), serde_json::to_vec_pretty(&descriptor(name, index, &addr))?)?;
+        eprintln!("dev up: cluster {name} (index {index}) API at {api}");
+        apis.push((name.clone(), index, api, kubeconfig));
+    }
+    // Register the clusters with the control plane.
+    let control = client(&cfg.state.join("control.kubeconfig")).await?;
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("sluice.dev", "v1alpha1", "Cluster"), "clusters");
+    let clusters: Api<DynamicObject> = Api::all_with(control, &ar);
+    for (name, index, api, _) in &apis {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name, "labels": {"sluice.dev/local": "true", "sluice.dev/index": index.to_string()}},
+            "spec": {"api": api, "clusterId": name},
+        }))?;
+        match clusters.create(&PostParams::default(), &obj).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // Ready once every node agent has registered its Node.
+    for (name, _, _, kubeconfig) in &apis {
+        let c = client(kubeconfig).await?;
+        let nodes: Api<Node> = Api::all(c);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while nodes.list(&Default::default()).await.map(|l| l.items.is_empty()).unwrap_or(true) {
+            if Instant::now() > deadline {
+                anyhow::bail!("cluster {name}: the node agent did not register within 30 s");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    eprintln!("dev up: {} cluster(s) up in {:.2} s", apis.len(), started.elapsed().as_secs_f64());
+    println!("ready");
+    Ok(DevUp { children })
+}
+
+/// A running clusterset.
+pub struct DevUp {
+    children: Children,
+}
+
+impl DevUp {
+    pub fn stop(mut self) {
+        self.children.stop(Duration::from_secs(20));
+    }
+}

@@ -1,0 +1,174 @@
+//! `sluice/echo` (`sluice echo`): answers HTTP/1.1 and h2c with a JSON body naming the
+//! cluster, pod and request, and echoes bytes on a TCP port. Binds `$POD_IP`; on SIGTERM
+//! stops accepting and finishes what is in flight.
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, header};
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Who this echo server is; reported in every answer.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub cluster: String,
+    pub pod: String,
+    pub namespace: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct EchoConfig {
+    pub ip: IpAddr,
+    pub http_port: u16,
+    pub tcp_port: u16,
+    pub identity: Identity,
+}
+
+impl EchoConfig {
+    /// From the environment a Pod gets: `POD_IP`, `POD_NAME`, `POD_NAMESPACE`,
+    /// `SLUICE_CLUSTER`, `ECHO_HTTP_PORT`, `ECHO_TCP_PORT`.
+    pub fn from_env() -> anyhow::Result<Self> {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Ok(Self {
+            ip: var("POD_IP").unwrap_or_else(|| "127.0.0.1".into()).parse()?,
+            http_port: var("ECHO_HTTP_PORT").map(|p| p.parse()).transpose()?.unwrap_or(8080),
+            tcp_port: var("ECHO_TCP_PORT").map(|p| p.parse()).transpose()?.unwrap_or(9000),
+            identity: Identity {
+                cluster: var("SLUICE_CLUSTER").unwrap_or_default(),
+                pod: var("POD_NAME").unwrap_or_else(|| "echo".into()),
+                namespace: var("POD_NAMESPACE").unwrap_or_default(),
+            },
+        })
+    }
+}
+
+/// A running echo server.
+pub struct Bound {
+    pub http: SocketAddr,
+    pub tcp: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Bound {
+    /// Stop accepting; wait for in-flight requests and connections to finish.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+async fn answer(identity: Arc<Identity>, req: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let method = req.method().to_string();
+    let path = req.uri().path().to_string();
+    let version = format!("{:?}", req.version());
+    let body = req.into_body().collect().await.map(|b| b.to_bytes().len()).unwrap_or(0);
+    let reply = json!({
+        "cluster": identity.cluster,
+        "pod": identity.pod,
+        "namespace": identity.namespace,
+        "method": method,
+        "path": path,
+        "protocol": version,
+        "bodyBytes": body,
+    });
+    let mut resp = Response::new(Full::new(Bytes::from(reply.to_string())));
+    resp.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    Ok(resp)
+}
+
+pub async fn build(config: EchoConfig) -> anyhow::Result<Bound> {
+    let http = TcpListener::bind((config.ip, config.http_port)).await?;
+    let tcp = TcpListener::bind((config.ip, config.tcp_port)).await?;
+    let (shutdown, rx) = watch::channel(false);
+    let identity = Arc::new(config.identity);
+    let bound_http = http.local_addr()?;
+    let bound_tcp = tcp.local_addr()?;
+    let mut http_rx = rx.clone();
+    let http_task = tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            let (stream, _) = tokio::select! {
+                _ = http_rx.changed() => break,
+                a = http.accept() => match a { Ok(a) => a, Err(_) => continue },
+            };
+            let identity = identity.clone();
+            let mut conn_rx = http_rx.clone();
+            conns.spawn(async move {
+                let _ = stream.set_nodelay(true);
+                let svc = service_fn(move |req| answer(identity.clone(), req));
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    _ = conn_rx.changed() => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.await;
+                    }
+                }
+            });
+        }
+        while conns.join_next().await.is_some() {}
+    });
+    let mut tcp_rx = rx.clone();
+    let tcp_task = tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            let (mut stream, _) = tokio::select! {
+                _ = tcp_rx.changed() => break,
+                a = tcp.accept() => match a { Ok(a) => a, Err(_) => continue },
+            };
+            conns.spawn(async move {
+                let (mut r, mut w) = stream.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+                let _ = w.shutdown().await;
+            });
+        }
+        // Open TCP echo connections run until their clients close them.
+        while conns.join_next().await.is_some() {}
+    });
+    Ok(Bound { http: bound_http, tcp: bound_tcp, shutdown, tasks: vec![http_task, tcp_task] })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    #[tokio::test]
+    async fn answers_http_and_tcp() {
+        let bound = build(EchoConfig {
+            ip: "127.0.0.1".parse().unwrap(),
+            http_port: 0,
+            tcp_port: 0,
+            identity: Identity { cluster: "east".into(), pod: "echo-1".into(), namespace: "shop".into() },
+        })
+        .await
+        .unwrap();
+        let mut s = tokio::net::TcpStream::connect(bound.http).await.unwrap();
+        s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        let body = out.split("\r\n\r\n").nth(1).unwrap();
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!((v["cluster"].as_str(), v["pod"].as_str(), v["path"].as_str()), (Some("east"), Some("echo-1"), Some("/hello")));
+        let mut t = tokio::net::TcpStream::connect(bound.tcp).await.unwrap();
+        t.write_all(b"ping").await.unwrap();
+        let mut buf = [0u8; 4];
+        t.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"ping");
+        drop(t);
+        bound.shutdown().await;
+    }
+}

@@ -1,0 +1,203 @@
+//! The node agent: the kubelet of a local cluster. It binds Pods to its Node, runs their
+//! containers as local processes with the Pod's IP from the cluster's loopback range,
+//! probes readiness, restarts by policy with back-off, reports status, and terminates
+//! gracefully (SIGTERM, the grace period, then SIGKILL) before deleting the Pod for good.
+
+pub mod process;
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use process::PodRunner;
+
+/// How a node agent is set up.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// The cluster's name (`SLUICE_CLUSTER` in every Pod).
+    pub cluster: String,
+    /// The cluster's index: Pod IPs come from `127.(20+index).0.0/16`.
+    pub index: u8,
+    pub node_name: String,
+    /// Where container logs are written (`<dir>/<namespace>/<pod>/<container>/<restart>.log`).
+    pub logs_dir: PathBuf,
+    /// The `sluice` binary, which runs the built-in images.
+    pub sluice_bin: PathBuf,
+    pub max_pods: u32,
+}
+
+/// Pod IPs in use on this node.
+pub struct IpPool {
+    index: u8,
+    used: Mutex<BTreeSet<u32>>,
+}
+
+impl IpPool {
+    pub fn new(index: u8) -> Self {
+        Self { index, used: Mutex::new(BTreeSet::new()) }
+    }
+
+    fn base(&self) -> u32 {
+        u32::from(Ipv4Addr::new(127, 20 + self.index, 0, 0))
+    }
+
+    /// Take `ip` (a Pod keeping its address across an agent restart) or the next free one
+    /// from `.1.1` on.
+    pub fn take(&self, want: Option<Ipv4Addr>) -> Option<Ipv4Addr> {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(ip) = want {
+            let v = u32::from(ip);
+            if v >> 16 == self.base() >> 16 && used.insert(v) {
+                return Some(ip);
+            }
+        }
+        let free = (self.base() + 257..self.base() + 65_534).find(|v| !used.contains(v))?;
+        used.insert(free);
+        Some(Ipv4Addr::from(free))
+    }
+
+    pub fn give_back(&self, ip: Ipv4Addr) {
+        self.used.lock().unwrap_or_else(|p| p.into_inner()).remove(&u32::from(ip));
+    }
+}
+
+fn node_object(cfg: &NodeConfig) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": cfg.node_name, "labels": {"kubernetes.io/hostname": cfg.node_name, "sluice.dev/cluster": cfg.cluster}},
+        "status": {
+            "capacity": {"pods": cfg.max_pods.to_string(), "cpu": "2", "memory": "8Gi"},
+            "allocatable": {"pods": cfg.max_pods.to_string(), "cpu": "2", "memory": "8Gi"},
+            "addresses": [{"type": "InternalIP", "address": format!("127.{}.0.1", 20 + cfg.index)}, {"type": "Hostname", "address": cfg.node_name}],
+            "nodeInfo": {"kubeletVersion": "v1.35.0-sluice", "operatingSystem": "linux", "architecture": std::env::consts::ARCH,
+                         "containerRuntimeVersion": "sluice-process://0.1", "kernelVersion": "", "osImage": "local processes",
+                         "machineID": "", "systemUUID": "", "bootID": "", "kubeProxyVersion": ""},
+        }
+    }))
+    .unwrap_or_default()
+}
+
+async fn heartbeat(nodes: &Api<Node>, cfg: &NodeConfig) -> kube::Result<()> {
+    let now = sluice_control::object::now_rfc3339();
+    let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sluice node agent is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
+    nodes.patch_status(&cfg.node_name, &PatchParams::default(), &Patch::Merge(status)).await.map(|_| ())
+}
+
+/// Run the agent until `shutdown` flips; then stop every container it runs.
+pub async fn run(client: kube::Client, cfg: NodeConfig, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    match nodes.create(&PostParams::default(), &node_object(&cfg)).await {
+        Ok(_) | Err(kube::Error::Api(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let pods: Api<Pod> = Api::all(client.clone());
+    let (reader, writer) = reflector::store::<Pod>();
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let notify = changed.clone();
+    let stream = reflector(writer, watcher(pods.clone(), watcher::Config::default()))
+        .default_backoff()
+        .touched_objects()
+        .for_each(move |_| {
+            notify.notify_one();
+            async {}
+        });
+    let watch_task = tokio::spawn(stream);
+    reader.wait_until_ready().await?;
+    let ips = Arc::new(IpPool::new(cfg.index));
+    // Addresses of Pods that were running before a restart stay theirs.
+    let mut runners: HashMap<String, PodRunner> = HashMap::new();
+    let mut beat = tokio::time::interval(Duration::from_secs(10));
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            _ = changed.notified() => {}
+            _ = tick.tick() => {}
+            _ = beat.tick() => {
+                if let Err(e) = heartbeat(&nodes, &cfg).await {
+                    tracing::warn!(error = %e, "node heartbeat failed");
+                }
+            }
+        }
+        let mut seen = BTreeSet::new();
+        for pod in reader.state() {
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let key = format!("{ns}/{name}");
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+            match node.as_deref() {
+                None | Some("") => {
+                    // The one node of a local cluster is where every Pod goes.
+                    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+                    let bind = json!({"spec": {"nodeName": cfg.node_name}, "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}});
+                    if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(bind)).await {
+                        tracing::debug!(pod = %key, error = %e, "binding failed");
+                    }
+                    continue;
+                }
+                Some(n) if n != cfg.node_name => continue,
+                _ => {}
+            }
+            seen.insert(key.clone());
+            let deleting = pod.metadata.deletion_timestamp.is_some();
+            match runners.get_mut(&key) {
+                Some(r) if r.uid() == pod.metadata.uid.as_deref().unwrap_or("") => {
+                    if deleting {
+                        r.terminate(grace_of(&pod));
+                    }
+                }
+                _ if deleting => {
+                    // Nothing runs here (finished, or never started): delete for good.
+                    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+                    let _ = api.delete(&name, &DeleteParams::default().grace_period(0)).await;
+                }
+                _ => {
+                    if let Some(old) = runners.remove(&key) {
+                        old.terminate(Duration::ZERO);
+                    }
+                    let runner = PodRunner::start(client.clone(), &cfg, (*pod).clone(), ips.clone());
+                    runners.insert(key, runner);
+                }
+            }
+        }
+        // Pods gone from the API: stop what still runs for them.
+        runners.retain(|key, r| {
+            if seen.contains(key) {
+                return !r.finished();
+            }
+            r.terminate(Duration::ZERO);
+            false
+        });
+    }
+    tracing::info!(node = %cfg.node_name, pods = runners.len(), "node agent stopping its containers");
+    for (_, r) in runners.drain() {
+        r.terminate(Duration::from_secs(2));
+        r.wait().await;
+    }
+    watch_task.abort();
+    Ok(())
+}
+
+/// The grace period a deleted Pod gets.
+fn grace_of(pod: &Pod) -> Duration {
+    let secs = pod
+        .metadata
+        .deletion_grace_period_seconds
+        .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
+        .unwrap_or(30);
+    Duration::from_secs(secs.max(0) as u64)
+}
+
+/// The JSON of a Pod, for the runner's lookups.
+pub fn pod_value(pod: &Pod) -> Value {
+    serde_json::to_value(pod).unwrap_or(Value::Null)
+}

@@ -1,0 +1,449 @@
+//! One Pod's containers as local processes: spawn, log, probe, restart, terminate, report.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{Notify, watch};
+
+use super::{IpPool, NodeConfig, pod_value};
+
+const MAX_BACKOFF: Duration = Duration::from_secs(20);
+
+/// What a container is doing, as the Pod status shows it.
+#[derive(Clone, Debug, Default)]
+struct ContainerState {
+    state: Value,
+    last_state: Value,
+    ready: bool,
+    started: bool,
+    restarts: u32,
+    /// Exited for good (restart policy says no more).
+    done: Option<i32>,
+}
+
+/// Handle on a running Pod.
+pub struct PodRunner {
+    uid: String,
+    terminate: watch::Sender<Option<Duration>>,
+    finished: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PodRunner {
+    pub fn start(client: kube::Client, cfg: &NodeConfig, pod: Pod, ips: Arc<IpPool>) -> Self {
+        let (terminate, rx) = watch::channel(None);
+        let finished = Arc::new(AtomicBool::new(false));
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let task = tokio::spawn(run_pod(client, cfg.clone(), pod, ips, rx, finished.clone()));
+        Self { uid, terminate, finished, task }
+    }
+
+    pub fn uid(&self) -> &str {
+        &self.uid
+    }
+
+    /// Ask the containers to stop within `grace` (the first request's grace wins unless a
+    /// later one is shorter).
+    pub fn terminate(&self, grace: Duration) {
+        self.terminate.send_if_modified(|g| match g {
+            Some(cur) if *cur <= grace => false,
+            _ => {
+                *g = Some(grace);
+                true
+            }
+        });
+    }
+
+    pub fn finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+}
+
+fn now() -> String {
+    sluice_control::object::now_rfc3339()
+}
+
+/// The argv of a container: built-in images run the `sluice` binary.
+fn argv(cfg: &NodeConfig, c: &Value) -> Result<Vec<String>, (String, String)> {
+    let image = c["image"].as_str().unwrap_or("");
+    let strings = |v: &Value| -> Vec<String> { v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_string)).collect() };
+    let command = strings(&c["command"]);
+    let args = strings(&c["args"]);
+    let repo = image.rsplit_once(':').map(|(r, _)| r).unwrap_or(image);
+    let builtin = match repo {
+        "sluice/echo" => Some("echo"),
+        "sluice/loadgen" => Some("loadgen"),
+        _ => None,
+    };
+    match (builtin, command.is_empty()) {
+        (Some(sub), true) => {
+            let mut v = vec![cfg.sluice_bin.display().to_string(), sub.to_string()];
+            v.extend(args);
+            Ok(v)
+        }
+        (_, false) => {
+            let mut v = command;
+            v.extend(args);
+            Ok(v)
+        }
+        (None, true) => Err((
+            "ImageNotBuiltIn".into(),
+            format!("image {image:?} is not built into Sluice and the container has no command: local clusters run processes, not images"),
+        )),
+    }
+}
+
+/// Resolve a container's environment: the Pod's identity, then `envFrom`, then `env`.
+async fn environment(client: &kube::Client, cfg: &NodeConfig, pod: &Value, c: &Value, ip: Ipv4Addr) -> Result<Vec<(String, String)>, String> {
+    let ns = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+    let mut env = vec![
+        ("POD_IP".to_string(), ip.to_string()),
+        ("POD_NAME".to_string(), pod["metadata"]["name"].as_str().unwrap_or("").to_string()),
+        ("POD_NAMESPACE".to_string(), ns.to_string()),
+        ("SLUICE_CLUSTER".to_string(), cfg.cluster.clone()),
+        ("HOSTNAME".to_string(), pod["spec"]["hostname"].as_str().or(pod["metadata"]["name"].as_str()).unwrap_or("").to_string()),
+    ];
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let cm_data = |cm: ConfigMap| cm.data.unwrap_or_default();
+    let secret_data = |s: Secret| -> std::collections::BTreeMap<String, String> {
+        s.data.unwrap_or_default().into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned())).collect()
+    };
+    for from in c["envFrom"].as_array().into_iter().flatten() {
+        let prefix = from["prefix"].as_str().unwrap_or("");
+        let data = if let Some(n) = from["configMapRef"]["name"].as_str() {
+            cms.get(n).await.map(cm_data).map_err(|e| format!("configmap {n:?}: {e}"))?
+        } else if let Some(n) = from["secretRef"]["name"].as_str() {
+            secrets.get(n).await.map(secret_data).map_err(|e| format!("secret {n:?}: {e}"))?
+        } else {
+            continue;
+        };
+        env.extend(data.into_iter().map(|(k, v)| (format!("{prefix}{k}"), v)));
+    }
+    for e in c["env"].as_array().into_iter().flatten() {
+        let name = e["name"].as_str().unwrap_or("").to_string();
+        let value = if let Some(v) = e["value"].as_str() {
+            v.to_string()
+        } else if let Some(path) = e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+            match path {
+                "status.podIP" => ip.to_string(),
+                "spec.nodeName" => cfg.node_name.clone(),
+                other => {
+                    let mut v = pod;
+                    for seg in other.split('.') {
+                        v = &v[seg];
+                    }
+                    v.as_str().unwrap_or("").to_string()
+                }
+            }
+        } else if let Some(r) = e["valueFrom"]["configMapKeyRef"].as_object() {
+            let (n, k) = (r["name"].as_str().unwrap_or(""), r["key"].as_str().unwrap_or(""));
+            cm_data(cms.get(n).await.map_err(|e| format!("configmap {n:?}: {e}"))?).get(k).cloned().ok_or(format!("configmap {n:?} has no key {k:?}"))?
+        } else if let Some(r) = e["valueFrom"]["secretKeyRef"].as_object() {
+            let (n, k) = (r["name"].as_str().unwrap_or(""), r["key"].as_str().unwrap_or(""));
+            secret_data(secrets.get(n).await.map_err(|e| format!("secret {n:?}: {e}"))?).get(k).cloned().ok_or(format!("secret {n:?} has no key {k:?}"))?
+        } else {
+            String::new()
+        };
+        env.push((name, value));
+    }
+    Ok(env)
+}
+
+fn port_of(c: &Value, port: &Value) -> Option<u16> {
+    match port {
+        Value::Number(n) => n.as_u64().and_then(|p| u16::try_from(p).ok()),
+        Value::String(name) => c["ports"].as_array()?.iter().find(|p| p["name"] == *name)?["containerPort"].as_u64().and_then(|p| u16::try_from(p).ok()),
+        _ => None,
+    }
+}
+
+/// One probe attempt: httpGet (2xx/3xx), tcpSocket (connects) or exec (exits 0).
+async fn probe(probe: &Value, c: &Value, ip: Ipv4Addr) -> bool {
+    let timeout = Duration::from_secs(probe["timeoutSeconds"].as_u64().unwrap_or(1).max(1));
+    let attempt = async {
+        if let Some(h) = probe["httpGet"].as_object() {
+            let port = port_of(c, &h["port"])?;
+            let path = h.get("path").and_then(Value::as_str).unwrap_or("/");
+            let mut s = tokio::net::TcpStream::connect((ip, port)).await.ok()?;
+            s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
+            let mut buf = [0u8; 12];
+            s.read_exact(&mut buf).await.ok()?;
+            let code: u16 = std::str::from_utf8(&buf[9..12]).ok()?.parse().ok()?;
+            Some((200..400).contains(&code))
+        } else if let Some(t) = probe["tcpSocket"].as_object() {
+            let port = port_of(c, &t["port"])?;
+            Some(tokio::net::TcpStream::connect((ip, port)).await.is_ok())
+        } else if let Some(cmd) = probe["exec"]["command"].as_array() {
+            let argv: Vec<&str> = cmd.iter().filter_map(Value::as_str).collect();
+            let (first, rest) = argv.split_first()?;
+            Some(tokio::process::Command::new(first).args(rest).status().await.map(|s| s.success()).unwrap_or(false))
+        } else {
+            Some(true)
+        }
+    };
+    matches!(tokio::time::timeout(timeout, attempt).await, Ok(Some(true)))
+}
+
+fn log_path(cfg: &NodeConfig, pod: &Value, container: &str, restart: u32) -> PathBuf {
+    cfg.logs_dir
+        .join(pod["metadata"]["namespace"].as_str().unwrap_or("default"))
+        .join(pod["metadata"]["name"].as_str().unwrap_or("pod"))
+        .join(container)
+        .join(format!("{restart}.log"))
+}
+
+fn last_line(path: &PathBuf) -> String {
+    std::fs::read_to_string(path).ok().and_then(|s| s.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.chars().take(512).collect())).unwrap_or_default()
+}
+
+/// Run one container until it is done for good or terminated.
+#[allow(clippy::too_many_arguments)]
+async fn run_container(
+    client: kube::Client,
+    cfg: NodeConfig,
+    pod: Value,
+    c: Value,
+    ip: Ipv4Addr,
+    state: Arc<Mutex<ContainerState>>,
+    changed: Arc<Notify>,
+    mut terminate: watch::Receiver<Option<Duration>>,
+) {
+    let name = c["name"].as_str().unwrap_or("").to_string();
+    let policy = pod["spec"]["restartPolicy"].as_str().unwrap_or("Always").to_string();
+    let readiness = c.get("readinessProbe").filter(|p| p.is_object()).cloned();
+    let liveness = c.get("livenessProbe").filter(|p| p.is_object()).cloned();
+    let set = |f: &dyn Fn(&mut ContainerState)| {
+        f(&mut state.lock().unwrap_or_else(|p| p.into_inner()));
+        changed.notify_one();
+    };
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        if terminate.borrow().is_some() {
+            return;
+        }
+        let restarts = state.lock().unwrap_or_else(|p| p.into_inner()).restarts;
+        let spawned = match (argv(&cfg, &c), environment(&client, &cfg, &pod, &c, ip).await) {
+            (Err((reason, message)), _) => Err((reason, message)),
+            (_, Err(message)) => Err(("CreateContainerConfigError".to_string(), message)),
+            (Ok(argv), Ok(env)) => {
+                let path = log_path(&cfg, &pod, &name, restarts);
+                let _ = std::fs::create_dir_all(path.parent().unwrap_or(&cfg.logs_dir));
+                let log = std::fs::OpenOptions::new().create(true).append(true).open(&path);
+                match log.and_then(|f| Ok((f.try_clone()?, f))) {
+                    Err(e) => Err(("RunContainerError".into(), format!("log file {}: {e}", path.display()))),
+                    Ok((out, err)) => {
+                        let mut cmd = tokio::process::Command::new(&argv[0]);
+                        cmd.args(&argv[1..]).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).envs(env).stdin(std::process::Stdio::null()).stdout(out).stderr(err).process_group(0).kill_on_drop(true);
+                        if let Some(dir) = c["workingDir"].as_str().filter(|d| !d.is_empty()) {
+                            cmd.current_dir(dir);
+                        }
+                        cmd.spawn().map(|child| (child, path)).map_err(|e| ("RunContainerError".into(), format!("exec {:?}: {e}", argv[0])))
+                    }
+                }
+            }
+        };
+        let (mut child, path) = match spawned {
+            Ok(x) => x,
+            Err((reason, message)) => {
+                tracing::info!(container = %name, %reason, %message, "container cannot start");
+                set(&|s| {
+                    s.state = json!({"waiting": {"reason": reason, "message": message}});
+                    s.ready = false;
+                    s.started = false;
+                });
+                if reason == "ImageNotBuiltIn" {
+                    // Nothing will change until the Pod does.
+                    let _ = terminate.changed().await;
+                    return;
+                }
+                tokio::select! { _ = tokio::time::sleep(backoff) => {}, _ = terminate.changed() => return }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                continue;
+            }
+        };
+        let pid = child.id().unwrap_or(0);
+        let started_at = now();
+        let started = Instant::now();
+        set(&|s| {
+            s.state = json!({"running": {"startedAt": started_at}});
+            s.started = true;
+            s.ready = readiness.is_none();
+        });
+        let period = |p: &Option<Value>| Duration::from_secs(p.as_ref().and_then(|p| p["periodSeconds"].as_u64()).unwrap_or(1).max(1));
+        let mut ready_tick = tokio::time::interval(period(&readiness));
+        let mut live_tick = tokio::time::interval(period(&liveness));
+        let (mut ready_fails, mut live_fails) = (0u64, 0u64);
+        let threshold = |p: &Option<Value>| p.as_ref().and_then(|p| p["failureThreshold"].as_u64()).unwrap_or(3);
+        let delay = |p: &Option<Value>| Duration::from_secs(p.as_ref().and_then(|p| p["initialDelaySeconds"].as_u64()).unwrap_or(0));
+        let exit = loop {
+            tokio::select! {
+                status = child.wait() => break status.ok().and_then(|s| s.code()).unwrap_or(137),
+                _ = terminate.changed() => {
+                    let grace = terminate.borrow().unwrap_or(Duration::ZERO);
+                    let pgid = Pid::from_raw(pid as i32);
+                    let _ = killpg(pgid, Signal::SIGTERM);
+                    let code = match tokio::time::timeout(grace, child.wait()).await {
+                        Ok(s) => s.ok().and_then(|s| s.code()).unwrap_or(143),
+                        Err(_) => {
+                            let _ = killpg(pgid, Signal::SIGKILL);
+                            let _ = child.wait().await;
+                            137
+                        }
+                    };
+                    let finished = now();
+                    set(&|s| {
+                        s.state = json!({"terminated": {"exitCode": code, "reason": if code == 0 || code == 143 { "Completed" } else { "Error" }, "startedAt": started_at, "finishedAt": finished}});
+                        s.ready = false;
+                        s.done = Some(code);
+                    });
+                    return;
+                }
+                _ = ready_tick.tick(), if readiness.is_some() && started.elapsed() >= delay(&readiness) => {
+                    let ok = probe(readiness.as_ref().unwrap_or(&Value::Null), &c, ip).await;
+                    ready_fails = if ok { 0 } else { ready_fails + 1 };
+                    let ready = ok || (ready_fails < threshold(&readiness) && state.lock().unwrap_or_else(|p| p.into_inner()).ready);
+                    if ready != state.lock().unwrap_or_else(|p| p.into_inner()).ready {
+                        set(&|s| s.ready = ready);
+                    }
+                }
+                _ = live_tick.tick(), if liveness.is_some() && started.elapsed() >= delay(&liveness) => {
+                    let ok = probe(liveness.as_ref().unwrap_or(&Value::Null), &c, ip).await;
+                    live_fails = if ok { 0 } else { live_fails + 1 };
+                    if live_fails >= threshold(&liveness) {
+                        tracing::info!(container = %name, "liveness probe failed; restarting");
+                        let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                    }
+                }
+            }
+        };
+        let finished = now();
+        let message = last_line(&path);
+        let terminated = json!({"terminated": {"exitCode": exit, "reason": if exit == 0 { "Completed" } else { "Error" }, "message": message, "startedAt": started_at, "finishedAt": finished}});
+        let restart = match policy.as_str() {
+            "Never" => false,
+            "OnFailure" => exit != 0,
+            _ => true,
+        };
+        if started.elapsed() > Duration::from_secs(10) {
+            backoff = Duration::from_secs(1);
+        }
+        if !restart {
+            set(&|s| {
+                s.state = terminated.clone();
+                s.ready = false;
+                s.done = Some(exit);
+            });
+            return;
+        }
+        set(&|s| {
+            s.last_state = terminated.clone();
+            s.state = json!({"waiting": {"reason": "CrashLoopBackOff", "message": format!("back-off {}s restarting failed container={name} pod={}", backoff.as_secs(), pod["metadata"]["name"].as_str().unwrap_or(""))}});
+            s.ready = false;
+            s.restarts += 1;
+        });
+        tokio::select! { _ = tokio::time::sleep(backoff) => {}, _ = terminate.changed() => return }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+fn status_of(cfg: &NodeConfig, pod: &Value, ip: Ipv4Addr, containers: &[(String, String, Arc<Mutex<ContainerState>>)], start: &str) -> Value {
+    let mut statuses = Vec::new();
+    let (mut all_ready, mut any_running, mut all_done, mut all_ok) = (true, false, true, true);
+    for (name, image, st) in containers {
+        let s = st.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        all_ready &= s.ready;
+        any_running |= s.state.get("running").is_some();
+        all_done &= s.done.is_some();
+        all_ok &= s.done == Some(0);
+        let mut v = json!({"name": name, "image": image, "imageID": "", "ready": s.ready, "started": s.started, "restartCount": s.restarts, "state": s.state});
+        if !s.last_state.is_null() {
+            v["lastState"] = s.last_state.clone();
+        }
+        statuses.push(v);
+    }
+    let phase = if all_done && !containers.is_empty() {
+        if all_ok { "Succeeded" } else { "Failed" }
+    } else if any_running {
+        "Running"
+    } else {
+        "Pending"
+    };
+    let cond = |t: &str, ok: bool| json!({"type": t, "status": if ok { "True" } else { "False" }, "lastTransitionTime": null});
+    let _ = pod;
+    json!({"status": {
+        "phase": phase,
+        "podIP": ip.to_string(),
+        "podIPs": [{"ip": ip.to_string()}],
+        "hostIP": format!("127.{}.0.1", 20 + cfg.index),
+        "startTime": start,
+        "containerStatuses": statuses,
+        "conditions": [cond("PodScheduled", true), cond("Initialized", true), cond("ContainersReady", all_ready), cond("Ready", all_ready && !all_done)],
+    }})
+}
+
+async fn run_pod(client: kube::Client, cfg: NodeConfig, pod: Pod, ips: Arc<IpPool>, terminate: watch::Receiver<Option<Duration>>, finished: Arc<AtomicBool>) {
+    let v = pod_value(&pod);
+    let ns = v["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+    let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let want: Option<Ipv4Addr> = v["status"]["podIP"].as_str().and_then(|s| s.parse().ok());
+    let Some(ip) = ips.take(want) else {
+        tracing::warn!(pod = %name, "no pod IP left");
+        finished.store(true, Ordering::Release);
+        return;
+    };
+    let start = v["status"]["startTime"].as_str().map(str::to_string).unwrap_or_else(now);
+    let changed = Arc::new(Notify::new());
+    let mut containers = Vec::new();
+    let mut tasks = Vec::new();
+    for c in v["spec"]["containers"].as_array().cloned().unwrap_or_default() {
+        let st = Arc::new(Mutex::new(ContainerState { state: json!({"waiting": {"reason": "ContainerCreating"}}), ..Default::default() }));
+        containers.push((c["name"].as_str().unwrap_or("").to_string(), c["image"].as_str().unwrap_or("").to_string(), st.clone()));
+        tasks.push(tokio::spawn(run_container(client.clone(), cfg.clone(), v.clone(), c, ip, st, changed.clone(), terminate.clone())));
+    }
+    tracing::info!(pod = %format!("{ns}/{name}"), %ip, "pod started");
+    let mut last = Value::Null;
+    let mut term = terminate.clone();
+    loop {
+        let status = status_of(&cfg, &v, ip, &containers, &start);
+        if status != last {
+            if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
+                tracing::debug!(pod = %name, error = %e, "status update failed");
+            }
+            last = status;
+        }
+        if tasks.iter().all(|t| t.is_finished()) {
+            break;
+        }
+        tokio::select! {
+            _ = changed.notified() => {}
+            _ = term.changed() => {}
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let status = status_of(&cfg, &v, ip, &containers, &start);
+    let _ = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
+    if terminate.borrow().is_some() {
+        // Deleted through the API: the containers are gone, so the Pod may go.
+        let _ = api.delete(&name, &DeleteParams::default().grace_period(0)).await;
+        ips.give_back(ip);
+    }
+    finished.store(true, Ordering::Release);
+}
