@@ -46,16 +46,14 @@ impl Children {
         Ok(&mut self.0[last].1)
     }
 
-    /// SIGTERM everything (newest first), wait up to `grace`, then SIGKILL.
+    /// Stop each child in turn, newest first (a node agent stops its Pods before its API
+    /// server goes): SIGTERM, wait up to `grace`, then SIGKILL.
     fn stop(&mut self, grace: Duration) {
         use nix::sys::signal::{Signal, kill};
         use nix::unistd::Pid;
-        for (_, c) in self.0.iter().rev() {
-            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
-            // Node agents stop their Pods first; give each its turn.
-        }
-        let deadline = Instant::now() + grace;
         for (what, c) in self.0.iter_mut().rev() {
+            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
+            let deadline = Instant::now() + grace;
             loop {
                 match c.try_wait() {
                     Ok(Some(_)) | Err(_) => break,
@@ -65,7 +63,7 @@ impl Children {
                         let _ = c.wait();
                         break;
                     }
-                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
                 }
             }
         }

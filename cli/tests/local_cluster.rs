@@ -1,0 +1,316 @@
+#![allow(clippy::unwrap_used)]
+//! Local physical clusters that run real processes (issue: e2e local clusters): the real
+//! kubectl against `sluice dev up`. The tests share the clusterset's fixed loopback ranges,
+//! so they run one at a time.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use support::{Kubectl, eventually, kubectls, sluice_bin};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// `sluice dev up` in a temporary state directory; SIGTERMed on drop.
+struct DevUp {
+    child: Option<Child>,
+    state: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl DevUp {
+    fn start(clusters: &str) -> (Self, Duration) {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let started = Instant::now();
+        let mut child = Command::new(sluice_bin())
+            .args(["dev", "up", "--state"])
+            .arg(&state)
+            .args(["--clusters", clusters])
+            .env("SLUICE_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "dev up did not become ready");
+        (Self { child: Some(child), state, _dir: dir }, started.elapsed())
+    }
+
+    fn kubectl(&self, cluster: &str) -> Kubectl {
+        Kubectl::new(&kubectls().remove(0), &self.state.join("clusters").join(format!("{cluster}.kubeconfig")), &self.state.join(format!("cache-{cluster}")))
+    }
+
+    /// SIGTERM and wait; true if it exited cleanly.
+    fn stop(&mut self) -> bool {
+        let Some(mut c) = self.child.take() else { return true };
+        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = c.try_wait() {
+                return s.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        false
+    }
+}
+
+impl Drop for DevUp {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Processes whose command line mentions `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                out.push(cmd);
+            }
+        }
+    }
+    out
+}
+
+fn http_get(ip: &str, port: u16, path: &str) -> Option<serde_json::Value> {
+    let mut s = std::net::TcpStream::connect_timeout(&format!("{ip}:{port}").parse().ok()?, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    if !out.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    serde_json::from_str(out.split("\r\n\r\n").nth(1)?).ok()
+}
+
+const ECHO: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: echo, namespace: default}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: echo}}
+  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
+  template:
+    metadata: {labels: {app: echo}}
+    spec:
+      containers:
+      - name: echo
+        image: sluice/echo
+        ports: [{name: http, containerPort: 8080}]
+        readinessProbe: {httpGet: {port: http, path: /ready}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: echo, namespace: default}
+spec:
+  selector: {app: echo}
+  ports: [{name: http, port: 80, targetPort: http}]
+"#;
+
+fn ready_ips(k: &Kubectl) -> Vec<String> {
+    let out = k.ok(&["get", "endpointslices", "-l", "kubernetes.io/service-name=echo", "-o", "jsonpath={range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]} {end}"]);
+    out.split_whitespace().map(str::to_string).collect()
+}
+
+#[test]
+fn deployments_run_as_processes_and_roll_without_failures() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east,west");
+    let east = dev.kubectl("east");
+    let west = dev.kubectl("west");
+    east.apply_stdin(ECHO);
+    east.ok(&["rollout", "status", "deploy/echo", "--timeout=30s"]);
+    assert!(east.ok(&["get", "deploy", "echo"]).contains("3/3"));
+    // Each pod answers on its own IP, from the east range, with its identity.
+    let pods = east.ok(&["get", "pods", "-l", "app=echo", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.podIP} {end}"]);
+    let pods: Vec<(String, String)> = pods.split_whitespace().map(|p| { let (n, ip) = p.split_once('=').unwrap(); (n.to_string(), ip.to_string()) }).collect();
+    assert_eq!(pods.len(), 3);
+    for (name, ip) in &pods {
+        assert!(ip.starts_with("127.20."), "{ip}");
+        let answer = http_get(ip, 8080, "/who").unwrap_or_else(|| panic!("{name} at {ip} does not answer"));
+        assert_eq!((answer["pod"].as_str(), answer["cluster"].as_str(), answer["namespace"].as_str()), (Some(name.as_str()), Some("east"), Some("default")));
+    }
+    assert_eq!(ready_ips(&east).len(), 3);
+
+    // A rolling update under load over the live EndpointSlice: no failed request.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (ok, failed) = (std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)), std::sync::Arc::new(Mutex::new(Vec::<String>::new())));
+    let load = {
+        let (stop, ok, failed, k) = (stop.clone(), ok.clone(), failed.clone(), east.clone());
+        std::thread::spawn(move || {
+            let mut ips = ready_ips(&k);
+            let mut refreshed = Instant::now();
+            let mut i = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if refreshed.elapsed() > Duration::from_millis(200) {
+                    ips = ready_ips(&k);
+                    refreshed = Instant::now();
+                }
+                if ips.is_empty() {
+                    failed.lock().unwrap().push("no ready endpoint".into());
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+                let ip = ips[i % ips.len()].clone();
+                i += 1;
+                match http_get(&ip, 8080, "/load") {
+                    Some(_) => {
+                        ok.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    // An endpoint removed since the last refresh is the client's stale view,
+                    // not the rollout: retry on a fresh list, as a proxy would.
+                    None => {
+                        ips = ready_ips(&k);
+                        refreshed = Instant::now();
+                        let again = ips.get(i % ips.len().max(1)).and_then(|ip| http_get(ip, 8080, "/load"));
+                        match again {
+                            Some(_) => ok.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                            None => {
+                                failed.lock().unwrap().push(format!("request to {ip} failed"));
+                                0
+                            }
+                        };
+                    }
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    east.ok(&["set", "env", "deploy/echo", "COLOR=green"]);
+    east.ok(&["rollout", "status", "deploy/echo", "--timeout=60s"]);
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.join().unwrap();
+    let failures = failed.lock().unwrap().clone();
+    let served = ok.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("rolling update under load: {served} requests served, {} failed", failures.len());
+    assert!(served > 50, "too little load: {served}");
+    assert!(failures.is_empty(), "requests failed during the rollout: {failures:?}");
+    let new_pods = east.ok(&["get", "pods", "-l", "app=echo", "-o", "jsonpath={.items[*].metadata.name}"]);
+    assert!(pods.iter().all(|(n, _)| !new_pods.contains(n.as_str())), "all pods replaced");
+
+    // The other cluster runs side by side without seeing any of it.
+    assert!(west.ok(&["get", "pods", "-o", "name"]).trim().is_empty());
+    west.apply_stdin(&ECHO.replace("replicas: 3", "replicas: 1"));
+    west.ok(&["rollout", "status", "deploy/echo", "--timeout=30s"]);
+    let west_ip = west.ok(&["get", "pods", "-o", "jsonpath={.items[0].status.podIP}"]);
+    assert!(west_ip.starts_with("127.21."), "{west_ip}");
+    assert_eq!(http_get(&west_ip, 8080, "/").unwrap()["cluster"], "west");
+    assert_eq!(ready_ips(&east).len(), 3);
+
+    // Killing a pod's process restarts it.
+    let pod = east.ok(&["get", "pods", "-l", "app=echo", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let ip = east.ok(&["get", "pod", &pod, "-o", "jsonpath={.status.podIP}"]);
+    let victim = processes_with("sluice echo").len();
+    assert!(victim >= 4);
+    let pid = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+        let env = std::fs::read(e.path().join("environ")).ok()?;
+        let env = String::from_utf8_lossy(&env);
+        env.split('\0').any(|kv| kv == format!("POD_NAME={pod}")).then(|| e.file_name().to_string_lossy().to_string())
+    });
+    let pid = pid.expect("the pod's process");
+    let _ = Command::new("kill").arg("-9").arg(&pid).status();
+    assert!(eventually(Duration::from_secs(15), || east.ok(&["get", "pod", &pod, "-o", "jsonpath={.status.containerStatuses[0].restartCount}"]) == "1"));
+    assert!(eventually(Duration::from_secs(15), || http_get(&ip, 8080, "/").is_some()), "restarted pod answers again");
+
+    // Stopping dev up leaves no process behind.
+    assert!(dev.stop(), "dev up did not exit cleanly");
+    assert!(processes_with("sluice echo").is_empty(), "pods left behind: {:?}", processes_with("sluice echo"));
+    let state = dev.state.display().to_string();
+    assert!(processes_with(&state).is_empty(), "processes left behind: {:?}", processes_with(&state));
+}
+
+#[test]
+fn termination_logs_and_bad_pods() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, took) = DevUp::start("east");
+    eprintln!("dev up ready in {:.2} s", took.as_secs_f64());
+    let k = dev.kubectl("east");
+    // A process that logs, and on SIGTERM says so and takes a second to finish.
+    k.apply_stdin(r#"apiVersion: v1
+kind: Pod
+metadata: {name: graceful, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 10
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "trap 'echo got SIGTERM; sleep 1; echo bye; exit 0' TERM; i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done"]
+"#);
+    assert!(eventually(Duration::from_secs(15), || k.ok(&["get", "pod", "graceful", "-o", "jsonpath={.status.phase}"]) == "Running"));
+    // logs -f streams new lines as they come.
+    let mut follow = k.command(&["logs", "-f", "graceful"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut reader = BufReader::new(follow.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    while seen.len() < 8 && started.elapsed() < Duration::from_secs(10) {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push(line);
+    }
+    let _ = follow.kill();
+    assert!(seen.len() >= 8 && seen.iter().all(|l| l.starts_with("tick")), "{seen:?}");
+    assert!(k.ok(&["logs", "graceful", "--tail=2"]).lines().count() == 2);
+    // kubectl delete: SIGTERM, the process's own shutdown, then the Pod is gone.
+    let t = Instant::now();
+    k.ok(&["delete", "pod", "graceful"]);
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(900), "deletion did not wait for the graceful exit: {took:?}");
+    assert!(took < Duration::from_secs(9), "deletion waited for the whole grace period: {took:?}");
+    let logs = std::fs::read_to_string(dev.state.join("clusters/east/logs/default/graceful/main/0.log")).unwrap();
+    assert!(logs.contains("got SIGTERM") && logs.contains("bye"), "{logs}");
+
+    // Bad pods: each shows its reason in status; nothing else breaks.
+    k.apply_stdin(r#"apiVersion: v1
+kind: Pod
+metadata: {name: nocommand}
+spec:
+  containers: [{name: main, image: busybox, command: ["/does/not/exist"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: crashing}
+spec:
+  containers: [{name: main, image: busybox, command: ["sh", "-c", "echo dying; exit 3"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: unknownimage}
+spec:
+  containers: [{name: main, image: nginx:1.27}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: porttaken}
+spec:
+  containers: [{name: main, image: sluice/echo, env: [{name: ECHO_HTTP_PORT, value: "9000"}]}]
+"#);
+    let reason = |pod: &str| k.ok(&["get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason}{.status.containerStatuses[0].lastState.terminated.exitCode}"]);
+    assert!(eventually(Duration::from_secs(15), || reason("nocommand").starts_with("RunContainerError")), "{}", reason("nocommand"));
+    let msg = k.ok(&["get", "pod", "nocommand", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.message}"]);
+    assert!(msg.contains("/does/not/exist"), "{msg}");
+    assert!(eventually(Duration::from_secs(15), || reason("crashing") == "CrashLoopBackOff3"), "{}", reason("crashing"));
+    assert!(k.ok(&["get", "pod", "crashing", "-o", "jsonpath={.status.containerStatuses[0].lastState.terminated.message}"]).contains("dying"));
+    assert!(eventually(Duration::from_secs(15), || reason("unknownimage") == "ImageNotBuiltIn"), "{}", reason("unknownimage"));
+    let msg = k.ok(&["get", "pod", "unknownimage", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.message}"]);
+    assert!(msg.contains("nginx:1.27") && msg.contains("not built into Sluice"), "{msg}");
+    // HTTP on the TCP echo port collides with itself: the process exits with the bind error.
+    assert!(eventually(Duration::from_secs(15), || k.ok(&["get", "pod", "porttaken", "-o", "jsonpath={.status.containerStatuses[0].lastState.terminated.message}"]).contains("in use")));
+    k.ok(&["get", "ns", "default"]);
+    assert!(dev.stop());
+    assert!(processes_with(&dev.state.display().to_string()).is_empty());
+}
+
