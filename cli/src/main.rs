@@ -150,20 +150,34 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("shutting down");
             bound.shutdown().await;
         }
-        Command::Dev { command: DevCommand::Up { state, clusters } } => {
+        Command::Dev {
+            command: DevCommand::Up { state, clusters },
+        } => {
             init_tracing();
-            let cfg = sluice_e2e::devup::DevUpConfig { state, clusters, sluice_bin: std::env::current_exe()? };
+            let cfg = sluice_e2e::devup::DevUpConfig {
+                state,
+                clusters,
+                sluice_bin: std::env::current_exe()?,
+            };
             let running = sluice_e2e::devup::up(&cfg).await?;
             shutdown_signal().await?;
             eprintln!("dev up: stopping");
             tokio::task::spawn_blocking(move || running.stop()).await?;
             eprintln!("dev up: stopped");
         }
-        Command::Node { kubeconfig, cluster, index, logs_dir, max_pods } => {
+        Command::Node {
+            kubeconfig,
+            cluster,
+            index,
+            logs_dir,
+            max_pods,
+        } => {
             init_tracing();
             let _ = rustls::crypto::ring::default_provider().install_default();
             let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
-            let client = kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)?;
+            let client = kube::Client::try_from(
+                kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
+            )?;
             let cfg = sluice_e2e::node::NodeConfig {
                 node_name: format!("{cluster}-node"),
                 cluster,

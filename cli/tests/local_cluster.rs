@@ -37,19 +37,40 @@ impl DevUp {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
         assert_eq!(line.trim(), "ready", "dev up did not become ready");
-        (Self { child: Some(child), state, _dir: dir }, started.elapsed())
+        (
+            Self {
+                child: Some(child),
+                state,
+                _dir: dir,
+            },
+            started.elapsed(),
+        )
     }
 
     fn kubectl(&self, cluster: &str) -> Kubectl {
-        Kubectl::new(&kubectls().remove(0), &self.state.join("clusters").join(format!("{cluster}.kubeconfig")), &self.state.join(format!("cache-{cluster}")))
+        Kubectl::new(
+            &kubectls().remove(0),
+            &self
+                .state
+                .join("clusters")
+                .join(format!("{cluster}.kubeconfig")),
+            &self.state.join(format!("cache-{cluster}")),
+        )
     }
 
     /// SIGTERM and wait; true if it exited cleanly.
     fn stop(&mut self) -> bool {
-        let Some(mut c) = self.child.take() else { return true };
-        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+        let Some(mut c) = self.child.take() else {
+            return true;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status();
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if let Ok(Some(s)) = c.try_wait() {
@@ -83,9 +104,14 @@ fn processes_with(needle: &str) -> Vec<String> {
 }
 
 fn http_get(ip: &str, port: u16, path: &str) -> Option<serde_json::Value> {
-    let mut s = std::net::TcpStream::connect_timeout(&format!("{ip}:{port}").parse().ok()?, Duration::from_secs(2)).ok()?;
+    let mut s = std::net::TcpStream::connect_timeout(
+        &format!("{ip}:{port}").parse().ok()?,
+        Duration::from_secs(2),
+    )
+    .ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .ok()?;
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     if !out.starts_with("HTTP/1.1 200") {
@@ -119,7 +145,14 @@ spec:
 "#;
 
 fn ready_ips(k: &Kubectl) -> Vec<String> {
-    let out = k.ok(&["get", "endpointslices", "-l", "kubernetes.io/service-name=echo", "-o", "jsonpath={range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]} {end}"]);
+    let out = k.ok(&[
+        "get",
+        "endpointslices",
+        "-l",
+        "kubernetes.io/service-name=echo",
+        "-o",
+        "jsonpath={range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]} {end}",
+    ]);
     out.split_whitespace().map(str::to_string).collect()
 }
 
@@ -133,19 +166,43 @@ fn deployments_run_as_processes_and_roll_without_failures() {
     east.ok(&["rollout", "status", "deploy/echo", "--timeout=30s"]);
     assert!(east.ok(&["get", "deploy", "echo"]).contains("3/3"));
     // Each pod answers on its own IP, from the east range, with its identity.
-    let pods = east.ok(&["get", "pods", "-l", "app=echo", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.podIP} {end}"]);
-    let pods: Vec<(String, String)> = pods.split_whitespace().map(|p| { let (n, ip) = p.split_once('=').unwrap(); (n.to_string(), ip.to_string()) }).collect();
+    let pods = east.ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=echo",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.status.podIP} {end}",
+    ]);
+    let pods: Vec<(String, String)> = pods
+        .split_whitespace()
+        .map(|p| {
+            let (n, ip) = p.split_once('=').unwrap();
+            (n.to_string(), ip.to_string())
+        })
+        .collect();
     assert_eq!(pods.len(), 3);
     for (name, ip) in &pods {
         assert!(ip.starts_with("127.20."), "{ip}");
-        let answer = http_get(ip, 8080, "/who").unwrap_or_else(|| panic!("{name} at {ip} does not answer"));
-        assert_eq!((answer["pod"].as_str(), answer["cluster"].as_str(), answer["namespace"].as_str()), (Some(name.as_str()), Some("east"), Some("default")));
+        let answer =
+            http_get(ip, 8080, "/who").unwrap_or_else(|| panic!("{name} at {ip} does not answer"));
+        assert_eq!(
+            (
+                answer["pod"].as_str(),
+                answer["cluster"].as_str(),
+                answer["namespace"].as_str()
+            ),
+            (Some(name.as_str()), Some("east"), Some("default"))
+        );
     }
     assert_eq!(ready_ips(&east).len(), 3);
 
     // A rolling update under load over the live EndpointSlice: no failed request.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (ok, failed) = (std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)), std::sync::Arc::new(Mutex::new(Vec::<String>::new())));
+    let (ok, failed) = (
+        std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        std::sync::Arc::new(Mutex::new(Vec::<String>::new())),
+    );
     let load = {
         let (stop, ok, failed, k) = (stop.clone(), ok.clone(), failed.clone(), east.clone());
         std::thread::spawn(move || {
@@ -173,11 +230,16 @@ fn deployments_run_as_processes_and_roll_without_failures() {
                     None => {
                         ips = ready_ips(&k);
                         refreshed = Instant::now();
-                        let again = ips.get(i % ips.len().max(1)).and_then(|ip| http_get(ip, 8080, "/load"));
+                        let again = ips
+                            .get(i % ips.len().max(1))
+                            .and_then(|ip| http_get(ip, 8080, "/load"));
                         match again {
                             Some(_) => ok.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                             None => {
-                                failed.lock().unwrap().push(format!("request to {ip} failed"));
+                                failed
+                                    .lock()
+                                    .unwrap()
+                                    .push(format!("request to {ip} failed"));
                                 0
                             }
                         };
@@ -194,11 +256,27 @@ fn deployments_run_as_processes_and_roll_without_failures() {
     load.join().unwrap();
     let failures = failed.lock().unwrap().clone();
     let served = ok.load(std::sync::atomic::Ordering::Relaxed);
-    eprintln!("rolling update under load: {served} requests served, {} failed", failures.len());
+    eprintln!(
+        "rolling update under load: {served} requests served, {} failed",
+        failures.len()
+    );
     assert!(served > 50, "too little load: {served}");
-    assert!(failures.is_empty(), "requests failed during the rollout: {failures:?}");
-    let new_pods = east.ok(&["get", "pods", "-l", "app=echo", "-o", "jsonpath={.items[*].metadata.name}"]);
-    assert!(pods.iter().all(|(n, _)| !new_pods.contains(n.as_str())), "all pods replaced");
+    assert!(
+        failures.is_empty(),
+        "requests failed during the rollout: {failures:?}"
+    );
+    let new_pods = east.ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=echo",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ]);
+    assert!(
+        pods.iter().all(|(n, _)| !new_pods.contains(n.as_str())),
+        "all pods replaced"
+    );
 
     // The other cluster runs side by side without seeing any of it.
     assert!(west.ok(&["get", "pods", "-o", "name"]).trim().is_empty());
@@ -210,25 +288,52 @@ fn deployments_run_as_processes_and_roll_without_failures() {
     assert_eq!(ready_ips(&east).len(), 3);
 
     // Killing a pod's process restarts it.
-    let pod = east.ok(&["get", "pods", "-l", "app=echo", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let pod = east.ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=echo",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
     let ip = east.ok(&["get", "pod", &pod, "-o", "jsonpath={.status.podIP}"]);
     let victim = processes_with("sluice echo").len();
     assert!(victim >= 4);
     let pid = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
         let env = std::fs::read(e.path().join("environ")).ok()?;
         let env = String::from_utf8_lossy(&env);
-        env.split('\0').any(|kv| kv == format!("POD_NAME={pod}")).then(|| e.file_name().to_string_lossy().to_string())
+        env.split('\0')
+            .any(|kv| kv == format!("POD_NAME={pod}"))
+            .then(|| e.file_name().to_string_lossy().to_string())
     });
     let pid = pid.expect("the pod's process");
     let _ = Command::new("kill").arg("-9").arg(&pid).status();
-    assert!(eventually(Duration::from_secs(15), || east.ok(&["get", "pod", &pod, "-o", "jsonpath={.status.containerStatuses[0].restartCount}"]) == "1"));
-    assert!(eventually(Duration::from_secs(15), || http_get(&ip, 8080, "/").is_some()), "restarted pod answers again");
+    assert!(eventually(Duration::from_secs(15), || east.ok(&[
+        "get",
+        "pod",
+        &pod,
+        "-o",
+        "jsonpath={.status.containerStatuses[0].restartCount}"
+    ]) == "1"));
+    assert!(
+        eventually(Duration::from_secs(15), || http_get(&ip, 8080, "/")
+            .is_some()),
+        "restarted pod answers again"
+    );
 
     // Stopping dev up leaves no process behind.
     assert!(dev.stop(), "dev up did not exit cleanly");
-    assert!(processes_with("sluice echo").is_empty(), "pods left behind: {:?}", processes_with("sluice echo"));
+    assert!(
+        processes_with("sluice echo").is_empty(),
+        "pods left behind: {:?}",
+        processes_with("sluice echo")
+    );
     let state = dev.state.display().to_string();
-    assert!(processes_with(&state).is_empty(), "processes left behind: {:?}", processes_with(&state));
+    assert!(
+        processes_with(&state).is_empty(),
+        "processes left behind: {:?}",
+        processes_with(&state)
+    );
 }
 
 #[test]
@@ -248,9 +353,19 @@ spec:
     image: busybox
     command: ["sh", "-c", "trap 'echo got SIGTERM; sleep 1; echo bye; exit 0' TERM; i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done"]
 "#);
-    assert!(eventually(Duration::from_secs(15), || k.ok(&["get", "pod", "graceful", "-o", "jsonpath={.status.phase}"]) == "Running"));
+    assert!(eventually(Duration::from_secs(15), || k.ok(&[
+        "get",
+        "pod",
+        "graceful",
+        "-o",
+        "jsonpath={.status.phase}"
+    ]) == "Running"));
     // logs -f streams new lines as they come.
-    let mut follow = k.command(&["logs", "-f", "graceful"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut follow = k
+        .command(&["logs", "-f", "graceful"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut reader = BufReader::new(follow.stdout.take().unwrap());
     let mut seen = Vec::new();
     let started = Instant::now();
@@ -262,19 +377,37 @@ spec:
         seen.push(line);
     }
     let _ = follow.kill();
-    assert!(seen.len() >= 8 && seen.iter().all(|l| l.starts_with("tick")), "{seen:?}");
+    let _ = follow.wait();
+    assert!(
+        seen.len() >= 8 && seen.iter().all(|l| l.starts_with("tick")),
+        "{seen:?}"
+    );
     assert!(k.ok(&["logs", "graceful", "--tail=2"]).lines().count() == 2);
     // kubectl delete: SIGTERM, the process's own shutdown, then the Pod is gone.
     let t = Instant::now();
     k.ok(&["delete", "pod", "graceful"]);
     let took = t.elapsed();
-    assert!(took >= Duration::from_millis(900), "deletion did not wait for the graceful exit: {took:?}");
-    assert!(took < Duration::from_secs(9), "deletion waited for the whole grace period: {took:?}");
-    let logs = std::fs::read_to_string(dev.state.join("clusters/east/logs/default/graceful/main/0.log")).unwrap();
-    assert!(logs.contains("got SIGTERM") && logs.contains("bye"), "{logs}");
+    assert!(
+        took >= Duration::from_millis(900),
+        "deletion did not wait for the graceful exit: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(9),
+        "deletion waited for the whole grace period: {took:?}"
+    );
+    let logs = std::fs::read_to_string(
+        dev.state
+            .join("clusters/east/logs/default/graceful/main/0.log"),
+    )
+    .unwrap();
+    assert!(
+        logs.contains("got SIGTERM") && logs.contains("bye"),
+        "{logs}"
+    );
 
     // Bad pods: each shows its reason in status; nothing else breaks.
-    k.apply_stdin(r#"apiVersion: v1
+    k.apply_stdin(
+        r#"apiVersion: v1
 kind: Pod
 metadata: {name: nocommand}
 spec:
@@ -297,20 +430,69 @@ kind: Pod
 metadata: {name: porttaken}
 spec:
   containers: [{name: main, image: sluice/echo, env: [{name: ECHO_HTTP_PORT, value: "9000"}]}]
-"#);
-    let reason = |pod: &str| k.ok(&["get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason}{.status.containerStatuses[0].lastState.terminated.exitCode}"]);
-    assert!(eventually(Duration::from_secs(15), || reason("nocommand").starts_with("RunContainerError")), "{}", reason("nocommand"));
-    let msg = k.ok(&["get", "pod", "nocommand", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.message}"]);
+"#,
+    );
+    let reason = |pod: &str| {
+        k.ok(&["get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason}{.status.containerStatuses[0].lastState.terminated.exitCode}"])
+    };
+    assert!(
+        eventually(Duration::from_secs(15), || reason("nocommand")
+            .starts_with("RunContainerError")),
+        "{}",
+        reason("nocommand")
+    );
+    let msg = k.ok(&[
+        "get",
+        "pod",
+        "nocommand",
+        "-o",
+        "jsonpath={.status.containerStatuses[0].state.waiting.message}",
+    ]);
     assert!(msg.contains("/does/not/exist"), "{msg}");
-    assert!(eventually(Duration::from_secs(15), || reason("crashing") == "CrashLoopBackOff3"), "{}", reason("crashing"));
-    assert!(k.ok(&["get", "pod", "crashing", "-o", "jsonpath={.status.containerStatuses[0].lastState.terminated.message}"]).contains("dying"));
-    assert!(eventually(Duration::from_secs(15), || reason("unknownimage") == "ImageNotBuiltIn"), "{}", reason("unknownimage"));
-    let msg = k.ok(&["get", "pod", "unknownimage", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.message}"]);
-    assert!(msg.contains("nginx:1.27") && msg.contains("not built into Sluice"), "{msg}");
+    assert!(
+        eventually(Duration::from_secs(15), || reason("crashing")
+            == "CrashLoopBackOff3"),
+        "{}",
+        reason("crashing")
+    );
+    assert!(
+        k.ok(&[
+            "get",
+            "pod",
+            "crashing",
+            "-o",
+            "jsonpath={.status.containerStatuses[0].lastState.terminated.message}"
+        ])
+        .contains("dying")
+    );
+    assert!(
+        eventually(Duration::from_secs(15), || reason("unknownimage")
+            == "ImageNotBuiltIn"),
+        "{}",
+        reason("unknownimage")
+    );
+    let msg = k.ok(&[
+        "get",
+        "pod",
+        "unknownimage",
+        "-o",
+        "jsonpath={.status.containerStatuses[0].state.waiting.message}",
+    ]);
+    assert!(
+        msg.contains("nginx:1.27") && msg.contains("not built into Sluice"),
+        "{msg}"
+    );
     // HTTP on the TCP echo port collides with itself: the process exits with the bind error.
-    assert!(eventually(Duration::from_secs(15), || k.ok(&["get", "pod", "porttaken", "-o", "jsonpath={.status.containerStatuses[0].lastState.terminated.message}"]).contains("in use")));
+    assert!(eventually(Duration::from_secs(15), || k
+        .ok(&[
+            "get",
+            "pod",
+            "porttaken",
+            "-o",
+            "jsonpath={.status.containerStatuses[0].lastState.terminated.message}"
+        ])
+        .contains("in use")));
     k.ok(&["get", "ns", "default"]);
     assert!(dev.stop());
     assert!(processes_with(&dev.state.display().to_string()).is_empty());
 }
-

@@ -78,8 +78,20 @@ impl Drop for Children {
 }
 
 /// Start `sluice control ...` and return the URL from its first line.
-fn start_api(children: &mut Children, what: &str, bin: &Path, args: &[String]) -> anyhow::Result<String> {
-    let child = children.spawn(what, Command::new(bin).arg("control").args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()))?;
+fn start_api(
+    children: &mut Children,
+    what: &str,
+    bin: &Path,
+    args: &[String],
+) -> anyhow::Result<String> {
+    let child = children.spawn(
+        what,
+        Command::new(bin)
+            .arg("control")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit()),
+    )?;
     let stdout = child.stdout.take().context("api server stdout")?;
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line)?;
@@ -113,8 +125,21 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
     let mut children = Children(Vec::new());
     let bin = &cfg.sluice_bin;
     let control_dir = cfg.state.join("control");
-    let control_url = start_api(&mut children, "control plane", bin, &["--data-dir".into(), control_dir.display().to_string(), "--listen".into(), "127.0.0.1:0".into()])?;
-    std::fs::copy(control_dir.join("admin.kubeconfig"), cfg.state.join("control.kubeconfig"))?;
+    let control_url = start_api(
+        &mut children,
+        "control plane",
+        bin,
+        &[
+            "--data-dir".into(),
+            control_dir.display().to_string(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ],
+    )?;
+    std::fs::copy(
+        control_dir.join("admin.kubeconfig"),
+        cfg.state.join("control.kubeconfig"),
+    )?;
     eprintln!("dev up: control plane at {control_url}");
     let mut apis = Vec::new();
     for (i, name) in cfg.clusters.iter().enumerate() {
@@ -152,13 +177,19 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
                 .stderr(Stdio::inherit()),
         )?;
         let addr = api.trim_start_matches("https://").to_string();
-        std::fs::write(clusters_dir.join(format!("{name}.json")), serde_json::to_vec_pretty(&descriptor(name, index, &addr))?)?;
+        std::fs::write(
+            clusters_dir.join(format!("{name}.json")),
+            serde_json::to_vec_pretty(&descriptor(name, index, &addr))?,
+        )?;
         eprintln!("dev up: cluster {name} (index {index}) API at {api}");
         apis.push((name.clone(), index, api, kubeconfig));
     }
     // Register the clusters with the control plane.
     let control = client(&cfg.state.join("control.kubeconfig")).await?;
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("sluice.dev", "v1alpha1", "Cluster"), "clusters");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("sluice.dev", "v1alpha1", "Cluster"),
+        "clusters",
+    );
     let clusters: Api<DynamicObject> = Api::all_with(control, &ar);
     for (name, index, api, _) in &apis {
         let obj: DynamicObject = serde_json::from_value(json!({
@@ -177,14 +208,23 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
         let c = client(kubeconfig).await?;
         let nodes: Api<Node> = Api::all(c);
         let deadline = Instant::now() + Duration::from_secs(30);
-        while nodes.list(&Default::default()).await.map(|l| l.items.is_empty()).unwrap_or(true) {
+        while nodes
+            .list(&Default::default())
+            .await
+            .map(|l| l.items.is_empty())
+            .unwrap_or(true)
+        {
             if Instant::now() > deadline {
                 anyhow::bail!("cluster {name}: the node agent did not register within 30 s");
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    eprintln!("dev up: {} cluster(s) up in {:.2} s", apis.len(), started.elapsed().as_secs_f64());
+    eprintln!(
+        "dev up: {} cluster(s) up in {:.2} s",
+        apis.len(),
+        started.elapsed().as_secs_f64()
+    );
     println!("ready");
     Ok(DevUp { children })
 }

@@ -38,9 +38,17 @@ impl EchoConfig {
     pub fn from_env() -> anyhow::Result<Self> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         Ok(Self {
-            ip: var("POD_IP").unwrap_or_else(|| "127.0.0.1".into()).parse()?,
-            http_port: var("ECHO_HTTP_PORT").map(|p| p.parse()).transpose()?.unwrap_or(8080),
-            tcp_port: var("ECHO_TCP_PORT").map(|p| p.parse()).transpose()?.unwrap_or(9000),
+            ip: var("POD_IP")
+                .unwrap_or_else(|| "127.0.0.1".into())
+                .parse()?,
+            http_port: var("ECHO_HTTP_PORT")
+                .map(|p| p.parse())
+                .transpose()?
+                .unwrap_or(8080),
+            tcp_port: var("ECHO_TCP_PORT")
+                .map(|p| p.parse())
+                .transpose()?
+                .unwrap_or(9000),
             identity: Identity {
                 cluster: var("SLUICE_CLUSTER").unwrap_or_default(),
                 pod: var("POD_NAME").unwrap_or_else(|| "echo".into()),
@@ -68,11 +76,19 @@ impl Bound {
     }
 }
 
-async fn answer(identity: Arc<Identity>, req: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn answer(
+    identity: Arc<Identity>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     let version = format!("{:?}", req.version());
-    let body = req.into_body().collect().await.map(|b| b.to_bytes().len()).unwrap_or(0);
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes().len())
+        .unwrap_or(0);
     let reply = json!({
         "cluster": identity.cluster,
         "pod": identity.pod,
@@ -83,7 +99,10 @@ async fn answer(identity: Arc<Identity>, req: Request<hyper::body::Incoming>) ->
         "bodyBytes": body,
     });
     let mut resp = Response::new(Full::new(Bytes::from(reply.to_string())));
-    resp.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
     Ok(resp)
 }
 
@@ -138,7 +157,12 @@ pub async fn build(config: EchoConfig) -> anyhow::Result<Bound> {
         // Open TCP echo connections run until their clients close them.
         while conns.join_next().await.is_some() {}
     });
-    Ok(Bound { http: bound_http, tcp: bound_tcp, shutdown, tasks: vec![http_task, tcp_task] })
+    Ok(Bound {
+        http: bound_http,
+        tcp: bound_tcp,
+        shutdown,
+        tasks: vec![http_task, tcp_task],
+    })
 }
 
 #[cfg(test)]
@@ -152,17 +176,26 @@ mod tests {
             ip: "127.0.0.1".parse().unwrap(),
             http_port: 0,
             tcp_port: 0,
-            identity: Identity { cluster: "east".into(), pod: "echo-1".into(), namespace: "shop".into() },
+            identity: Identity {
+                cluster: "east".into(),
+                pod: "echo-1".into(),
+                namespace: "shop".into(),
+            },
         })
         .await
         .unwrap();
         let mut s = tokio::net::TcpStream::connect(bound.http).await.unwrap();
-        s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+        s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).await.unwrap();
         let body = out.split("\r\n\r\n").nth(1).unwrap();
         let v: serde_json::Value = serde_json::from_str(body).unwrap();
-        assert_eq!((v["cluster"].as_str(), v["pod"].as_str(), v["path"].as_str()), (Some("east"), Some("echo-1"), Some("/hello")));
+        assert_eq!(
+            (v["cluster"].as_str(), v["pod"].as_str(), v["path"].as_str()),
+            (Some("east"), Some("echo-1"), Some("/hello"))
+        );
         let mut t = tokio::net::TcpStream::connect(bound.tcp).await.unwrap();
         t.write_all(b"ping").await.unwrap();
         let mut buf = [0u8; 4];

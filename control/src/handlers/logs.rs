@@ -44,18 +44,35 @@ fn tail(text: &str, lines: usize) -> &str {
 }
 
 pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
-    let key = scope.t.prefix.key(scope.cluster.as_ref().ok_or(ApiError::MethodNotAllowed)?, scope.namespace.as_deref(), name);
-    let entry = state.store.get(&key).ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
-    let pod: Value = serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let key = scope.t.prefix.key(
+        scope.cluster.as_ref().ok_or(ApiError::MethodNotAllowed)?,
+        scope.namespace.as_deref(),
+        name,
+    );
+    let entry = state
+        .store
+        .get(&key)
+        .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
+    let pod: Value =
+        serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
     let Some(root) = &state.pod_logs_dir else {
         return Err(ApiError::BadRequest(format!(
             "pod {name:?} has no logs here: logs are served by the API server of the physical cluster the pod runs on"
         )));
     };
-    let containers: Vec<String> = pod["spec"]["containers"].as_array().into_iter().flatten().filter_map(|c| c["name"].as_str().map(str::to_string)).collect();
+    let containers: Vec<String> = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
+        .collect();
     let container = match ctx.query.get("container") {
         Some(c) if containers.iter().any(|x| x == c) => c.to_string(),
-        Some(c) => return Err(ApiError::BadRequest(format!("container {c} is not valid for pod {name}"))),
+        Some(c) => {
+            return Err(ApiError::BadRequest(format!(
+                "container {c} is not valid for pod {name}"
+            )));
+        }
         None if containers.len() == 1 => containers[0].clone(),
         None => {
             return Err(ApiError::BadRequest(format!(
@@ -64,18 +81,27 @@ pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -
             )));
         }
     };
-    let dir = root.join(scope.namespace.as_deref().unwrap_or("default")).join(name).join(&container);
+    let dir = root
+        .join(scope.namespace.as_deref().unwrap_or("default"))
+        .join(name)
+        .join(&container);
     let files = log_files(&dir);
     let file = if ctx.query.flag("previous") {
         files.iter().rev().nth(1).cloned().ok_or_else(|| {
-            ApiError::BadRequest(format!("previous terminated container \"{container}\" in pod \"{name}\" not found"))
+            ApiError::BadRequest(format!(
+                "previous terminated container \"{container}\" in pod \"{name}\" not found"
+            ))
         })?
     } else {
         files.last().cloned().ok_or_else(|| {
-            ApiError::BadRequest(format!("container \"{container}\" in pod \"{name}\" is waiting to start: no logs yet"))
+            ApiError::BadRequest(format!(
+                "container \"{container}\" in pod \"{name}\" is waiting to start: no logs yet"
+            ))
         })?
     };
-    let text = tokio::fs::read_to_string(&file).await.map_err(|e| ApiError::Internal(format!("reading {}: {e}", file.display())))?;
+    let text = tokio::fs::read_to_string(&file)
+        .await
+        .map_err(|e| ApiError::Internal(format!("reading {}: {e}", file.display())))?;
     let mut out = match ctx.query.number::<usize>("tailLines")? {
         Some(n) => tail(&text, n).to_string(),
         None => text.clone(),
@@ -85,7 +111,8 @@ pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -
     }
     if !ctx.query.flag("follow") {
         let mut r = Response::new(full(out));
-        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
         return Ok(r);
     }
     // Follow: stream what is appended until the pod goes away or the client leaves.
@@ -96,7 +123,9 @@ pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -
         if tx.send(Bytes::from(out)).await.is_err() {
             return;
         }
-        let Ok(mut f) = tokio::fs::File::open(&file).await else { return };
+        let Ok(mut f) = tokio::fs::File::open(&file).await else {
+            return;
+        };
         if f.seek(std::io::SeekFrom::Start(offset)).await.is_err() {
             return;
         }
@@ -118,10 +147,12 @@ pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -
             }
         }
     });
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
+        .map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
     let mut r = Response::new(StreamBody::new(stream).boxed());
     *r.status_mut() = StatusCode::OK;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     Ok(r)
 }
 

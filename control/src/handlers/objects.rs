@@ -1195,20 +1195,40 @@ pub async fn delete_object(
         // A Pod running on a node is stopped there first: mark it, and its node agent
         // deletes it with grace period 0 once the containers are gone.
         let grace = options["gracePeriodSeconds"].as_i64();
-        let on_node = t.resource == "pods" && t.group.is_empty() && obj["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty());
+        let on_node = t.resource == "pods"
+            && t.group.is_empty()
+            && obj["spec"]["nodeName"]
+                .as_str()
+                .is_some_and(|n| !n.is_empty());
         if on_node && grace != Some(0) {
             if object::is_deleting(&obj) {
                 return Ok((StatusCode::OK, entry.value.clone()));
             }
-            let g = grace.or(obj["spec"]["terminationGracePeriodSeconds"].as_i64()).unwrap_or(30).max(1);
+            let g = grace
+                .or(obj["spec"]["terminationGracePeriodSeconds"].as_i64())
+                .unwrap_or(30)
+                .max(1);
             let meta = object::meta_mut(&mut obj);
             meta.insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
             meta.insert("deletionGracePeriodSeconds".into(), json!(g));
             if dry_run {
-                return Ok((StatusCode::OK, Bytes::from(serde_json::to_vec(&obj).unwrap_or_default())));
+                return Ok((
+                    StatusCode::OK,
+                    Bytes::from(serde_json::to_vec(&obj).unwrap_or_default()),
+                ));
             }
-            let bytes = Bytes::from(serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?);
-            match state.store.write(Op::Put { key: key.clone(), value: bytes.clone(), expect: Expect::At(entry.revision) }).await {
+            let bytes = Bytes::from(
+                serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?,
+            );
+            match state
+                .store
+                .write(Op::Put {
+                    key: key.clone(),
+                    value: bytes.clone(),
+                    expect: Expect::At(entry.revision),
+                })
+                .await
+            {
                 Ok(c) => return Ok((StatusCode::OK, with_resource_version(&bytes, c.revision))),
                 Err(StorageError::Conflict { .. }) => continue,
                 Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
@@ -1301,10 +1321,16 @@ async fn delete(
     body: &[u8],
 ) -> ApiResult<Resp> {
     let mut options = delete_options(body)?;
-    if let (Some(g), true) = (ctx.query.number::<i64>("gracePeriodSeconds")?, options["gracePeriodSeconds"].is_null()) {
+    if let (Some(g), true) = (
+        ctx.query.number::<i64>("gracePeriodSeconds")?,
+        options["gracePeriodSeconds"].is_null(),
+    ) {
         options["gracePeriodSeconds"] = json!(g);
     }
-    if let (Some(p), true) = (ctx.query.get("propagationPolicy"), options["propagationPolicy"].is_null()) {
+    if let (Some(p), true) = (
+        ctx.query.get("propagationPolicy"),
+        options["propagationPolicy"].is_null(),
+    ) {
         options["propagationPolicy"] = json!(p);
     }
     let dry_run = ctx.dry_run()

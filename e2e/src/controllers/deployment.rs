@@ -30,7 +30,11 @@ fn template_hash(template: &Value) -> String {
 /// `maxSurge`/`maxUnavailable`: an integer or a percentage of `replicas` (surge rounds up,
 /// unavailable down).
 fn resolve(v: &Value, replicas: i64, round_up: bool, default: &str) -> i64 {
-    let v = if v.is_null() { json!(default) } else { v.clone() };
+    let v = if v.is_null() {
+        json!(default)
+    } else {
+        v.clone()
+    };
     match v {
         Value::Number(n) => n.as_i64().unwrap_or(0),
         Value::String(s) => {
@@ -59,7 +63,13 @@ pub async fn reconcile_all(client: &kube::Client, caches: &Caches) {
 
 async fn scale(api: &Api<ReplicaSet>, rs: &Value, replicas: i64) -> kube::Result<()> {
     let name = rs["metadata"]["name"].as_str().unwrap_or("");
-    api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": replicas}}))).await.map(|_| ())
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+    )
+    .await
+    .map(|_| ())
 }
 
 async fn reconcile(client: &kube::Client, caches: &Caches, d: &Deployment) -> kube::Result<()> {
@@ -75,13 +85,35 @@ async fn reconcile(client: &kube::Client, caches: &Caches, d: &Deployment) -> ku
         .replicasets
         .state()
         .iter()
-        .filter(|rs| rs.metadata.namespace.as_deref() == Some(ns.as_str()) && owned_by(&rs.metadata, &uid))
+        .filter(|rs| {
+            rs.metadata.namespace.as_deref() == Some(ns.as_str()) && owned_by(&rs.metadata, &uid)
+        })
         .map(|rs| value(&**rs))
         .collect();
-    let new = owned.iter().find(|rs| rs["metadata"]["labels"][HASH_LABEL] == hash.as_str()).cloned();
-    let mut old: Vec<Value> = owned.iter().filter(|rs| rs["metadata"]["labels"][HASH_LABEL] != hash.as_str()).cloned().collect();
-    old.sort_by_key(|rs| rs["metadata"]["creationTimestamp"].as_str().map(str::to_string));
-    let revision = owned.iter().filter_map(|rs| rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"].as_str()?.parse::<i64>().ok()).max().unwrap_or(0);
+    let new = owned
+        .iter()
+        .find(|rs| rs["metadata"]["labels"][HASH_LABEL] == hash.as_str())
+        .cloned();
+    let mut old: Vec<Value> = owned
+        .iter()
+        .filter(|rs| rs["metadata"]["labels"][HASH_LABEL] != hash.as_str())
+        .cloned()
+        .collect();
+    old.sort_by_key(|rs| {
+        rs["metadata"]["creationTimestamp"]
+            .as_str()
+            .map(str::to_string)
+    });
+    let revision = owned
+        .iter()
+        .filter_map(|rs| {
+            rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                .as_str()?
+                .parse::<i64>()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0);
     let recreate = v["spec"]["strategy"]["type"] == "Recreate";
     let old_replicas: i64 = old.iter().map(|rs| int(&rs["spec"]["replicas"])).sum();
     let Some(new) = new else {
@@ -114,12 +146,24 @@ async fn reconcile(client: &kube::Client, caches: &Caches, d: &Deployment) -> ku
             for rs in old.iter().filter(|rs| int(&rs["spec"]["replicas"]) > 0) {
                 scale(&api, rs, 0).await?;
             }
-        } else if old.iter().all(|rs| int(&rs["status"]["replicas"]) == 0) && new_replicas != desired {
+        } else if old.iter().all(|rs| int(&rs["status"]["replicas"]) == 0)
+            && new_replicas != desired
+        {
             scale(&api, &new, desired).await?;
         }
     } else {
-        let surge = resolve(&v["spec"]["strategy"]["rollingUpdate"]["maxSurge"], desired, true, "25%");
-        let mut unavailable = resolve(&v["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"], desired, false, "25%");
+        let surge = resolve(
+            &v["spec"]["strategy"]["rollingUpdate"]["maxSurge"],
+            desired,
+            true,
+            "25%",
+        );
+        let mut unavailable = resolve(
+            &v["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
+            desired,
+            false,
+            "25%",
+        );
         if surge == 0 && unavailable == 0 {
             unavailable = 1;
         }
@@ -133,7 +177,10 @@ async fn reconcile(client: &kube::Client, caches: &Caches, d: &Deployment) -> ku
             }
         }
         // Scale old ReplicaSets down only as far as availability allows.
-        let available: i64 = owned.iter().map(|rs| int(&rs["status"]["availableReplicas"])).sum();
+        let available: i64 = owned
+            .iter()
+            .map(|rs| int(&rs["status"]["availableReplicas"]))
+            .sum();
         let mut can_remove = available - (desired - unavailable);
         for rs in &old {
             let replicas = int(&rs["spec"]["replicas"]);
@@ -153,12 +200,21 @@ async fn reconcile(client: &kube::Client, caches: &Caches, d: &Deployment) -> ku
     let sum = |f: &str| -> i64 { owned.iter().map(|rs| int(&rs["status"][f])).sum() };
     let available = sum("availableReplicas");
     let updated = int(&new["status"]["replicas"]);
-    let unavailable_allowed = if recreate { 0 } else { resolve(&v["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"], desired, false, "25%") };
-    let complete = updated == desired && int(&new["status"]["availableReplicas"]) == desired && sum("replicas") == desired;
-    let now = sluice_control::object::now_rfc3339();
-    let condition = |ty: &str, ok: bool, reason: &str, message: String| {
-        json!({"type": ty, "status": if ok { "True" } else { "False" }, "reason": reason, "message": message, "lastUpdateTime": now, "lastTransitionTime": now})
+    let unavailable_allowed = if recreate {
+        0
+    } else {
+        resolve(
+            &v["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
+            desired,
+            false,
+            "25%",
+        )
     };
+    let complete = updated == desired
+        && int(&new["status"]["availableReplicas"]) == desired
+        && sum("replicas") == desired;
+    let now = sluice_control::object::now_rfc3339();
+    let condition = |ty: &str, ok: bool, reason: &str, message: String| json!({"type": ty, "status": if ok { "True" } else { "False" }, "reason": reason, "message": message, "lastUpdateTime": now, "lastTransitionTime": now});
     let status = json!({
         "observedGeneration": d.metadata.generation,
         "replicas": sum("replicas"),
@@ -172,13 +228,33 @@ async fn reconcile(client: &kube::Client, caches: &Caches, d: &Deployment) -> ku
         ],
     });
     let current = &v["status"];
-    let same = ["observedGeneration", "replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas"]
-        .iter()
-        .all(|f| int(&current[*f]) == int(&status[*f]))
-        && current["conditions"].as_array().map(|c| c.iter().map(|c| (c["type"].clone(), c["status"].clone(), c["reason"].clone())).collect::<Vec<_>>())
-            == status["conditions"].as_array().map(|c| c.iter().map(|c| (c["type"].clone(), c["status"].clone(), c["reason"].clone())).collect::<Vec<_>>());
+    let same = [
+        "observedGeneration",
+        "replicas",
+        "updatedReplicas",
+        "readyReplicas",
+        "availableReplicas",
+        "unavailableReplicas",
+    ]
+    .iter()
+    .all(|f| int(&current[*f]) == int(&status[*f]))
+        && current["conditions"].as_array().map(|c| {
+            c.iter()
+                .map(|c| (c["type"].clone(), c["status"].clone(), c["reason"].clone()))
+                .collect::<Vec<_>>()
+        }) == status["conditions"].as_array().map(|c| {
+            c.iter()
+                .map(|c| (c["type"].clone(), c["status"].clone(), c["reason"].clone()))
+                .collect::<Vec<_>>()
+        });
     if !same {
-        Api::<Deployment>::namespaced(client.clone(), &ns).patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+        Api::<Deployment>::namespaced(client.clone(), &ns)
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await?;
     }
     Ok(())
 }
@@ -193,7 +269,10 @@ mod tests {
         assert_eq!(resolve(&json!("25%"), 3, false, "25%"), 0);
         assert_eq!(resolve(&Value::Null, 4, false, "25%"), 1);
         assert_eq!(resolve(&json!(2), 10, true, "25%"), 2);
-        assert_ne!(template_hash(&json!({"a": 1})), template_hash(&json!({"a": 2})));
+        assert_ne!(
+            template_hash(&json!({"a": 1})),
+            template_hash(&json!({"a": 2}))
+        );
         assert_eq!(template_hash(&json!({"a": 1})).len(), 10);
     }
 }

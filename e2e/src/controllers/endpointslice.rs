@@ -11,11 +11,20 @@ use super::{Caches, pod_ready, selects, value};
 pub const MANAGED_BY: &str = "endpointslice-controller.sluice.dev";
 
 fn target_port(port: &Value, pods: &[Value]) -> Option<i64> {
-    let target = if port["targetPort"].is_null() { &port["port"] } else { &port["targetPort"] };
+    let target = if port["targetPort"].is_null() {
+        &port["port"]
+    } else {
+        &port["targetPort"]
+    };
     match target {
         Value::Number(n) => n.as_i64(),
         Value::String(name) => pods.iter().find_map(|p| {
-            p["spec"]["containers"].as_array()?.iter().flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default()).find(|cp| cp["name"] == *name)?["containerPort"].as_i64()
+            p["spec"]["containers"]
+                .as_array()?
+                .iter()
+                .flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default())
+                .find(|cp| cp["name"] == *name)?["containerPort"]
+                .as_i64()
         }),
         _ => None,
     }
@@ -52,11 +61,10 @@ pub fn desired(svc: &Value, pods: &[Value]) -> Value {
                 "nodeName": p["spec"]["nodeName"],
                 "targetRef": {"kind": "Pod", "name": p["metadata"]["name"], "namespace": ns, "uid": p["metadata"]["uid"]},
             });
-            if let (Some(h), Some(sub)) = (p["spec"]["hostname"].as_str(), p["spec"]["subdomain"].as_str()) {
-                if sub == name {
+            if let (Some(h), Some(sub)) = (p["spec"]["hostname"].as_str(), p["spec"]["subdomain"].as_str())
+                && sub == name {
                     e["hostname"] = json!(h);
                 }
-            }
             Some(e)
         })
         .collect();
@@ -82,32 +90,64 @@ pub async fn reconcile_all(client: &kube::Client, caches: &Caches) {
     }
 }
 
-async fn reconcile(client: &kube::Client, caches: &Caches, svc: &Service, pods: &[std::sync::Arc<Pod>]) -> kube::Result<()> {
+async fn reconcile(
+    client: &kube::Client,
+    caches: &Caches,
+    svc: &Service,
+    pods: &[std::sync::Arc<Pod>],
+) -> kube::Result<()> {
     let v = value(svc);
-    if v["spec"]["type"] == "ExternalName" || !v["spec"]["selector"].is_object() || svc.metadata.deletion_timestamp.is_some() {
+    if v["spec"]["type"] == "ExternalName"
+        || !v["spec"]["selector"].is_object()
+        || svc.metadata.deletion_timestamp.is_some()
+    {
         return Ok(());
     }
     let ns = svc.metadata.namespace.clone().unwrap_or_default();
     let selector = json!({"matchLabels": v["spec"]["selector"]});
     let mut matching: Vec<Value> = pods
         .iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && selects(&selector, p.metadata.labels.as_ref()))
-        .filter(|p| !matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")))
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(ns.as_str())
+                && selects(&selector, p.metadata.labels.as_ref())
+        })
+        .filter(|p| {
+            !matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+        })
         .map(|p| value(&**p))
         .collect();
     matching.sort_by_key(|p| p["metadata"]["name"].as_str().map(str::to_string));
     let want = desired(&v, &matching);
     let name = want["metadata"]["name"].as_str().unwrap_or("").to_string();
-    let current = caches.slices.state().into_iter().find(|s| s.metadata.namespace.as_deref() == Some(ns.as_str()) && s.metadata.name.as_deref() == Some(name.as_str()));
+    let current = caches.slices.state().into_iter().find(|s| {
+        s.metadata.namespace.as_deref() == Some(ns.as_str())
+            && s.metadata.name.as_deref() == Some(name.as_str())
+    });
     if let Some(cur) = current {
         let cur = value(&*cur);
-        if cur["endpoints"].as_array().map(Vec::as_slice).unwrap_or(&[]) == want["endpoints"].as_array().map(Vec::as_slice).unwrap_or(&[]) && cur["ports"] == want["ports"] {
+        if cur["endpoints"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            == want["endpoints"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+            && cur["ports"] == want["ports"]
+        {
             return Ok(());
         }
     }
     let _ = pod_ready;
     Api::<EndpointSlice>::namespaced(client.clone(), &ns)
-        .patch(&name, &PatchParams::apply("endpointslice-controller").force(), &Patch::Apply(&want))
+        .patch(
+            &name,
+            &PatchParams::apply("endpointslice-controller").force(),
+            &Patch::Apply(&want),
+        )
         .await
         .map(|_| ())
 }

@@ -63,16 +63,25 @@ impl Expectations {
 
 fn cache<K>(client: &kube::Client, notify: Arc<Notify>) -> (Store<K>, tokio::task::JoinHandle<()>)
 where
-    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let (reader, writer) = reflector::store::<K>();
-    let stream = reflector::reflector(writer, watcher(Api::<K>::all(client.clone()), watcher::Config::default()))
-        .default_backoff()
-        .touched_objects()
-        .for_each(move |_| {
-            notify.notify_one();
-            async {}
-        });
+    let stream = reflector::reflector(
+        writer,
+        watcher(Api::<K>::all(client.clone()), watcher::Config::default()),
+    )
+    .default_backoff()
+    .touched_objects()
+    .for_each(move |_| {
+        notify.notify_one();
+        async {}
+    });
     (reader, tokio::spawn(stream))
 }
 
@@ -82,21 +91,41 @@ pub fn value<T: serde::Serialize>(o: &T) -> Value {
 
 /// True when a Pod counts as ready.
 pub fn pod_ready(p: &Pod) -> bool {
-    p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 pub fn pod_active(p: &Pod) -> bool {
-    p.metadata.deletion_timestamp.is_none() && !matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+    p.metadata.deletion_timestamp.is_none()
+        && !matches!(
+            p.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        )
 }
 
 /// Labels match a `matchLabels` selector.
-pub fn selects(selector: &Value, labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
-    let Some(ml) = selector["matchLabels"].as_object() else { return false };
-    !ml.is_empty() && ml.iter().all(|(k, v)| labels.and_then(|l| l.get(k)).map(String::as_str) == v.as_str())
+pub fn selects(
+    selector: &Value,
+    labels: Option<&std::collections::BTreeMap<String, String>>,
+) -> bool {
+    let Some(ml) = selector["matchLabels"].as_object() else {
+        return false;
+    };
+    !ml.is_empty()
+        && ml
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)).map(String::as_str) == v.as_str())
 }
 
-pub fn owned_by(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, uid: &str) -> bool {
-    meta.owner_references.as_ref().is_some_and(|r| r.iter().any(|o| o.uid == uid && o.controller == Some(true)))
+pub fn owned_by(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    uid: &str,
+) -> bool {
+    meta.owner_references
+        .as_ref()
+        .is_some_and(|r| r.iter().any(|o| o.uid == uid && o.controller == Some(true)))
 }
 
 /// Run the controllers until `shutdown` flips.
@@ -107,12 +136,22 @@ pub async fn run(client: kube::Client, mut shutdown: watch::Receiver<bool>) -> a
     let (deployments, t3) = cache::<Deployment>(&client, notify.clone());
     let (services, t4) = cache::<Service>(&client, notify.clone());
     let (slices, t5) = cache::<EndpointSlice>(&client, notify.clone());
-    for ready in [pods.wait_until_ready().await, replicasets.wait_until_ready().await, deployments.wait_until_ready().await] {
+    for ready in [
+        pods.wait_until_ready().await,
+        replicasets.wait_until_ready().await,
+        deployments.wait_until_ready().await,
+    ] {
         ready?;
     }
     services.wait_until_ready().await?;
     slices.wait_until_ready().await?;
-    let caches = Caches { pods, replicasets, deployments, services, slices };
+    let caches = Caches {
+        pods,
+        replicasets,
+        deployments,
+        services,
+        slices,
+    };
     let mut rs_expect = Expectations::default();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {

@@ -18,7 +18,12 @@ pub async fn reconcile_all(client: &kube::Client, caches: &Caches, expect: &mut 
     }
 }
 
-async fn reconcile(client: &kube::Client, caches: &Caches, rs: &ReplicaSet, expect: &mut Expectations) -> kube::Result<()> {
+async fn reconcile(
+    client: &kube::Client,
+    caches: &Caches,
+    rs: &ReplicaSet,
+    expect: &mut Expectations,
+) -> kube::Result<()> {
     let ns = rs.metadata.namespace.clone().unwrap_or_default();
     let name = rs.metadata.name.clone().unwrap_or_default();
     let uid = rs.metadata.uid.clone().unwrap_or_default();
@@ -28,7 +33,9 @@ async fn reconcile(client: &kube::Client, caches: &Caches, rs: &ReplicaSet, expe
         .pods
         .state()
         .into_iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && owned_by(&p.metadata, &uid))
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(ns.as_str()) && owned_by(&p.metadata, &uid)
+        })
         .collect();
     let all = pods.len();
     pods.retain(|p| pod_active(p));
@@ -53,9 +60,19 @@ async fn reconcile(client: &kube::Client, caches: &Caches, rs: &ReplicaSet, expe
             }
         } else {
             // Not-ready Pods go first, then the newest.
-            pods.sort_by_key(|p| (pod_ready(p), std::cmp::Reverse(p.metadata.creation_timestamp.as_ref().map(|t| t.0))));
+            pods.sort_by_key(|p| {
+                (
+                    pod_ready(p),
+                    std::cmp::Reverse(p.metadata.creation_timestamp.as_ref().map(|t| t.0)),
+                )
+            });
             for p in pods.iter().take(pods.len() - desired) {
-                let _ = pod_api.delete(p.metadata.name.as_deref().unwrap_or(""), &DeleteParams::default()).await;
+                let _ = pod_api
+                    .delete(
+                        p.metadata.name.as_deref().unwrap_or(""),
+                        &DeleteParams::default(),
+                    )
+                    .await;
             }
         }
         expect.expect(&key);
@@ -75,7 +92,13 @@ async fn reconcile(client: &kube::Client, caches: &Caches, rs: &ReplicaSet, expe
         || v["status"]["readyReplicas"].as_u64().unwrap_or(0) != ready as u64
         || v["status"]["observedGeneration"] != status["observedGeneration"]
     {
-        Api::<ReplicaSet>::namespaced(client.clone(), &ns).patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+        Api::<ReplicaSet>::namespaced(client.clone(), &ns)
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await?;
     }
     Ok(())
 }

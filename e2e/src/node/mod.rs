@@ -43,7 +43,10 @@ pub struct IpPool {
 
 impl IpPool {
     pub fn new(index: u8) -> Self {
-        Self { index, used: Mutex::new(BTreeSet::new()) }
+        Self {
+            index,
+            used: Mutex::new(BTreeSet::new()),
+        }
     }
 
     fn base(&self) -> u32 {
@@ -66,7 +69,10 @@ impl IpPool {
     }
 
     pub fn give_back(&self, ip: Ipv4Addr) {
-        self.used.lock().unwrap_or_else(|p| p.into_inner()).remove(&u32::from(ip));
+        self.used
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&u32::from(ip));
     }
 }
 
@@ -89,13 +95,27 @@ fn node_object(cfg: &NodeConfig) -> Node {
 async fn heartbeat(nodes: &Api<Node>, cfg: &NodeConfig) -> kube::Result<()> {
     let now = sluice_control::object::now_rfc3339();
     let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sluice node agent is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
-    nodes.patch_status(&cfg.node_name, &PatchParams::default(), &Patch::Merge(status)).await.map(|_| ())
+    nodes
+        .patch_status(
+            &cfg.node_name,
+            &PatchParams::default(),
+            &Patch::Merge(status),
+        )
+        .await
+        .map(|_| ())
 }
 
 /// Run the agent until `shutdown` flips; then stop every container it runs.
-pub async fn run(client: kube::Client, cfg: NodeConfig, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+pub async fn run(
+    client: kube::Client,
+    cfg: NodeConfig,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
-    match nodes.create(&PostParams::default(), &node_object(&cfg)).await {
+    match nodes
+        .create(&PostParams::default(), &node_object(&cfg))
+        .await
+    {
         Ok(_) | Err(kube::Error::Api(_)) => {}
         Err(e) => return Err(e.into()),
     }
@@ -139,7 +159,10 @@ pub async fn run(client: kube::Client, cfg: NodeConfig, mut shutdown: watch::Rec
                     // The one node of a local cluster is where every Pod goes.
                     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
                     let bind = json!({"spec": {"nodeName": cfg.node_name}, "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}});
-                    if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(bind)).await {
+                    if let Err(e) = api
+                        .patch(&name, &PatchParams::default(), &Patch::Merge(bind))
+                        .await
+                    {
                         tracing::debug!(pod = %key, error = %e, "binding failed");
                     }
                     continue;
@@ -158,13 +181,16 @@ pub async fn run(client: kube::Client, cfg: NodeConfig, mut shutdown: watch::Rec
                 _ if deleting => {
                     // Nothing runs here (finished, or never started): delete for good.
                     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-                    let _ = api.delete(&name, &DeleteParams::default().grace_period(0)).await;
+                    let _ = api
+                        .delete(&name, &DeleteParams::default().grace_period(0))
+                        .await;
                 }
                 _ => {
                     if let Some(old) = runners.remove(&key) {
                         old.terminate(Duration::ZERO);
                     }
-                    let runner = PodRunner::start(client.clone(), &cfg, (*pod).clone(), ips.clone());
+                    let runner =
+                        PodRunner::start(client.clone(), &cfg, (*pod).clone(), ips.clone());
                     runners.insert(key, runner);
                 }
             }
@@ -192,7 +218,11 @@ fn grace_of(pod: &Pod) -> Duration {
     let secs = pod
         .metadata
         .deletion_grace_period_seconds
-        .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
+        .or_else(|| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+        })
         .unwrap_or(30);
     Duration::from_secs(secs.max(0) as u64)
 }

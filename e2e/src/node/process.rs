@@ -44,7 +44,12 @@ impl PodRunner {
         let finished = Arc::new(AtomicBool::new(false));
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let task = tokio::spawn(run_pod(client, cfg.clone(), pod, ips, rx, finished.clone()));
-        Self { uid, terminate, finished, task }
+        Self {
+            uid,
+            terminate,
+            finished,
+            task,
+        }
     }
 
     pub fn uid(&self) -> &str {
@@ -79,7 +84,13 @@ fn now() -> String {
 /// The argv of a container: built-in images run the `sluice` binary.
 fn argv(cfg: &NodeConfig, c: &Value) -> Result<Vec<String>, (String, String)> {
     let image = c["image"].as_str().unwrap_or("");
-    let strings = |v: &Value| -> Vec<String> { v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_string)).collect() };
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect()
+    };
     let command = strings(&c["command"]);
     let args = strings(&c["args"]);
     let repo = image.rsplit_once(':').map(|(r, _)| r).unwrap_or(image);
@@ -101,33 +112,62 @@ fn argv(cfg: &NodeConfig, c: &Value) -> Result<Vec<String>, (String, String)> {
         }
         (None, true) => Err((
             "ImageNotBuiltIn".into(),
-            format!("image {image:?} is not built into Sluice and the container has no command: local clusters run processes, not images"),
+            format!(
+                "image {image:?} is not built into Sluice and the container has no command: local clusters run processes, not images"
+            ),
         )),
     }
 }
 
 /// Resolve a container's environment: the Pod's identity, then `envFrom`, then `env`.
-async fn environment(client: &kube::Client, cfg: &NodeConfig, pod: &Value, c: &Value, ip: Ipv4Addr) -> Result<Vec<(String, String)>, String> {
+async fn environment(
+    client: &kube::Client,
+    cfg: &NodeConfig,
+    pod: &Value,
+    c: &Value,
+    ip: Ipv4Addr,
+) -> Result<Vec<(String, String)>, String> {
     let ns = pod["metadata"]["namespace"].as_str().unwrap_or("default");
     let mut env = vec![
         ("POD_IP".to_string(), ip.to_string()),
-        ("POD_NAME".to_string(), pod["metadata"]["name"].as_str().unwrap_or("").to_string()),
+        (
+            "POD_NAME".to_string(),
+            pod["metadata"]["name"].as_str().unwrap_or("").to_string(),
+        ),
         ("POD_NAMESPACE".to_string(), ns.to_string()),
         ("SLUICE_CLUSTER".to_string(), cfg.cluster.clone()),
-        ("HOSTNAME".to_string(), pod["spec"]["hostname"].as_str().or(pod["metadata"]["name"].as_str()).unwrap_or("").to_string()),
+        (
+            "HOSTNAME".to_string(),
+            pod["spec"]["hostname"]
+                .as_str()
+                .or(pod["metadata"]["name"].as_str())
+                .unwrap_or("")
+                .to_string(),
+        ),
     ];
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let cm_data = |cm: ConfigMap| cm.data.unwrap_or_default();
     let secret_data = |s: Secret| -> std::collections::BTreeMap<String, String> {
-        s.data.unwrap_or_default().into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned())).collect()
+        s.data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+            .collect()
     };
     for from in c["envFrom"].as_array().into_iter().flatten() {
         let prefix = from["prefix"].as_str().unwrap_or("");
         let data = if let Some(n) = from["configMapRef"]["name"].as_str() {
-            cms.get(n).await.map(cm_data).map_err(|e| format!("configmap {n:?}: {e}"))?
+            cms.get(n)
+                .await
+                .map(cm_data)
+                .map_err(|e| format!("configmap {n:?}: {e}"))?
         } else if let Some(n) = from["secretRef"]["name"].as_str() {
-            secrets.get(n).await.map(secret_data).map_err(|e| format!("secret {n:?}: {e}"))?
+            secrets
+                .get(n)
+                .await
+                .map(secret_data)
+                .map_err(|e| format!("secret {n:?}: {e}"))?
         } else {
             continue;
         };
@@ -150,11 +190,32 @@ async fn environment(client: &kube::Client, cfg: &NodeConfig, pod: &Value, c: &V
                 }
             }
         } else if let Some(r) = e["valueFrom"]["configMapKeyRef"].as_object() {
-            let (n, k) = (r["name"].as_str().unwrap_or(""), r["key"].as_str().unwrap_or(""));
-            cm_data(cms.get(n).await.map_err(|e| format!("configmap {n:?}: {e}"))?).get(k).cloned().ok_or(format!("configmap {n:?} has no key {k:?}"))?
+            let (n, k) = (
+                r["name"].as_str().unwrap_or(""),
+                r["key"].as_str().unwrap_or(""),
+            );
+            cm_data(
+                cms.get(n)
+                    .await
+                    .map_err(|e| format!("configmap {n:?}: {e}"))?,
+            )
+            .get(k)
+            .cloned()
+            .ok_or(format!("configmap {n:?} has no key {k:?}"))?
         } else if let Some(r) = e["valueFrom"]["secretKeyRef"].as_object() {
-            let (n, k) = (r["name"].as_str().unwrap_or(""), r["key"].as_str().unwrap_or(""));
-            secret_data(secrets.get(n).await.map_err(|e| format!("secret {n:?}: {e}"))?).get(k).cloned().ok_or(format!("secret {n:?} has no key {k:?}"))?
+            let (n, k) = (
+                r["name"].as_str().unwrap_or(""),
+                r["key"].as_str().unwrap_or(""),
+            );
+            secret_data(
+                secrets
+                    .get(n)
+                    .await
+                    .map_err(|e| format!("secret {n:?}: {e}"))?,
+            )
+            .get(k)
+            .cloned()
+            .ok_or(format!("secret {n:?} has no key {k:?}"))?
         } else {
             String::new()
         };
@@ -166,7 +227,11 @@ async fn environment(client: &kube::Client, cfg: &NodeConfig, pod: &Value, c: &V
 fn port_of(c: &Value, port: &Value) -> Option<u16> {
     match port {
         Value::Number(n) => n.as_u64().and_then(|p| u16::try_from(p).ok()),
-        Value::String(name) => c["ports"].as_array()?.iter().find(|p| p["name"] == *name)?["containerPort"].as_u64().and_then(|p| u16::try_from(p).ok()),
+        Value::String(name) => {
+            c["ports"].as_array()?.iter().find(|p| p["name"] == *name)?["containerPort"]
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+        }
         _ => None,
     }
 }
@@ -179,7 +244,12 @@ async fn probe(probe: &Value, c: &Value, ip: Ipv4Addr) -> bool {
             let port = port_of(c, &h["port"])?;
             let path = h.get("path").and_then(Value::as_str).unwrap_or("/");
             let mut s = tokio::net::TcpStream::connect((ip, port)).await.ok()?;
-            s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
+            s.write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await
+            .ok()?;
             let mut buf = [0u8; 12];
             s.read_exact(&mut buf).await.ok()?;
             let code: u16 = std::str::from_utf8(&buf[9..12]).ok()?.parse().ok()?;
@@ -190,7 +260,14 @@ async fn probe(probe: &Value, c: &Value, ip: Ipv4Addr) -> bool {
         } else if let Some(cmd) = probe["exec"]["command"].as_array() {
             let argv: Vec<&str> = cmd.iter().filter_map(Value::as_str).collect();
             let (first, rest) = argv.split_first()?;
-            Some(tokio::process::Command::new(first).args(rest).status().await.map(|s| s.success()).unwrap_or(false))
+            Some(
+                tokio::process::Command::new(first)
+                    .args(rest)
+                    .status()
+                    .await
+                    .map(|s| s.success())
+                    .unwrap_or(false),
+            )
         } else {
             Some(true)
         }
@@ -207,7 +284,15 @@ fn log_path(cfg: &NodeConfig, pod: &Value, container: &str, restart: u32) -> Pat
 }
 
 fn last_line(path: &PathBuf) -> String {
-    std::fs::read_to_string(path).ok().and_then(|s| s.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.chars().take(512).collect())).unwrap_or_default()
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(|l| l.chars().take(512).collect())
+        })
+        .unwrap_or_default()
 }
 
 /// Run one container until it is done for good or terminated.
@@ -223,7 +308,10 @@ async fn run_container(
     mut terminate: watch::Receiver<Option<Duration>>,
 ) {
     let name = c["name"].as_str().unwrap_or("").to_string();
-    let policy = pod["spec"]["restartPolicy"].as_str().unwrap_or("Always").to_string();
+    let policy = pod["spec"]["restartPolicy"]
+        .as_str()
+        .unwrap_or("Always")
+        .to_string();
     let readiness = c.get("readinessProbe").filter(|p| p.is_object()).cloned();
     let liveness = c.get("livenessProbe").filter(|p| p.is_object()).cloned();
     let set = |f: &dyn Fn(&mut ContainerState)| {
@@ -236,22 +324,44 @@ async fn run_container(
             return;
         }
         let restarts = state.lock().unwrap_or_else(|p| p.into_inner()).restarts;
-        let spawned = match (argv(&cfg, &c), environment(&client, &cfg, &pod, &c, ip).await) {
+        let spawned = match (
+            argv(&cfg, &c),
+            environment(&client, &cfg, &pod, &c, ip).await,
+        ) {
             (Err((reason, message)), _) => Err((reason, message)),
             (_, Err(message)) => Err(("CreateContainerConfigError".to_string(), message)),
             (Ok(argv), Ok(env)) => {
                 let path = log_path(&cfg, &pod, &name, restarts);
                 let _ = std::fs::create_dir_all(path.parent().unwrap_or(&cfg.logs_dir));
-                let log = std::fs::OpenOptions::new().create(true).append(true).open(&path);
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path);
                 match log.and_then(|f| Ok((f.try_clone()?, f))) {
-                    Err(e) => Err(("RunContainerError".into(), format!("log file {}: {e}", path.display()))),
+                    Err(e) => Err((
+                        "RunContainerError".into(),
+                        format!("log file {}: {e}", path.display()),
+                    )),
                     Ok((out, err)) => {
                         let mut cmd = tokio::process::Command::new(&argv[0]);
-                        cmd.args(&argv[1..]).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).envs(env).stdin(std::process::Stdio::null()).stdout(out).stderr(err).process_group(0).kill_on_drop(true);
+                        cmd.args(&argv[1..])
+                            .env_clear()
+                            .env("PATH", std::env::var("PATH").unwrap_or_default())
+                            .envs(env)
+                            .stdin(std::process::Stdio::null())
+                            .stdout(out)
+                            .stderr(err)
+                            .process_group(0)
+                            .kill_on_drop(true);
                         if let Some(dir) = c["workingDir"].as_str().filter(|d| !d.is_empty()) {
                             cmd.current_dir(dir);
                         }
-                        cmd.spawn().map(|child| (child, path)).map_err(|e| ("RunContainerError".into(), format!("exec {:?}: {e}", argv[0])))
+                        cmd.spawn().map(|child| (child, path)).map_err(|e| {
+                            (
+                                "RunContainerError".into(),
+                                format!("exec {:?}: {e}", argv[0]),
+                            )
+                        })
                     }
                 }
             }
@@ -283,12 +393,29 @@ async fn run_container(
             s.started = true;
             s.ready = readiness.is_none();
         });
-        let period = |p: &Option<Value>| Duration::from_secs(p.as_ref().and_then(|p| p["periodSeconds"].as_u64()).unwrap_or(1).max(1));
+        let period = |p: &Option<Value>| {
+            Duration::from_secs(
+                p.as_ref()
+                    .and_then(|p| p["periodSeconds"].as_u64())
+                    .unwrap_or(1)
+                    .max(1),
+            )
+        };
         let mut ready_tick = tokio::time::interval(period(&readiness));
         let mut live_tick = tokio::time::interval(period(&liveness));
         let (mut ready_fails, mut live_fails) = (0u64, 0u64);
-        let threshold = |p: &Option<Value>| p.as_ref().and_then(|p| p["failureThreshold"].as_u64()).unwrap_or(3);
-        let delay = |p: &Option<Value>| Duration::from_secs(p.as_ref().and_then(|p| p["initialDelaySeconds"].as_u64()).unwrap_or(0));
+        let threshold = |p: &Option<Value>| {
+            p.as_ref()
+                .and_then(|p| p["failureThreshold"].as_u64())
+                .unwrap_or(3)
+        };
+        let delay = |p: &Option<Value>| {
+            Duration::from_secs(
+                p.as_ref()
+                    .and_then(|p| p["initialDelaySeconds"].as_u64())
+                    .unwrap_or(0),
+            )
+        };
         let exit = loop {
             tokio::select! {
                 status = child.wait() => break status.ok().and_then(|s| s.code()).unwrap_or(137),
@@ -360,7 +487,13 @@ async fn run_container(
     }
 }
 
-fn status_of(cfg: &NodeConfig, pod: &Value, ip: Ipv4Addr, containers: &[(String, String, Arc<Mutex<ContainerState>>)], start: &str) -> Value {
+fn status_of(
+    cfg: &NodeConfig,
+    pod: &Value,
+    ip: Ipv4Addr,
+    containers: &[(String, String, Arc<Mutex<ContainerState>>)],
+    start: &str,
+) -> Value {
     let mut statuses = Vec::new();
     let (mut all_ready, mut any_running, mut all_done, mut all_ok) = (true, false, true, true);
     for (name, image, st) in containers {
@@ -395,9 +528,19 @@ fn status_of(cfg: &NodeConfig, pod: &Value, ip: Ipv4Addr, containers: &[(String,
     }})
 }
 
-async fn run_pod(client: kube::Client, cfg: NodeConfig, pod: Pod, ips: Arc<IpPool>, terminate: watch::Receiver<Option<Duration>>, finished: Arc<AtomicBool>) {
+async fn run_pod(
+    client: kube::Client,
+    cfg: NodeConfig,
+    pod: Pod,
+    ips: Arc<IpPool>,
+    terminate: watch::Receiver<Option<Duration>>,
+    finished: Arc<AtomicBool>,
+) {
     let v = pod_value(&pod);
-    let ns = v["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+    let ns = v["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+        .to_string();
     let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let want: Option<Ipv4Addr> = v["status"]["podIP"].as_str().and_then(|s| s.parse().ok());
@@ -406,14 +549,37 @@ async fn run_pod(client: kube::Client, cfg: NodeConfig, pod: Pod, ips: Arc<IpPoo
         finished.store(true, Ordering::Release);
         return;
     };
-    let start = v["status"]["startTime"].as_str().map(str::to_string).unwrap_or_else(now);
+    let start = v["status"]["startTime"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(now);
     let changed = Arc::new(Notify::new());
     let mut containers = Vec::new();
     let mut tasks = Vec::new();
-    for c in v["spec"]["containers"].as_array().cloned().unwrap_or_default() {
-        let st = Arc::new(Mutex::new(ContainerState { state: json!({"waiting": {"reason": "ContainerCreating"}}), ..Default::default() }));
-        containers.push((c["name"].as_str().unwrap_or("").to_string(), c["image"].as_str().unwrap_or("").to_string(), st.clone()));
-        tasks.push(tokio::spawn(run_container(client.clone(), cfg.clone(), v.clone(), c, ip, st, changed.clone(), terminate.clone())));
+    for c in v["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
+        let st = Arc::new(Mutex::new(ContainerState {
+            state: json!({"waiting": {"reason": "ContainerCreating"}}),
+            ..Default::default()
+        }));
+        containers.push((
+            c["name"].as_str().unwrap_or("").to_string(),
+            c["image"].as_str().unwrap_or("").to_string(),
+            st.clone(),
+        ));
+        tasks.push(tokio::spawn(run_container(
+            client.clone(),
+            cfg.clone(),
+            v.clone(),
+            c,
+            ip,
+            st,
+            changed.clone(),
+            terminate.clone(),
+        )));
     }
     tracing::info!(pod = %format!("{ns}/{name}"), %ip, "pod started");
     let mut last = Value::Null;
@@ -421,7 +587,10 @@ async fn run_pod(client: kube::Client, cfg: NodeConfig, pod: Pod, ips: Arc<IpPoo
     loop {
         let status = status_of(&cfg, &v, ip, &containers, &start);
         if status != last {
-            if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
+            if let Err(e) = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+            {
                 tracing::debug!(pod = %name, error = %e, "status update failed");
             }
             last = status;
@@ -439,10 +608,14 @@ async fn run_pod(client: kube::Client, cfg: NodeConfig, pod: Pod, ips: Arc<IpPoo
         let _ = t.await;
     }
     let status = status_of(&cfg, &v, ip, &containers, &start);
-    let _ = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
+    let _ = api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+        .await;
     if terminate.borrow().is_some() {
         // Deleted through the API: the containers are gone, so the Pod may go.
-        let _ = api.delete(&name, &DeleteParams::default().grace_period(0)).await;
+        let _ = api
+            .delete(&name, &DeleteParams::default().grace_period(0))
+            .await;
         ips.give_back(ip);
     }
     finished.store(true, Ordering::Release);
