@@ -496,3 +496,118 @@ spec:
     assert!(dev.stop());
     assert!(processes_with(&dev.state.display().to_string()).is_empty());
 }
+
+#[test]
+fn statefulset_starts_in_order_with_stable_names() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east");
+    let k = dev.kubectl("east");
+    k.apply_stdin(
+        r#"apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  clusterIP: None
+  selector: {app: web}
+  ports: [{name: http, port: 8080}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  serviceName: web
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: echo
+        image: sluice/echo
+        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+"#,
+    );
+    // Observe the start: a Pod never exists before its predecessor is Running and Ready.
+    let started = Instant::now();
+    let mut order_ok = true;
+    loop {
+        let out = k.ok(&["get", "pods", "-l", "app=web", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status} {end}"]);
+        let state: std::collections::BTreeMap<String, String> = out
+            .split_whitespace()
+            .filter_map(|p| {
+                p.split_once('=')
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+            })
+            .collect();
+        for i in 1..3 {
+            if state.contains_key(&format!("web-{i}"))
+                && state.get(&format!("web-{}", i - 1)).map(String::as_str) != Some("True")
+            {
+                order_ok = false;
+            }
+        }
+        if state.len() == 3 && state.values().all(|r| r == "True") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "statefulset did not become ready: {state:?}"
+        );
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert!(order_ok, "a pod started before its predecessor was ready");
+    assert!(eventually(Duration::from_secs(10), || k.ok(&[
+        "get",
+        "sts",
+        "web",
+        "-o",
+        "jsonpath={.status.readyReplicas}"
+    ]) == "3"));
+    // Stable hostnames, published in the headless Service's EndpointSlice.
+    let hosts = || {
+        let out = k.ok(&[
+            "get",
+            "endpointslices",
+            "-l",
+            "kubernetes.io/service-name=web",
+            "-o",
+            "jsonpath={.items[*].endpoints[*].hostname}",
+        ]);
+        let mut h: Vec<String> = out.split_whitespace().map(str::to_string).collect();
+        h.sort();
+        h
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || hosts()
+            == ["web-0", "web-1", "web-2"]),
+        "{:?}",
+        hosts()
+    );
+    let ip = k.ok(&["get", "pod", "web-1", "-o", "jsonpath={.status.podIP}"]);
+    assert_eq!(http_get(&ip, 8080, "/").unwrap()["pod"], "web-1");
+    // A deleted member comes back under the same name.
+    let uid = k.ok(&["get", "pod", "web-1", "-o", "jsonpath={.metadata.uid}"]);
+    k.ok(&["delete", "pod", "web-1"]);
+    assert!(eventually(Duration::from_secs(20), || {
+        let now = k.run(&[
+            "get",
+            "pod",
+            "web-1",
+            "-o",
+            "jsonpath={.metadata.uid} {.status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
+        let s = String::from_utf8_lossy(&now.stdout).to_string();
+        now.status.success() && !s.starts_with(&uid) && s.ends_with("True")
+    }));
+    // Scaling down removes the highest ordinal first.
+    k.ok(&["scale", "sts", "web", "--replicas=1"]);
+    assert!(eventually(Duration::from_secs(20), || k.ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=web",
+        "-o",
+        "jsonpath={.items[*].metadata.name}"
+    ]) == "web-0"));
+    assert!(dev.stop());
+}

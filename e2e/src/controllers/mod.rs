@@ -8,13 +8,14 @@
 pub mod deployment;
 pub mod endpointslice;
 pub mod replicaset;
+pub mod statefulset;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
@@ -30,6 +31,7 @@ pub struct Caches {
     pub pods: Store<Pod>,
     pub replicasets: Store<ReplicaSet>,
     pub deployments: Store<Deployment>,
+    pub statefulsets: Store<StatefulSet>,
     pub services: Store<Service>,
     pub slices: Store<EndpointSlice>,
 }
@@ -135,6 +137,7 @@ pub async fn run(client: kube::Client, mut shutdown: watch::Receiver<bool>) -> a
     let (replicasets, t2) = cache::<ReplicaSet>(&client, notify.clone());
     let (deployments, t3) = cache::<Deployment>(&client, notify.clone());
     let (services, t4) = cache::<Service>(&client, notify.clone());
+    let (statefulsets, t6) = cache::<StatefulSet>(&client, notify.clone());
     let (slices, t5) = cache::<EndpointSlice>(&client, notify.clone());
     for ready in [
         pods.wait_until_ready().await,
@@ -145,14 +148,17 @@ pub async fn run(client: kube::Client, mut shutdown: watch::Receiver<bool>) -> a
     }
     services.wait_until_ready().await?;
     slices.wait_until_ready().await?;
+    statefulsets.wait_until_ready().await?;
     let caches = Caches {
         pods,
         replicasets,
         deployments,
+        statefulsets,
         services,
         slices,
     };
     let mut rs_expect = Expectations::default();
+    let mut sts_expect = Expectations::default();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
@@ -162,9 +168,10 @@ pub async fn run(client: kube::Client, mut shutdown: watch::Receiver<bool>) -> a
         }
         deployment::reconcile_all(&client, &caches).await;
         replicaset::reconcile_all(&client, &caches, &mut rs_expect).await;
+        statefulset::reconcile_all(&client, &caches, &mut sts_expect).await;
         endpointslice::reconcile_all(&client, &caches).await;
     }
-    for t in [t1, t2, t3, t4, t5] {
+    for t in [t1, t2, t3, t4, t5, t6] {
         t.abort();
     }
     Ok(())

@@ -1,0 +1,203 @@
+//! StatefulSets: Pods `<name>-<ordinal>` with stable hostnames under the governing
+//! Service, started in order (`OrderedReady`: each waits for the previous to be Running and
+//! Ready) or all at once (`Parallel`), scaled down from the highest ordinal, and updated
+//! from the highest ordinal down, one Pod at a time.
+
+use std::hash::{Hash, Hasher};
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::{Caches, Expectations, owned_by, pod_ready, value};
+
+pub const REVISION_LABEL: &str = "controller-revision-hash";
+
+fn revision(template: &Value, name: &str) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    template.to_string().hash(&mut h);
+    format!("{name}-{:x}", h.finish() & 0xffff_ffff)
+}
+
+fn ordinal(pod: &Pod, name: &str) -> Option<usize> {
+    pod.metadata
+        .name
+        .as_deref()?
+        .strip_prefix(&format!("{name}-"))?
+        .parse()
+        .ok()
+}
+
+pub async fn reconcile_all(client: &kube::Client, caches: &Caches, expect: &mut Expectations) {
+    for sts in caches.statefulsets.state() {
+        if sts.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Err(e) = reconcile(client, caches, &sts, expect).await {
+            tracing::debug!(sts = ?sts.metadata.name, error = %e, "statefulset reconcile failed");
+        }
+    }
+}
+
+async fn reconcile(
+    client: &kube::Client,
+    caches: &Caches,
+    sts: &StatefulSet,
+    expect: &mut Expectations,
+) -> kube::Result<()> {
+    let ns = sts.metadata.namespace.clone().unwrap_or_default();
+    let name = sts.metadata.name.clone().unwrap_or_default();
+    let uid = sts.metadata.uid.clone().unwrap_or_default();
+    let v = value(sts);
+    let desired = v["spec"]["replicas"].as_i64().unwrap_or(1).max(0) as usize;
+    let parallel = v["spec"]["podManagementPolicy"] == "Parallel";
+    let template = &v["spec"]["template"];
+    let update_revision = revision(template, &name);
+    let key = format!("sts/{ns}/{name}");
+    let mut pods: Vec<(usize, std::sync::Arc<Pod>)> = caches
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(ns.as_str()) && owned_by(&p.metadata, &uid)
+        })
+        .filter_map(|p| Some((ordinal(&p, &name)?, p)))
+        .collect();
+    pods.sort_by_key(|(i, _)| *i);
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let healthy = |p: &Pod| p.metadata.deletion_timestamp.is_none() && pod_ready(p);
+    if !expect.pending(&key) {
+        let mut acted = false;
+        // Create missing ordinals below `desired`, in order unless Parallel.
+        for i in 0..desired {
+            match pods.iter().find(|(o, _)| *o == i) {
+                Some((_, p)) if healthy(p) => continue,
+                Some(_) if !parallel => break,
+                Some(_) => continue,
+                None => {
+                    let pod_name = format!("{name}-{i}");
+                    let mut labels = template["metadata"]["labels"].clone();
+                    labels["statefulset.kubernetes.io/pod-name"] = json!(pod_name);
+                    labels["apps.kubernetes.io/pod-index"] = json!(i.to_string());
+                    labels[REVISION_LABEL] = json!(update_revision);
+                    let mut spec = template["spec"].clone();
+                    spec["hostname"] = json!(pod_name);
+                    if let Some(svc) = v["spec"]["serviceName"].as_str() {
+                        spec["subdomain"] = json!(svc);
+                    }
+                    let pod: Pod = serde_json::from_value(json!({
+                        "apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": pod_name, "labels": labels, "annotations": template["metadata"]["annotations"],
+                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}]},
+                        "spec": spec,
+                    }))
+                    .unwrap_or_default();
+                    match api.create(&PostParams::default(), &pod).await {
+                        Ok(_) | Err(kube::Error::Api(_)) => {}
+                        Err(e) => return Err(e),
+                    }
+                    acted = true;
+                    if !parallel {
+                        break;
+                    }
+                }
+            }
+        }
+        // Scale down from the highest ordinal, one at a time unless Parallel.
+        if !acted {
+            for (i, p) in pods.iter().rev().filter(|(i, _)| *i >= desired) {
+                if p.metadata.deletion_timestamp.is_none() {
+                    let _ = api
+                        .delete(
+                            p.metadata.name.as_deref().unwrap_or(""),
+                            &DeleteParams::default(),
+                        )
+                        .await;
+                    acted = true;
+                }
+                let _ = i;
+                if !parallel {
+                    break;
+                }
+            }
+        }
+        // Roll Pods of an old revision, highest ordinal first, when all others are healthy.
+        if !acted && v["spec"]["updateStrategy"]["type"] != "OnDelete" {
+            let all_healthy = pods
+                .iter()
+                .filter(|(i, _)| *i < desired)
+                .all(|(_, p)| healthy(p))
+                && pods.len() >= desired;
+            if all_healthy {
+                if let Some((_, p)) = pods.iter().rev().find(|(i, p)| {
+                    *i < desired
+                        && p.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get(REVISION_LABEL))
+                            .map(String::as_str)
+                            != Some(update_revision.as_str())
+                }) {
+                    let _ = api
+                        .delete(
+                            p.metadata.name.as_deref().unwrap_or(""),
+                            &DeleteParams::default(),
+                        )
+                        .await;
+                    acted = true;
+                }
+            }
+        }
+        if acted {
+            expect.expect(&key);
+        }
+    }
+    let active: Vec<&Pod> = pods
+        .iter()
+        .filter(|(i, p)| *i < desired && p.metadata.deletion_timestamp.is_none())
+        .map(|(_, p)| &**p)
+        .collect();
+    let ready = active.iter().filter(|p| pod_ready(p)).count();
+    let updated = active
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(REVISION_LABEL))
+                .map(String::as_str)
+                == Some(update_revision.as_str())
+        })
+        .count();
+    let status = json!({
+        "observedGeneration": sts.metadata.generation,
+        "replicas": active.len(),
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+        "currentReplicas": updated,
+        "updatedReplicas": updated,
+        "currentRevision": update_revision,
+        "updateRevision": update_revision,
+    });
+    let cur = &v["status"];
+    let same = [
+        "observedGeneration",
+        "replicas",
+        "readyReplicas",
+        "updatedReplicas",
+    ]
+    .iter()
+    .all(|f| cur[*f].as_i64().unwrap_or(0) == status[*f].as_i64().unwrap_or(0))
+        && cur["updateRevision"] == status["updateRevision"];
+    if !same {
+        Api::<StatefulSet>::namespaced(client.clone(), &ns)
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await?;
+    }
+    Ok(())
+}
