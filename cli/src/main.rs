@@ -82,9 +82,39 @@ enum Command {
         #[arg(long, default_value_t = 110)]
         max_pods: u32,
     },
-    /// The `sluice/echo` test image: HTTP/1.1 and h2c echo on $ECHO_HTTP_PORT (8080), TCP echo
-    /// on $ECHO_TCP_PORT (9000), bound to $POD_IP.
+    /// The `sluice/echo` test image: HTTP/1.1, h2c and gRPC echo on $ECHO_HTTP_PORT (8080),
+    /// TCP echo on $ECHO_TCP_PORT (9000), bound to $POD_IP.
     Echo,
+    /// The `sluice/loadgen` test image: constant-rate load; every failure counted with its
+    /// reason; a line per second on stderr; a JSON report on stdout; exit 1 if any failed.
+    Loadgen {
+        /// http1, h2, grpc or tcp.
+        #[arg(long, default_value = "http1")]
+        protocol: String,
+        /// Requests (or TCP connections) per second.
+        #[arg(long, default_value_t = 100)]
+        rate: u32,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 10.0)]
+        duration: f64,
+        /// Fixed targets (`host:port`); or use --service.
+        #[arg(long)]
+        target: Vec<String>,
+        /// `namespace/name`: the Service whose ready endpoints (from its EndpointSlices,
+        /// followed live) receive the load, on --port.
+        #[arg(long)]
+        service: Option<String>,
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+        /// Kubeconfig for --service (default: $KUBECONFIG).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        #[arg(long, default_value = "/")]
+        path: String,
+        /// Per-request timeout in seconds.
+        #[arg(long, default_value_t = 5.0)]
+        timeout: f64,
+    },
     /// Print a kubeconfig for a logical cluster of a control plane.
     Kubeconfig {
         #[arg(long, default_value = ".sluice/control")]
@@ -193,6 +223,60 @@ async fn main() -> anyhow::Result<()> {
             let _ = tx.send(true);
             node.await??;
             controllers.await??;
+        }
+        Command::Loadgen {
+            protocol,
+            rate,
+            duration,
+            target,
+            service,
+            port,
+            kubeconfig,
+            path,
+            timeout,
+        } => {
+            use sluice_e2e::loadgen::{LoadgenConfig, Targets, run};
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let targets = match service {
+                Some(svc) => {
+                    let (namespace, name) =
+                        svc.split_once('/').context("--service is namespace/name")?;
+                    let kc = match kubeconfig {
+                        Some(p) => kube::config::Kubeconfig::read_from(p)?,
+                        None => kube::config::Kubeconfig::read()?,
+                    };
+                    let client = kube::Client::try_from(
+                        kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
+                    )?;
+                    Targets::Service {
+                        client,
+                        namespace: namespace.into(),
+                        name: name.into(),
+                        port,
+                    }
+                }
+                None => Targets::Fixed(
+                    target
+                        .iter()
+                        .map(|t| t.parse())
+                        .collect::<Result<_, _>>()
+                        .context("--target host:port")?,
+                ),
+            };
+            let report = run(LoadgenConfig {
+                targets,
+                protocol: protocol.parse().map_err(anyhow::Error::msg)?,
+                rate,
+                duration: std::time::Duration::from_secs_f64(duration),
+                path,
+                timeout: std::time::Duration::from_secs_f64(timeout),
+                live: true,
+            })
+            .await;
+            println!("{}", report.to_json());
+            if report.failed > 0 {
+                std::process::exit(1);
+            }
         }
         Command::Echo => {
             let bound = sluice_e2e::echo::build(sluice_e2e::echo::EchoConfig::from_env()?).await?;

@@ -135,6 +135,7 @@ spec:
         image: sluice/echo
         ports: [{name: http, containerPort: 8080}]
         readinessProbe: {httpGet: {port: http, path: /ready}, periodSeconds: 1}
+        lifecycle: {preStop: {sleep: {seconds: 1}}}
 ---
 apiVersion: v1
 kind: Service
@@ -197,74 +198,57 @@ fn deployments_run_as_processes_and_roll_without_failures() {
     }
     assert_eq!(ready_ips(&east).len(), 3);
 
-    // A rolling update under load over the live EndpointSlice: no failed request.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (ok, failed) = (
-        std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
-        std::sync::Arc::new(Mutex::new(Vec::<String>::new())),
-    );
-    let load = {
-        let (stop, ok, failed, k) = (stop.clone(), ok.clone(), failed.clone(), east.clone());
-        std::thread::spawn(move || {
-            let mut ips = ready_ips(&k);
-            let mut refreshed = Instant::now();
-            let mut i = 0usize;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if refreshed.elapsed() > Duration::from_millis(200) {
-                    ips = ready_ips(&k);
-                    refreshed = Instant::now();
-                }
-                if ips.is_empty() {
-                    failed.lock().unwrap().push("no ready endpoint".into());
-                    std::thread::sleep(Duration::from_millis(50));
-                    continue;
-                }
-                let ip = ips[i % ips.len()].clone();
-                i += 1;
-                match http_get(&ip, 8080, "/load") {
-                    Some(_) => {
-                        ok.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    // An endpoint removed since the last refresh is the client's stale view,
-                    // not the rollout: retry on a fresh list, as a proxy would.
-                    None => {
-                        ips = ready_ips(&k);
-                        refreshed = Instant::now();
-                        let again = ips
-                            .get(i % ips.len().max(1))
-                            .and_then(|ip| http_get(ip, 8080, "/load"));
-                        match again {
-                            Some(_) => ok.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                            None => {
-                                failed
-                                    .lock()
-                                    .unwrap()
-                                    .push(format!("request to {ip} failed"));
-                                0
-                            }
-                        };
-                    }
-                }
-            }
+    // A rolling update while `sluice loadgen` (HTTP/1.1 and gRPC) hits Pod IPs from the
+    // live EndpointSlice: no failed request.
+    let kubeconfig = dev.state.join("clusters/east.kubeconfig");
+    let loadgens: Vec<(String, Child)> = ["http1", "grpc"]
+        .iter()
+        .map(|p| {
+            let child = Command::new(sluice_bin())
+                .args([
+                    "loadgen",
+                    "--protocol",
+                    p,
+                    "--rate",
+                    "200",
+                    "--duration",
+                    "10",
+                    "--service",
+                    "default/echo",
+                    "--port",
+                    "8080",
+                    "--kubeconfig",
+                ])
+                .arg(&kubeconfig)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            (p.to_string(), child)
         })
-    };
-    std::thread::sleep(Duration::from_millis(500));
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
     east.ok(&["set", "env", "deploy/echo", "COLOR=green"]);
     east.ok(&["rollout", "status", "deploy/echo", "--timeout=60s"]);
-    std::thread::sleep(Duration::from_millis(500));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    load.join().unwrap();
-    let failures = failed.lock().unwrap().clone();
-    let served = ok.load(std::sync::atomic::Ordering::Relaxed);
-    eprintln!(
-        "rolling update under load: {served} requests served, {} failed",
-        failures.len()
-    );
-    assert!(served > 50, "too little load: {served}");
-    assert!(
-        failures.is_empty(),
-        "requests failed during the rollout: {failures:?}"
-    );
+    for (protocol, child) in loadgens {
+        let out = child.wait_with_output().unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+            panic!(
+                "{protocol}: no report: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        eprintln!("rolling update under {protocol} load: {report}");
+        assert!(
+            report["ok"].as_u64().unwrap() > 1500,
+            "{protocol}: too little load: {report}"
+        );
+        assert_eq!(
+            report["failed"], 0,
+            "{protocol}: requests failed during the rollout: {report}"
+        );
+        assert!(out.status.success());
+    }
     let new_pods = east.ok(&[
         "get",
         "pods",

@@ -76,10 +76,47 @@ impl Bound {
     }
 }
 
+/// The gRPC method `sluice/echo` serves; its reply is a protobuf message whose field 1
+/// (string) holds the same JSON an HTTP request gets.
+pub const GRPC_METHOD: &str = "/sluice.Echo/Echo";
+
+type EchoBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// A gRPC message frame: compression flag, big-endian length, message.
+pub fn grpc_frame(message: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(message.len() + 5);
+    out.push(0);
+    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    out.extend_from_slice(message);
+    Bytes::from(out)
+}
+
+/// Protobuf field 1 (string) holding `s`.
+pub fn proto_string_field(s: &str) -> Vec<u8> {
+    let mut out = vec![0x0a];
+    let mut n = s.len() as u64;
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(b);
+            break;
+        }
+        out.push(b | 0x80);
+    }
+    out.extend_from_slice(s.as_bytes());
+    out
+}
+
 async fn answer(
     identity: Arc<Identity>,
     req: Request<hyper::body::Incoming>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Result<Response<EchoBody>, Infallible> {
+    let grpc = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/grpc"));
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     let version = format!("{:?}", req.version());
@@ -98,7 +135,24 @@ async fn answer(
         "protocol": version,
         "bodyBytes": body,
     });
-    let mut resp = Response::new(Full::new(Bytes::from(reply.to_string())));
+    if grpc {
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", header::HeaderValue::from_static("0"));
+        let frames = vec![
+            Ok::<_, Infallible>(hyper::body::Frame::data(grpc_frame(&proto_string_field(
+                &reply.to_string(),
+            )))),
+            Ok(hyper::body::Frame::trailers(trailers)),
+        ];
+        let body = http_body_util::StreamBody::new(futures::stream::iter(frames));
+        let mut resp = Response::new(BodyExt::boxed(body));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/grpc"),
+        );
+        return Ok(resp);
+    }
+    let mut resp = Response::new(BodyExt::boxed(Full::new(Bytes::from(reply.to_string()))));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("application/json"),

@@ -6,4 +6,5 @@
 pub mod controllers;
 pub mod devup;
 pub mod echo;
+pub mod loadgen;
 pub mod node;

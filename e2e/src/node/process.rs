@@ -275,6 +275,17 @@ async fn probe(probe: &Value, c: &Value, ip: Ipv4Addr) -> bool {
     matches!(tokio::time::timeout(timeout, attempt).await, Ok(Some(true)))
 }
 
+/// A preStop hook: `sleep`, `exec` or `httpGet`.
+async fn pre_stop(hook: &serde_json::Map<String, Value>, c: &Value, ip: Ipv4Addr) {
+    if let Some(secs) = hook.get("sleep").and_then(|s| s["seconds"].as_u64()) {
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+    } else if hook.contains_key("exec") || hook.contains_key("httpGet") {
+        let mut probe_like = Value::Object(hook.clone());
+        probe_like["timeoutSeconds"] = json!(30);
+        let _ = probe(&probe_like, c, ip).await;
+    }
+}
+
 fn log_path(cfg: &NodeConfig, pod: &Value, container: &str, restart: u32) -> PathBuf {
     cfg.logs_dir
         .join(pod["metadata"]["namespace"].as_str().unwrap_or("default"))
@@ -421,6 +432,12 @@ async fn run_container(
                 status = child.wait() => break status.ok().and_then(|s| s.code()).unwrap_or(137),
                 _ = terminate.changed() => {
                     let grace = terminate.borrow().unwrap_or(Duration::ZERO);
+                    let hook_started = Instant::now();
+                    if let Some(hook) = c["lifecycle"]["preStop"].as_object().filter(|_| !grace.is_zero()) {
+                        // The hook runs within the grace period, as kubelet runs it.
+                        let _ = tokio::time::timeout(grace, pre_stop(hook, &c, ip)).await;
+                    }
+                    let grace = grace.saturating_sub(hook_started.elapsed());
                     let pgid = Pid::from_raw(pid as i32);
                     let _ = killpg(pgid, Signal::SIGTERM);
                     let code = match tokio::time::timeout(grace, child.wait()).await {
