@@ -389,6 +389,80 @@ spec:
         "{logs}"
     );
 
+    // A process that ignores SIGTERM is killed when the grace period ends.
+    k.apply_stdin(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: stubborn}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"]
+"#,
+    );
+    assert!(eventually(Duration::from_secs(15), || k.ok(&[
+        "get",
+        "pod",
+        "stubborn",
+        "-o",
+        "jsonpath={.status.phase}"
+    ]) == "Running"));
+    let t = Instant::now();
+    k.ok(&["delete", "pod", "stubborn"]);
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(8),
+        "SIGKILL after the 2 s grace period, took {took:?}"
+    );
+
+    // Environment from literals, ConfigMaps, Secrets and field references; logs --previous.
+    k.ok(&[
+        "create",
+        "configmap",
+        "settings",
+        "--from-literal=mode=fast",
+    ]);
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "creds",
+        "--from-literal=token=s3cret",
+    ]);
+    k.apply_stdin(r#"apiVersion: v1
+kind: Pod
+metadata: {name: envpod}
+spec:
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "echo mode=$MODE token=$TOKEN pod=$ME ip=$POD_IP cluster=$SLUICE_CLUSTER lit=$LIT; sleep 0.5; exit 1"]
+    env:
+    - {name: LIT, value: hello}
+    - {name: MODE, valueFrom: {configMapKeyRef: {name: settings, key: mode}}}
+    - {name: TOKEN, valueFrom: {secretKeyRef: {name: creds, key: token}}}
+    - {name: ME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+"#);
+    assert!(eventually(Duration::from_secs(20), || k
+        .ok(&[
+            "get",
+            "pod",
+            "envpod",
+            "-o",
+            "jsonpath={.status.containerStatuses[0].restartCount}"
+        ])
+        .parse::<u32>()
+        .unwrap_or(0)
+        >= 1));
+    let previous = k.ok(&["logs", "envpod", "--previous"]);
+    let ip = k.ok(&["get", "pod", "envpod", "-o", "jsonpath={.status.podIP}"]);
+    assert_eq!(
+        previous.trim(),
+        format!("mode=fast token=s3cret pod=envpod ip={ip} cluster=east lit=hello")
+    );
+
     // Bad pods: each shows its reason in status; nothing else breaks.
     k.apply_stdin(
         r#"apiVersion: v1

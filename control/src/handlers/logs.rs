@@ -86,18 +86,35 @@ pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -
         .join(name)
         .join(&container);
     let files = log_files(&dir);
+    // The running (or next) instance is `<restartCount>.log`; the previous one is before it.
+    let restarts = pod["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == container.as_str())
+        .and_then(|c| c["restartCount"].as_u64())
+        .unwrap_or(0);
     let file = if ctx.query.flag("previous") {
-        files.iter().rev().nth(1).cloned().ok_or_else(|| {
+        let previous = restarts
+            .checked_sub(1)
+            .map(|r| dir.join(format!("{r}.log")))
+            .filter(|p| p.exists());
+        previous.ok_or_else(|| {
             ApiError::BadRequest(format!(
                 "previous terminated container \"{container}\" in pod \"{name}\" not found"
             ))
         })?
     } else {
-        files.last().cloned().ok_or_else(|| {
-            ApiError::BadRequest(format!(
-                "container \"{container}\" in pod \"{name}\" is waiting to start: no logs yet"
-            ))
-        })?
+        let current = dir.join(format!("{restarts}.log"));
+        if current.exists() {
+            current
+        } else {
+            files.last().cloned().ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "container \"{container}\" in pod \"{name}\" is waiting to start: no logs yet"
+                ))
+            })?
+        }
     };
     let text = tokio::fs::read_to_string(&file)
         .await

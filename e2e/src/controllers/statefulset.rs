@@ -129,8 +129,8 @@ async fn reconcile(
                 .filter(|(i, _)| *i < desired)
                 .all(|(_, p)| healthy(p))
                 && pods.len() >= desired;
-            if all_healthy {
-                if let Some((_, p)) = pods.iter().rev().find(|(i, p)| {
+            if all_healthy
+                && let Some((_, p)) = pods.iter().rev().find(|(i, p)| {
                     *i < desired
                         && p.metadata
                             .labels
@@ -138,15 +138,15 @@ async fn reconcile(
                             .and_then(|l| l.get(REVISION_LABEL))
                             .map(String::as_str)
                             != Some(update_revision.as_str())
-                }) {
-                    let _ = api
-                        .delete(
-                            p.metadata.name.as_deref().unwrap_or(""),
-                            &DeleteParams::default(),
-                        )
-                        .await;
-                    acted = true;
-                }
+                })
+            {
+                let _ = api
+                    .delete(
+                        p.metadata.name.as_deref().unwrap_or(""),
+                        &DeleteParams::default(),
+                    )
+                    .await;
+                acted = true;
             }
         }
         if acted {
