@@ -81,6 +81,9 @@ enum Command {
         logs_dir: PathBuf,
         #[arg(long, default_value_t = 110)]
         max_pods: u32,
+        /// Where to serve /metrics and /readyz.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        admin: std::net::SocketAddr,
     },
     /// The `sluice/echo` test image: HTTP/1.1, h2c and gRPC echo on $ECHO_HTTP_PORT (8080),
     /// TCP echo on $ECHO_TCP_PORT (9000), bound to $POD_IP.
@@ -201,6 +204,7 @@ async fn main() -> anyhow::Result<()> {
             index,
             logs_dir,
             max_pods,
+            admin,
         } => {
             init_tracing();
             let _ = rustls::crypto::ring::default_provider().install_default();
@@ -215,8 +219,12 @@ async fn main() -> anyhow::Result<()> {
                 logs_dir,
                 sluice_bin: std::env::current_exe()?,
                 max_pods,
+                metrics: Default::default(),
             };
             let (tx, rx) = tokio::sync::watch::channel(false);
+            let admin =
+                sluice_e2e::node::admin::serve(admin, cfg.metrics.clone(), rx.clone()).await?;
+            tracing::info!(%admin, "node agent admin endpoint (/metrics, /readyz)");
             let node = tokio::spawn(sluice_e2e::node::run(client.clone(), cfg, rx.clone()));
             let controllers = tokio::spawn(sluice_e2e::controllers::run(client, rx));
             shutdown_signal().await?;

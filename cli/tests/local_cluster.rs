@@ -551,6 +551,34 @@ spec:
         ])
         .contains("in use")));
     k.ok(&["get", "ns", "default"]);
+    // The node agent's admin endpoint, named in the cluster descriptor.
+    let descriptor: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dev.state.join("clusters/east.json")).unwrap())
+            .unwrap();
+    let node = descriptor["node"].as_str().unwrap().to_string();
+    let raw = |path: &str| {
+        let mut s = std::net::TcpStream::connect(&node).unwrap();
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    assert!(raw("/readyz").starts_with("HTTP/1.1 200"));
+    let metrics = raw("/metrics");
+    let restarts: u64 = metrics
+        .lines()
+        .find(|l| l.starts_with("sluice_node_container_restarts_total "))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
+    assert!(restarts >= 2, "{metrics}");
+    assert!(
+        metrics.contains("sluice_node_container_start_failures_total")
+            && metrics.contains("sluice_node_pods "),
+        "{metrics}"
+    );
     assert!(dev.stop());
     assert!(processes_with(&dev.state.display().to_string()).is_empty());
 }

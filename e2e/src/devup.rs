@@ -32,6 +32,7 @@ pub fn descriptor(name: &str, index: u8, api: &str) -> serde_json::Value {
         "podCidr": format!("127.{}.0.0/16", 20 + index),
         "serviceCidr": format!("127.{}.0.0/16", 40 + index),
         "vipCidr": format!("127.{}.0.0/16", 60 + index),
+        "node": format!("127.{}.0.1:10250", 20 + index),
     })
 }
 
@@ -170,7 +171,14 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
                 .arg("node")
                 .arg("--kubeconfig")
                 .arg(&kubeconfig)
-                .args(["--cluster", name, "--index", &index.to_string()])
+                .args([
+                    "--cluster",
+                    name,
+                    "--index",
+                    &index.to_string(),
+                    "--admin",
+                    &format!("127.{}.0.1:10250", 20 + index),
+                ])
                 .arg("--logs-dir")
                 .arg(&logs)
                 .stdout(Stdio::null())

@@ -3,6 +3,7 @@
 //! probes readiness, restarts by policy with back-off, reports status, and terminates
 //! gracefully (SIGTERM, the grace period, then SIGKILL) before deleting the Pod for good.
 
+pub mod admin;
 pub mod process;
 
 use std::collections::{BTreeSet, HashMap};
@@ -33,6 +34,8 @@ pub struct NodeConfig {
     /// The `sluice` binary, which runs the built-in images.
     pub sluice_bin: PathBuf,
     pub max_pods: u32,
+    /// Counters and readiness, served by [`admin::serve`].
+    pub metrics: Arc<admin::NodeMetrics>,
 }
 
 /// Pod IPs in use on this node.
@@ -132,6 +135,9 @@ pub async fn run(
         });
     let watch_task = tokio::spawn(stream);
     reader.wait_until_ready().await?;
+    cfg.metrics
+        .ready
+        .store(true, std::sync::atomic::Ordering::Release);
     let ips = Arc::new(IpPool::new(cfg.index));
     // Addresses of Pods that were running before a restart stay theirs.
     let mut runners: HashMap<String, PodRunner> = HashMap::new();
@@ -195,6 +201,7 @@ pub async fn run(
                 }
             }
         }
+        cfg.metrics.pods.set(runners.len() as i64);
         // Pods gone from the API: stop what still runs for them.
         runners.retain(|key, r| {
             if seen.contains(key) {

@@ -380,6 +380,7 @@ async fn run_container(
         let (mut child, path) = match spawned {
             Ok(x) => x,
             Err((reason, message)) => {
+                cfg.metrics.start_failures.inc();
                 tracing::info!(container = %name, %reason, %message, "container cannot start");
                 set(&|s| {
                     s.state = json!({"waiting": {"reason": reason, "message": message}});
@@ -397,6 +398,7 @@ async fn run_container(
             }
         };
         let pid = child.id().unwrap_or(0);
+        cfg.metrics.container_starts.inc();
         let started_at = now();
         let started = Instant::now();
         set(&|s| {
@@ -459,6 +461,9 @@ async fn run_container(
                 _ = ready_tick.tick(), if readiness.is_some() && started.elapsed() >= delay(&readiness) => {
                     let ok = probe(readiness.as_ref().unwrap_or(&Value::Null), &c, ip).await;
                     ready_fails = if ok { 0 } else { ready_fails + 1 };
+                    if !ok {
+                        cfg.metrics.probe_failures.get_or_create(&super::admin::ProbeLabels { probe: "readiness" }).inc();
+                    }
                     let ready = ok || (ready_fails < threshold(&readiness) && state.lock().unwrap_or_else(|p| p.into_inner()).ready);
                     if ready != state.lock().unwrap_or_else(|p| p.into_inner()).ready {
                         set(&|s| s.ready = ready);
@@ -467,6 +472,9 @@ async fn run_container(
                 _ = live_tick.tick(), if liveness.is_some() && started.elapsed() >= delay(&liveness) => {
                     let ok = probe(liveness.as_ref().unwrap_or(&Value::Null), &c, ip).await;
                     live_fails = if ok { 0 } else { live_fails + 1 };
+                    if !ok {
+                        cfg.metrics.probe_failures.get_or_create(&super::admin::ProbeLabels { probe: "liveness" }).inc();
+                    }
                     if live_fails >= threshold(&liveness) {
                         tracing::info!(container = %name, "liveness probe failed; restarting");
                         let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
@@ -499,6 +507,7 @@ async fn run_container(
             s.ready = false;
             s.restarts += 1;
         });
+        cfg.metrics.container_restarts.inc();
         tokio::select! { _ = tokio::time::sleep(backoff) => {}, _ = terminate.changed() => return }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
