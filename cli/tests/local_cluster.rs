@@ -463,6 +463,65 @@ spec:
         format!("mode=fast token=s3cret pod=envpod ip={ip} cluster=east lit=hello")
     );
 
+    // A startup probe holds readiness back until it passes; one that never passes restarts.
+    let marker = dev.state.join("slowstart-started");
+    k.apply_stdin(&format!(r#"apiVersion: v1
+kind: Pod
+metadata: {{name: slowstart}}
+spec:
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "sleep 2; touch {marker}; while true; do sleep 0.2; done"]
+    startupProbe: {{exec: {{command: ["test", "-e", "{marker}"]}}, periodSeconds: 1, failureThreshold: 30}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: neverstarts}}
+spec:
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "while true; do sleep 0.2; done"]
+    startupProbe: {{exec: {{command: ["false"]}}, periodSeconds: 1, failureThreshold: 2}}
+"#, marker = marker.display()));
+    assert!(eventually(Duration::from_secs(10), || k.ok(&[
+        "get",
+        "pod",
+        "slowstart",
+        "-o",
+        "jsonpath={.status.phase}"
+    ]) == "Running"));
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "pod",
+            "slowstart",
+            "-o",
+            "jsonpath={.status.containerStatuses[0].started}"
+        ]),
+        "false"
+    );
+    assert!(eventually(Duration::from_secs(15), || k.ok(&[
+        "get",
+        "pod",
+        "slowstart",
+        "-o",
+        "jsonpath={.status.containerStatuses[0].ready}"
+    ]) == "true"));
+    assert!(marker.exists());
+    assert!(eventually(Duration::from_secs(20), || k
+        .ok(&[
+            "get",
+            "pod",
+            "neverstarts",
+            "-o",
+            "jsonpath={.status.containerStatuses[0].restartCount}"
+        ])
+        .parse::<u32>()
+        .unwrap_or(0)
+        >= 1));
+
     // Bad pods: each shows its reason in status; nothing else breaks.
     k.apply_stdin(
         r#"apiVersion: v1

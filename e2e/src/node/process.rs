@@ -325,6 +325,7 @@ async fn run_container(
         .to_string();
     let readiness = c.get("readinessProbe").filter(|p| p.is_object()).cloned();
     let liveness = c.get("livenessProbe").filter(|p| p.is_object()).cloned();
+    let startup = c.get("startupProbe").filter(|p| p.is_object()).cloned();
     let set = |f: &dyn Fn(&mut ContainerState)| {
         f(&mut state.lock().unwrap_or_else(|p| p.into_inner()));
         changed.notify_one();
@@ -401,10 +402,13 @@ async fn run_container(
         cfg.metrics.container_starts.inc();
         let started_at = now();
         let started = Instant::now();
+        // With a startup probe, the container counts as started (and the other probes run)
+        // only once it succeeds.
+        let mut started_ok = startup.is_none();
         set(&|s| {
             s.state = json!({"running": {"startedAt": started_at}});
-            s.started = true;
-            s.ready = readiness.is_none();
+            s.started = started_ok;
+            s.ready = started_ok && readiness.is_none();
         });
         let period = |p: &Option<Value>| {
             Duration::from_secs(
@@ -416,7 +420,8 @@ async fn run_container(
         };
         let mut ready_tick = tokio::time::interval(period(&readiness));
         let mut live_tick = tokio::time::interval(period(&liveness));
-        let (mut ready_fails, mut live_fails) = (0u64, 0u64);
+        let mut startup_tick = tokio::time::interval(period(&startup));
+        let (mut ready_fails, mut live_fails, mut startup_fails) = (0u64, 0u64, 0u64);
         let threshold = |p: &Option<Value>| {
             p.as_ref()
                 .and_then(|p| p["failureThreshold"].as_u64())
@@ -458,7 +463,24 @@ async fn run_container(
                     });
                     return;
                 }
-                _ = ready_tick.tick(), if readiness.is_some() && started.elapsed() >= delay(&readiness) => {
+                _ = startup_tick.tick(), if !started_ok && started.elapsed() >= delay(&startup) => {
+                    if probe(startup.as_ref().unwrap_or(&Value::Null), &c, ip).await {
+                        started_ok = true;
+                        let ready = readiness.is_none();
+                        set(&|s| {
+                            s.started = true;
+                            s.ready = ready;
+                        });
+                    } else {
+                        startup_fails += 1;
+                        cfg.metrics.probe_failures.get_or_create(&super::admin::ProbeLabels { probe: "startup" }).inc();
+                        if startup_fails >= threshold(&startup) {
+                            tracing::info!(container = %name, "startup probe failed; restarting");
+                            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                        }
+                    }
+                }
+                _ = ready_tick.tick(), if started_ok && readiness.is_some() && started.elapsed() >= delay(&readiness) => {
                     let ok = probe(readiness.as_ref().unwrap_or(&Value::Null), &c, ip).await;
                     ready_fails = if ok { 0 } else { ready_fails + 1 };
                     if !ok {
@@ -469,7 +491,7 @@ async fn run_container(
                         set(&|s| s.ready = ready);
                     }
                 }
-                _ = live_tick.tick(), if liveness.is_some() && started.elapsed() >= delay(&liveness) => {
+                _ = live_tick.tick(), if started_ok && liveness.is_some() && started.elapsed() >= delay(&liveness) => {
                     let ok = probe(liveness.as_ref().unwrap_or(&Value::Null), &c, ip).await;
                     live_fails = if ok { 0 } else { live_fails + 1 };
                     if !ok {
