@@ -1200,48 +1200,23 @@ pub async fn delete_object(
             && obj["spec"]["nodeName"]
                 .as_str()
                 .is_some_and(|n| !n.is_empty());
-        if on_node && grace != Some(0) {
-            if object::is_deleting(&obj) {
-                return Ok((StatusCode::OK, entry.value.clone()));
-            }
-            let g = grace
+        // Marked rather than removed: a Pod on a node (with its grace period), an object
+        // with finalizers, or a container of other objects.
+        let pod_grace = (on_node && grace != Some(0)).then(|| {
+            grace
                 .or(obj["spec"]["terminationGracePeriodSeconds"].as_i64())
                 .unwrap_or(30)
-                .max(1);
-            let meta = object::meta_mut(&mut obj);
-            meta.insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
-            meta.insert("deletionGracePeriodSeconds".into(), json!(g));
-            if dry_run {
-                return Ok((
-                    StatusCode::OK,
-                    Bytes::from(serde_json::to_vec(&obj).unwrap_or_default()),
-                ));
-            }
-            let bytes = Bytes::from(
-                serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?,
-            );
-            match state
-                .store
-                .write(Op::Put {
-                    key: key.clone(),
-                    value: bytes.clone(),
-                    expect: Expect::At(entry.revision),
-                })
-                .await
-            {
-                Ok(c) => return Ok((StatusCode::OK, with_resource_version(&bytes, c.revision))),
-                Err(StorageError::Conflict { .. }) => continue,
-                Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
-            }
-        }
-        let marks = object::finalizers(&obj) > 0 || container;
+                .max(1)
+        });
+        let marks = pod_grace.is_some() || object::finalizers(&obj) > 0 || container;
+        let grace_seconds = pod_grace.unwrap_or(0);
         if marks {
             if object::is_deleting(&obj) {
                 return Ok((StatusCode::OK, entry.value.clone()));
             }
-            object::meta_mut(&mut obj)
-                .insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
-            object::meta_mut(&mut obj).insert("deletionGracePeriodSeconds".into(), json!(0));
+            let meta = object::meta_mut(&mut obj);
+            meta.insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(grace_seconds));
             if matches!(t.resource.as_str(), "namespaces" | "workspaces") {
                 obj["status"]["phase"] = json!("Terminating");
             }
