@@ -902,26 +902,16 @@ async fn patch(
         )
         .map_err(|c| apply_conflict(t, name, &c))?;
         object::meta_mut(&mut created).insert("name".into(), json!(name));
-        return match create_decoded(state, ctx, scope, created, Ownership::Applied).await {
-            Err(ApiError::AlreadyExists { .. }) => {
-                modify(
-                    state,
-                    ctx,
-                    scope,
-                    name,
-                    Change::Apply {
-                        applied,
-                        manager,
-                        force,
-                    },
-                )
-                .await
+        match create_decoded(state, ctx, scope, created, Ownership::Applied).await {
+            // Created by someone else meanwhile: apply onto it below.
+            Err(ApiError::AlreadyExists { .. }) => {}
+            other => {
+                return other.map(|mut r| {
+                    *r.status_mut() = StatusCode::CREATED;
+                    r
+                });
             }
-            other => other.map(|mut r| {
-                *r.status_mut() = StatusCode::CREATED;
-                r
-            }),
-        };
+        }
     }
     modify(
         state,
