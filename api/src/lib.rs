@@ -2,6 +2,7 @@
 //! without compiling the API server.
 
 pub mod logical_cluster;
+pub mod mcs;
 pub mod sluice;
 
 pub use logical_cluster::{LogicalClusterPath, PathError};

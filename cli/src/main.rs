@@ -118,6 +118,37 @@ enum Command {
         #[arg(long, default_value_t = 5.0)]
         timeout: f64,
     },
+    /// The clusterset DNS server: `clusterset.local` (MCS DNS specification 1.0.0) from
+    /// ServiceImports and MCS EndpointSlices, `cluster.local` for local clusters, everything
+    /// else forwarded.
+    Dns {
+        /// UDP and TCP address (port 0 picks one; the bound address is printed).
+        #[arg(long, default_value = "127.0.0.1:5353")]
+        listen: SocketAddr,
+        /// Kubeconfig of the cluster whose ServiceImports and EndpointSlices are served.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// This cluster's MCS cluster id (its endpoints come first in headless answers).
+        #[arg(long)]
+        cluster_id: String,
+        #[arg(long, default_value = "clusterset.local")]
+        zone: String,
+        /// The local cluster's zone; empty to leave it to the cluster's own DNS.
+        #[arg(long, default_value = "cluster.local")]
+        cluster_zone: String,
+        /// Upstream for every other name (none: REFUSED).
+        #[arg(long)]
+        forward: Option<SocketAddr>,
+        /// TTL of every answer in seconds.
+        #[arg(long, default_value_t = sluice_dns::DEFAULT_TTL)]
+        ttl: u32,
+        /// Where to serve /metrics and /readyz.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        admin: SocketAddr,
+        /// Worker threads (default: one per core).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
     /// Print a kubeconfig for a logical cluster of a control plane.
     Kubeconfig {
         #[arg(long, default_value = ".sluice/control")]
@@ -129,8 +160,8 @@ enum Command {
 }
 
 fn init_tracing() {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| "info".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
+        .unwrap_or_else(|_| "info,hickory_server=warn".into());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -148,9 +179,38 @@ async fn shutdown_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// A kube-rs client from a kubeconfig file, or `$KUBECONFIG`/`~/.kube/config`.
+async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let kc = match kubeconfig {
+        Some(p) => kube::config::Kubeconfig::read_from(p)
+            .with_context(|| format!("reading {}", p.display()))?,
+        None => kube::config::Kubeconfig::read()?,
+    };
+    Ok(kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
+    )?)
+}
+
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let threads = match &cli.command {
+        Command::Dns { threads, .. } => *threads,
+        _ => None,
+    };
+    let runtime = match threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        Some(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n.max(1))
+            .enable_all()
+            .build()?,
+        None => tokio::runtime::Runtime::new()?,
+    };
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Control {
             data_dir,
@@ -208,10 +268,7 @@ async fn main() -> anyhow::Result<()> {
         } => {
             init_tracing();
             let _ = rustls::crypto::ring::default_provider().install_default();
-            let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
-            let client = kube::Client::try_from(
-                kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
-            )?;
+            let client = kube_client(Some(&kubeconfig)).await?;
             let cfg = sluice_e2e::node::NodeConfig {
                 node_name: format!("{cluster}-node"),
                 cluster,
@@ -249,13 +306,7 @@ async fn main() -> anyhow::Result<()> {
                 Some(svc) => {
                     let (namespace, name) =
                         svc.split_once('/').context("--service is namespace/name")?;
-                    let kc = match kubeconfig {
-                        Some(p) => kube::config::Kubeconfig::read_from(p)?,
-                        None => kube::config::Kubeconfig::read()?,
-                    };
-                    let client = kube::Client::try_from(
-                        kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
-                    )?;
+                    let client = kube_client(kubeconfig.as_deref()).await?;
                     Targets::Service {
                         client,
                         namespace: namespace.into(),
@@ -291,6 +342,32 @@ async fn main() -> anyhow::Result<()> {
             println!("echo: http {} tcp {}", bound.http, bound.tcp);
             shutdown_signal().await?;
             bound.shutdown().await;
+        }
+        Command::Dns {
+            listen,
+            kubeconfig,
+            cluster_id,
+            zone,
+            cluster_zone,
+            forward,
+            ttl,
+            admin,
+            threads: _,
+        } => {
+            init_tracing();
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let client = kube_client(kubeconfig.as_deref()).await?;
+            let mut config = sluice_dns::Config::new(client, &cluster_id);
+            config.listen = listen;
+            config.admin = admin;
+            config.zone = zone;
+            config.cluster_zone = Some(cluster_zone).filter(|z| !z.is_empty());
+            config.forward = forward;
+            config.ttl = ttl;
+            let mut bound = sluice_dns::build(config).await?;
+            println!("dns: listening on {} admin {}", bound.addr, bound.admin);
+            shutdown_signal().await?;
+            bound.shutdown();
         }
         Command::Kubeconfig {
             data_dir,

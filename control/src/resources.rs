@@ -304,6 +304,34 @@ fn builtins() -> Vec<ResourceType> {
     ]
 }
 
+/// Kubernetes' version order, most preferred first: GA, then beta, then alpha (higher
+/// numbers first within each), then names that are not Kubernetes-like, alphabetically.
+fn version_priority(v: &str) -> (u8, std::cmp::Reverse<u64>, std::cmp::Reverse<u64>, String) {
+    use std::cmp::Reverse;
+    let parsed = v.strip_prefix('v').and_then(|rest| {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let major: u64 = rest[..digits].parse().ok()?;
+        let tail = &rest[digits..];
+        let (stage, num) = if tail.is_empty() {
+            (0, "0")
+        } else if let Some(n) = tail.strip_prefix("beta") {
+            (1, n)
+        } else if let Some(n) = tail.strip_prefix("alpha") {
+            (2, n)
+        } else {
+            return None;
+        };
+        let minor: u64 = num.parse().ok()?;
+        Some((stage, major, minor))
+    });
+    match parsed {
+        Some((stage, major, minor)) => (stage, Reverse(major), Reverse(minor), String::new()),
+        None => (3, Reverse(0), Reverse(0), v.to_string()),
+    }
+}
+
 /// A set of resource types with lookups by URL segment and by kind.
 pub struct Catalog {
     types: Vec<Arc<ResourceType>>,
@@ -333,7 +361,15 @@ impl Catalog {
 
     pub fn builtin_arc() -> &'static Arc<Catalog> {
         static CATALOG: OnceLock<Arc<Catalog>> = OnceLock::new();
-        CATALOG.get_or_init(|| Arc::new(Catalog::new(builtins())))
+        CATALOG.get_or_init(|| {
+            let mut catalog = Catalog::new(builtins());
+            // The MCS and About API types are served as if their CRDs were installed in
+            // every logical cluster: two versions, one storage version, structural schemas.
+            for crd in sluice_api::mcs::crds() {
+                catalog.types.extend(crate::crd::types_from_crd(&crd));
+            }
+            Arc::new(catalog)
+        })
     }
 
     pub fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<ResourceType>> {
@@ -358,6 +394,9 @@ impl Catalog {
                 None => out.push((t.group.clone(), vec![t.version.clone()])),
             }
         }
+        for (_, versions) in &mut out {
+            versions.sort_by_key(|v| version_priority(v));
+        }
         out
     }
 
@@ -374,5 +413,34 @@ impl Catalog {
     /// Every namespaced type, for namespace deletion.
     pub fn namespaced(&self) -> impl Iterator<Item = &Arc<ResourceType>> {
         self.types.iter().filter(|t| t.namespaced)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_sort_like_kubernetes() {
+        let mut v = vec![
+            "v1alpha1", "foo", "v1beta1", "v2beta1", "v1", "v2", "v1beta2",
+        ];
+        v.sort_by_key(|v| version_priority(v));
+        assert_eq!(
+            v,
+            [
+                "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "foo"
+            ]
+        );
+    }
+
+    #[test]
+    fn mcs_types_prefer_their_storage_version() {
+        let groups = Catalog::builtin().groups();
+        let (_, versions) = groups
+            .iter()
+            .find(|(g, _)| g == "multicluster.x-k8s.io")
+            .unwrap();
+        assert_eq!(versions, &["v1beta1", "v1alpha1"]);
     }
 }

@@ -1,0 +1,182 @@
+//! `sluice dns`: the clusterset DNS server.
+//!
+//! Serves `clusterset.local` per the MCS DNS specification 1.0.0 from ServiceImports and
+//! MCS EndpointSlices, `cluster.local` from Services, EndpointSlices and Pods (local
+//! clusters), and forwards everything else to an upstream with a cache. Built on
+//! hickory-server: [`handler`] answers, [`answer`] computes records from [`model`], which
+//! the [`informers`] keep current.
+
+pub mod answer;
+pub mod forward;
+pub mod handler;
+pub mod informers;
+pub mod metrics;
+pub mod model;
+pub mod state;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use hickory_proto::rr::Name;
+use hickory_server::server::Server;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use sluice_api::mcs::ServiceImport;
+use tokio::sync::{oneshot, watch};
+
+use crate::answer::Zones;
+use crate::forward::Forwarder;
+use crate::handler::DnsHandler;
+use crate::state::DnsState;
+
+/// Default TTL of every answer: a few seconds, as in the MCS DNS specification's examples.
+/// ClusterSetIP answers are VIPs that never change while the import lives, so a longer TTL
+/// would gain little; headless answers change with endpoint readiness, and a short TTL
+/// bounds how long a client keeps an endpoint that went away.
+pub const DEFAULT_TTL: u32 = 5;
+
+/// How long an idle TCP client may hold its connection.
+const TCP_IDLE: Duration = Duration::from_secs(10);
+
+pub struct Config {
+    /// UDP and TCP on the same address; port 0 picks one.
+    pub listen: SocketAddr,
+    pub admin: SocketAddr,
+    pub client: kube::Client,
+    /// This cluster's MCS cluster id.
+    pub cluster_id: String,
+    pub zone: String,
+    /// `Some("cluster.local")` also serves the local cluster's zone.
+    pub cluster_zone: Option<String>,
+    pub forward: Option<SocketAddr>,
+    pub ttl: u32,
+}
+
+impl Config {
+    pub fn new(client: kube::Client, cluster_id: &str) -> Self {
+        Self {
+            listen: ([127, 0, 0, 1], 0).into(),
+            admin: ([127, 0, 0, 1], 0).into(),
+            client,
+            cluster_id: cluster_id.to_string(),
+            zone: "clusterset.local".into(),
+            cluster_zone: Some("cluster.local".into()),
+            forward: None,
+            ttl: DEFAULT_TTL,
+        }
+    }
+}
+
+/// A running server.
+pub struct Bound {
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub state: Arc<DnsState>,
+    stop: Option<oneshot::Sender<()>>,
+    _admin_stop: watch::Sender<bool>,
+}
+
+impl Bound {
+    /// Stop serving (also happens on drop).
+    pub fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn zone_name(zone: &str) -> anyhow::Result<Name> {
+    let name = Name::from_ascii(format!("{}.", zone.trim_end_matches('.')))
+        .with_context(|| format!("zone {zone:?} is not a DNS name"))?;
+    Ok(name.to_lowercase())
+}
+
+/// Bind UDP then TCP on the same port (for port 0, retry until both are free).
+async fn bind(
+    listen: SocketAddr,
+) -> anyhow::Result<(tokio::net::UdpSocket, tokio::net::TcpListener)> {
+    let mut last = None;
+    for _ in 0..20 {
+        let udp = tokio::net::UdpSocket::bind(listen)
+            .await
+            .with_context(|| format!("bind udp {listen}"))?;
+        let addr = udp.local_addr()?;
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(e) if listen.port() == 0 => last = Some(e),
+            Err(e) => return Err(e).with_context(|| format!("bind tcp {addr}")),
+        }
+    }
+    Err(anyhow::anyhow!(
+        "no port free for both udp and tcp: {last:?}"
+    ))
+}
+
+/// Start the informers and the server; returns once the sockets are bound (answers are
+/// SERVFAIL until the informers have listed: see `/readyz`).
+pub async fn build(config: Config) -> anyhow::Result<Bound> {
+    let (udp, tcp) = bind(config.listen).await?;
+    let addr = udp.local_addr()?;
+    let zones = Zones {
+        clusterset: zone_name(&config.zone)?,
+        cluster: config.cluster_zone.as_deref().map(zone_name).transpose()?,
+        ttl: config.ttl,
+        ns_addr: addr.ip(),
+        local_cluster: config.cluster_id.to_ascii_lowercase(),
+    };
+    let serve_cluster = zones.cluster.is_some();
+    let informers = if serve_cluster { 4 } else { 2 };
+    let state = Arc::new(DnsState::new(
+        zones,
+        informers,
+        config.forward.map(Forwarder::new),
+    ));
+
+    let client = config.client;
+    tokio::spawn(informers::run::<ServiceImport>(
+        client.clone(),
+        state.clone(),
+    ));
+    tokio::spawn(informers::run::<EndpointSlice>(
+        client.clone(),
+        state.clone(),
+    ));
+    if serve_cluster {
+        tokio::spawn(informers::run::<Service>(client.clone(), state.clone()));
+        tokio::spawn(informers::run::<Pod>(client, state.clone()));
+    }
+
+    let (admin_stop, admin_rx) = watch::channel(false);
+    let admin = sluice_observe::serve(config.admin, state.clone(), admin_rx)
+        .await
+        .with_context(|| format!("bind admin {}", config.admin))?;
+
+    let mut server = Server::new(DnsHandler {
+        state: state.clone(),
+    });
+    server.register_socket(udp);
+    server.register_listener(tcp, TCP_IDLE, 64);
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = stopped.await;
+        if let Err(e) = server.shutdown_gracefully().await {
+            tracing::debug!(error = %e, "dns server stopped with an error");
+        }
+    });
+    tracing::info!(%addr, %admin, cluster = %config.cluster_id, "dns serving");
+    Ok(Bound {
+        addr,
+        admin,
+        state,
+        stop: Some(stop),
+        _admin_stop: admin_stop,
+    })
+}

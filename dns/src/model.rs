@@ -1,0 +1,368 @@
+//! What the DNS server knows: the objects its informers saw, reduced to what answers need.
+//!
+//! Kept apart from the protocol handler (which only reads it) and from the informers
+//! (which only write it), so answers can be tested from hand-built state.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use sluice_api::mcs::{self, ServiceImport, ServiceImportType};
+
+/// `namespace/name` of a Service or ServiceImport.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServiceKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ServiceKey {
+    pub fn new(namespace: &str, name: &str) -> Self {
+        Self {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
+}
+
+/// A port as DNS sees it: SRV needs the name and protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Port {
+    pub name: Option<String>,
+    /// Lower case (`tcp`, `udp`, `sctp`), as it appears in `_<port>._<proto>`.
+    pub protocol: String,
+    pub port: u16,
+}
+
+impl Port {
+    fn new(name: Option<&str>, protocol: Option<&str>, port: i32) -> Option<Self> {
+        Some(Self {
+            name: name.filter(|n| !n.is_empty()).map(str::to_ascii_lowercase),
+            protocol: protocol.unwrap_or("TCP").to_ascii_lowercase(),
+            port: u16::try_from(port).ok()?,
+        })
+    }
+}
+
+/// A ServiceImport, reduced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Import {
+    pub kind: ServiceImportType,
+    pub ips: Vec<IpAddr>,
+    pub ports: Vec<Port>,
+}
+
+/// One endpoint of a slice.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Endpoint {
+    pub addresses: Vec<IpAddr>,
+    pub hostname: Option<String>,
+    pub ready: bool,
+}
+
+impl Endpoint {
+    /// The DNS label naming this endpoint: its hostname, else its first address with
+    /// dashes (`10-1-2-3`), as Kubernetes DNS does.
+    pub fn label(&self) -> Option<String> {
+        if let Some(h) = &self.hostname {
+            return Some(h.to_ascii_lowercase());
+        }
+        self.addresses.first().map(|ip| dashed(*ip))
+    }
+}
+
+/// `10.1.2.3` → `10-1-2-3`; IPv6 colons become dashes too.
+pub fn dashed(ip: IpAddr) -> String {
+    ip.to_string().replace(['.', ':'], "-")
+}
+
+/// An EndpointSlice, reduced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slice {
+    pub service: ServiceKey,
+    /// The source cluster (MCS slices); empty for a local slice.
+    pub cluster: String,
+    pub ports: Vec<Port>,
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// A local Service (`cluster.local`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum LocalService {
+    ClusterIp { ips: Vec<IpAddr>, ports: Vec<Port> },
+    Headless { ports: Vec<Port> },
+    ExternalName(String),
+}
+
+/// Which table a slice landed in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum SliceHome {
+    Mcs(ServiceKey),
+    Local(ServiceKey),
+}
+
+/// Everything the answers are computed from.
+#[derive(Debug, Default)]
+pub struct Model {
+    imports: HashMap<ServiceKey, Import>,
+    mcs_slices: HashMap<ServiceKey, BTreeMap<String, Slice>>,
+    services: HashMap<ServiceKey, LocalService>,
+    local_slices: HashMap<ServiceKey, BTreeMap<String, Slice>>,
+    slice_homes: HashMap<(String, String), SliceHome>,
+    /// Pod IPs per namespace, with a count (two pods may briefly share an IP).
+    pods: HashMap<(String, IpAddr), usize>,
+    pod_ips: HashMap<(String, String), IpAddr>,
+    /// Bumped on every change; the SOA serial.
+    pub serial: u32,
+}
+
+fn parse_ips<'a>(ips: impl IntoIterator<Item = &'a String>) -> Vec<IpAddr> {
+    ips.into_iter().filter_map(|s| s.parse().ok()).collect()
+}
+
+impl Model {
+    fn bump(&mut self) {
+        self.serial = self.serial.wrapping_add(1);
+    }
+
+    pub fn import(&self, key: &ServiceKey) -> Option<&Import> {
+        self.imports.get(key)
+    }
+
+    pub fn imports_len(&self) -> usize {
+        self.imports.len()
+    }
+
+    /// Whether any ServiceImport lives in `namespace` (`<ns>.svc.<zone>` then exists).
+    pub fn has_imports_in(&self, namespace: &str) -> bool {
+        self.imports.keys().any(|k| k.namespace == namespace)
+    }
+
+    pub fn has_services_in(&self, namespace: &str) -> bool {
+        self.services.keys().any(|k| k.namespace == namespace)
+    }
+
+    /// The MCS slices of an import, in a stable order (by slice name).
+    pub fn mcs_slices(&self, key: &ServiceKey) -> impl Iterator<Item = &Slice> {
+        self.mcs_slices
+            .get(key)
+            .into_iter()
+            .flat_map(|m| m.values())
+    }
+
+    pub fn service(&self, key: &ServiceKey) -> Option<&LocalService> {
+        self.services.get(key)
+    }
+
+    pub fn local_slices(&self, key: &ServiceKey) -> impl Iterator<Item = &Slice> {
+        self.local_slices
+            .get(key)
+            .into_iter()
+            .flat_map(|m| m.values())
+    }
+
+    pub fn has_pod(&self, namespace: &str, ip: IpAddr) -> bool {
+        self.pods.contains_key(&(namespace.to_string(), ip))
+    }
+
+    pub fn apply_import(&mut self, si: &ServiceImport) {
+        let (Some(ns), Some(name)) = (&si.metadata.namespace, &si.metadata.name) else {
+            return;
+        };
+        let import = Import {
+            kind: si.spec.r#type,
+            ips: parse_ips(&si.spec.ips),
+            ports: si
+                .spec
+                .ports
+                .iter()
+                .filter_map(|p| Port::new(p.name.as_deref(), p.protocol.as_deref(), p.port))
+                .collect(),
+        };
+        self.imports.insert(ServiceKey::new(ns, name), import);
+        self.bump();
+    }
+
+    pub fn delete_import(&mut self, key: &ServiceKey) {
+        if self.imports.remove(key).is_some() {
+            self.bump();
+        }
+    }
+
+    pub fn import_keys(&self) -> Vec<ServiceKey> {
+        self.imports.keys().cloned().collect()
+    }
+
+    pub fn apply_service(&mut self, svc: &Service) {
+        let (Some(ns), Some(name)) = (&svc.metadata.namespace, &svc.metadata.name) else {
+            return;
+        };
+        let Some(spec) = &svc.spec else { return };
+        let ports: Vec<Port> = spec
+            .ports
+            .iter()
+            .flatten()
+            .filter_map(|p| Port::new(p.name.as_deref(), p.protocol.as_deref(), p.port))
+            .collect();
+        let entry = if spec.type_.as_deref() == Some("ExternalName") {
+            match &spec.external_name {
+                Some(n) => LocalService::ExternalName(n.clone()),
+                None => return,
+            }
+        } else if spec.cluster_ip.as_deref() == Some("None") {
+            LocalService::Headless { ports }
+        } else {
+            let ips = match &spec.cluster_ips {
+                Some(ips) if !ips.is_empty() => parse_ips(ips),
+                _ => parse_ips(spec.cluster_ip.iter()),
+            };
+            LocalService::ClusterIp { ips, ports }
+        };
+        self.services.insert(ServiceKey::new(ns, name), entry);
+        self.bump();
+    }
+
+    pub fn delete_service(&mut self, key: &ServiceKey) {
+        if self.services.remove(key).is_some() {
+            self.bump();
+        }
+    }
+
+    pub fn service_keys(&self) -> Vec<ServiceKey> {
+        self.services.keys().cloned().collect()
+    }
+
+    /// An EndpointSlice: MCS slices (both multicluster labels) feed `clusterset.local`,
+    /// slices with `kubernetes.io/service-name` feed `cluster.local`, others are ignored.
+    pub fn apply_slice(&mut self, es: &EndpointSlice) {
+        let (Some(ns), Some(name)) = (&es.metadata.namespace, &es.metadata.name) else {
+            return;
+        };
+        let id = (ns.clone(), name.clone());
+        self.remove_slice(&id);
+        let labels = es.metadata.labels.clone().unwrap_or_default();
+        let ports = es
+            .ports
+            .iter()
+            .flatten()
+            .filter_map(|p| Port::new(p.name.as_deref(), p.protocol.as_deref(), p.port?))
+            .collect();
+        let endpoints = es
+            .endpoints
+            .iter()
+            .flatten()
+            .map(|e| Endpoint {
+                addresses: parse_ips(&e.addresses),
+                hostname: e.hostname.clone(),
+                // Kubernetes: an unknown readiness counts as ready.
+                ready: e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true),
+            })
+            .collect();
+        let (home, cluster) = match (
+            labels.get(mcs::LABEL_SERVICE_NAME),
+            labels.get(mcs::LABEL_SOURCE_CLUSTER),
+            labels.get("kubernetes.io/service-name"),
+        ) {
+            (Some(svc), Some(cluster), _) => (SliceHome::Mcs(ServiceKey::new(ns, svc)), cluster),
+            (_, _, Some(svc)) => (SliceHome::Local(ServiceKey::new(ns, svc)), &String::new()),
+            _ => return,
+        };
+        let (table, key) = match &home {
+            SliceHome::Mcs(k) => (&mut self.mcs_slices, k.clone()),
+            SliceHome::Local(k) => (&mut self.local_slices, k.clone()),
+        };
+        table.entry(key.clone()).or_default().insert(
+            name.clone(),
+            Slice {
+                service: key,
+                cluster: cluster.to_ascii_lowercase(),
+                ports,
+                endpoints,
+            },
+        );
+        self.slice_homes.insert(id, home);
+        self.bump();
+    }
+
+    pub fn delete_slice(&mut self, namespace: &str, name: &str) {
+        if self.remove_slice(&(namespace.to_string(), name.to_string())) {
+            self.bump();
+        }
+    }
+
+    fn remove_slice(&mut self, id: &(String, String)) -> bool {
+        let Some(home) = self.slice_homes.remove(id) else {
+            return false;
+        };
+        let (table, key) = match &home {
+            SliceHome::Mcs(k) => (&mut self.mcs_slices, k),
+            SliceHome::Local(k) => (&mut self.local_slices, k),
+        };
+        if let Some(m) = table.get_mut(key) {
+            m.remove(&id.1);
+            if m.is_empty() {
+                table.remove(key);
+            }
+        }
+        true
+    }
+
+    pub fn slice_ids(&self) -> Vec<(String, String)> {
+        self.slice_homes.keys().cloned().collect()
+    }
+
+    pub fn apply_pod(&mut self, pod: &Pod) {
+        let (Some(ns), Some(name)) = (&pod.metadata.namespace, &pod.metadata.name) else {
+            return;
+        };
+        let id = (ns.clone(), name.clone());
+        let ip = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.as_ref())
+            .and_then(|ip| ip.parse::<IpAddr>().ok());
+        if self.pod_ips.get(&id).copied() == ip {
+            return;
+        }
+        self.delete_pod(ns, name);
+        if let Some(ip) = ip {
+            self.pod_ips.insert(id, ip);
+            *self.pods.entry((ns.clone(), ip)).or_default() += 1;
+            self.bump();
+        }
+    }
+
+    pub fn delete_pod(&mut self, namespace: &str, name: &str) {
+        let id = (namespace.to_string(), name.to_string());
+        if let Some(ip) = self.pod_ips.remove(&id) {
+            let key = (id.0, ip);
+            if let Some(n) = self.pods.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.pods.remove(&key);
+                }
+            }
+            self.bump();
+        }
+    }
+
+    pub fn pod_ids(&self) -> Vec<(String, String)> {
+        self.pod_ips.keys().cloned().collect()
+    }
+
+    /// Counts per object kind, for metrics.
+    pub fn counts(&self) -> [(&'static str, usize); 4] {
+        [
+            ("serviceimports", self.imports.len()),
+            ("services", self.services.len()),
+            ("endpointslices", self.slice_homes.len()),
+            ("pods", self.pod_ips.len()),
+        ]
+    }
+}
+
+/// Keys present before a re-list that the re-list did not return.
+pub fn stale<K: Eq + std::hash::Hash + Clone>(before: Vec<K>, seen: &HashSet<K>) -> Vec<K> {
+    before.into_iter().filter(|k| !seen.contains(k)).collect()
+}
