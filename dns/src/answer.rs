@@ -30,6 +30,22 @@ pub struct Zones {
     pub ns_addr: IpAddr,
     /// This cluster's id: its own endpoints come first in headless answers.
     pub local_cluster: String,
+    clusterset_lower: LowerName,
+    cluster_lower: Option<LowerName>,
+}
+
+impl Zones {
+    pub fn new(clusterset: Name, cluster: Option<Name>, ttl: u32, ns_addr: IpAddr) -> Self {
+        Self {
+            clusterset_lower: LowerName::from(&clusterset),
+            cluster_lower: cluster.as_ref().map(LowerName::from),
+            clusterset,
+            cluster,
+            ttl,
+            ns_addr,
+            local_cluster: String::new(),
+        }
+    }
 }
 
 /// Which zone answered, for metrics.
@@ -65,17 +81,18 @@ pub fn resolve(
     name: &LowerName,
     qtype: RecordType,
 ) -> Option<(ZoneKind, Answer)> {
-    let zone_name = LowerName::from(&zones.clusterset);
-    if zone_name.zone_of(name) {
-        let labels = relative_labels(name, &zone_name);
-        let ctx = Ctx::new(zones, &zones.clusterset, qtype);
+    let (clusterset, cluster) = (&zones.clusterset_lower, zones.cluster_lower.as_ref());
+    if clusterset.zone_of(name) {
+        let labels = relative_labels(name, clusterset);
+        let ctx = Ctx::new(zones, &zones.clusterset, qtype, name);
         return Some((ZoneKind::Clusterset, ctx.clusterset(model, labels)));
     }
-    let cluster = zones.cluster.as_ref()?;
-    let zone_name = LowerName::from(cluster);
-    if zone_name.zone_of(name) {
-        let labels = relative_labels(name, &zone_name);
-        let ctx = Ctx::new(zones, cluster, qtype);
+    let (Some(cluster), Some(zone)) = (cluster, zones.cluster.as_ref()) else {
+        return None;
+    };
+    if cluster.zone_of(name) {
+        let labels = relative_labels(name, cluster);
+        let ctx = Ctx::new(zones, zone, qtype, name);
         return Some((ZoneKind::Cluster, ctx.cluster(model, labels)));
     }
     None
@@ -83,11 +100,11 @@ pub fn resolve(
 
 /// The labels of `name` left of `zone`, left to right; `None` if one is not UTF-8
 /// (no such name exists here).
-fn relative_labels(name: &LowerName, zone: &LowerName) -> Option<Vec<String>> {
+fn relative_labels<'n>(name: &'n LowerName, zone: &LowerName) -> Option<Vec<&'n str>> {
     let keep = usize::from(name.num_labels().saturating_sub(zone.num_labels()));
     name.iter()
         .take(keep)
-        .map(|l| std::str::from_utf8(l).ok().map(str::to_string))
+        .map(|l| std::str::from_utf8(l).ok())
         .collect()
 }
 
@@ -121,27 +138,34 @@ fn is_address(qtype: RecordType) -> bool {
 struct View<'a> {
     /// `<svc>.<ns>.svc.<zone>.`
     name: Name,
-    kind: ViewKind,
+    kind: ViewKind<'a>,
     ports: &'a [Port],
     /// Ready endpoints with their owner label relative to `name` (`host.cluster` or `host`).
     ready: Vec<(String, &'a Endpoint, &'a [Port])>,
 }
 
-enum ViewKind {
-    Vip(Vec<IpAddr>),
+enum ViewKind<'a> {
+    Vip(&'a [IpAddr]),
     Headless,
-    External(String),
+    External(&'a str),
 }
 
 struct Ctx<'z> {
     zones: &'z Zones,
     zone: &'z Name,
     qtype: RecordType,
+    /// The query name.
+    query: &'z LowerName,
 }
 
 impl<'z> Ctx<'z> {
-    fn new(zones: &'z Zones, zone: &'z Name, qtype: RecordType) -> Self {
-        Self { zones, zone, qtype }
+    fn new(zones: &'z Zones, zone: &'z Name, qtype: RecordType, query: &'z LowerName) -> Self {
+        Self {
+            zones,
+            zone,
+            qtype,
+            query,
+        }
     }
 
     fn ttl(&self) -> u32 {
@@ -223,13 +247,12 @@ impl<'z> Ctx<'z> {
     }
 
     /// `clusterset.local`, relative labels left to right.
-    fn clusterset(&self, model: &Model, labels: Option<Vec<String>>) -> Answer {
+    fn clusterset(&self, model: &Model, labels: Option<Vec<&str>>) -> Answer {
         let serial = model.serial;
         let Some(labels) = labels else {
             return self.nxdomain(serial);
         };
-        let l: Vec<&str> = labels.iter().map(String::as_str).collect();
-        match l.as_slice() {
+        match labels.as_slice() {
             [] => self.apex(serial),
             ["ns"] => self.ns_host(serial),
             ["dns-version"] => {
@@ -247,7 +270,7 @@ impl<'z> Ctx<'z> {
             ["svc"] if model.imports_len() > 0 => self.nodata(serial),
             [ns, "svc"] if model.has_imports_in(ns) => self.nodata(serial),
             [rest @ .., svc, ns, "svc"] => {
-                match self.import_view(model, &ServiceKey::new(ns, svc)) {
+                match self.import_view(model, &ServiceKey::new(ns, svc), rest.len()) {
                     Some(view) => self.in_service(serial, &view, rest, true),
                     None => self.nxdomain(serial),
                 }
@@ -257,13 +280,12 @@ impl<'z> Ctx<'z> {
     }
 
     /// `cluster.local`, relative labels left to right.
-    fn cluster(&self, model: &Model, labels: Option<Vec<String>>) -> Answer {
+    fn cluster(&self, model: &Model, labels: Option<Vec<&str>>) -> Answer {
         let serial = model.serial;
         let Some(labels) = labels else {
             return self.nxdomain(serial);
         };
-        let l: Vec<&str> = labels.iter().map(String::as_str).collect();
-        match l.as_slice() {
+        match labels.as_slice() {
             [] => self.apex(serial),
             ["ns"] => self.ns_host(serial),
             ["svc"] | ["pod"] | [_, "pod"] => self.nodata(serial),
@@ -281,7 +303,7 @@ impl<'z> Ctx<'z> {
                 _ => self.nxdomain(serial),
             },
             [rest @ .., svc, ns, "svc"] => {
-                match self.service_view(model, &ServiceKey::new(ns, svc)) {
+                match self.service_view(model, &ServiceKey::new(ns, svc), rest.len()) {
                     Some(view) => self.in_service(serial, &view, rest, false),
                     None => self.nxdomain(serial),
                 }
@@ -290,8 +312,10 @@ impl<'z> Ctx<'z> {
         }
     }
 
-    fn service_name(&self, key: &ServiceKey) -> Option<Name> {
-        self.name(&format!("{}.{}.svc", key.name, key.namespace))
+    /// `<svc>.<ns>.svc.<zone>.`: the query name without its `depth` leftmost labels.
+    fn service_name(&self, depth: usize) -> Name {
+        let labels = usize::from(self.query.num_labels()).saturating_sub(depth);
+        Name::from(self.query).trim_to(labels)
     }
 
     fn ready<'a>(
@@ -316,31 +340,47 @@ impl<'z> Ctx<'z> {
         out
     }
 
-    fn import_view<'m>(&self, model: &'m Model, key: &ServiceKey) -> Option<View<'m>> {
+    fn import_view<'m>(
+        &self,
+        model: &'m Model,
+        key: &ServiceKey,
+        depth: usize,
+    ) -> Option<View<'m>> {
         let import = model.import(key)?;
-        let kind = match import.kind {
-            ServiceImportType::ClusterSetIP => ViewKind::Vip(import.ips.clone()),
-            ServiceImportType::Headless => ViewKind::Headless,
+        let (kind, ready) = match import.kind {
+            ServiceImportType::ClusterSetIP => (ViewKind::Vip(&import.ips), Vec::new()),
+            ServiceImportType::Headless => {
+                (ViewKind::Headless, self.ready(model.mcs_slices(key), true))
+            }
         };
         Some(View {
-            name: self.service_name(key)?,
+            name: self.service_name(depth),
             kind,
             ports: &import.ports,
-            ready: self.ready(model.mcs_slices(key), true),
+            ready,
         })
     }
 
-    fn service_view<'m>(&self, model: &'m Model, key: &ServiceKey) -> Option<View<'m>> {
+    fn service_view<'m>(
+        &self,
+        model: &'m Model,
+        key: &ServiceKey,
+        depth: usize,
+    ) -> Option<View<'m>> {
         let (kind, ports): (ViewKind, &[Port]) = match model.service(key)? {
-            LocalService::ClusterIp { ips, ports } => (ViewKind::Vip(ips.clone()), ports),
+            LocalService::ClusterIp { ips, ports } => (ViewKind::Vip(ips), ports),
             LocalService::Headless { ports } => (ViewKind::Headless, ports),
-            LocalService::ExternalName(n) => (ViewKind::External(n.clone()), &[]),
+            LocalService::ExternalName(n) => (ViewKind::External(n), &[]),
+        };
+        let ready = match kind {
+            ViewKind::Headless => self.ready(model.local_slices(key), false),
+            _ => Vec::new(),
         };
         Some(View {
-            name: self.service_name(key)?,
+            name: self.service_name(depth),
             kind,
             ports,
-            ready: self.ready(model.local_slices(key), false),
+            ready,
         })
     }
 

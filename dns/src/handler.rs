@@ -3,12 +3,17 @@
 //! Malformed packets never reach this (hickory-server answers FORMERR); everything here
 //! is mapped to an rcode in one place, [`Outcome`].
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
+use hickory_proto::op::{
+    Edns, Header, HeaderCounts, Message, MessageType, Metadata, OpCode, ResponseCode,
+};
 use hickory_proto::rr::{DNSClass, Record, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable, BinEncoder};
 use hickory_server::net::runtime::Time;
+use hickory_server::net::xfer::Protocol;
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::MessageResponseBuilder;
 
@@ -35,50 +40,73 @@ enum Outcome {
     Error(&'static str, ResponseCode),
 }
 
+/// A response ready to be encoded.
+pub struct Prepared {
+    meta: Metadata,
+    edns: Option<Edns>,
+    zone: &'static str,
+    answer: Answer,
+}
+
 impl DnsHandler {
-    async fn outcome(&self, request: &Request) -> Outcome {
+    /// The outcome if it can be had without IO; `None` when the query must be forwarded.
+    fn local(&self, request: &Request) -> Option<Outcome> {
         if request.metadata.message_type != MessageType::Query {
-            return Outcome::Error("none", ResponseCode::FormErr);
+            return Some(Outcome::Error("none", ResponseCode::FormErr));
         }
         if request.metadata.op_code != OpCode::Query {
-            return Outcome::Error("none", ResponseCode::NotImp);
+            return Some(Outcome::Error("none", ResponseCode::NotImp));
         }
         if request
             .edns
             .as_ref()
             .is_some_and(|e| e.version() > EDNS_VERSION)
         {
-            return Outcome::Error("none", ResponseCode::BADVERS);
+            return Some(Outcome::Error("none", ResponseCode::BADVERS));
         }
         let queries = request.queries.queries();
         let [query] = queries else {
             // RFC 9619: exactly one question.
-            return Outcome::Error("none", ResponseCode::FormErr);
+            return Some(Outcome::Error("none", ResponseCode::FormErr));
         };
         let state = &self.state;
-        let name = query.name();
         let qtype = query.query_type();
         let class = query.query_class();
         if matches!(qtype, RecordType::AXFR | RecordType::IXFR | RecordType::OPT) {
-            return Outcome::Error("none", ResponseCode::Refused);
+            return Some(Outcome::Error("none", ResponseCode::Refused));
         }
         let local = if class == DNSClass::IN || class == DNSClass::ANY {
             let model = state.model.read().unwrap_or_else(|p| p.into_inner());
-            answer::resolve(&model, &state.zones, name, qtype)
+            answer::resolve(&model, &state.zones, query.name(), qtype)
         } else {
             None
         };
         if let Some((zone, answer)) = local {
             // Until every informer has listed, an answer could be a wrong NXDOMAIN.
             if !state.synced() {
-                return Outcome::Error(zone.as_str(), ResponseCode::ServFail);
+                return Some(Outcome::Error(zone.as_str(), ResponseCode::ServFail));
             }
-            return Outcome::Authoritative(zone.as_str(), answer);
+            return Some(Outcome::Authoritative(zone.as_str(), answer));
         }
-        let Some(forwarder) = &state.forwarder else {
+        if state.forwarder.is_none() {
+            return Some(Outcome::Error("none", ResponseCode::Refused));
+        }
+        None
+    }
+
+    /// Ask the upstream (a query [`Self::local`] did not answer).
+    async fn forward(&self, request: &Request) -> Outcome {
+        let (Some(forwarder), Some(query)) =
+            (&self.state.forwarder, request.queries.queries().first())
+        else {
             return Outcome::Error("none", ResponseCode::Refused);
         };
-        match forwarder.resolve(name, qtype, class).await {
+        let state = &self.state;
+        let name = query.name();
+        match forwarder
+            .resolve(name, query.query_type(), query.query_class())
+            .await
+        {
             Ok((f, source)) => {
                 match source {
                     Source::Cache => state.metrics.cache_hits.inc(),
@@ -98,27 +126,25 @@ impl DnsHandler {
             }
         }
     }
-}
 
-#[async_trait::async_trait]
-impl RequestHandler for DnsHandler {
-    async fn handle_request<R: ResponseHandler, T: Time>(
-        &self,
-        request: &Request,
-        mut response_handle: R,
-    ) -> ResponseInfo {
-        let start = Instant::now();
-        let outcome = self.outcome(request).await;
+    /// The complete outcome of a request.
+    pub async fn outcome(&self, request: &Request) -> Prepared {
+        let outcome = match self.local(request) {
+            Some(o) => o,
+            None => self.forward(request).await,
+        };
+        self.prepare(request, outcome)
+    }
 
+    fn prepare(&self, request: &Request, outcome: Outcome) -> Prepared {
         let mut meta = Metadata::response_from_request(&request.metadata);
         meta.recursion_available = self.state.forwarder.is_some();
-        let resp_edns = request.edns.as_ref().map(|req| {
+        let edns = request.edns.as_ref().map(|req| {
             let mut e = Edns::new();
             e.set_max_payload(req.max_payload().max(512));
             e.set_version(EDNS_VERSION);
             e
         });
-        let empty: [Record; 0] = [];
         let (zone, answer) = match outcome {
             Outcome::Authoritative(zone, a) => {
                 meta.authoritative = true;
@@ -134,27 +160,15 @@ impl RequestHandler for DnsHandler {
             ),
         };
         meta.response_code = answer.rcode;
-        let builder = MessageResponseBuilder::new(&request.queries, resp_edns.as_ref());
-        let response = builder.build(
+        Prepared {
             meta,
-            answer.answers.iter(),
-            answer.authority.iter(),
-            empty.iter(),
-            answer.additionals.iter(),
-        );
-        let info = match response_handle.send_response(response).await {
-            Ok(info) => info,
-            Err(e) => {
-                tracing::debug!(error = %e, src = %request.src(), "sending the response failed");
-                let mut failed = meta;
-                failed.response_code = ResponseCode::ServFail;
-                ResponseInfo::from(Header {
-                    metadata: failed,
-                    counts: HeaderCounts::default(),
-                })
-            }
-        };
+            edns,
+            zone,
+            answer,
+        }
+    }
 
+    fn record(&self, request: &Request, prepared: &Prepared, start: Instant) {
         let qtype = request
             .queries
             .queries()
@@ -164,11 +178,137 @@ impl RequestHandler for DnsHandler {
         m.queries
             .get_or_create(&QueryLabels {
                 qtype,
-                rcode: answer.rcode.to_str(),
-                zone,
+                rcode: prepared.answer.rcode.to_str(),
+                zone: prepared.zone,
             })
             .inc();
         m.latency.observe(start.elapsed().as_secs_f64());
+    }
+
+    /// The fast path for one UDP datagram: the encoded response, or `None` when nothing
+    /// should be sent (shorter than a header, or a response) or the query must be
+    /// forwarded (then `Err` gives the parsed request back).
+    pub fn answer_datagram(
+        &self,
+        bytes: &[u8],
+        src: SocketAddr,
+    ) -> Result<Option<Vec<u8>>, Request> {
+        let start = Instant::now();
+        let request = match Request::from_bytes(bytes.to_vec(), src, Protocol::Udp) {
+            Ok(r) => r,
+            Err(_) => return Ok(formerr(bytes)),
+        };
+        if request.metadata.message_type == MessageType::Response {
+            // Never answer answers: that is how reflection loops start.
+            return Ok(None);
+        }
+        match self.local(&request) {
+            Some(outcome) => {
+                let prepared = self.prepare(&request, outcome);
+                self.record(&request, &prepared, start);
+                Ok(Some(encode(&request, prepared, Protocol::Udp)))
+            }
+            None => Err(request),
+        }
+    }
+
+    /// Forward a request the fast path could not answer; the encoded response.
+    pub async fn answer_forwarded(&self, request: Request) -> Vec<u8> {
+        let start = Instant::now();
+        let prepared = self.outcome(&request).await;
+        self.record(&request, &prepared, start);
+        encode(&request, prepared, request.protocol())
+    }
+}
+
+/// FORMERR for a datagram whose header parses but whose body does not.
+fn formerr(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut decoder = BinDecoder::new(bytes);
+    let header = Header::read(&mut decoder).ok()?;
+    if header.metadata.message_type == MessageType::Response {
+        return None;
+    }
+    let mut meta = Metadata::response_from_request(&header.metadata);
+    meta.response_code = ResponseCode::FormErr;
+    let mut out = Vec::with_capacity(12);
+    let mut encoder = BinEncoder::new(&mut out);
+    Header {
+        metadata: meta,
+        counts: HeaderCounts::default(),
+    }
+    .emit(&mut encoder)
+    .ok()?;
+    Some(out)
+}
+
+/// Encode a response. UDP responses fit the client's EDNS size (512 without EDNS) and are
+/// truncated (TC) otherwise. Built as a hickory-proto `Message` so that answer names are
+/// compressed against the question.
+fn encode(request: &Request, p: Prepared, protocol: Protocol) -> Vec<u8> {
+    let max = match protocol {
+        Protocol::Udp => p.edns.as_ref().map_or(512, |e| e.max_payload()),
+        _ => u16::MAX,
+    };
+    let mut msg = Message::response(p.meta.id, p.meta.op_code);
+    msg.metadata = p.meta;
+    msg.queries = request
+        .queries
+        .queries()
+        .iter()
+        .map(|q| q.original().clone())
+        .collect();
+    msg.answers = p.answer.answers;
+    msg.authorities = p.answer.authority;
+    msg.additionals = p.answer.additionals;
+    msg.edns = p.edns;
+    let mut bytes = Vec::with_capacity(512);
+    let mut encoder = BinEncoder::new(&mut bytes);
+    encoder.set_max_size(max);
+    if msg.emit(&mut encoder).is_ok() {
+        return bytes;
+    }
+    bytes.clear();
+    let mut meta = p.meta;
+    meta.response_code = ResponseCode::ServFail;
+    let mut encoder = BinEncoder::new(&mut bytes);
+    let _ = Header {
+        metadata: meta,
+        counts: HeaderCounts::default(),
+    }
+    .emit(&mut encoder);
+    bytes
+}
+
+#[async_trait::async_trait]
+impl RequestHandler for DnsHandler {
+    async fn handle_request<R: ResponseHandler, T: Time>(
+        &self,
+        request: &Request,
+        mut response_handle: R,
+    ) -> ResponseInfo {
+        let start = Instant::now();
+        let p = self.outcome(request).await;
+        let empty: [Record; 0] = [];
+        let response = MessageResponseBuilder::new(&request.queries, p.edns.as_ref()).build(
+            p.meta,
+            p.answer.answers.iter(),
+            p.answer.authority.iter(),
+            empty.iter(),
+            p.answer.additionals.iter(),
+        );
+        let info = match response_handle.send_response(response).await {
+            Ok(info) => info,
+            Err(e) => {
+                tracing::debug!(error = %e, src = %request.src(), "sending the response failed");
+                let mut failed = p.meta;
+                failed.response_code = ResponseCode::ServFail;
+                ResponseInfo::from(Header {
+                    metadata: failed,
+                    counts: HeaderCounts::default(),
+                })
+            }
+        };
+        self.record(request, &p, start);
         info
     }
 }

@@ -13,6 +13,7 @@ pub mod informers;
 pub mod metrics;
 pub mod model;
 pub mod state;
+pub mod udp;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -125,13 +126,13 @@ async fn bind(
 pub async fn build(config: Config) -> anyhow::Result<Bound> {
     let (udp, tcp) = bind(config.listen).await?;
     let addr = udp.local_addr()?;
-    let zones = Zones {
-        clusterset: zone_name(&config.zone)?,
-        cluster: config.cluster_zone.as_deref().map(zone_name).transpose()?,
-        ttl: config.ttl,
-        ns_addr: addr.ip(),
-        local_cluster: config.cluster_id.to_ascii_lowercase(),
-    };
+    let mut zones = Zones::new(
+        zone_name(&config.zone)?,
+        config.cluster_zone.as_deref().map(zone_name).transpose()?,
+        config.ttl,
+        addr.ip(),
+    );
+    zones.local_cluster = config.cluster_id.to_ascii_lowercase();
     let serve_cluster = zones.cluster.is_some();
     let informers = if serve_cluster { 4 } else { 2 };
     let state = Arc::new(DnsState::new(
@@ -159,14 +160,22 @@ pub async fn build(config: Config) -> anyhow::Result<Bound> {
         .await
         .with_context(|| format!("bind admin {}", config.admin))?;
 
-    let mut server = Server::new(DnsHandler {
+    let handler = DnsHandler {
         state: state.clone(),
-    });
-    server.register_socket(udp);
+    };
+    let udp = Arc::new(udp);
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    let udp_tasks: Vec<_> = (0..workers.max(1))
+        .map(|_| tokio::spawn(udp::serve(udp.clone(), handler.clone())))
+        .collect();
+    let mut server = Server::new(handler);
     server.register_listener(tcp, TCP_IDLE, 64);
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(async move {
         let _ = stopped.await;
+        for t in udp_tasks {
+            t.abort();
+        }
         if let Err(e) = server.shutdown_gracefully().await {
             tracing::debug!(error = %e, "dns server stopped with an error");
         }

@@ -1,0 +1,46 @@
+//! The UDP fast path: receive, answer from the model and send in one task, without a
+//! task or channel per datagram. Queries that must be forwarded are handed to a task.
+//! TCP stays on hickory-server's listener with the same [`DnsHandler`].
+
+use std::sync::Arc;
+
+use tokio::net::UdpSocket;
+
+use crate::handler::DnsHandler;
+
+/// Largest datagram read; EDNS clients rarely offer more than 4096.
+const MAX_DATAGRAM: usize = 65_535;
+
+/// Serve datagrams on `socket` until it fails.
+pub async fn serve(socket: Arc<UdpSocket>, handler: DnsHandler) {
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    loop {
+        let (n, src) = match socket.recv_from(&mut buf).await {
+            Ok(r) => r,
+            Err(e) => {
+                // ICMP errors from earlier sends surface here on Linux; keep serving.
+                tracing::debug!(error = %e, "udp receive failed");
+                continue;
+            }
+        };
+        if src.port() == 0 {
+            continue;
+        }
+        match handler.answer_datagram(&buf[..n], src) {
+            Ok(Some(response)) => {
+                if let Err(e) = socket.send_to(&response, src).await {
+                    tracing::debug!(error = %e, %src, "udp send failed");
+                }
+            }
+            Ok(None) => {}
+            Err(request) => {
+                let socket = socket.clone();
+                let handler = handler.clone();
+                tokio::spawn(async move {
+                    let response = handler.answer_forwarded(request).await;
+                    let _ = socket.send_to(&response, src).await;
+                });
+            }
+        }
+    }
+}
