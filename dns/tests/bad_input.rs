@@ -1,0 +1,297 @@
+//! Malformed and hostile input: FORMERR and friends for bad queries, nothing for
+//! non-queries, and a server that keeps answering legitimate queries throughout.
+//! The fuzz test feeds mutated packets (seeded from tests/corpus/seeds.hex) straight into
+//! the datagram path; `SLUICE_FUZZ_SECS=600` runs it for ten minutes.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::RecordType;
+use proptest::prelude::*;
+use proptest::test_runner::{Config as RunnerConfig, TestRunner};
+use serde_json::json;
+use support::{Cluster, answers, query};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UdpSocket;
+
+fn seeds() -> Vec<Vec<u8>> {
+    include_str!("corpus/seeds.hex")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            (0..l.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&l[i..i + 2], 16).unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+/// Send one datagram; the response, or `None` after `wait`.
+async fn exchange(addr: SocketAddr, packet: &[u8], wait: Duration) -> Option<Vec<u8>> {
+    let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    s.send_to(packet, addr).await.unwrap();
+    let mut buf = vec![0u8; 65535];
+    match tokio::time::timeout(wait, s.recv(&mut buf)).await {
+        Ok(Ok(n)) => Some(buf[..n].to_vec()),
+        _ => None,
+    }
+}
+
+async fn rcode_of(addr: SocketAddr, packet: &[u8]) -> ResponseCode {
+    let resp = exchange(addr, packet, Duration::from_secs(2))
+        .await
+        .expect("a response");
+    let m = Message::from_vec(&resp).expect("response parses");
+    assert_eq!(m.metadata.id, u16::from_be_bytes([packet[0], packet[1]]));
+    m.metadata.response_code
+}
+
+async fn server() -> (Cluster, sluice_dns::Bound) {
+    let c = Cluster::start().await;
+    c.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}))
+        .await;
+    c.create(json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"type": "ClusterSetIP", "ips": ["127.60.0.10"], "ports": [{"name": "http", "port": 80}]}}))
+        .await;
+    let dns = c.dns("east").await;
+    (c, dns)
+}
+
+async fn still_answers(addr: SocketAddr) {
+    let m = query(addr, "web.shop.svc.clusterset.local.", RecordType::A, false).await;
+    assert_eq!(answers(&m), ["127.60.0.10"]);
+}
+
+#[tokio::test]
+async fn malformed_queries_get_precise_errors() {
+    let (_c, dns) = server().await;
+    let a = dns.addr;
+    let s = seeds();
+
+    // Shorter than a header: nothing to answer to (no id); the server keeps serving.
+    assert!(
+        exchange(a, &[1, 2, 3, 4, 5], Duration::from_millis(300))
+            .await
+            .is_none()
+    );
+    still_answers(a).await;
+
+    // A header announcing a question that is garbage: FORMERR with the same id.
+    let mut garbage = s[0][..12].to_vec();
+    garbage.extend_from_slice(&[0xff; 40]);
+    assert_eq!(rcode_of(a, &garbage).await, ResponseCode::FormErr);
+    // A question cut short.
+    assert_eq!(rcode_of(a, &s[0][..20]).await, ResponseCode::FormErr);
+    // A name over 255 octets on the wire (over 253 characters as text).
+    let mut long = s[0][..12].to_vec();
+    for _ in 0..5 {
+        long.push(63);
+        long.extend_from_slice(&[b'a'; 63]);
+    }
+    long.extend_from_slice(&[0, 0, 1, 0, 1]);
+    assert_eq!(rcode_of(a, &long).await, ResponseCode::FormErr);
+    // A label pointer loop.
+    let mut lp = s[0][..12].to_vec();
+    lp.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1]);
+    assert_eq!(rcode_of(a, &lp).await, ResponseCode::FormErr);
+
+    // Well-formed but not answerable as asked.
+    let by_id = |id: u8| s.iter().find(|p| p[1] == id).unwrap().clone();
+    assert_eq!(
+        rcode_of(a, &by_id(17)).await,
+        ResponseCode::FormErr,
+        "two questions"
+    );
+    // BADVERS is 16, an extended rcode (which hickory also reads as BADSIG).
+    assert_eq!(
+        u16::from(rcode_of(a, &by_id(16)).await),
+        16,
+        "EDNS version 1"
+    );
+    assert_eq!(
+        rcode_of(a, &by_id(19)).await,
+        ResponseCode::NotImp,
+        "UPDATE opcode"
+    );
+    assert_eq!(rcode_of(a, &by_id(15)).await, ResponseCode::Refused, "AXFR");
+    assert_eq!(
+        rcode_of(a, &by_id(18)).await,
+        ResponseCode::Refused,
+        "class CH, no upstream"
+    );
+
+    // A response (QR set) is never answered: no reflection loops.
+    let mut resp = s[0].clone();
+    resp[2] |= 0x80;
+    assert!(
+        exchange(a, &resp, Duration::from_millis(300))
+            .await
+            .is_none()
+    );
+
+    // TCP: a garbage frame ends that connection only.
+    let mut t = tokio::net::TcpStream::connect(a).await.unwrap();
+    t.write_all(&[0, 4, 0xde, 0xad, 0xbe, 0xef]).await.unwrap();
+    let mut buf = [0u8; 64];
+    // Too short for a header: no answer; the connection is closed at the latest when idle.
+    let n = tokio::time::timeout(Duration::from_millis(500), t.read(&mut buf)).await;
+    assert!(!matches!(n, Ok(Ok(k)) if k > 0), "{n:?}");
+    still_answers(a).await;
+    let m = query(a, "web.shop.svc.clusterset.local.", RecordType::A, true).await;
+    assert_eq!(answers(&m), ["127.60.0.10"]);
+}
+
+#[tokio::test]
+async fn a_flood_does_not_stop_the_next_legitimate_query() {
+    let (_c, dns) = server().await;
+    let a = dns.addr;
+    let s = seeds();
+    // 4 senders × 25,000 datagrams, never reading their answers, half garbage.
+    let start = Instant::now();
+    let mut floods = Vec::new();
+    for f in 0..4u8 {
+        let packets = s.clone();
+        floods.push(tokio::spawn(async move {
+            let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            for i in 0..25_000usize {
+                let mut p = packets[i % packets.len()].clone();
+                if i % 2 == 1 {
+                    let at = 12 + (i % (p.len() - 12));
+                    p[at] ^= f.wrapping_add(0x5a);
+                }
+                let _ = sock.send_to(&p, a).await;
+            }
+        }));
+    }
+    // Idle TCP connections hold no worker hostage either.
+    let mut idle = Vec::new();
+    for _ in 0..200 {
+        idle.push(tokio::net::TcpStream::connect(a).await.unwrap());
+    }
+    for f in floods {
+        f.await.unwrap();
+    }
+    let flood_time = start.elapsed();
+    let t = Instant::now();
+    still_answers(a).await;
+    println!(
+        "100,000 datagrams sent in {flood_time:?}; next legitimate query answered in {:?}",
+        t.elapsed()
+    );
+    let m = query(a, "web.shop.svc.clusterset.local.", RecordType::A, true).await;
+    assert_eq!(answers(&m), ["127.60.0.10"]);
+    drop(idle);
+}
+
+/// Random and mutated packets through the datagram path: no panic, and every response
+/// parses and carries the query's id.
+#[test]
+fn fuzz_datagrams() {
+    let zones = sluice_dns::answer::Zones::new(
+        hickory_proto::rr::Name::from_ascii("clusterset.local.").unwrap(),
+        Some(hickory_proto::rr::Name::from_ascii("cluster.local.").unwrap()),
+        5,
+        "127.0.0.1".parse().unwrap(),
+    );
+    let state = Arc::new(sluice_dns::state::DnsState::new(zones, 0, None));
+    {
+        let mut model = state.model.write().unwrap();
+        for (name, ty) in [("web", "ClusterSetIP"), ("db", "Headless")] {
+            let si: sluice_api::mcs::ServiceImport = serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "shop"},
+                "spec": {"type": ty, "ips": ["127.60.0.10"], "ports": [{"name": "pg", "port": 5432}]}
+            }))
+            .unwrap();
+            model.apply_import(&si);
+        }
+        let slice: k8s_openapi::api::discovery::v1::EndpointSlice = serde_json::from_value(json!({
+            "metadata": {"name": "db-east", "namespace": "shop", "labels": {
+                "multicluster.kubernetes.io/service-name": "db",
+                "multicluster.kubernetes.io/source-cluster": "east"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["127.20.1.5"], "hostname": "db-0"},
+                          {"addresses": ["127.20.1.6"]}]
+        }))
+        .unwrap();
+        model.apply_slice(&slice);
+    }
+    let handler = sluice_dns::handler::DnsHandler { state };
+    let src: SocketAddr = "127.0.0.1:5300".parse().unwrap();
+    let seeds = seeds();
+    let n_seeds = seeds.len();
+    let mutated = (
+        0..n_seeds,
+        proptest::collection::vec((any::<usize>(), any::<u8>(), 0u8..4), 0..8),
+        any::<usize>(),
+    )
+        .prop_map(move |(i, edits, cut)| {
+            let mut p = seeds[i].clone();
+            for (at, b, op) in edits {
+                let at = at % (p.len() + 1);
+                match op {
+                    0 if at < p.len() => p[at] = b,
+                    1 => p.insert(at, b),
+                    2 if at < p.len() => {
+                        p.remove(at);
+                    }
+                    _ => {
+                        if at < p.len() {
+                            p[at] ^= b
+                        }
+                    }
+                }
+            }
+            if cut % 5 == 0 && !p.is_empty() {
+                p.truncate(cut % p.len());
+            }
+            p
+        });
+    let strategy = prop_oneof![
+        3 => mutated,
+        1 => proptest::collection::vec(any::<u8>(), 0..600),
+    ];
+    let secs: u64 = std::env::var("SLUICE_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let executed = std::sync::atomic::AtomicU64::new(0);
+    while Instant::now() < deadline {
+        // A fresh runner per batch: each starts from a new random seed.
+        let mut runner = TestRunner::new(RunnerConfig {
+            cases: 2_000,
+            failure_persistence: None,
+            ..RunnerConfig::default()
+        });
+        runner
+            .run(&strategy, |packet| {
+                executed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                match handler.answer_datagram(&packet, src) {
+                    Ok(Some(resp)) => {
+                        let m = Message::from_vec(&resp).map_err(|e| {
+                            TestCaseError::fail(format!("unparsable response: {e}"))
+                        })?;
+                        prop_assert_eq!(m.metadata.id, u16::from_be_bytes([packet[0], packet[1]]));
+                        prop_assert!(resp.len() <= 65535);
+                    }
+                    Ok(None) => prop_assert!(packet.len() < 12 || packet[2] & 0x80 != 0),
+                    // Needs forwarding: only possible with an upstream, and there is none.
+                    Err(_) => prop_assert!(false, "asked to forward without an upstream"),
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+    println!(
+        "fuzz: {} packets in {secs} s, no panic",
+        executed.into_inner()
+    );
+}
