@@ -24,11 +24,12 @@ pub struct DevUpConfig {
 }
 
 /// The descriptor of one local cluster (`<state>/clusters/<name>.json`).
-pub fn descriptor(name: &str, index: u8, api: &str) -> serde_json::Value {
+pub fn descriptor(name: &str, index: u8, api: &str, dns: &str) -> serde_json::Value {
     json!({
         "name": name,
         "index": index,
         "api": api,
+        "dns": dns,
         "podCidr": format!("127.{}.0.0/16", 20 + index),
         "serviceCidr": format!("127.{}.0.0/16", 40 + index),
         "vipCidr": format!("127.{}.0.0/16", 60 + index),
@@ -78,6 +79,22 @@ impl Drop for Children {
     }
 }
 
+/// Start a child and return its first line of stdout without `prefix`.
+fn start_announcing(
+    children: &mut Children,
+    what: &str,
+    cmd: &mut Command,
+    prefix: &str,
+) -> anyhow::Result<String> {
+    let child = children.spawn(what, cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()))?;
+    let stdout = child.stdout.take().context("stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    line.strip_prefix(prefix)
+        .map(|l| l.trim().to_string())
+        .with_context(|| format!("{what} did not start: {line:?}"))
+}
+
 /// Start `sluice control ...` and return the URL from its first line.
 fn start_api(
     children: &mut Children,
@@ -85,21 +102,64 @@ fn start_api(
     bin: &Path,
     args: &[String],
 ) -> anyhow::Result<String> {
-    let child = children.spawn(
+    let line = start_announcing(
+        children,
         what,
-        Command::new(bin)
-            .arg("control")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit()),
+        Command::new(bin).arg("control").args(args),
+        "serving ",
     )?;
-    let stdout = child.stdout.take().context("api server stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    line.strip_prefix("serving ")
-        .and_then(|l| l.split_whitespace().next())
+    line.split_whitespace()
+        .next()
         .map(str::to_string)
         .with_context(|| format!("{what} did not start: {line:?}"))
+}
+
+/// The first nameserver of /etc/resolv.conf: where a local cluster's DNS forwards names
+/// outside its zones.
+fn system_resolver() -> Option<String> {
+    let conf = std::fs::read_to_string("/etc/resolv.conf").ok()?;
+    conf.lines().find_map(|l| {
+        let ip: std::net::IpAddr = l.strip_prefix("nameserver")?.trim().parse().ok()?;
+        Some(std::net::SocketAddr::new(ip, 53).to_string())
+    })
+}
+
+/// Start a cluster's DNS server on `127.(20+i).0.1:53` (an ephemeral port when not
+/// root); its address.
+fn start_dns(
+    children: &mut Children,
+    bin: &Path,
+    name: &str,
+    index: u8,
+    kubeconfig: &Path,
+) -> anyhow::Result<String> {
+    let port = if nix::unistd::geteuid().is_root() {
+        53
+    } else {
+        0
+    };
+    let mut cmd = Command::new(bin);
+    cmd.arg("dns").arg("--kubeconfig").arg(kubeconfig).args([
+        "--cluster-id",
+        name,
+        "--listen",
+        &format!("127.{}.0.1:{port}", 20 + index),
+        "--admin",
+        &format!("127.{}.0.1:9153", 20 + index),
+    ]);
+    if let Some(up) = system_resolver() {
+        cmd.args(["--forward", &up]);
+    }
+    let line = start_announcing(
+        children,
+        &format!("cluster {name} DNS"),
+        &mut cmd,
+        "dns: listening on ",
+    )?;
+    line.split_whitespace()
+        .next()
+        .map(str::to_string)
+        .with_context(|| format!("cluster {name} DNS did not start: {line:?}"))
 }
 
 async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
@@ -184,12 +244,13 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit()),
         )?;
+        let dns = start_dns(&mut children, bin, name, index, &kubeconfig)?;
         let addr = api.trim_start_matches("https://").to_string();
         std::fs::write(
             clusters_dir.join(format!("{name}.json")),
-            serde_json::to_vec_pretty(&descriptor(name, index, &addr))?,
+            serde_json::to_vec_pretty(&descriptor(name, index, &addr, &dns))?,
         )?;
-        eprintln!("dev up: cluster {name} (index {index}) API at {api}");
+        eprintln!("dev up: cluster {name} (index {index}) API at {api}, DNS at {dns}");
         apis.push((name.clone(), index, api, kubeconfig));
     }
     // Register the clusters with the control plane.
