@@ -149,6 +149,27 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
+    /// The L4/L7 proxy. Either a configuration file (YAML; reloaded on change and on
+    /// SIGHUP without dropping a connection) or the quick mode for one service.
+    Proxy {
+        #[arg(long, conflicts_with_all = ["listen", "upstream"])]
+        config: Option<PathBuf>,
+        /// Quick mode: where to listen.
+        #[arg(long, requires = "upstream")]
+        listen: Option<SocketAddr>,
+        /// Quick mode: the endpoints, `host:port[,host:port...]`.
+        #[arg(long, value_delimiter = ',')]
+        upstream: Vec<SocketAddr>,
+        /// Quick mode: tcp, http, h2c, grpc or detect.
+        #[arg(long, default_value = "detect")]
+        protocol: String,
+        /// Worker threads (default: one per core).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Where to serve /metrics, /readyz and /config_dump.
+        #[arg(long, default_value = "127.0.0.1:15000")]
+        admin: SocketAddr,
+    },
     /// Print a kubeconfig for a logical cluster of a control plane.
     Kubeconfig {
         #[arg(long, default_value = ".sluice/control")]
@@ -195,6 +216,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let threads = match &cli.command {
         Command::Dns { threads, .. } => *threads,
+        Command::Proxy { workers, .. } => *workers,
         _ => None,
     };
     let runtime = match threads {
@@ -368,6 +390,77 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("dns: listening on {} admin {}", bound.addr, bound.admin);
             shutdown_signal().await?;
             bound.shutdown();
+        }
+        Command::Proxy {
+            config,
+            listen,
+            upstream,
+            protocol,
+            workers: _,
+            admin,
+        } => {
+            init_tracing();
+            let load = |path: &std::path::Path| sluice_dataplane::ProxyConfig::from_file(path);
+            let initial = match (&config, listen) {
+                (Some(path), _) => load(path)?,
+                (None, Some(listen)) => sluice_dataplane::ProxyConfig {
+                    services: vec![sluice_dataplane::ServiceConfig {
+                        name: "default".into(),
+                        listen,
+                        protocol: protocol.parse().map_err(anyhow::Error::msg)?,
+                        endpoints: upstream
+                            .iter()
+                            .map(|a| sluice_dataplane::EndpointConfig::new(*a))
+                            .collect(),
+                        timeouts: Default::default(),
+                        retry_ratio: 0.2,
+                    }],
+                },
+                (None, None) => anyhow::bail!("give --config FILE, or --listen and --upstream"),
+            };
+            let bound = sluice_dataplane::build(&initial, admin).await?;
+            let first = bound
+                .proxy
+                .addresses()
+                .first()
+                .map(|(_, a)| a.to_string())
+                .unwrap_or_default();
+            println!("proxy: listening on {first} admin {}", bound.admin);
+            let Some(path) = config else {
+                shutdown_signal().await?;
+                return Ok(());
+            };
+            // Reload on SIGHUP and when the file changes; a bad file is reported and the
+            // running configuration stays.
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut hup = signal(SignalKind::hangup())?;
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+            let modified =
+                |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+            let mut seen = modified(&path);
+            let stop = shutdown_signal();
+            tokio::pin!(stop);
+            loop {
+                let forced = tokio::select! {
+                    r = &mut stop => { r?; return Ok(()); }
+                    _ = hup.recv() => true,
+                    _ = tick.tick() => false,
+                };
+                let now = modified(&path);
+                if !forced && now == seen {
+                    continue;
+                }
+                seen = now;
+                match load(&path)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|c| bound.proxy.apply(&c).map_err(anyhow::Error::from))
+                {
+                    Ok(()) => tracing::info!(config = %path.display(), "configuration applied"),
+                    Err(e) => {
+                        tracing::error!(error = %e, "configuration rejected; keeping the running one")
+                    }
+                }
+            }
         }
         Command::Kubeconfig {
             data_dir,

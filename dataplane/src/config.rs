@@ -1,0 +1,240 @@
+//! The proxy's configuration model: services (a listener each) and their endpoints.
+//!
+//! The same model is written by hand (`sluice proxy --config FILE`), built from flags (the
+//! quick mode), and — in cluster mode — filled from Services, ServiceImports and MCS
+//! EndpointSlices.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+/// Weight of an endpoint that does not say.
+pub const DEFAULT_WEIGHT: u32 = 100;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxyConfig {
+    #[serde(default)]
+    pub services: Vec<ServiceConfig>,
+}
+
+/// How a listener's traffic is understood.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AppProtocol {
+    /// Bytes, balanced per connection.
+    Tcp,
+    /// HTTP/1.1 or HTTP/2 (prior knowledge), balanced per request; upstream speaks
+    /// the client's version.
+    Http,
+    /// HTTP/2 cleartext both ways (also gRPC).
+    H2c,
+    Grpc,
+    /// Look at the first bytes: HTTP if they are, TCP otherwise.
+    #[default]
+    Detect,
+}
+
+impl AppProtocol {
+    /// From a Service port's `appProtocol`, else its name (`http`, `h2c`, `grpc`,
+    /// `http-*`/`grpc-*` prefixes), as Istio and Linkerd read them; detection otherwise.
+    pub fn from_port(app_protocol: Option<&str>, name: Option<&str>) -> Self {
+        let pick = |s: &str| -> Option<Self> {
+            let s = s.to_ascii_lowercase();
+            let s = s.rsplit('/').next().unwrap_or(&s).to_string();
+            match s.split('-').next().unwrap_or("") {
+                "http" | "http1" | "http2" => Some(Self::Http),
+                "h2c" => Some(Self::H2c),
+                "grpc" => Some(Self::Grpc),
+                "tcp" => Some(Self::Tcp),
+                _ => None,
+            }
+        };
+        app_protocol
+            .and_then(pick)
+            .or_else(|| name.and_then(pick))
+            .unwrap_or(Self::Detect)
+    }
+}
+
+impl std::str::FromStr for AppProtocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "tcp" => Ok(Self::Tcp),
+            "http" => Ok(Self::Http),
+            "h2c" => Ok(Self::H2c),
+            "grpc" => Ok(Self::Grpc),
+            "detect" => Ok(Self::Detect),
+            other => Err(format!(
+                "unknown protocol {other:?}: tcp, http, h2c, grpc or detect"
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// `namespace/name` or any label; metrics carry it.
+    pub name: String,
+    pub listen: SocketAddr,
+    #[serde(default)]
+    pub protocol: AppProtocol,
+    #[serde(default)]
+    pub endpoints: Vec<EndpointConfig>,
+    #[serde(default)]
+    pub timeouts: Timeouts,
+    /// Retries allowed on top of requests, as a fraction of recent requests (plus a floor
+    /// of 10/s), so that retries cannot multiply load during an outage.
+    #[serde(default = "default_retry_ratio")]
+    pub retry_ratio: f64,
+}
+
+fn default_retry_ratio() -> f64 {
+    0.2
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Timeouts {
+    /// Connecting to an endpoint (then the next one is tried).
+    #[serde(default = "default_connect_ms")]
+    pub connect_ms: u64,
+    /// A whole HTTP request, until the response headers.
+    #[serde(default = "default_request_ms")]
+    pub request_ms: u64,
+}
+
+fn default_connect_ms() -> u64 {
+    1_000
+}
+
+fn default_request_ms() -> u64 {
+    15_000
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect_ms: default_connect_ms(),
+            request_ms: default_request_ms(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EndpointConfig {
+    pub address: SocketAddr,
+    /// Relative share of new requests/connections; 0 sends none.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// No new requests or connections; open ones finish.
+    #[serde(default)]
+    pub draining: bool,
+    /// The source cluster, for metrics and the drain gate.
+    #[serde(default)]
+    pub cluster: String,
+}
+
+fn default_weight() -> u32 {
+    DEFAULT_WEIGHT
+}
+
+impl EndpointConfig {
+    pub fn new(address: SocketAddr) -> Self {
+        Self {
+            address,
+            weight: DEFAULT_WEIGHT,
+            draining: false,
+            cluster: String::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {0}: {1}")]
+    Read(String, std::io::Error),
+    #[error("{0}: {1}")]
+    Parse(String, String),
+    #[error("services {0:?} and {1:?} both listen on {2}")]
+    DuplicateListener(String, String, SocketAddr),
+}
+
+impl ProxyConfig {
+    pub fn from_yaml(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let config: ProxyConfig = serde_saphyr::from_str(text)
+            .map_err(|e| ConfigError::Parse(origin.to_string(), e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let origin = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ConfigError::Read(origin.clone(), e))?;
+        Self::from_yaml(&text, &origin)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (i, a) in self.services.iter().enumerate() {
+            if let Some(b) = self.services[..i].iter().find(|b| b.listen == a.listen) {
+                return Err(ConfigError::DuplicateListener(
+                    b.name.clone(),
+                    a.name.clone(),
+                    a.listen,
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_from_port() {
+        assert_eq!(
+            AppProtocol::from_port(Some("grpc"), None),
+            AppProtocol::Grpc
+        );
+        assert_eq!(
+            AppProtocol::from_port(None, Some("http-web")),
+            AppProtocol::Http
+        );
+        assert_eq!(
+            AppProtocol::from_port(Some("kubernetes.io/h2c"), None),
+            AppProtocol::H2c
+        );
+        assert_eq!(
+            AppProtocol::from_port(None, Some("https")),
+            AppProtocol::Detect
+        );
+        assert_eq!(
+            AppProtocol::from_port(None, Some("db")),
+            AppProtocol::Detect
+        );
+    }
+
+    #[test]
+    fn yaml_round_trip_and_errors() {
+        let c = ProxyConfig::from_yaml(
+            "services:\n- name: web\n  listen: 127.0.0.1:8080\n  protocol: http\n  endpoints:\n  - address: 127.0.0.1:9000\n    weight: 50\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.services[0].endpoints[0].weight, 50);
+        assert!(ProxyConfig::from_yaml("services: [{name: x}]", "t").is_err());
+        assert!(ProxyConfig::from_yaml("servics: []", "t").is_err());
+        let dup =
+            "services:\n- {name: a, listen: '127.0.0.1:1'}\n- {name: b, listen: '127.0.0.1:1'}\n";
+        assert!(matches!(
+            ProxyConfig::from_yaml(dup, "t"),
+            Err(ConfigError::DuplicateListener(..))
+        ));
+    }
+}

@@ -1,0 +1,353 @@
+//! L7: HTTP/1.1 and HTTP/2 (gRPC included) balanced per request over pooled upstream
+//! connections.
+//!
+//! A request that could not reach an endpoint (connect error, or refused before any byte
+//! was sent) is retried on another one whatever its method; an idempotent request is also
+//! retried after a reset or a 503 from a draining endpoint. Retries spend a budget so an
+//! outage cannot multiply load.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Version};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use crate::balance::{ActiveGuard, Endpoint};
+use crate::service::Service;
+
+/// Largest request body buffered for retries.
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+/// Attempts per request (the first and two retries).
+const MAX_ATTEMPTS: usize = 3;
+/// How long an idle upstream connection is kept.
+const POOL_IDLE: Duration = Duration::from_secs(30);
+
+/// Dials one endpoint whatever the request's authority says: requests keep the client's
+/// authority (Host, :authority) while connections go to the endpoint picked.
+#[derive(Clone, Debug)]
+pub struct EndpointConnector {
+    uri: http::Uri,
+    inner: HttpConnector,
+}
+
+impl tower_service::Service<http::Uri> for EndpointConnector {
+    type Response = <HttpConnector as tower_service::Service<http::Uri>>::Response;
+    type Error = <HttpConnector as tower_service::Service<http::Uri>>::Error;
+    type Future = <HttpConnector as tower_service::Service<http::Uri>>::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, _: http::Uri) -> Self::Future {
+        self.inner.call(self.uri.clone())
+    }
+}
+
+type UpstreamClient = Client<EndpointConnector, Full<Bytes>>;
+
+/// Upstream connection pools of one endpoint, one per HTTP version.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    h1: UpstreamClient,
+    h2: UpstreamClient,
+}
+
+impl Pool {
+    fn new(addr: SocketAddr, connect_timeout: Duration) -> Self {
+        let mut inner = HttpConnector::new();
+        inner.set_nodelay(true);
+        inner.set_connect_timeout(Some(connect_timeout));
+        let connector = EndpointConnector {
+            uri: http::Uri::from_maybe_shared(format!("http://{addr}"))
+                .unwrap_or_else(|_| http::Uri::from_static("http://127.0.0.1")),
+            inner,
+        };
+        let h1 = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .pool_timer(TokioTimer::new())
+            .build(connector.clone());
+        let h2 = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .pool_timer(TokioTimer::new())
+            .http2_only(true)
+            .build(connector);
+        Self { h1, h2 }
+    }
+}
+
+fn pool_of(ep: &Endpoint, connect_timeout: Duration) -> Pool {
+    if let Ok(p) = ep.pool.read()
+        && let Some(p) = p.as_ref()
+    {
+        return p.clone();
+    }
+    let mut w = ep.pool.write().unwrap_or_else(|p| p.into_inner());
+    w.get_or_insert_with(|| Pool::new(ep.address, connect_timeout))
+        .clone()
+}
+
+pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+/// A locally generated response (errors).
+fn local(status: StatusCode, reason: &'static str, detail: String) -> Response<ProxyBody> {
+    let body = Full::new(Bytes::from(detail + "\n"))
+        .map_err(|never: Infallible| match never {})
+        .boxed();
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r.headers_mut().insert(
+        HeaderName::from_static("x-sluice-error"),
+        HeaderValue::from_static(reason),
+    );
+    r
+}
+
+fn idempotent(m: &Method) -> bool {
+    matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
+}
+
+const HOP_BY_HOP: [HeaderName; 5] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+/// The request for one attempt on `addr`.
+fn upstream_request(
+    parts: &http::request::Parts,
+    body: &Bytes,
+    addr: SocketAddr,
+    h2: bool,
+) -> Result<Request<Full<Bytes>>, http::Error> {
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let authority = parts
+        .uri
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            parts
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| addr.to_string());
+    // The client's authority travels on (Host, :authority); the connector dials `addr`.
+    let uri = format!("http://{authority}{path}");
+    let mut req = Request::builder()
+        .method(parts.method.clone())
+        .uri(uri)
+        .version(if h2 {
+            Version::HTTP_2
+        } else {
+            Version::HTTP_11
+        })
+        .body(Full::new(body.clone()))?;
+    let headers = req.headers_mut();
+    for (k, v) in &parts.headers {
+        if HOP_BY_HOP.contains(k) || (k == header::TE && v != "trailers") {
+            continue;
+        }
+        if h2 && k == header::HOST {
+            continue;
+        }
+        headers.append(k.clone(), v.clone());
+    }
+    if !h2 && !headers.contains_key(header::HOST) {
+        if let Ok(v) = HeaderValue::from_str(&authority) {
+            headers.insert(header::HOST, v);
+        }
+    }
+    Ok(req)
+}
+
+/// Why an attempt failed, for metrics and the retry decision.
+enum Failure {
+    Connect,
+    Reset,
+    Draining,
+}
+
+impl Failure {
+    fn reason(&self) -> &'static str {
+        match self {
+            Failure::Connect => "connect",
+            Failure::Reset => "reset",
+            Failure::Draining => "draining",
+        }
+    }
+}
+
+/// Serve one downstream request.
+pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<ProxyBody> {
+    let (parts, body) = req.into_parts();
+    let body = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) => {
+            let too_big = e
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some();
+            svc.metrics.failure(&svc.name, "", "bad_request");
+            return if too_big {
+                local(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body_too_large",
+                    format!("request body over {MAX_BODY} bytes"),
+                )
+            } else {
+                local(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    format!("reading the request body: {e}"),
+                )
+            };
+        }
+    };
+    svc.budget.request();
+    let h2 = svc.upstream_h2(parts.version);
+    let retry_any = idempotent(&parts.method);
+    let mut tried: Vec<SocketAddr> = Vec::with_capacity(MAX_ATTEMPTS);
+    let mut last = None;
+    for attempt in 0..MAX_ATTEMPTS {
+        if attempt > 0 {
+            if !svc.budget.try_retry() {
+                break;
+            }
+            svc.metrics.retry(&svc.name);
+        }
+        let Some(ep) = svc.balancer.pick(&tried) else {
+            break;
+        };
+        tried.push(ep.address);
+        let req = match upstream_request(&parts, &body, ep.address, h2) {
+            Ok(r) => r,
+            Err(e) => {
+                return local(StatusCode::BAD_REQUEST, "bad_request", e.to_string());
+            }
+        };
+        let pool = pool_of(&ep, svc.connect_timeout());
+        let client = if h2 { &pool.h2 } else { &pool.h1 };
+        let guard = ep.start();
+        ep.metrics.to_endpoint.inc_by(body.len() as u64);
+        let start = Instant::now();
+        let result = tokio::time::timeout(svc.request_timeout(), client.request(req)).await;
+        let failure = match result {
+            Ok(Ok(resp)) => {
+                let draining_503 = resp.status() == StatusCode::SERVICE_UNAVAILABLE
+                    && (ep.draining() || resp.headers().contains_key("x-sluice-draining"));
+                if draining_503 && retry_any && attempt + 1 < MAX_ATTEMPTS {
+                    Failure::Draining
+                } else {
+                    ep.success(start.elapsed());
+                    return track(resp, guard, &ep);
+                }
+            }
+            Ok(Err(e)) if e.is_connect() => Failure::Connect,
+            Ok(Err(e)) => {
+                tracing::debug!(endpoint = %ep.address, error = %e, "upstream request failed");
+                Failure::Reset
+            }
+            Err(_) => {
+                ep.failure(start.elapsed());
+                svc.metrics.failure(&svc.name, &ep.cluster, "timeout");
+                return local(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "timeout",
+                    format!(
+                        "{} did not answer within {:?}",
+                        ep.address,
+                        svc.request_timeout()
+                    ),
+                );
+            }
+        };
+        ep.failure(start.elapsed());
+        svc.metrics
+            .failure(&svc.name, &ep.cluster, failure.reason());
+        let retryable = matches!(failure, Failure::Connect) || retry_any;
+        last = Some((failure, ep.address));
+        if !retryable {
+            break;
+        }
+    }
+    match last {
+        None => {
+            svc.metrics.failure(&svc.name, "", "no_endpoint");
+            local(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no_endpoint",
+                format!("no serving endpoint for {}", svc.name),
+            )
+        }
+        Some((f, addr)) => local(
+            StatusCode::BAD_GATEWAY,
+            f.reason(),
+            format!("{addr}: {}", f.reason()),
+        ),
+    }
+}
+
+/// The response with its body counted and the endpoint held in flight until it ends.
+fn track(resp: Response<Incoming>, guard: ActiveGuard, ep: &Arc<Endpoint>) -> Response<ProxyBody> {
+    resp.map(|b| {
+        Tracked {
+            inner: b,
+            _guard: guard,
+            bytes: ep.metrics.to_client.clone(),
+        }
+        .boxed()
+    })
+}
+
+struct Tracked {
+    inner: Incoming,
+    _guard: ActiveGuard,
+    bytes: prometheus_client::metrics::counter::Counter,
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &polled
+            && let Some(d) = f.data_ref()
+        {
+            self.bytes.inc_by(d.len() as u64);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,43 @@
+//! `sluice proxy`: the per-cluster dataplane.
+//!
+//! [`config`] is the model; [`proxy`] runs it ([`listener`] accepts, [`tcp`] forwards
+//! bytes per connection, [`http`] balances requests) and applies changes live;
+//! [`balance`] holds endpoints and picks among them (weighted P2C over peak-EWMA, outlier
+//! ejection, draining).
+
+pub mod balance;
+pub mod config;
+pub mod http;
+pub mod listener;
+pub mod metrics;
+pub mod proxy;
+pub mod service;
+pub mod tcp;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+pub use config::{AppProtocol, EndpointConfig, ProxyConfig, ServiceConfig};
+pub use proxy::Proxy;
+
+/// A running proxy.
+pub struct Bound {
+    pub proxy: Arc<Proxy>,
+    pub admin: SocketAddr,
+    _admin_stop: watch::Sender<bool>,
+}
+
+/// Bind every listener and the admin endpoint.
+pub async fn build(config: &ProxyConfig, admin: SocketAddr) -> anyhow::Result<Bound> {
+    let proxy = Arc::new(Proxy::default());
+    proxy.apply(config)?;
+    let (admin_stop, rx) = watch::channel(false);
+    let admin = sluice_observe::serve(admin, proxy.clone(), rx).await?;
+    Ok(Bound {
+        proxy,
+        admin,
+        _admin_stop: admin_stop,
+    })
+}

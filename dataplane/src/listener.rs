@@ -1,0 +1,195 @@
+//! Accepting connections for a service and handing each to L4 or L7 by protocol.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::config::{AppProtocol, ServiceConfig};
+use crate::service::Service;
+
+/// A client must send its request headers within this time (slowloris).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest request head (HTTP/1.1) and header list (HTTP/2).
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+/// How long detection waits for a client's first bytes before treating it as TCP.
+const DETECT_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// A listening service.
+pub struct Running {
+    pub config: ServiceConfig,
+    pub addr: SocketAddr,
+    pub svc: Arc<RwLock<Arc<Service>>>,
+    stop: watch::Sender<bool>,
+}
+
+impl Running {
+    pub fn service(&self) -> Arc<Service> {
+        self.svc
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// Whether a configured `listen` means this listener: the address it was configured
+    /// with, or the one it got (port 0 resolved).
+    pub fn serves(&self, listen: SocketAddr) -> bool {
+        self.config.listen == listen || self.addr == listen
+    }
+
+    /// Stop accepting; connections already accepted run on.
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Bind the service's listener and start accepting.
+pub fn start(config: &ServiceConfig, svc: Service) -> std::io::Result<Running> {
+    let std = std::net::TcpListener::bind(config.listen)?;
+    std.set_nonblocking(true)?;
+    let addr = std.local_addr()?;
+    let listener = tokio::net::TcpListener::from_std(std)?;
+    let svc = Arc::new(RwLock::new(Arc::new(svc)));
+    let (stop, mut stopped) = watch::channel(false);
+    let shared = svc.clone();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = tokio::select! {
+                _ = stopped.changed() => return,
+                a = listener.accept() => match a {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                },
+            };
+            let svc = shared
+                .read()
+                .map(|s| s.clone())
+                .unwrap_or_else(|p| p.into_inner().clone());
+            tokio::spawn(connection(svc, stream));
+        }
+    });
+    tracing::info!(service = %config.name, %addr, protocol = ?config.protocol, "listening");
+    Ok(Running {
+        config: config.clone(),
+        addr,
+        svc,
+        stop,
+    })
+}
+
+async fn connection(svc: Arc<Service>, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let protocol = match svc.protocol {
+        AppProtocol::Detect => sniff(&stream).await,
+        p => p,
+    };
+    match protocol {
+        AppProtocol::Tcp | AppProtocol::Detect => crate::tcp::proxy(svc, stream).await,
+        AppProtocol::Http => serve_http(svc, stream, false).await,
+        AppProtocol::H2c | AppProtocol::Grpc => serve_http(svc, stream, true).await,
+    }
+}
+
+/// Does the client speak HTTP? Its first bytes tell: an HTTP/2 preface or a method.
+async fn sniff(stream: &TcpStream) -> AppProtocol {
+    let mut buf = [0u8; 16];
+    let deadline = tokio::time::Instant::now() + DETECT_TIMEOUT;
+    loop {
+        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
+            Ok(Ok(n)) => n,
+            _ => return AppProtocol::Tcp,
+        };
+        match looks_http(&buf[..n]) {
+            Some(true) => return AppProtocol::Http,
+            Some(false) => return AppProtocol::Tcp,
+            None if n == 0 => return AppProtocol::Tcp,
+            None => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    }
+}
+
+/// `Some(true)` HTTP, `Some(false)` not, `None` too few bytes to tell.
+fn looks_http(b: &[u8]) -> Option<bool> {
+    const PREFIXES: [&[u8]; 10] = [
+        b"PRI * HTTP/2",
+        b"GET ",
+        b"POST ",
+        b"PUT ",
+        b"HEAD ",
+        b"DELETE ",
+        b"OPTIONS ",
+        b"PATCH ",
+        b"TRACE ",
+        b"CONNECT ",
+    ];
+    let mut undecided = false;
+    for p in PREFIXES {
+        let n = b.len().min(p.len());
+        if b[..n] == p[..n] {
+            if b.len() >= p.len() {
+                return Some(true);
+            }
+            undecided = true;
+        }
+    }
+    if undecided { None } else { Some(false) }
+}
+
+async fn serve_http(svc: Arc<Service>, stream: TcpStream, h2_only: bool) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(MAX_HEADER_BYTES)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(1024)
+        .max_header_list_size(MAX_HEADER_BYTES as u32)
+        // CVE-2023-44487 (rapid reset): a client that resets streams faster than they
+        // are served gets GOAWAY.
+        .max_pending_accept_reset_streams(Some(64))
+        .max_local_error_reset_streams(Some(256));
+    let builder = if h2_only {
+        builder.http2_only()
+    } else {
+        builder
+    };
+    let service = service_fn(move |req| {
+        let svc = svc.clone();
+        async move { Ok::<_, Infallible>(crate::http::handle(svc, req).await) }
+    });
+    if let Err(e) = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+    {
+        tracing::debug!(error = %e, "client connection ended with an error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_http;
+
+    #[test]
+    fn detection() {
+        assert_eq!(looks_http(b"GET / HTTP/1.1\r\n"), Some(true));
+        assert_eq!(looks_http(b"PRI * HTTP/2.0\r\n"), Some(true));
+        assert_eq!(looks_http(b"GE"), None);
+        assert_eq!(looks_http(b"\x16\x03\x01"), Some(false));
+        assert_eq!(looks_http(b"SSH-2.0"), Some(false));
+    }
+}

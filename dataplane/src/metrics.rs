@@ -1,0 +1,169 @@
+//! What the proxy counts, per service and source cluster. Handles for an endpoint's
+//! series are looked up once, when the endpoint appears, not per request.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointLabels {
+    pub service: String,
+    pub cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    pub service: String,
+    pub cluster: String,
+    /// `connect`, `reset`, `timeout`, `draining`, `no_endpoint`, `bad_request`.
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DirectionLabels {
+    pub service: String,
+    pub cluster: String,
+    /// `to_endpoint` or `to_client`.
+    pub direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ServiceLabels {
+    pub service: String,
+}
+
+fn latency_histogram() -> Histogram {
+    // 50 µs .. ~13 s.
+    Histogram::new(exponential_buckets(0.00005, 2.0, 18))
+}
+
+type HistogramFamily = Family<EndpointLabels, Histogram, fn() -> Histogram>;
+
+#[derive(Debug, Clone)]
+pub struct ProxyMetrics {
+    pub requests: Family<EndpointLabels, Counter>,
+    pub failures: Family<FailureLabels, Counter>,
+    pub retries: Family<ServiceLabels, Counter>,
+    pub latency: HistogramFamily,
+    pub active: Family<EndpointLabels, Gauge>,
+    pub bytes: Family<DirectionLabels, Counter>,
+    pub ejections: Family<EndpointLabels, Counter>,
+    pub reloads: Counter,
+}
+
+impl Default for ProxyMetrics {
+    fn default() -> Self {
+        Self {
+            requests: Family::default(),
+            failures: Family::default(),
+            retries: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+            active: Family::default(),
+            bytes: Family::default(),
+            ejections: Family::default(),
+            reloads: Counter::default(),
+        }
+    }
+}
+
+impl ProxyMetrics {
+    pub fn register(&self, r: &mut Registry) {
+        r.register(
+            "requests",
+            "Requests (L7) or connections (L4) sent to an endpoint, by service and source cluster",
+            self.requests.clone(),
+        );
+        r.register(
+            "failures",
+            "Failed attempts by reason; a retried attempt counts here and in retries",
+            self.failures.clone(),
+        );
+        r.register(
+            "retries",
+            "Attempts retried on another endpoint",
+            self.retries.clone(),
+        );
+        r.register(
+            "request_duration_seconds",
+            "Time to response headers (L7) or to connect (L4)",
+            self.latency.clone(),
+        );
+        r.register(
+            "active",
+            "In-flight requests and open connections; the drain gate waits for 0",
+            self.active.clone(),
+        );
+        r.register("bytes", "Bytes proxied by direction", self.bytes.clone());
+        r.register(
+            "ejections",
+            "Times outlier detection ejected an endpoint",
+            self.ejections.clone(),
+        );
+        r.register(
+            "config_reloads",
+            "Configurations applied",
+            self.reloads.clone(),
+        );
+    }
+
+    pub fn failure(&self, service: &str, cluster: &str, reason: &'static str) {
+        self.failures
+            .get_or_create(&FailureLabels {
+                service: service.to_string(),
+                cluster: cluster.to_string(),
+                reason,
+            })
+            .inc();
+    }
+
+    pub fn retry(&self, service: &str) {
+        self.retries
+            .get_or_create(&ServiceLabels {
+                service: service.to_string(),
+            })
+            .inc();
+    }
+
+    /// The series of one endpoint.
+    pub fn endpoint(&self, service: &str, cluster: &str) -> EndpointMetrics {
+        let l = EndpointLabels {
+            service: service.to_string(),
+            cluster: cluster.to_string(),
+        };
+        let dir = |direction| DirectionLabels {
+            service: service.to_string(),
+            cluster: cluster.to_string(),
+            direction,
+        };
+        // One statement per family: a `get_or_create` guard lives to the end of its
+        // statement, and a second lookup in the same family would wait for it.
+        let requests = self.requests.get_or_create(&l).clone();
+        let latency = self.latency.get_or_create(&l).clone();
+        let active = self.active.get_or_create(&l).clone();
+        let to_endpoint = self.bytes.get_or_create(&dir("to_endpoint")).clone();
+        let to_client = self.bytes.get_or_create(&dir("to_client")).clone();
+        let ejections = self.ejections.get_or_create(&l).clone();
+        EndpointMetrics {
+            requests,
+            latency,
+            active,
+            to_endpoint,
+            to_client,
+            ejections,
+        }
+    }
+}
+
+/// Handles to one endpoint's series (clones share the underlying values).
+#[derive(Debug, Clone)]
+pub struct EndpointMetrics {
+    pub requests: Counter,
+    pub latency: Histogram,
+    pub active: Gauge,
+    pub to_endpoint: Counter,
+    pub to_client: Counter,
+    pub ejections: Counter,
+}

@@ -1,0 +1,125 @@
+//! A service as the proxy runs it: its balancer, protocol, timeouts and retry budget.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use http::Version;
+
+use crate::balance::Balancer;
+use crate::config::{AppProtocol, ServiceConfig, Timeouts};
+use crate::metrics::ProxyMetrics;
+
+pub struct Service {
+    pub name: String,
+    pub protocol: AppProtocol,
+    pub balancer: Balancer,
+    pub metrics: ProxyMetrics,
+    pub budget: RetryBudget,
+    timeouts: Mutex<Timeouts>,
+}
+
+impl Service {
+    pub fn new(c: &ServiceConfig, metrics: ProxyMetrics) -> Self {
+        Self {
+            name: c.name.clone(),
+            protocol: c.protocol,
+            balancer: Balancer::new(&c.name, metrics.clone(), &c.endpoints),
+            metrics,
+            budget: RetryBudget::new(c.retry_ratio),
+            timeouts: Mutex::new(c.timeouts.clone()),
+        }
+    }
+
+    /// Apply what can change without rebinding: endpoints, timeouts, the retry ratio.
+    pub fn update(&self, c: &ServiceConfig) {
+        self.balancer.update(&c.endpoints);
+        if let Ok(mut t) = self.timeouts.lock() {
+            *t = c.timeouts.clone();
+        }
+        self.budget.set_ratio(c.retry_ratio);
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        self.timeouts
+            .lock()
+            .map(|t| Duration::from_millis(t.connect_ms))
+            .unwrap_or(Duration::from_secs(1))
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        self.timeouts
+            .lock()
+            .map(|t| Duration::from_millis(t.request_ms))
+            .unwrap_or(Duration::from_secs(15))
+    }
+
+    /// Whether upstream requests use HTTP/2: always for h2c/gRPC services, else the
+    /// client's version.
+    pub fn upstream_h2(&self, downstream: Version) -> bool {
+        matches!(self.protocol, AppProtocol::H2c | AppProtocol::Grpc)
+            || downstream == Version::HTTP_2
+    }
+}
+
+/// Retries allowed: `ratio` of the requests of the last second, and at least 10 per second.
+pub struct RetryBudget {
+    state: Mutex<BudgetState>,
+}
+
+struct BudgetState {
+    ratio: f64,
+    window: Instant,
+    requests: u64,
+    retries: u64,
+}
+
+const MIN_RETRIES_PER_SEC: u64 = 10;
+
+impl RetryBudget {
+    pub fn new(ratio: f64) -> Self {
+        Self {
+            state: Mutex::new(BudgetState {
+                ratio,
+                window: Instant::now(),
+                requests: 0,
+                retries: 0,
+            }),
+        }
+    }
+
+    fn set_ratio(&self, ratio: f64) {
+        if let Ok(mut s) = self.state.lock() {
+            s.ratio = ratio;
+        }
+    }
+
+    fn roll(s: &mut BudgetState) {
+        if s.window.elapsed() >= Duration::from_secs(1) {
+            s.window = Instant::now();
+            s.requests = 0;
+            s.retries = 0;
+        }
+    }
+
+    pub fn request(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            Self::roll(&mut s);
+            s.requests += 1;
+        }
+    }
+
+    /// Spend one retry if the budget allows.
+    pub fn try_retry(&self) -> bool {
+        let Ok(mut s) = self.state.lock() else {
+            return false;
+        };
+        Self::roll(&mut s);
+        let allowed = ((s.requests as f64 * s.ratio) as u64).max(MIN_RETRIES_PER_SEC);
+        if s.retries < allowed {
+            s.retries += 1;
+            true
+        } else {
+            false
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! Real sockets, real HTTP/1.1, HTTP/2, gRPC and TCP through the proxy while its endpoints
+//! change: zero failed requests is the bar.
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use sluice_dataplane::{AppProtocol, EndpointConfig, ProxyConfig, ServiceConfig};
+use sluice_e2e::echo::{self, EchoConfig, Identity};
+use sluice_e2e::loadgen::{self, LoadgenConfig, Protocol, Targets};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn backend(i: u8) -> echo::Bound {
+    echo::build(EchoConfig {
+        ip: [127, 0, 0, 10 + i].into(),
+        http_port: 0,
+        tcp_port: 0,
+        identity: Identity {
+            cluster: if i % 2 == 0 { "east" } else { "west" }.into(),
+            pod: format!("echo-{i}"),
+            namespace: "shop".into(),
+        },
+    })
+    .await
+    .unwrap()
+}
+
+fn service(protocol: AppProtocol, endpoints: Vec<EndpointConfig>) -> ProxyConfig {
+    ProxyConfig {
+        services: vec![ServiceConfig {
+            name: "shop/web".into(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            protocol,
+            endpoints,
+            timeouts: Default::default(),
+            retry_ratio: 0.2,
+        }],
+    }
+}
+
+fn ep(addr: SocketAddr, weight: u32, draining: bool) -> EndpointConfig {
+    EndpointConfig {
+        address: addr,
+        weight,
+        draining,
+        cluster: if addr.ip().to_string().ends_with('0') || addr.ip().to_string().ends_with('2') {
+            "east".into()
+        } else {
+            "west".into()
+        },
+    }
+}
+
+async fn load(target: SocketAddr, protocol: Protocol, rate: u32, secs: f64) -> loadgen::Report {
+    loadgen::run(LoadgenConfig {
+        targets: Targets::Fixed(vec![target]),
+        protocol,
+        rate,
+        duration: Duration::from_secs_f64(secs),
+        path: "/".into(),
+        timeout: Duration::from_secs(5),
+        live: false,
+    })
+    .await
+}
+
+/// Endpoints added, removed, reweighted and drained every 100 ms under HTTP/1.1, HTTP/2
+/// and gRPC load (each a configuration reload): no request fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn churn_every_100ms_under_load_loses_no_request() {
+    let backends: Vec<echo::Bound> = futures::future::join_all((0..4).map(backend)).await;
+    let addrs: Vec<SocketAddr> = backends.iter().map(|b| b.http).collect();
+    let config = service(
+        AppProtocol::Http,
+        vec![ep(addrs[0], 100, false), ep(addrs[1], 100, false)],
+    );
+    let proxy = sluice_dataplane::build(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let target = proxy.proxy.addr_of("shop/web").unwrap();
+    let mut fixed = config.clone();
+    fixed.services[0].listen = target;
+
+    let churn_proxy = proxy.proxy.clone();
+    let churn = tokio::spawn(async move {
+        // A cycle of steps; every step leaves at least one serving endpoint.
+        let steps: Vec<Vec<EndpointConfig>> = vec![
+            vec![
+                ep(addrs[0], 100, false),
+                ep(addrs[1], 100, false),
+                ep(addrs[2], 100, false),
+            ],
+            vec![
+                ep(addrs[0], 10, false),
+                ep(addrs[1], 90, false),
+                ep(addrs[2], 100, false),
+            ],
+            vec![
+                ep(addrs[0], 10, true),
+                ep(addrs[1], 90, false),
+                ep(addrs[2], 100, false),
+            ],
+            vec![
+                ep(addrs[1], 90, false),
+                ep(addrs[2], 100, false),
+                ep(addrs[3], 50, false),
+            ],
+            vec![
+                ep(addrs[1], 0, false),
+                ep(addrs[2], 100, true),
+                ep(addrs[3], 50, false),
+            ],
+            vec![ep(addrs[3], 100, false), ep(addrs[0], 100, false)],
+            vec![ep(addrs[0], 100, false), ep(addrs[1], 100, false)],
+        ];
+        let mut applied = 0u32;
+        for step in steps.iter().cycle().take(45) {
+            let mut c = fixed.clone();
+            c.services[0].endpoints = step.clone();
+            churn_proxy.apply(&c).unwrap();
+            applied += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        applied
+    });
+    let (h1, h2, grpc) = tokio::join!(
+        load(target, Protocol::Http1, 250, 4.5),
+        load(target, Protocol::H2, 250, 4.5),
+        load(target, Protocol::Grpc, 250, 4.5),
+    );
+    let applied = churn.await.unwrap();
+    for r in [&h1, &h2, &grpc] {
+        println!("{}", r.to_json());
+        assert_eq!(r.failed, 0, "{}", r.to_json());
+        assert!(r.ok > 900, "{}", r.to_json());
+    }
+    assert!(applied >= 40);
+    let dump = proxy.proxy.dump();
+    println!("{applied} configurations applied; final: {dump}");
+}
+
+/// A backend that dies (not removed from the configuration) costs no idempotent request:
+/// refused connections and resets are retried on the other endpoints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_upstream_costs_no_idempotent_request() {
+    let backends: Vec<echo::Bound> = futures::future::join_all((0..3).map(backend)).await;
+    let addrs: Vec<SocketAddr> = backends.iter().map(|b| b.http).collect();
+    let config = service(
+        AppProtocol::Http,
+        addrs.iter().map(|a| ep(*a, 100, false)).collect(),
+    );
+    let proxy = sluice_dataplane::build(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let target = proxy.proxy.addr_of("shop/web").unwrap();
+    let mut backends = backends.into_iter();
+    let victim = backends.next().unwrap();
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        victim.shutdown().await;
+    });
+    let (h1, h2) = tokio::join!(
+        load(target, Protocol::Http1, 300, 3.0),
+        load(target, Protocol::H2, 300, 3.0)
+    );
+    killer.await.unwrap();
+    for r in [&h1, &h2] {
+        assert_eq!(r.failed, 0, "{}", r.to_json());
+    }
+    let metrics = get(proxy.admin, "/metrics").await;
+    println!(
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("failures")
+                || l.contains("retries")
+                || l.contains("ejections_total"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// A TCP connection to an endpoint that starts draining keeps working until it ends; new
+/// connections go elsewhere; the live count per cluster shows it.
+#[tokio::test]
+async fn a_long_tcp_connection_to_a_draining_endpoint_keeps_working() {
+    let a = backend(0).await;
+    let b = backend(1).await;
+    let config = service(AppProtocol::Tcp, vec![ep(a.tcp, 100, false)]);
+    let proxy = sluice_dataplane::build(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let target = proxy.proxy.addr_of("shop/web").unwrap();
+    let mut long = tokio::net::TcpStream::connect(target).await.unwrap();
+    roundtrip(&mut long, b"before").await;
+
+    let mut next = config.clone();
+    next.services[0].listen = target;
+    next.services[0].endpoints = vec![ep(a.tcp, 100, true), ep(b.tcp, 100, false)];
+    proxy.proxy.apply(&next).unwrap();
+    let mut fresh = tokio::net::TcpStream::connect(target).await.unwrap();
+    roundtrip(&mut fresh, b"fresh").await;
+    for i in 0..20 {
+        roundtrip(&mut long, format!("during drain {i}").as_bytes()).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let active = proxy.proxy.active();
+    assert!(
+        active.contains(&("shop/web".into(), "east".into(), 1)),
+        "{active:?}"
+    );
+    assert!(
+        active.contains(&("shop/web".into(), "west".into(), 1)),
+        "{active:?}"
+    );
+
+    // Removed entirely: still running until the client closes.
+    next.services[0].endpoints = vec![ep(b.tcp, 100, false)];
+    proxy.proxy.apply(&next).unwrap();
+    roundtrip(&mut long, b"after removal").await;
+    drop(long);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let dump = proxy.proxy.dump();
+    assert_eq!(dump["services"][0]["endpoints"][0]["active"], 1, "{dump}");
+}
+
+async fn roundtrip(s: &mut tokio::net::TcpStream, msg: &[u8]) {
+    s.write_all(msg).await.unwrap();
+    let mut buf = vec![0u8; msg.len()];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut buf))
+        .await
+        .expect("echo in time")
+        .unwrap();
+    assert_eq!(buf, msg);
+}
+
+pub async fn get(addr: SocketAddr, path: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
