@@ -202,6 +202,14 @@ impl Failure {
 /// Serve one downstream request.
 pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<ProxyBody> {
     let (parts, body) = req.into_parts();
+    if body.size_hint().lower() > MAX_BODY as u64 {
+        svc.metrics.failure(&svc.name, "", "bad_request");
+        return local(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("request body over {MAX_BODY} bytes"),
+        );
+    }
     let body = match Limited::new(body, MAX_BODY).collect().await {
         Ok(c) => c.to_bytes(),
         Err(e) => {

@@ -414,7 +414,7 @@ master_process off;
 daemon off;
 pid $dir/nginx.pid;
 error_log stderr warn;
-events { worker_connections 20000; }
+events { worker_connections 4096; }
 http {
     access_log off;
     client_body_temp_path $dir/body;
@@ -586,11 +586,11 @@ start_haproxy() {
     cat >"$cfg" <<EOF
 global
     nbthread 1
-    maxconn 20000
+    maxconn 4096
 
 defaults
     mode $mode
-    maxconn 20000
+    maxconn 4096
     timeout connect 5s
     timeout client 60s
     timeout server 60s
@@ -653,9 +653,10 @@ verify_phase() {
             grep -q '500 succeeded' <<<"$out" || die "$c: h2load h2c through :$port: $(grep -E '^requests:' <<<"$out")"
             ;;
         tcp)
-            want=$((8 * 1024 * 1024))
-            out=$(iperf3 -c 127.0.0.1 -p "$port" -n "$want" -J 2>&1) || true
-            [[ $(jq -r '.end.sum_received.bytes // 0' <<<"$out" 2>/dev/null) -ge $want ]] ||
+            # A 1 s run: with `-n BYTES` iperf3 ends the test when the sender is done, so
+            # through a proxy the receiver misses what was still in the proxy's buffers.
+            out=$(iperf3 -c 127.0.0.1 -p "$port" -t 1 -J 2>&1) || true
+            [[ $(jq -r '.end.sum_received.bytes // 0' <<<"$out" 2>/dev/null) -gt 1000000 ]] ||
                 die "$c: iperf3 through :$port failed: $(jq -r '.error // empty' <<<"$out" 2>/dev/null || head -c 300 <<<"$out")"
             ;;
         esac
