@@ -174,10 +174,11 @@ fn upstream_request(
         }
         headers.append(k.clone(), v.clone());
     }
-    if !h2 && !headers.contains_key(header::HOST) {
-        if let Ok(v) = HeaderValue::from_str(&authority) {
-            headers.insert(header::HOST, v);
-        }
+    if !h2
+        && !headers.contains_key(header::HOST)
+        && let Ok(v) = HeaderValue::from_str(&authority)
+    {
+        headers.insert(header::HOST, v);
     }
     Ok(req)
 }

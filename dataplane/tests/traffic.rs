@@ -17,7 +17,7 @@ async fn backend(i: u8) -> echo::Bound {
         http_port: 0,
         tcp_port: 0,
         identity: Identity {
-            cluster: if i % 2 == 0 { "east" } else { "west" }.into(),
+            cluster: cluster_of(i).into(),
             pod: format!("echo-{i}"),
             namespace: "shop".into(),
         },
@@ -39,16 +39,21 @@ fn service(protocol: AppProtocol, endpoints: Vec<EndpointConfig>) -> ProxyConfig
     }
 }
 
+/// Backend `i` (address 127.0.0.(10+i)) belongs to east when `i` is even, west otherwise.
+fn cluster_of(i: u8) -> &'static str {
+    if i.is_multiple_of(2) { "east" } else { "west" }
+}
+
 fn ep(addr: SocketAddr, weight: u32, draining: bool) -> EndpointConfig {
+    let i = match addr.ip() {
+        std::net::IpAddr::V4(v4) => v4.octets()[3].wrapping_sub(10),
+        std::net::IpAddr::V6(_) => 0,
+    };
     EndpointConfig {
         address: addr,
         weight,
         draining,
-        cluster: if addr.ip().to_string().ends_with('0') || addr.ip().to_string().ends_with('2') {
-            "east".into()
-        } else {
-            "west".into()
-        },
+        cluster: cluster_of(i).into(),
     }
 }
 

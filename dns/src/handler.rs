@@ -40,6 +40,16 @@ enum Outcome {
     Error(&'static str, ResponseCode),
 }
 
+/// What to do with a datagram.
+pub enum Datagram {
+    /// Send this response.
+    Reply(Vec<u8>),
+    /// Send nothing: shorter than a header, or not a query.
+    Drop,
+    /// Ask the upstream ([`DnsHandler::answer_forwarded`]).
+    Forward(Box<Request>),
+}
+
 /// A response ready to be encoded.
 pub struct Prepared {
     meta: Metadata,
@@ -185,35 +195,29 @@ impl DnsHandler {
         m.latency.observe(start.elapsed().as_secs_f64());
     }
 
-    /// The fast path for one UDP datagram: the encoded response, or `None` when nothing
-    /// should be sent (shorter than a header, or a response) or the query must be
-    /// forwarded (then `Err` gives the parsed request back).
-    pub fn answer_datagram(
-        &self,
-        bytes: &[u8],
-        src: SocketAddr,
-    ) -> Result<Option<Vec<u8>>, Request> {
+    /// The fast path for one UDP datagram.
+    pub fn answer_datagram(&self, bytes: &[u8], src: SocketAddr) -> Datagram {
         let start = Instant::now();
         let request = match Request::from_bytes(bytes.to_vec(), src, Protocol::Udp) {
             Ok(r) => r,
-            Err(_) => return Ok(formerr(bytes)),
+            Err(_) => return formerr(bytes).map_or(Datagram::Drop, Datagram::Reply),
         };
         if request.metadata.message_type == MessageType::Response {
             // Never answer answers: that is how reflection loops start.
-            return Ok(None);
+            return Datagram::Drop;
         }
         match self.local(&request) {
             Some(outcome) => {
                 let prepared = self.prepare(&request, outcome);
                 self.record(&request, &prepared, start);
-                Ok(Some(encode(&request, prepared, Protocol::Udp)))
+                Datagram::Reply(encode(&request, prepared, Protocol::Udp))
             }
-            None => Err(request),
+            None => Datagram::Forward(Box::new(request)),
         }
     }
 
     /// Forward a request the fast path could not answer; the encoded response.
-    pub async fn answer_forwarded(&self, request: Request) -> Vec<u8> {
+    pub async fn answer_forwarded(&self, request: Box<Request>) -> Vec<u8> {
         let start = Instant::now();
         let prepared = self.outcome(&request).await;
         self.record(&request, &prepared, start);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::net::UdpSocket;
 
-use crate::handler::DnsHandler;
+use crate::handler::{Datagram, DnsHandler};
 
 /// Largest datagram read; EDNS clients rarely offer more than 4096.
 const MAX_DATAGRAM: usize = 65_535;
@@ -27,13 +27,13 @@ pub async fn serve(socket: Arc<UdpSocket>, handler: DnsHandler) {
             continue;
         }
         match handler.answer_datagram(&buf[..n], src) {
-            Ok(Some(response)) => {
+            Datagram::Reply(response) => {
                 if let Err(e) = socket.send_to(&response, src).await {
                     tracing::debug!(error = %e, %src, "udp send failed");
                 }
             }
-            Ok(None) => {}
-            Err(request) => {
+            Datagram::Drop => {}
+            Datagram::Forward(request) => {
                 let socket = socket.clone();
                 let handler = handler.clone();
                 tokio::spawn(async move {

@@ -16,6 +16,7 @@ use hickory_proto::rr::RecordType;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 use serde_json::json;
+use sluice_dns::handler::Datagram;
 use support::{Cluster, answers, query};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UdpSocket;
@@ -275,16 +276,18 @@ fn fuzz_datagrams() {
             .run(&strategy, |packet| {
                 executed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 match handler.answer_datagram(&packet, src) {
-                    Ok(Some(resp)) => {
+                    Datagram::Reply(resp) => {
                         let m = Message::from_vec(&resp).map_err(|e| {
                             TestCaseError::fail(format!("unparsable response: {e}"))
                         })?;
                         prop_assert_eq!(m.metadata.id, u16::from_be_bytes([packet[0], packet[1]]));
                         prop_assert!(resp.len() <= 65535);
                     }
-                    Ok(None) => prop_assert!(packet.len() < 12 || packet[2] & 0x80 != 0),
+                    Datagram::Drop => prop_assert!(packet.len() < 12 || packet[2] & 0x80 != 0),
                     // Needs forwarding: only possible with an upstream, and there is none.
-                    Err(_) => prop_assert!(false, "asked to forward without an upstream"),
+                    Datagram::Forward(_) => {
+                        prop_assert!(false, "asked to forward without an upstream")
+                    }
                 }
                 Ok(())
             })

@@ -8,7 +8,7 @@ use rand::Rng;
 
 use super::Endpoint;
 
-fn draw<'a, R: Rng>(candidates: &[&'a Arc<Endpoint>], total: u64, rng: &mut R) -> usize {
+fn draw<R: Rng>(candidates: &[&Arc<Endpoint>], total: u64, rng: &mut R) -> usize {
     let mut x = rng.random_range(0..total);
     for (i, c) in candidates.iter().enumerate() {
         let w = u64::from(c.weight());
