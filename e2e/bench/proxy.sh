@@ -11,8 +11,8 @@
 # What it measures (one "phase" per protocol; every proxy is started fresh for each phase
 # with a configuration for that protocol only, like `sluice proxy` quick mode):
 #   http1  HTTP/1.1 keep-alive: max requests/s (wrk -t1 -c CONNECTIONS), and p50/p99 at a
-#          fixed rate of RATE requests/s (h2load --h1 --rps, percentiles from its
-#          per-request log); upstream HTTP/1.1.
+#          fixed rate of RATE requests/s (h2load --h1 --rps, clients started staggered,
+#          percentiles from its per-request log); upstream HTTP/1.1.
 #   grpc   gRPC-shaped h2c (prior knowledge) POST /sluice.Echo/Echo, content-type
 #          application/grpc, te: trailers, a 5-byte empty gRPC message: max requests/s and
 #          p50/p99 at RATE (h2load); upstream h2c (Envoy `http2_protocol_options`, HAProxy
@@ -61,9 +61,11 @@
 #
 # Environment (default):
 #   DURATION (10)        seconds of each measured run
-#   CONNECTIONS (50)     HTTP/1.1 keep-alive connections (wrk -c; h2load -c in the rate run)
+#   CONNECTIONS (50)     HTTP/1.1 keep-alive connections (wrk -c; the fixed-rate run uses
+#                        max(CONNECTIONS, RATE/100), see paced_clients)
 #   RATE (5000)          requests/s of the fixed-rate runs (HTTP/1.1 and gRPC)
-#   H2_CLIENTS (10)      h2c connections of the gRPC runs (h2load -c)
+#   H2_CLIENTS (10)      h2c connections of the gRPC max run (h2load -c; the fixed-rate run
+#                        uses max(H2_CLIENTS, RATE/100))
 #   H2_STREAMS (10)      concurrent streams per h2c connection (h2load -m)
 #   TCP_STREAMS (1)      parallel iperf3 streams (iperf3 -P)
 #   WARMUP (2)           seconds of unmeasured load on each proxy before its measured runs
@@ -358,6 +360,7 @@ check_prerequisites() {
     ensure_tools
     [[ " $SERVERS " == *" envoy "* ]] && { find_envoy || die "Envoy not found (set ENVOY)"; }
     ((RATE >= CONNECTIONS && RATE >= H2_CLIENTS)) || die "RATE must be at least CONNECTIONS and H2_CLIENTS (h2load paces per client)"
+    ((DURATION >= 2 && WARMUP >= 0)) || die "DURATION must be at least 2 (seconds)"
 
     if [[ $PIN == 1 ]]; then
         if command -v taskset >/dev/null && (($(nproc) >= 2)); then
@@ -674,17 +677,26 @@ record_idle_rss() {
     done
 }
 
-# paced_args CLIENTS: h2load arguments for RATE req/s over DURATION seconds from CLIENTS
-# connections. `--rps` paces each client with its own timer, and clients that connect
-# together tick together: 50 clients at 100 req/s each send bursts of 50 requests every
-# 10 ms, which is a burst test, not a fixed rate (direct to nginx here: p50 1.2 ms aligned,
-# 0.2 ms staggered, at 5000 req/s). So the
-# clients are started a few per millisecond (-r N --rate-period 1ms) over one period, which
-# spreads their ticks evenly. h2load allows -r only with -n (not -D), hence the request
-# count RATE * DURATION; and since --warm-up-time needs -D, connection setup is inside the
-# run (it happens before each client's first request, so it is not in any latency).
+# paced_clients MIN: connections of a fixed-rate run: at least MIN, and enough that no
+# client is asked for more than 100 req/s. h2load paces each client with its own timer,
+# whose period is 1/rps but never under 10 ms (`max(0.01, 1. / rps)` in h2load.cc): a
+# client asked for 500 req/s sends a burst of 5 requests every 10 ms, which measures bursts,
+# not a fixed rate (h2c straight to nginx at 5000 req/s: p50 1 ms with 10 clients at 500
+# req/s, 0.25 ms when no client bursts).
+paced_clients() {
+    awk -v r="$RATE" -v m="$1" 'BEGIN { c = int((r + 99) / 100); print (c > m ? c : m) }'
+}
+
+# paced_args MIN: h2load arguments for RATE req/s over DURATION seconds (see paced_clients
+# for the count of clients). Clients that connect together also tick together: 50 clients
+# at 100 req/s each, all started at once, send bursts of 50 requests every 10 ms (straight
+# to nginx at 5000 req/s: p50 1.2 ms, against 0.2 ms staggered). So the clients are started
+# a few per millisecond (-r N --rate-period 1ms) over one period, which spreads their ticks
+# evenly. h2load allows -r only with -n (not -D), hence the request count RATE * DURATION;
+# and since --warm-up-time needs -D, connection setup is inside the run (it happens before
+# each client's first request, so it is in no request's latency).
 paced_args() {
-    awk -v r="$RATE" -v c="$1" -v d="$DURATION" 'BEGIN {
+    awk -v r="$RATE" -v c="$(paced_clients "$1")" -v d="$DURATION" 'BEGIN {
         period_ms = 1000 * c / r                    # each client sends one request per period
         p = period_ms < 1 ? 1 : period_ms           # clients started per ms: ceil(c / p)
         per_ms = c / p; if (per_ms != int(per_ms)) per_ms = int(per_ms) + 1
@@ -866,8 +878,10 @@ measure_tunnel() {
 report() {
     local tsv=$WORK/results.tsv
     echo
-    echo "L4/L7 proxy: one worker each; ${DURATION}s per run; HTTP/1.1 ${CONNECTIONS} connections;" \
-        "h2c ${H2_CLIENTS}x${H2_STREAMS} streams; fixed rate ${RATE} req/s; iperf3 ${TCP_STREAMS} stream(s); backend $BACKEND"
+    echo "L4/L7 proxy: one worker each; ${DURATION}s per run; backend $BACKEND; HTTP/1.1 max: wrk -t1," \
+        "${CONNECTIONS} connections; gRPC max: h2load ${H2_CLIENTS} connections x ${H2_STREAMS} streams;" \
+        "fixed rate ${RATE} req/s: h2load, $(paced_clients "$CONNECTIONS") (HTTP/1.1) and $(paced_clients "$H2_CLIENTS")" \
+        "(h2c) paced connections; TCP: iperf3, ${TCP_STREAMS} stream(s)"
     echo "$(nproc) CPUs, ${BUSY}% busy and load average $LOADAVG before the run, Linux $(uname -r); pinning: $(
         [[ $PIN == 1 ]] && echo "proxies CPU $PROXY_CPU, load generators and backend CPU $LOAD_CPU" || echo off)"
     local v=()
@@ -984,7 +998,7 @@ warnings() {
             printf "warning: %s sustained only %s of %s req/s in the %s fixed-rate run: its percentiles understate queueing\n", $2, $3, rate, substr($1, 1, index($1, "_") - 1) }
         pin == 1 && ($1 == "cpu_pct_h1max" || $1 == "cpu_pct_grpcmax" || $1 == "cpu_pct_tcp") && $3 + 0 < 85 {
             m = $1; sub(/^cpu_pct_/, "", m)
-            printf "warning: %s was not saturated in the %s run (%s%% of its core): the load side was the limit, so its max is a lower bound; compare CPU us/req\n", $2, m, $3 }
+            printf "warning: %s was not saturated in the %s run (%s%% of its core): something else (the load side on CPU 0, or other processes) was the limit, so its max is a lower bound; compare CPU us/req\n", $2, m, $3 }
         END { if (busy + 0 >= 10) printf "warning: the machine was %s%% busy before the run (another build?): all figures are noisy\n", busy }
     ' "$tsv"
 }

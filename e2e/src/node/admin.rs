@@ -1,15 +1,9 @@
 //! The node agent's admin endpoint: `/metrics` (Prometheus) and `/readyz`.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bytes::Bytes;
-use http::{Response, StatusCode, header};
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -61,60 +55,31 @@ impl NodeMetrics {
     }
 }
 
+/// What the node agent's admin endpoint shows.
+struct NodeAdmin {
+    registry: Registry,
+    metrics: Arc<NodeMetrics>,
+}
+
+impl sluice_observe::AdminSource for NodeAdmin {
+    fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    fn ready(&self) -> bool {
+        self.metrics.ready.load(Ordering::Acquire)
+    }
+}
+
 /// Serve `/metrics` and `/readyz` on `addr` until `shutdown` flips.
 pub async fn serve(
     addr: SocketAddr,
     metrics: Arc<NodeMetrics>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = tokio::select! {
-                _ = shutdown.changed() => return,
-                a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
-            };
-            let metrics = metrics.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let metrics = metrics.clone();
-                    async move {
-                        let (code, body, ct) = match req.uri().path() {
-                            "/metrics" => {
-                                let mut out = String::new();
-                                let _ = prometheus_client::encoding::text::encode(
-                                    &mut out,
-                                    &metrics.registry(),
-                                );
-                                (
-                                    StatusCode::OK,
-                                    out,
-                                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                                )
-                            }
-                            "/readyz" | "/healthz" if metrics.ready.load(Ordering::Acquire) => {
-                                (StatusCode::OK, "ok".to_string(), "text/plain")
-                            }
-                            "/readyz" | "/healthz" => (
-                                StatusCode::SERVICE_UNAVAILABLE,
-                                "not ready".to_string(),
-                                "text/plain",
-                            ),
-                            _ => (StatusCode::NOT_FOUND, "not found".to_string(), "text/plain"),
-                        };
-                        let mut r = Response::new(Full::new(Bytes::from(body)));
-                        *r.status_mut() = code;
-                        r.headers_mut()
-                            .insert(header::CONTENT_TYPE, header::HeaderValue::from_static(ct));
-                        Ok::<_, Infallible>(r)
-                    }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    });
-    Ok(bound)
+    let admin = NodeAdmin {
+        registry: metrics.registry(),
+        metrics,
+    };
+    sluice_observe::serve(addr, Arc::new(admin), shutdown).await
 }
