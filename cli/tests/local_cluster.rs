@@ -74,6 +74,9 @@ impl DevUp {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if let Ok(Some(s)) = c.try_wait() {
+                if !s.success() {
+                    eprintln!("dev up exited with {s}");
+                }
                 return s.success();
             }
             std::thread::sleep(Duration::from_millis(50));

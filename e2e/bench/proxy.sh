@@ -32,12 +32,15 @@
 #     `-R` (that is wrk2, not packaged), so its latencies at saturation are queueing, not
 #     proxy latency: they are shown, but the latency targets use the fixed-rate run.
 #   - h2load (nghttp2-client 1.52) for the fixed-rate runs and for h2c: `--rps N` paces every
-#     client at N requests/s (for HTTP/1.1 with `--h1`), `--warm-up-time` keeps connection
-#     setup out of the figures, and `--log-file` writes each request's latency, from which
-#     the script computes p50/p99 (h2load itself prints only min/max/mean/sd). Latency is
-#     measured from when the request is actually sent, so if a proxy falls behind the rate
-#     the queueing delay is not fully counted (coordinated omission); RATE is meant to be
-#     well under every proxy's max, and the script warns when a proxy did not sustain it.
+#     client at N requests/s (for HTTP/1.1 with `--h1`; at most 100 per client and clients
+#     started a few per ms, else h2load sends bursts: see paced_clients and paced_args), and
+#     `--log-file` writes each request's latency, from which the script computes p50/p99
+#     (h2load itself prints only min/max/mean/sd). It is the one Debian tool found that
+#     paces HTTP/1.1 and h2c alike (wrk2, fortio, vegeta, oha are not packaged; `hey -q` is
+#     closed-loop per worker). Latency is measured from when the request is actually sent,
+#     so if a proxy falls behind the rate the queueing delay is not fully counted
+#     (coordinated omission); RATE is meant to be well under every proxy's max, and the
+#     script warns when a proxy did not sustain it.
 #   - iperf3 for TCP: the standard bulk-throughput tool; one stream (TCP_STREAMS).
 #
 # The backend: nginx (Debian nginx-light), one process, `return 200 "$server_protocol\n"` —
@@ -57,7 +60,9 @@
 # one core for both client and server, so a fast proxy may not be saturated; the table gives
 # each proxy's CPU share and CPU per request (which does not depend on saturation), and the
 # script warns when a proxy was not the bottleneck. The same holds for iperf3, whose client
-# and server share CPU 0 (the `direct` column shows that ceiling).
+# and server share CPU 0 (the `direct` column shows that ceiling). The script also counts
+# the CPU that other processes (a build, a test suite) or the hypervisor (steal) took
+# during each run, and warns about every run where that was 15% of a core or more.
 #
 # Environment (default):
 #   DURATION (10)        seconds of each measured run
@@ -114,6 +119,7 @@ LOADAVG=
 BUSY=
 PIDS=()          # every long-running process this script started, in start order
 LOAD_PID=        # the load generator running now
+BACKEND_PIDS=()  # nginx (or sluice echo) and the iperf3 server
 COLUMNS_RUN=()   # `direct` (when BASELINE=1) and the SERVERS
 declare -A PORT  # column -> port on 127.0.0.1 that the load goes to, in the current phase
 declare -A PID   # proxy -> pid of the proxy process, in the current phase
@@ -146,6 +152,16 @@ tree_cpu_ticks() {
         t=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' /proc/"$p"/stat 2>/dev/null) || t=0
         total=$((total + ${t:-0}))
     done
+    echo "$total"
+}
+
+# CPU time (clock ticks) used so far by the whole machine, every CPU: user, nice, system,
+# irq, softirq and steal (time the hypervisor gave to someone else).
+machine_busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+
+backend_cpu_ticks() {
+    local total=0 p
+    for p in "${BACKEND_PIDS[@]}"; do total=$((total + $(tree_cpu_ticks "$p"))); done
     echo "$total"
 }
 
@@ -440,6 +456,7 @@ http {
 EOF
         log "starting nginx backend (HTTP/1.1 :${BK[h1]}, h2c :${BK[h2]})"
         spawn nginx "${PIN_LOAD[@]}" nginx -p "$dir" -e stderr -c "$dir/nginx.conf"
+        BACKEND_PIDS+=("$SPAWNED")
         wait_listen nginx "$SPAWNED" "${BK[h1]}" 10
         wait_listen nginx "$SPAWNED" "${BK[h2]}" 10
     else
@@ -450,11 +467,13 @@ EOF
         log "starting sluice echo backend (HTTP/1.1 + h2c + gRPC :${BK[h1]})"
         spawn echo env POD_IP=127.0.0.1 ECHO_HTTP_PORT="${BK[h1]}" ECHO_TCP_PORT="$tcp_port" \
             "${PIN_LOAD[@]}" "$SLUICE" echo
+        BACKEND_PIDS+=("$SPAWNED")
         wait_for_line echo "$SPAWNED" '^echo: http ' 30 >/dev/null
     fi
     pick_port "BK[tcp]"
     log "starting iperf3 server on :${BK[tcp]}"
     spawn iperf3-server "${PIN_LOAD[@]}" iperf3 -s -B 127.0.0.1 -p "${BK[tcp]}"
+    BACKEND_PIDS+=("$SPAWNED")
     wait_listen iperf3-server "$SPAWNED" "${BK[tcp]}" 10
 }
 
@@ -738,13 +757,15 @@ run_load() {
     LOAD_PID=$!
     # The measured window: from `lead` (plus a margin) to just before the tool stops, so
     # that the CPU shares are those of steady load.
-    local hz t0 t1 p0=0 p1=0 g0 g1 rss=0 margin=0.25 window
+    local hz t0 t1 p0=0 p1=0 g0 g1 m0 m1 b0 b1 rss=0 margin=0.25 window
     hz=$(getconf CLK_TCK)
     window=$(awk -v s="$secs" -v m="$margin" 'BEGIN { print s - 2 * m }')
     sleep "$(awk -v l="$lead" -v m="$margin" 'BEGIN { print l + m }')"
     t0=$EPOCHREALTIME
     [[ $c != direct ]] && p0=$(tree_cpu_ticks "${PID[$c]}")
     g0=$(tree_cpu_ticks "$LOAD_PID")
+    b0=$(backend_cpu_ticks)
+    m0=$(machine_busy_ticks)
     sleep "$window"
     t1=$EPOCHREALTIME
     if [[ $c != direct ]]; then
@@ -752,10 +773,15 @@ run_load() {
         rss=$(tree_rss_kib "${PID[$c]}")
     fi
     g1=$(tree_cpu_ticks "$LOAD_PID")
+    b1=$(backend_cpu_ticks)
+    m1=$(machine_busy_ticks)
     wait "$LOAD_PID" || die "${cmd[0]} failed against $c ($mode): $(tail -n 5 "$out.err" | tr '\n' ' ')"
     LOAD_PID=
-    awk -v p="$((p1 - p0))" -v g="$((g1 - g0))" -v hz="$hz" -v t0="$t0" -v t1="$t1" -v rss="$rss" \
-        'BEGIN { printf "%.3f %.3f %.3f %.1f\n", p / hz, g / hz, t1 - t0, rss / 1024 }' >"$out.cpu"
+    # The last figure: CPU that neither the proxy, the load generator nor the backend used
+    # (other processes, steal): a benchmark next to a compiler measures the compiler.
+    awk -v p="$((p1 - p0))" -v g="$((g1 - g0))" -v o="$((m1 - m0 - (p1 - p0) - (g1 - g0) - (b1 - b0)))" \
+        -v hz="$hz" -v t0="$t0" -v t1="$t1" -v rss="$rss" \
+        'BEGIN { printf "%.3f %.3f %.3f %.1f %.3f\n", p / hz, g / hz, t1 - t0, rss / 1024, o / hz }' >"$out.cpu"
     if [[ $c != direct ]]; then
         kill -0 "${PID[$c]}" 2>/dev/null || die "$c died during the $mode run"
     fi
@@ -794,8 +820,8 @@ h2load_figures() {
 
 # Record the figures of one run.
 collect() {
-    local c=$1 mode=$2 out=$WORK/results/$1-$2 ps gs window rss rps bad p50 p99
-    read -r ps gs window rss <"$out.cpu"
+    local c=$1 mode=$2 out=$WORK/results/$1-$2 ps gs window rss os rps bad p50 p99
+    read -r ps gs window rss os <"$out.cpu"
     case $mode in
     h1max)
         rps=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$out.txt")
@@ -824,6 +850,7 @@ collect() {
     esac
     record "errors_$mode" "$c" "$bad"
     record "gen_cpu_$mode" "$c" "$(awk -v g="$gs" -v w="$window" 'BEGIN { printf "%.0f", 100 * g / w }')"
+    record "other_cpu_$mode" "$c" "$(awk -v o="$os" -v w="$window" 'BEGIN { printf "%.0f", 100 * o / w }')"
     [[ $c == direct ]] && return
     record "cpu_pct_$mode" "$c" "$(awk -v p="$ps" -v w="$window" 'BEGIN { printf "%.0f", 100 * p / w }')"
     # CPU per request (us), from the request rate over the same window.
@@ -999,6 +1026,8 @@ warnings() {
         pin == 1 && ($1 == "cpu_pct_h1max" || $1 == "cpu_pct_grpcmax" || $1 == "cpu_pct_tcp") && $3 + 0 < 85 {
             m = $1; sub(/^cpu_pct_/, "", m)
             printf "warning: %s was not saturated in the %s run (%s%% of its core): something else (the load side on CPU 0, or other processes) was the limit, so its max is a lower bound; compare CPU us/req\n", $2, m, $3 }
+        $1 ~ /^other_cpu_/ && $3 + 0 >= 15 { m = $1; sub(/^other_cpu_/, "", m)
+            printf "warning: other processes used %s%% of a core during the %s run of %s: that figure is noisy\n", $3, m, $2 }
         END { if (busy + 0 >= 10) printf "warning: the machine was %s%% busy before the run (another build?): all figures are noisy\n", busy }
     ' "$tsv"
 }
