@@ -980,6 +980,9 @@ rss_load_tcp|RSS MiB, TCP load|lo"
             for (i = 0; i < w; i++) printf "-"; printf "\n"
             for (r = 1; r <= nr; r++) {
                 split(R[r], F, "|")
+                seen = 0
+                for (i = 1; i <= nc; i++) if (get(F[1], C[i]) != "-") seen = 1
+                if (!seen) continue                 # a phase that was not run (PHASES)
                 printf "%-38s", F[2]
                 for (i = 1; i <= nc; i++) printf " %10s", get(F[1], C[i])
                 printf " %12s %14s  %s\n", ratio(F[1], "envoy"), ratio(F[1], "haproxy"),
