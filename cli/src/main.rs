@@ -32,6 +32,13 @@ enum DevCommand {
 }
 
 #[derive(Subcommand)]
+enum McsCommand {
+    /// Print the CustomResourceDefinitions of ServiceExport, ServiceImport and
+    /// ClusterProperty (a `v1` List), for `kubectl apply -f -` on a real cluster.
+    Crds,
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Run the logical-cluster API server.
     Control {
@@ -169,6 +176,11 @@ enum Command {
         /// Where to serve /metrics, /readyz and /config_dump.
         #[arg(long, default_value = "127.0.0.1:15000")]
         admin: SocketAddr,
+    },
+    /// Multi-Cluster Services.
+    Mcs {
+        #[command(subcommand)]
+        command: McsCommand,
     },
     /// Print a kubeconfig for a logical cluster of a control plane.
     Kubeconfig {
@@ -461,6 +473,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                 }
             }
+        }
+        Command::Mcs {
+            command: McsCommand::Crds,
+        } => {
+            let list = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": sluice_api::mcs::crds(),
+            });
+            println!("{}", serde_json::to_string_pretty(&list)?);
         }
         Command::Kubeconfig {
             data_dir,

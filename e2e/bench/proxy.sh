@@ -1026,10 +1026,12 @@ check_targets() {
             verdict=FAIL
         fi
         [[ $verdict == FAIL ]] && failed=1
+        [[ $printed == 1 ]] || echo "targets:"
+        printed=1
         printf '  %-4s %s (sluice %s, %s)\n' "$verdict" "$label" "$a" \
             "$([[ $ref == const ]] && echo "limit $k" || echo "$ref $b")"
     }
-    echo "targets:"
+    local printed=0
     target "HTTP/1.1 req/s >= 2x Envoy" h1_rps envoy '>=' 2
     target "HTTP/1.1 req/s >= 1.0x HAProxy" h1_rps haproxy '>=' 1
     target "HTTP/1.1 p99 at $RATE req/s <= Envoy" h1_p99 envoy '<=' 1
