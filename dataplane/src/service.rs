@@ -1,12 +1,13 @@
 //! A service as the proxy runs it: its balancer, protocol, timeouts and retry budget.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use http::Version;
 
 use crate::balance::Balancer;
-use crate::config::{AppProtocol, ServiceConfig, Timeouts};
+use crate::config::{AppProtocol, ServiceConfig};
 use crate::metrics::ProxyMetrics;
 
 pub struct Service {
@@ -15,7 +16,9 @@ pub struct Service {
     pub balancer: Balancer,
     pub metrics: ProxyMetrics,
     pub budget: RetryBudget,
-    timeouts: Mutex<Timeouts>,
+    /// Read on every request: atomics, not a lock.
+    connect_ms: AtomicU64,
+    request_ms: AtomicU64,
 }
 
 impl Service {
@@ -26,31 +29,27 @@ impl Service {
             balancer: Balancer::new(&c.name, metrics.clone(), &c.endpoints),
             metrics,
             budget: RetryBudget::new(c.retry_ratio),
-            timeouts: Mutex::new(c.timeouts.clone()),
+            connect_ms: AtomicU64::new(c.timeouts.connect_ms),
+            request_ms: AtomicU64::new(c.timeouts.request_ms),
         }
     }
 
     /// Apply what can change without rebinding: endpoints, timeouts, the retry ratio.
     pub fn update(&self, c: &ServiceConfig) {
         self.balancer.update(&c.endpoints);
-        if let Ok(mut t) = self.timeouts.lock() {
-            *t = c.timeouts.clone();
-        }
+        self.connect_ms
+            .store(c.timeouts.connect_ms, Ordering::Relaxed);
+        self.request_ms
+            .store(c.timeouts.request_ms, Ordering::Relaxed);
         self.budget.set_ratio(c.retry_ratio);
     }
 
     pub fn connect_timeout(&self) -> Duration {
-        self.timeouts
-            .lock()
-            .map(|t| Duration::from_millis(t.connect_ms))
-            .unwrap_or(Duration::from_secs(1))
+        Duration::from_millis(self.connect_ms.load(Ordering::Relaxed))
     }
 
     pub fn request_timeout(&self) -> Duration {
-        self.timeouts
-            .lock()
-            .map(|t| Duration::from_millis(t.request_ms))
-            .unwrap_or(Duration::from_secs(15))
+        Duration::from_millis(self.request_ms.load(Ordering::Relaxed))
     }
 
     /// Whether upstream requests use HTTP/2: always for h2c/gRPC services, else the

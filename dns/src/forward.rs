@@ -64,10 +64,6 @@ impl Forwarder {
         }
     }
 
-    pub fn upstream(&self) -> SocketAddr {
-        self.upstream
-    }
-
     pub async fn resolve(
         &self,
         name: &LowerName,

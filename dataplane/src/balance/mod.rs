@@ -205,16 +205,14 @@ impl Balancer {
     pub fn pick(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
         let all = self.endpoints();
         let now = Instant::now();
-        let serving: Vec<&Arc<Endpoint>> = all
+        let mut candidates: Vec<&Arc<Endpoint>> = all
             .iter()
             .filter(|e| !e.draining() && e.weight() > 0 && !tried.contains(&e.address))
             .collect();
-        let healthy: Vec<&Arc<Endpoint>> = serving
-            .iter()
-            .copied()
-            .filter(|e| !e.ejected(now))
-            .collect();
-        let candidates = if healthy.is_empty() { serving } else { healthy };
+        // Ejected endpoints drop out, unless that would leave none.
+        if candidates.iter().any(|e| !e.ejected(now)) {
+            candidates.retain(|e| !e.ejected(now));
+        }
         p2c::choose(&candidates, &mut rand::rng()).cloned()
     }
 
