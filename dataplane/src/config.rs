@@ -16,6 +16,68 @@ pub const DEFAULT_WEIGHT: u32 = 100;
 pub struct ProxyConfig {
     #[serde(default)]
     pub services: Vec<ServiceConfig>,
+    /// Tunnels to other clusters' gateways and this cluster's gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<TunnelConfig>,
+    /// North-south: an HTTP listener routing by Host to services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<IngressConfig>,
+}
+
+/// mTLS identity and trust, the inbound gateway, and the peers reached through tunnels.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TunnelConfig {
+    /// PEM certificate chain whose leaf carries `spiffe://<clusterset>/cluster/<name>/...`.
+    pub cert: String,
+    /// PEM private key.
+    pub key: String,
+    /// PEM files of trusted roots (several, during a CA rotation).
+    pub trust_bundle: Vec<String>,
+    /// Where this cluster's gateway listens: TCP (mTLS, HTTP/2 CONNECT) and UDP (QUIC)
+    /// on the same port, 15443 by convention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<SocketAddr>,
+    #[serde(default)]
+    pub peers: Vec<PeerConfig>,
+}
+
+/// Another cluster's gateway.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PeerConfig {
+    /// The cluster name, as in its SPIFFE id and in endpoints' `via`.
+    pub cluster: String,
+    pub address: SocketAddr,
+    #[serde(default)]
+    pub transport: TunnelTransport,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TunnelTransport {
+    /// mTLS over TCP, one HTTP/2 CONNECT stream per proxied connection.
+    #[default]
+    H2,
+    /// QUIC, one bidirectional stream per proxied connection.
+    Quic,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IngressConfig {
+    pub listen: SocketAddr,
+    #[serde(default)]
+    pub routes: Vec<IngressRoute>,
+}
+
+/// Requests whose Host (port ignored, case-insensitive) is `host` go to `service`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IngressRoute {
+    pub host: String,
+    /// The `name` of a service in this configuration.
+    pub service: String,
 }
 
 /// How a listener's traffic is understood.
@@ -89,6 +151,9 @@ pub struct ServiceConfig {
     /// of 10/s), so that retries cannot multiply load during an outage.
     #[serde(default = "default_retry_ratio")]
     pub retry_ratio: f64,
+    /// Other clusters may reach this service's local endpoints through the gateway.
+    #[serde(default)]
+    pub exported: bool,
 }
 
 fn default_retry_ratio() -> f64 {
@@ -136,6 +201,10 @@ pub struct EndpointConfig {
     /// The source cluster, for metrics and the drain gate.
     #[serde(default)]
     pub cluster: String,
+    /// Reach the endpoint through this peer cluster's gateway (a `tunnel.peers` entry);
+    /// unset: directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 fn default_weight() -> u32 {
@@ -149,6 +218,7 @@ impl EndpointConfig {
             weight: DEFAULT_WEIGHT,
             draining: false,
             cluster: String::new(),
+            via: None,
         }
     }
 }
@@ -161,6 +231,12 @@ pub enum ConfigError {
     Parse(String, String),
     #[error("services {0:?} and {1:?} both listen on {2}")]
     DuplicateListener(String, String, SocketAddr),
+    #[error("service {0:?}: endpoint {1} is reached via {2:?}, which is not a tunnel peer")]
+    UnknownPeer(String, SocketAddr, String),
+    #[error("ingress route for {0:?} names service {1:?}, which is not configured")]
+    UnknownRoute(String, String),
+    #[error("ingress listens on {0}, as service {1:?} does")]
+    IngressListener(SocketAddr, String),
 }
 
 impl ProxyConfig {
@@ -180,12 +256,44 @@ impl ProxyConfig {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         for (i, a) in self.services.iter().enumerate() {
-            if let Some(b) = self.services[..i].iter().find(|b| b.listen == a.listen) {
+            if let Some(b) = self.services[..i]
+                .iter()
+                .find(|b| b.listen == a.listen && a.listen.port() != 0)
+            {
                 return Err(ConfigError::DuplicateListener(
                     b.name.clone(),
                     a.name.clone(),
                     a.listen,
                 ));
+            }
+            for e in &a.endpoints {
+                if let Some(via) = &e.via {
+                    let known = self
+                        .tunnel
+                        .as_ref()
+                        .is_some_and(|t| t.peers.iter().any(|p| &p.cluster == via));
+                    if !known {
+                        return Err(ConfigError::UnknownPeer(
+                            a.name.clone(),
+                            e.address,
+                            via.clone(),
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(ingress) = &self.ingress {
+            if let Some(s) = self
+                .services
+                .iter()
+                .find(|s| s.listen == ingress.listen && s.listen.port() != 0)
+            {
+                return Err(ConfigError::IngressListener(ingress.listen, s.name.clone()));
+            }
+            for r in &ingress.routes {
+                if !self.services.iter().any(|s| s.name == r.service) {
+                    return Err(ConfigError::UnknownRoute(r.host.clone(), r.service.clone()));
+                }
             }
         }
         Ok(())

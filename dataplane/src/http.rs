@@ -20,11 +20,12 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
 use crate::balance::{ActiveGuard, Endpoint};
+use crate::dial::Upstream;
 use crate::service::Service;
+use crate::tunnel::pool::Peer;
 
 /// Largest request body buffered for retries.
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -33,47 +34,54 @@ const MAX_ATTEMPTS: usize = 3;
 /// How long an idle upstream connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(30);
 
-/// Dials one endpoint whatever the request's authority says: requests keep the client's
-/// authority (Host, :authority) while connections go to the endpoint picked.
-#[derive(Clone, Debug)]
+/// Dials one endpoint (directly or through its cluster's gateway) whatever the request's
+/// authority says: requests keep the client's authority (Host, :authority) while
+/// connections go to the endpoint picked.
+#[derive(Clone)]
 pub struct EndpointConnector {
-    uri: http::Uri,
-    inner: HttpConnector,
+    addr: SocketAddr,
+    via: Option<Arc<Peer>>,
+    timeout: Duration,
 }
 
-impl tower_service::Service<http::Uri> for EndpointConnector {
-    type Response = <HttpConnector as tower_service::Service<http::Uri>>::Response;
-    type Error = <HttpConnector as tower_service::Service<http::Uri>>::Error;
-    type Future = <HttpConnector as tower_service::Service<http::Uri>>::Future;
+type Connecting = Pin<Box<dyn Future<Output = Result<TokioIo<Upstream>, std::io::Error>> + Send>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+impl tower_service::Service<http::Uri> for EndpointConnector {
+    type Response = TokioIo<Upstream>;
+    type Error = std::io::Error;
+    type Future = Connecting;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, _: http::Uri) -> Self::Future {
-        self.inner.call(self.uri.clone())
+        Box::pin(crate::dial::dial_for_pool(
+            self.addr,
+            self.via.clone(),
+            self.timeout,
+        ))
     }
 }
 
 type UpstreamClient = Client<EndpointConnector, Full<Bytes>>;
 
 /// Upstream connection pools of one endpoint, one per HTTP version.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Pool {
     h1: UpstreamClient,
     h2: UpstreamClient,
 }
 
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pool")
+    }
+}
+
 impl Pool {
-    fn new(addr: SocketAddr, connect_timeout: Duration) -> Self {
-        let mut inner = HttpConnector::new();
-        inner.set_nodelay(true);
-        inner.set_connect_timeout(Some(connect_timeout));
-        let connector = EndpointConnector {
-            uri: http::Uri::from_maybe_shared(format!("http://{addr}"))
-                .unwrap_or_else(|_| http::Uri::from_static("http://127.0.0.1")),
-            inner,
-        };
+    fn new(addr: SocketAddr, via: Option<Arc<Peer>>, timeout: Duration) -> Self {
+        let connector = EndpointConnector { addr, via, timeout };
         let h1 = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE)
             .pool_timer(TokioTimer::new())
@@ -94,7 +102,7 @@ fn pool_of(ep: &Endpoint, connect_timeout: Duration) -> Pool {
         return p.clone();
     }
     let mut w = ep.pool.write().unwrap_or_else(|p| p.into_inner());
-    w.get_or_insert_with(|| Pool::new(ep.address, connect_timeout))
+    w.get_or_insert_with(|| Pool::new(ep.address, ep.via.clone(), connect_timeout))
         .clone()
 }
 

@@ -3,23 +3,30 @@
 //! [`config`] is the model; [`proxy`] runs it ([`listener`] accepts, [`tcp`] forwards
 //! bytes per connection, [`http`] balances requests) and applies changes live;
 //! [`balance`] holds endpoints and picks among them (weighted P2C over peak-EWMA, outlier
-//! ejection, draining).
+//! ejection, draining); [`dial`] reaches an endpoint directly or through [`tunnel`]s to
+//! its cluster's gateway; [`ingress`] routes external clients by Host.
 
 pub mod balance;
 pub mod config;
+pub mod dial;
 pub mod http;
+pub mod ingress;
 pub mod listener;
 pub mod metrics;
 pub mod proxy;
 pub mod service;
 pub mod tcp;
+pub mod tunnel;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
-pub use config::{AppProtocol, EndpointConfig, ProxyConfig, ServiceConfig};
+pub use config::{
+    AppProtocol, EndpointConfig, IngressConfig, IngressRoute, PeerConfig, ProxyConfig,
+    ServiceConfig, TunnelConfig, TunnelTransport,
+};
 pub use proxy::Proxy;
 
 /// A running proxy.

@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use http::{Request, Response};
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -12,6 +14,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::config::{AppProtocol, ServiceConfig};
+use crate::http::ProxyBody;
 use crate::service::Service;
 
 /// A client must send its request headers within this time (slowloris).
@@ -37,10 +40,13 @@ impl Running {
             .unwrap_or_else(|p| p.into_inner().clone())
     }
 
-    /// Whether a configured `listen` means this listener: the address it was configured
-    /// with, or the one it got (port 0 resolved).
-    pub fn serves(&self, listen: SocketAddr) -> bool {
-        self.config.listen == listen || self.addr == listen
+    /// Whether a configured service means this listener: the address it got, or the one
+    /// it was configured with (with port 0, only for the same service name: every
+    /// port-0 service gets a listener of its own).
+    pub fn serves(&self, sc: &ServiceConfig) -> bool {
+        self.addr == sc.listen
+            || (self.config.listen == sc.listen
+                && (sc.listen.port() != 0 || self.config.name == sc.name))
     }
 
     /// Stop accepting; connections already accepted run on.
@@ -96,8 +102,8 @@ async fn connection(svc: Arc<Service>, stream: TcpStream) {
     };
     match protocol {
         AppProtocol::Tcp | AppProtocol::Detect => crate::tcp::proxy(svc, stream).await,
-        AppProtocol::Http => serve_http(svc, stream, false).await,
-        AppProtocol::H2c | AppProtocol::Grpc => serve_http(svc, stream, true).await,
+        AppProtocol::Http => serve_service(svc, stream, false).await,
+        AppProtocol::H2c | AppProtocol::Grpc => serve_service(svc, stream, true).await,
     }
 }
 
@@ -146,7 +152,20 @@ fn looks_http(b: &[u8]) -> Option<bool> {
     if undecided { None } else { Some(false) }
 }
 
-async fn serve_http(svc: Arc<Service>, stream: TcpStream, h2_only: bool) {
+async fn serve_service(svc: Arc<Service>, stream: TcpStream, h2_only: bool) {
+    serve_http(stream, h2_only, move |req| {
+        crate::http::handle(svc.clone(), req)
+    })
+    .await
+}
+
+/// Serve HTTP/1.1 and HTTP/2 on `stream` with the limits every client-facing listener
+/// gets (header size and read timeout, HTTP/2 reset floods).
+pub async fn serve_http<F, Fut>(stream: TcpStream, h2_only: bool, handler: F)
+where
+    F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
+{
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -168,9 +187,10 @@ async fn serve_http(svc: Arc<Service>, stream: TcpStream, h2_only: bool) {
     } else {
         builder
     };
+    let handler = Arc::new(handler);
     let service = service_fn(move |req| {
-        let svc = svc.clone();
-        async move { Ok::<_, Infallible>(crate::http::handle(svc, req).await) }
+        let handler = handler.clone();
+        async move { Ok::<_, Infallible>(handler(req).await) }
     });
     if let Err(e) = builder
         .serve_connection(TokioIo::new(stream), service)

@@ -167,3 +167,101 @@ pub struct EndpointMetrics {
     pub to_client: Counter,
     pub ejections: Counter,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerLabels {
+    pub peer: String,
+    /// `h2` (mTLS over TCP, HTTP/2 CONNECT) or `quic`.
+    pub transport: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerFailureLabels {
+    pub peer: String,
+    pub transport: &'static str,
+    /// `connect`, `handshake`, `refused`, `not_exported`, `unreachable`, `closed`.
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GatewayLabels {
+    pub transport: &'static str,
+    /// The client's cluster, from its SPIFFE id.
+    pub source_cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectLabels {
+    pub transport: &'static str,
+    /// `handshake` (untrusted, expired, not TLS), `not_exported`, `bad_request`,
+    /// `unreachable`, `method`.
+    pub reason: &'static str,
+}
+
+/// Tunnels: outbound (to peers' gateways) and inbound (this cluster's gateway).
+#[derive(Debug, Clone, Default)]
+pub struct TunnelMetrics {
+    pub streams: Family<PeerLabels, Counter>,
+    pub connections: Family<PeerLabels, Gauge>,
+    pub peer_up: Family<PeerLabels, Gauge>,
+    pub open_failures: Family<PeerFailureLabels, Counter>,
+    pub gateway_streams: Family<GatewayLabels, Counter>,
+    pub gateway_active: Family<GatewayLabels, Gauge>,
+    pub gateway_rejected: Family<RejectLabels, Counter>,
+}
+
+impl TunnelMetrics {
+    pub fn register(&self, r: &mut Registry) {
+        r.register(
+            "tunnel_streams",
+            "Streams opened to a peer's gateway",
+            self.streams.clone(),
+        );
+        r.register(
+            "tunnel_connections",
+            "Open tunnel connections to a peer's gateway",
+            self.connections.clone(),
+        );
+        r.register(
+            "tunnel_peer_up",
+            "1 while a peer's gateway answers keepalives",
+            self.peer_up.clone(),
+        );
+        r.register(
+            "tunnel_open_failures",
+            "Streams that could not be opened, by reason",
+            self.open_failures.clone(),
+        );
+        r.register(
+            "gateway_streams",
+            "Streams the gateway forwarded, by source cluster",
+            self.gateway_streams.clone(),
+        );
+        r.register(
+            "gateway_active",
+            "Streams the gateway is forwarding now",
+            self.gateway_active.clone(),
+        );
+        r.register(
+            "gateway_rejected",
+            "Connections and streams the gateway refused, by reason",
+            self.gateway_rejected.clone(),
+        );
+    }
+
+    pub fn open_failure(&self, peer: &str, transport: &'static str, reason: &'static str) {
+        self.open_failures
+            .get_or_create(&PeerFailureLabels {
+                peer: peer.to_string(),
+                transport,
+                reason,
+            })
+            .inc();
+    }
+
+    pub fn rejected(&self, transport: &'static str, reason: &'static str) {
+        self.gateway_rejected
+            .get_or_create(&RejectLabels { transport, reason })
+            .inc();
+    }
+}

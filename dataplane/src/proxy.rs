@@ -2,15 +2,18 @@
 //! a connection (same listener: endpoints updated in place; new: bound; gone: stops
 //! accepting while its connections finish).
 
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
 use prometheus_client::registry::Registry;
 
 use crate::config::{ConfigError, ProxyConfig};
+use crate::ingress::Ingress;
 use crate::listener::{self, Running};
 use crate::metrics::ProxyMetrics;
 use crate::service::Service;
+use crate::tunnel::{TunnelError, Tunnels};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -18,37 +21,50 @@ pub enum ApplyError {
     Invalid(#[from] ConfigError),
     #[error("service {0}: binding {1}: {2}")]
     Bind(String, SocketAddr, std::io::Error),
+    #[error("tunnels: {0}")]
+    Tunnel(#[from] TunnelError),
+    #[error("ingress: binding {0}: {1}")]
+    Ingress(SocketAddr, std::io::Error),
 }
 
 pub struct Proxy {
     pub metrics: ProxyMetrics,
+    pub tunnels: Tunnels,
     registry: Registry,
     running: Mutex<Vec<Running>>,
+    ingress: Mutex<Option<Ingress>>,
 }
 
 impl Default for Proxy {
     fn default() -> Self {
         let metrics = ProxyMetrics::default();
+        let tunnels = Tunnels::default();
         let mut registry = Registry::with_prefix("sluice_proxy");
         metrics.register(&mut registry);
+        tunnels.metrics.register(&mut registry);
         Self {
             metrics,
+            tunnels,
             registry,
             running: Mutex::new(Vec::new()),
+            ingress: Mutex::new(None),
         }
     }
 }
 
 impl Proxy {
-    /// Make `config` the running configuration. On error nothing changes.
+    /// Make `config` the running configuration. An invalid configuration changes nothing;
+    /// tunnels are applied first (services resolve their peers), so a listener that then
+    /// fails to bind leaves the new tunnels in place with the old services.
     pub fn apply(&self, config: &ProxyConfig) -> Result<(), ApplyError> {
         config.validate()?;
+        self.tunnels.apply(config.tunnel.as_ref())?;
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         // Bind new listeners first: a bind error leaves the running set untouched.
         let mut fresh = Vec::new();
         for sc in &config.services {
-            if !running.iter().any(|r| r.serves(sc.listen)) {
-                let svc = Service::new(sc, self.metrics.clone());
+            if !running.iter().any(|r| r.serves(sc)) {
+                let svc = Service::new(sc, self.metrics.clone(), &self.tunnels);
                 let r = listener::start(sc, svc)
                     .map_err(|e| ApplyError::Bind(sc.name.clone(), sc.listen, e))?;
                 fresh.push(r);
@@ -56,21 +72,21 @@ impl Proxy {
         }
         let mut next = Vec::with_capacity(config.services.len());
         for sc in &config.services {
-            if let Some(i) = fresh.iter().position(|r| r.config.listen == sc.listen) {
+            if let Some(i) = fresh.iter().position(|r| r.serves(sc)) {
                 next.push(fresh.swap_remove(i));
                 continue;
             }
-            let Some(i) = running.iter().position(|r| r.serves(sc.listen)) else {
+            let Some(i) = running.iter().position(|r| r.serves(sc)) else {
                 continue;
             };
             let mut r = running.swap_remove(i);
             let current = r.service();
             if current.name == sc.name && current.protocol == sc.protocol {
-                current.update(sc);
+                current.update(sc, &self.tunnels);
             } else {
                 // A new identity or protocol: new connections get a new service.
                 let mut w = r.svc.write().unwrap_or_else(|p| p.into_inner());
-                *w = std::sync::Arc::new(Service::new(sc, self.metrics.clone()));
+                *w = std::sync::Arc::new(Service::new(sc, self.metrics.clone(), &self.tunnels));
             }
             r.config = sc.clone();
             next.push(r);
@@ -78,11 +94,57 @@ impl Proxy {
         for gone in running.drain(..) {
             tracing::info!(service = %gone.config.name, addr = %gone.addr, "listener removed");
             gone.stop();
-            gone.service().balancer.update(&[]);
+            gone.service().balancer.update(&[], &self.tunnels);
         }
         *running = next;
+        // The gateway admits only local endpoints of exported services.
+        let exported: HashSet<SocketAddr> = config
+            .services
+            .iter()
+            .filter(|s| s.exported)
+            .flat_map(|s| s.endpoints.iter().filter(|e| e.via.is_none()))
+            .map(|e| e.address)
+            .collect();
+        self.tunnels.allow.set(exported);
+        self.apply_ingress(config, &running)?;
         self.metrics.reloads.inc();
         Ok(())
+    }
+
+    fn apply_ingress(&self, config: &ProxyConfig, running: &[Running]) -> Result<(), ApplyError> {
+        let mut ingress = self.ingress.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(ic) = &config.ingress else {
+            if let Some(old) = ingress.take() {
+                old.stop();
+            }
+            return Ok(());
+        };
+        let rebind = ingress
+            .as_ref()
+            .is_none_or(|i| i.addr != ic.listen && ic.listen.port() != 0);
+        if rebind {
+            let fresh = Ingress::start(ic.listen).map_err(|e| ApplyError::Ingress(ic.listen, e))?;
+            if let Some(old) = ingress.replace(fresh) {
+                old.stop();
+            }
+        }
+        let mut routes = HashMap::new();
+        for r in &ic.routes {
+            if let Some(run) = running.iter().find(|run| run.config.name == r.service) {
+                let host = r.host.trim_end_matches('.').to_ascii_lowercase();
+                routes.insert(host, run.svc.clone());
+            }
+        }
+        if let Some(i) = ingress.as_ref() {
+            i.routes.set(routes);
+        }
+        Ok(())
+    }
+
+    /// Where the ingress listens, once bound.
+    pub fn ingress_addr(&self) -> Option<SocketAddr> {
+        let ingress = self.ingress.lock().unwrap_or_else(|p| p.into_inner());
+        ingress.as_ref().map(|i| i.addr)
     }
 
     /// Where each service listens (port 0 in the configuration resolved).
@@ -129,6 +191,7 @@ impl Proxy {
                         serde_json::json!({
                             "address": e.address, "cluster": e.cluster, "weight": e.weight(),
                             "draining": e.draining(), "active": e.active(),
+                            "via": e.via.as_ref().map(|p| p.cluster.clone()),
                         })
                     })
                     .collect();
@@ -138,7 +201,11 @@ impl Proxy {
                 })
             })
             .collect();
-        serde_json::json!({ "services": services })
+        serde_json::json!({
+            "services": services,
+            "tunnels": self.tunnels.dump(),
+            "ingress": self.ingress_addr(),
+        })
     }
 }
 

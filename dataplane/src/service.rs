@@ -9,6 +9,7 @@ use http::Version;
 use crate::balance::Balancer;
 use crate::config::{AppProtocol, ServiceConfig};
 use crate::metrics::ProxyMetrics;
+use crate::tunnel::Tunnels;
 
 pub struct Service {
     pub name: String,
@@ -22,11 +23,11 @@ pub struct Service {
 }
 
 impl Service {
-    pub fn new(c: &ServiceConfig, metrics: ProxyMetrics) -> Self {
+    pub fn new(c: &ServiceConfig, metrics: ProxyMetrics, tunnels: &Tunnels) -> Self {
         Self {
             name: c.name.clone(),
             protocol: c.protocol,
-            balancer: Balancer::new(&c.name, metrics.clone(), &c.endpoints),
+            balancer: Balancer::new(&c.name, metrics.clone(), &c.endpoints, tunnels),
             metrics,
             budget: RetryBudget::new(c.retry_ratio),
             connect_ms: AtomicU64::new(c.timeouts.connect_ms),
@@ -35,8 +36,8 @@ impl Service {
     }
 
     /// Apply what can change without rebinding: endpoints, timeouts, the retry ratio.
-    pub fn update(&self, c: &ServiceConfig) {
-        self.balancer.update(&c.endpoints);
+    pub fn update(&self, c: &ServiceConfig, tunnels: &Tunnels) {
+        self.balancer.update(&c.endpoints, tunnels);
         self.connect_ms
             .store(c.timeouts.connect_ms, Ordering::Relaxed);
         self.request_ms

@@ -24,24 +24,17 @@ pub async fn proxy(svc: Arc<Service>, mut inbound: TcpStream) {
         }
         tried.push(ep.address);
         let start = Instant::now();
-        let connected =
-            tokio::time::timeout(svc.connect_timeout(), TcpStream::connect(ep.address)).await;
-        let mut outbound = match connected {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                tracing::debug!(endpoint = %ep.address, error = %e, "connect failed");
-                ep.failure(start.elapsed());
-                svc.metrics.failure(&svc.name, &ep.cluster, "connect");
-                continue;
-            }
-            Err(_) => {
-                ep.failure(start.elapsed());
-                svc.metrics.failure(&svc.name, &ep.cluster, "timeout");
-                continue;
-            }
-        };
+        let mut outbound =
+            match crate::dial::dial(ep.address, ep.via.as_ref(), svc.connect_timeout()).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(endpoint = %ep.address, error = %e, "connect failed");
+                    ep.failure(start.elapsed());
+                    svc.metrics.failure(&svc.name, &ep.cluster, e.reason());
+                    continue;
+                }
+            };
         ep.success(start.elapsed());
-        let _ = outbound.set_nodelay(true);
         let _ = inbound.set_nodelay(true);
         let _guard = ep.start();
         match tokio::io::copy_bidirectional_with_sizes(&mut inbound, &mut outbound, BUFFER, BUFFER)

@@ -33,7 +33,9 @@ async fn setup() -> (echo::Bound, sluice_dataplane::Bound, SocketAddr) {
             endpoints: vec![EndpointConfig::new(backend.http)],
             timeouts: Default::default(),
             retry_ratio: 0.2,
+            exported: false,
         }],
+        ..Default::default()
     };
     let proxy = sluice_dataplane::build(&config, "127.0.0.1:0".parse().unwrap())
         .await

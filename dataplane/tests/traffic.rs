@@ -3,13 +3,15 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use sluice_dataplane::{AppProtocol, EndpointConfig, ProxyConfig, ServiceConfig};
 use sluice_e2e::echo::{self, EchoConfig, Identity};
 use sluice_e2e::loadgen::{self, LoadgenConfig, Protocol, Targets};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::{get, roundtrip};
 
 async fn backend(i: u8) -> echo::Bound {
     echo::build(EchoConfig {
@@ -35,7 +37,9 @@ fn service(protocol: AppProtocol, endpoints: Vec<EndpointConfig>) -> ProxyConfig
             endpoints,
             timeouts: Default::default(),
             retry_ratio: 0.2,
+            exported: false,
         }],
+        ..Default::default()
     }
 }
 
@@ -54,6 +58,7 @@ fn ep(addr: SocketAddr, weight: u32, draining: bool) -> EndpointConfig {
         weight,
         draining,
         cluster: cluster_of(i).into(),
+        via: None,
     }
 }
 
@@ -173,7 +178,7 @@ async fn a_killed_upstream_costs_no_idempotent_request() {
     for r in [&h1, &h2] {
         assert_eq!(r.failed, 0, "{}", r.to_json());
     }
-    let metrics = get(proxy.admin, "/metrics").await;
+    let metrics = get(proxy.admin, "x", "/metrics").await;
     println!(
         "{}",
         metrics
@@ -228,24 +233,4 @@ async fn a_long_tcp_connection_to_a_draining_endpoint_keeps_working() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let dump = proxy.proxy.dump();
     assert_eq!(dump["services"][0]["endpoints"][0]["active"], 1, "{dump}");
-}
-
-async fn roundtrip(s: &mut tokio::net::TcpStream, msg: &[u8]) {
-    s.write_all(msg).await.unwrap();
-    let mut buf = vec![0u8; msg.len()];
-    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut buf))
-        .await
-        .expect("echo in time")
-        .unwrap();
-    assert_eq!(buf, msg);
-}
-
-pub async fn get(addr: SocketAddr, path: &str) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
 }

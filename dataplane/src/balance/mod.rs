@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use crate::config::EndpointConfig;
 use crate::metrics::{EndpointMetrics, ProxyMetrics};
+use crate::tunnel::Tunnels;
+use crate::tunnel::pool::Peer;
 
 /// Latency assumed for an endpoint that has not answered yet.
 const INITIAL_RTT: Duration = Duration::from_millis(1);
@@ -40,12 +42,15 @@ pub struct Endpoint {
     /// The upstream HTTP connection pool; dropped when the endpoint drains, so that its
     /// idle connections close while in-flight requests finish on theirs.
     pub pool: RwLock<Option<crate::http::Pool>>,
+    /// The peer cluster whose gateway leads to this endpoint; `None`: reached directly.
+    pub via: Option<Arc<Peer>>,
 }
 
 impl Endpoint {
-    fn new(c: &EndpointConfig, metrics: EndpointMetrics) -> Self {
+    fn new(c: &EndpointConfig, via: Option<Arc<Peer>>, metrics: EndpointMetrics) -> Self {
         Self {
             address: c.address,
+            via,
             cluster: c.cluster.clone(),
             weight: AtomicU32::new(c.weight),
             draining: AtomicBool::new(c.draining),
@@ -83,7 +88,11 @@ impl Endpoint {
         ewma * (self.active() as f64 + 1.0)
     }
 
+    /// Ejected by outlier detection, or behind a gateway that does not answer.
     fn ejected(&self, now: Instant) -> bool {
+        if self.via.as_ref().is_some_and(|p| !p.is_up()) {
+            return true;
+        }
         self.health
             .lock()
             .map(|h| h.outlier.ejected(now))
@@ -153,13 +162,18 @@ pub struct Balancer {
 }
 
 impl Balancer {
-    pub fn new(service: &str, metrics: ProxyMetrics, configs: &[EndpointConfig]) -> Self {
+    pub fn new(
+        service: &str,
+        metrics: ProxyMetrics,
+        configs: &[EndpointConfig],
+        tunnels: &Tunnels,
+    ) -> Self {
         let b = Self {
             service: service.to_string(),
             metrics,
             endpoints: RwLock::new(Arc::from(Vec::new())),
         };
-        b.update(configs);
+        b.update(configs, tunnels);
         b
     }
 
@@ -170,14 +184,21 @@ impl Balancer {
             .unwrap_or_else(|p| p.into_inner().clone())
     }
 
-    /// Apply a new endpoint list: same address keeps its state; gone ones drain.
-    pub fn update(&self, configs: &[EndpointConfig]) {
+    /// Apply a new endpoint list: same address (and path) keeps its state; gone ones
+    /// drain.
+    pub fn update(&self, configs: &[EndpointConfig], tunnels: &Tunnels) {
         let old = self.endpoints();
         let mut next: Vec<Arc<Endpoint>> = Vec::with_capacity(configs.len());
         for c in configs {
+            let via = c.via.as_deref().and_then(|p| tunnels.peer(p));
+            let same_path = |e: &Endpoint| match (&e.via, &via) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            };
             match old
                 .iter()
-                .find(|e| e.address == c.address && e.cluster == c.cluster)
+                .find(|e| e.address == c.address && e.cluster == c.cluster && same_path(e))
             {
                 Some(e) => {
                     e.apply(c);
@@ -186,6 +207,7 @@ impl Balancer {
                 }
                 None => next.push(Arc::new(Endpoint::new(
                     c,
+                    via,
                     self.metrics.endpoint(&self.service, &c.cluster),
                 ))),
             }
@@ -239,6 +261,7 @@ mod tests {
             weight,
             draining,
             cluster: "east".into(),
+            via: None,
         }
     }
 
@@ -248,6 +271,7 @@ mod tests {
             "s",
             ProxyMetrics::default(),
             &[ep(1, 90, false), ep(2, 10, false)],
+            &Tunnels::default(),
         );
         let mut first = 0;
         for _ in 0..10_000 {
@@ -264,10 +288,11 @@ mod tests {
             "s",
             ProxyMetrics::default(),
             &[ep(1, 100, false), ep(2, 0, false)],
+            &Tunnels::default(),
         );
         let kept = b.pick(&[]).unwrap();
         let _g = kept.start();
-        b.update(&[ep(1, 100, true), ep(3, 100, false)]);
+        b.update(&[ep(1, 100, true), ep(3, 100, false)], &Tunnels::default());
         for _ in 0..100 {
             assert_eq!(b.pick(&[]).unwrap().address.port(), 3);
         }
@@ -277,7 +302,12 @@ mod tests {
 
     #[test]
     fn ejection_never_takes_the_last_endpoints() {
-        let b = Balancer::new("s", ProxyMetrics::default(), &[ep(1, 100, false)]);
+        let b = Balancer::new(
+            "s",
+            ProxyMetrics::default(),
+            &[ep(1, 100, false)],
+            &Tunnels::default(),
+        );
         let e = b.pick(&[]).unwrap();
         for _ in 0..10 {
             e.failure(Duration::from_millis(1));

@@ -1,0 +1,362 @@
+//! The east-west gateway: accepts tunnels from other clusters' proxies on one port, TCP
+//! (mTLS, HTTP/2 CONNECT) and UDP (QUIC), and forwards each stream to the endpoint it
+//! names — only if that is an endpoint of an exported service.
+//!
+//! Anything else is refused with a reason and counted: a peer that fails the handshake
+//! (untrusted, expired, not TLS at all), a method other than CONNECT, a target that is not
+//! exported or does not answer. The gateway keeps serving whatever one client sends.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use rustls::pki_types::CertificateDer;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tracing::Instrument;
+
+use super::frame::{self, Verdict};
+use super::identity::{Identity, SpiffeId, TrustBundle, server_config};
+use super::{
+    ALPN_H2, ALPN_QUIC, Allowlist, CONNECTION_WINDOW, HANDSHAKE_TIMEOUT, KEEPALIVE,
+    KEEPALIVE_TIMEOUT, STREAM_WINDOW, STREAMS_PER_CONNECTION, TunnelError,
+};
+use crate::metrics::{GatewayLabels, TunnelMetrics};
+
+/// Copy buffer per direction.
+const BUFFER: usize = 64 * 1024;
+
+pub struct Gateway {
+    pub addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    quic: quinn::Endpoint,
+}
+
+impl Gateway {
+    /// Bind TCP and UDP on `listen` (port 0: the same free port for both).
+    pub fn start(
+        listen: SocketAddr,
+        identity: &Identity,
+        bundle: &TrustBundle,
+        allow: Allowlist,
+        metrics: TunnelMetrics,
+    ) -> Result<Self, TunnelError> {
+        let tls = Arc::new(server_config(identity, bundle, ALPN_H2)?);
+        let quic_tls = server_config(identity, bundle, ALPN_QUIC)?;
+        let quic_crypto = quinn::crypto::rustls::QuicServerConfig::try_from(quic_tls)
+            .map_err(|e| TunnelError::Handshake(listen, e.to_string()))?;
+        let mut quic_config = quinn::ServerConfig::with_crypto(Arc::new(quic_crypto));
+        quic_config.transport_config(Arc::new(super::pool::quic_transport()));
+        let (tcp, quic) = bind_both(listen, quic_config)?;
+        let addr = tcp.local_addr().map_err(|e| TunnelError::Bind(listen, e))?;
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(accept_tcp(
+            tcp,
+            tokio_rustls::TlsAcceptor::from(tls),
+            allow.clone(),
+            metrics.clone(),
+            stopped.clone(),
+        ));
+        tokio::spawn(accept_quic(quic.clone(), allow, metrics, stopped));
+        tracing::info!(%addr, "gateway listening (TCP mTLS HTTP/2 CONNECT, QUIC)");
+        Ok(Self { addr, stop, quic })
+    }
+
+    /// Stop accepting; tunnels already open run on.
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+        // New QUIC connections are refused; existing ones keep their streams.
+        self.quic.set_server_config(None);
+    }
+}
+
+fn bind_both(
+    listen: SocketAddr,
+    quic: quinn::ServerConfig,
+) -> Result<(TcpListener, quinn::Endpoint), TunnelError> {
+    let bind = |e| TunnelError::Bind(listen, e);
+    // With port 0 the UDP socket takes the TCP listener's port, which another process
+    // may hold on UDP: try a few.
+    let mut last = None;
+    for _ in 0..8 {
+        let std = std::net::TcpListener::bind(listen).map_err(bind)?;
+        std.set_nonblocking(true).map_err(bind)?;
+        let addr = std.local_addr().map_err(bind)?;
+        match quinn::Endpoint::server(quic.clone(), addr) {
+            Ok(ep) => return Ok((TcpListener::from_std(std).map_err(bind)?, ep)),
+            Err(e) if listen.port() == 0 => last = Some(e),
+            Err(e) => return Err(bind(e)),
+        }
+    }
+    Err(bind(last.unwrap_or_else(|| {
+        std::io::Error::other("no port free for both TCP and UDP")
+    })))
+}
+
+fn source_cluster(certs: Option<&[CertificateDer<'_>]>) -> String {
+    certs
+        .and_then(|c| c.first())
+        .and_then(|c| SpiffeId::of_certificate(c).ok())
+        .map(|id| id.cluster().to_string())
+        .unwrap_or_default()
+}
+
+async fn accept_tcp(
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    allow: Allowlist,
+    metrics: TunnelMetrics,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = stopped.changed() => return,
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "gateway accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let (acceptor, allow, metrics) = (acceptor.clone(), allow.clone(), metrics.clone());
+        tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::info!(%peer, error = %e, "gateway: TLS handshake refused");
+                    metrics.rejected("h2", "handshake");
+                    return;
+                }
+                Err(_) => {
+                    tracing::info!(%peer, "gateway: TLS handshake timed out");
+                    metrics.rejected("h2", "handshake");
+                    return;
+                }
+            };
+            let source = source_cluster(tls.get_ref().1.peer_certificates());
+            let span = tracing::info_span!("gateway_connection", %peer, source_cluster = %source, transport = "h2");
+            let service = service_fn(move |req| {
+                let (allow, metrics, source) = (allow.clone(), metrics.clone(), source.clone());
+                async move { Ok::<_, Infallible>(connect(req, allow, metrics, source).await) }
+            });
+            let served = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .max_concurrent_streams(STREAMS_PER_CONNECTION)
+                .initial_stream_window_size(STREAM_WINDOW)
+                .initial_connection_window_size(CONNECTION_WINDOW)
+                .keep_alive_interval(KEEPALIVE)
+                .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+                .max_pending_accept_reset_streams(Some(64))
+                .serve_connection(TokioIo::new(tls), service)
+                .instrument(span)
+                .await;
+            if let Err(e) = served {
+                tracing::debug!(%peer, error = %e, "gateway connection ended");
+            }
+        });
+    }
+}
+
+fn refuse(status: StatusCode, reason: &'static str, detail: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(detail)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert("x-sluice-error", http::HeaderValue::from_static(reason));
+    r
+}
+
+/// Decide a stream: the target must be exported and must accept a connection.
+async fn admit(
+    target: SocketAddr,
+    allow: &Allowlist,
+    metrics: &TunnelMetrics,
+    transport: &'static str,
+) -> Result<TcpStream, (Verdict, String)> {
+    if !allow.contains(&target) {
+        metrics.rejected(transport, "not_exported");
+        return Err((
+            Verdict::NotExported,
+            format!("{target} is not an endpoint of an exported service"),
+        ));
+    }
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect(target)).await {
+        Ok(Ok(s)) => {
+            let _ = s.set_nodelay(true);
+            Ok(s)
+        }
+        Ok(Err(e)) => {
+            metrics.rejected(transport, "unreachable");
+            Err((Verdict::Unreachable, format!("{target}: {e}")))
+        }
+        Err(_) => {
+            metrics.rejected(transport, "unreachable");
+            Err((Verdict::Unreachable, format!("{target}: connect timed out")))
+        }
+    }
+}
+
+async fn connect(
+    mut req: Request<Incoming>,
+    allow: Allowlist,
+    metrics: TunnelMetrics,
+    source: String,
+) -> Response<Full<Bytes>> {
+    if req.method() != Method::CONNECT {
+        metrics.rejected("h2", "method");
+        return refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method",
+            "the gateway accepts only CONNECT".into(),
+        );
+    }
+    let Some(target) = req
+        .uri()
+        .authority()
+        .and_then(|a| a.as_str().parse::<SocketAddr>().ok())
+    else {
+        metrics.rejected("h2", "bad_request");
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!(
+                "CONNECT target {:?} is not an ip:port",
+                req.uri().to_string()
+            ),
+        );
+    };
+    let upstream = match admit(target, &allow, &metrics, "h2").await {
+        Ok(s) => s,
+        Err((Verdict::NotExported, m)) => {
+            return refuse(StatusCode::FORBIDDEN, "not_exported", m);
+        }
+        Err((_, m)) => return refuse(StatusCode::BAD_GATEWAY, "unreachable", m),
+    };
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        let labels = GatewayLabels {
+            transport: "h2",
+            source_cluster: source,
+        };
+        metrics.gateway_streams.get_or_create(&labels).inc();
+        let active = metrics.gateway_active.get_or_create(&labels).clone();
+        active.inc();
+        match on_upgrade.await {
+            Ok(up) => {
+                let mut up = TokioIo::new(up);
+                let mut upstream = upstream;
+                let _ = tokio::io::copy_bidirectional_with_sizes(
+                    &mut up,
+                    &mut upstream,
+                    BUFFER,
+                    BUFFER,
+                )
+                .await;
+            }
+            Err(e) => tracing::debug!(%target, error = %e, "CONNECT stream not upgraded"),
+        }
+        active.dec();
+    });
+    Response::new(Full::new(Bytes::new()))
+}
+
+async fn accept_quic(
+    endpoint: quinn::Endpoint,
+    allow: Allowlist,
+    metrics: TunnelMetrics,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        let incoming = tokio::select! {
+            _ = stopped.changed() => return,
+            i = endpoint.accept() => match i {
+                Some(i) => i,
+                None => return,
+            },
+        };
+        let (allow, metrics) = (allow.clone(), metrics.clone());
+        tokio::spawn(async move {
+            let peer = incoming.remote_address();
+            let conn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, incoming).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    tracing::info!(%peer, error = %e, "gateway: QUIC handshake refused");
+                    metrics.rejected("quic", "handshake");
+                    return;
+                }
+                Err(_) => {
+                    metrics.rejected("quic", "handshake");
+                    return;
+                }
+            };
+            let certs = conn
+                .peer_identity()
+                .and_then(|i| i.downcast::<Vec<CertificateDer<'static>>>().ok());
+            let source = source_cluster(certs.as_deref().map(Vec::as_slice));
+            let span = tracing::info_span!("gateway_connection", %peer, source_cluster = %source, transport = "quic");
+            while let Ok((send, recv)) = conn.accept_bi().await {
+                let (allow, metrics, source) = (allow.clone(), metrics.clone(), source.clone());
+                tokio::spawn(
+                    quic_stream(send, recv, allow, metrics, source).instrument(span.clone()),
+                );
+            }
+        });
+    }
+}
+
+async fn quic_stream(
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    allow: Allowlist,
+    metrics: TunnelMetrics,
+    source: String,
+) {
+    let target = match tokio::time::timeout(HANDSHAKE_TIMEOUT, frame::read_request(&mut recv)).await
+    {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            metrics.rejected("quic", "bad_request");
+            let _ = frame::write_verdict(&mut send, Verdict::BadRequest, &e.to_string()).await;
+            let _ = send.finish();
+            return;
+        }
+        Err(_) => {
+            metrics.rejected("quic", "bad_request");
+            let _ = send.reset(quinn::VarInt::from_u32(1));
+            return;
+        }
+    };
+    let mut upstream = match admit(target, &allow, &metrics, "quic").await {
+        Ok(s) => s,
+        Err((v, m)) => {
+            let _ = frame::write_verdict(&mut send, v, &m).await;
+            let _ = send.finish();
+            return;
+        }
+    };
+    if frame::write_verdict(&mut send, Verdict::Connected, "")
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let labels = GatewayLabels {
+        transport: "quic",
+        source_cluster: source,
+    };
+    metrics.gateway_streams.get_or_create(&labels).inc();
+    let active = metrics.gateway_active.get_or_create(&labels).clone();
+    active.inc();
+    let mut stream = tokio::io::join(recv, send);
+    let _ =
+        tokio::io::copy_bidirectional_with_sizes(&mut stream, &mut upstream, BUFFER, BUFFER).await;
+    active.dec();
+}

@@ -1,0 +1,294 @@
+//! Cross-cluster tunnels: this cluster's east-west gateway (inbound) and pooled tunnels
+//! to other clusters' gateways (outbound).
+//!
+//! Two transports carry the same thing, one proxied connection per stream:
+//! - `h2`: mTLS over TCP, one HTTP/2 CONNECT stream per connection (as Istio's HBONE);
+//! - `quic`: QUIC (quinn), one bidirectional stream per connection, opened with the
+//!   preamble in [`frame`].
+//!
+//! Both ends verify each other against the trust bundle and SPIFFE ids ([`identity`]).
+//! The gateway forwards only to endpoints of exported services ([`gateway`]); the client
+//! side keeps a few connections per peer with a cap on streams each, and keepalives that
+//! notice a dead peer within [`KEEPALIVE`] + [`KEEPALIVE_TIMEOUT`] ([`pool`]).
+
+pub mod ca;
+pub mod frame;
+pub mod gateway;
+pub mod identity;
+pub mod pool;
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::config::{TunnelConfig, TunnelTransport};
+use crate::metrics::TunnelMetrics;
+use identity::{Identity, IdentityError, TrustBundle};
+
+pub const ALPN_H2: &[u8] = b"h2";
+pub const ALPN_QUIC: &[u8] = b"sluice-tunnel/1";
+/// Streams one tunnel connection carries at most; more open another connection.
+pub const STREAMS_PER_CONNECTION: u32 = 100;
+/// Connections kept to one peer at most.
+pub const CONNECTIONS_PER_PEER: usize = 4;
+/// Idle connections are probed this often (HTTP/2 PING, QUIC PING)...
+pub const KEEPALIVE: Duration = Duration::from_millis(200);
+/// ...and declared dead when no answer comes within this.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_millis(400);
+/// TCP connect plus TLS or QUIC handshake, and a stream's verdict.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Flow-control windows: large enough for bulk transfers at loopback speed.
+const STREAM_WINDOW: u32 = 4 * 1024 * 1024;
+const CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TunnelError {
+    #[error("no tunnel to cluster {0:?} is configured")]
+    UnknownPeer(String),
+    #[error("connecting to gateway {0}: {1}")]
+    Connect(SocketAddr, std::io::Error),
+    #[error("handshake with gateway {0}: {1}")]
+    Handshake(SocketAddr, String),
+    #[error("gateway {0} refused {1}: not an endpoint of an exported service")]
+    NotExported(SocketAddr, SocketAddr),
+    #[error("gateway {0} could not reach {1}: {2}")]
+    Unreachable(SocketAddr, SocketAddr, String),
+    #[error("tunnel to gateway {0}: {1}")]
+    Protocol(SocketAddr, String),
+    #[error("gateway {0} did not answer within {HANDSHAKE_TIMEOUT:?}")]
+    Timeout(SocketAddr),
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    #[error("binding the gateway on {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+}
+
+impl TunnelError {
+    /// The metrics label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::UnknownPeer(_) => "unknown_peer",
+            Self::Connect(..) => "connect",
+            Self::Handshake(..) => "handshake",
+            Self::NotExported(..) => "not_exported",
+            Self::Unreachable(..) => "unreachable",
+            Self::Protocol(..) => "protocol",
+            Self::Timeout(_) => "timeout",
+            Self::Identity(_) | Self::Bind(..) => "config",
+        }
+    }
+}
+
+impl From<TunnelError> for std::io::Error {
+    fn from(e: TunnelError) -> Self {
+        let kind = match e {
+            TunnelError::Timeout(_) => std::io::ErrorKind::TimedOut,
+            _ => std::io::ErrorKind::ConnectionRefused,
+        };
+        std::io::Error::new(kind, e)
+    }
+}
+
+enum StreamIo {
+    H2(TokioIo<Upgraded>),
+    Quic(tokio::io::Join<quinn::RecvStream, quinn::SendStream>),
+}
+
+/// One proxied connection through a peer's gateway; counts against its tunnel
+/// connection's stream cap until dropped.
+pub struct TunnelStream {
+    io: StreamIo,
+    _guard: pool::StreamGuard,
+}
+
+impl AsyncRead for TunnelStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match &mut self.get_mut().io {
+            StreamIo::H2(io) => Pin::new(io).poll_read(cx, buf),
+            StreamIo::Quic(io) => Pin::new(io).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for TunnelStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match &mut self.get_mut().io {
+            StreamIo::H2(io) => Pin::new(io).poll_write(cx, buf),
+            StreamIo::Quic(io) => Pin::new(io).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match &mut self.get_mut().io {
+            StreamIo::H2(io) => Pin::new(io).poll_flush(cx),
+            StreamIo::Quic(io) => Pin::new(io).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match &mut self.get_mut().io {
+            StreamIo::H2(io) => Pin::new(io).poll_shutdown(cx),
+            StreamIo::Quic(io) => Pin::new(io).poll_shutdown(cx),
+        }
+    }
+}
+
+/// Endpoints the gateway may forward to; swapped whole on every configuration change.
+#[derive(Clone, Default)]
+pub struct Allowlist(Arc<RwLock<Arc<HashSet<SocketAddr>>>>);
+
+impl Allowlist {
+    pub fn set(&self, addrs: HashSet<SocketAddr>) {
+        let mut w = self.0.write().unwrap_or_else(|p| p.into_inner());
+        *w = Arc::new(addrs);
+    }
+
+    pub fn contains(&self, addr: &SocketAddr) -> bool {
+        self.0
+            .read()
+            .map(|s| s.contains(addr))
+            .unwrap_or_else(|p| p.into_inner().contains(addr))
+    }
+}
+
+/// The loaded identity and trust bundle, and the file contents they came from (a
+/// reload with rotated files rebuilds the tunnels).
+struct Loaded {
+    config: TunnelConfig,
+    pem: Vec<Vec<u8>>,
+    identity: Identity,
+    bundle: TrustBundle,
+}
+
+fn read_all(c: &TunnelConfig) -> Result<Vec<Vec<u8>>, IdentityError> {
+    let mut out = Vec::new();
+    for p in [&c.cert, &c.key].into_iter().chain(c.trust_bundle.iter()) {
+        out.push(std::fs::read(p).map_err(|e| IdentityError::Read(p.clone(), e))?);
+    }
+    Ok(out)
+}
+
+#[derive(Default)]
+struct State {
+    loaded: Option<Loaded>,
+    peers: HashMap<String, Arc<pool::Peer>>,
+    gateway: Option<gateway::Gateway>,
+}
+
+/// The proxy's tunnels: the gateway and the peers, rebuilt when their configuration or
+/// certificate files change, left alone otherwise.
+#[derive(Default)]
+pub struct Tunnels {
+    pub metrics: TunnelMetrics,
+    pub allow: Allowlist,
+    state: Mutex<State>,
+}
+
+impl Tunnels {
+    pub fn apply(&self, config: Option<&TunnelConfig>) -> Result<(), TunnelError> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(config) = config else {
+            *state = State::default();
+            return Ok(());
+        };
+        let pem = read_all(config)?;
+        let unchanged = state
+            .loaded
+            .as_ref()
+            .is_some_and(|l| l.config == *config && l.pem == pem);
+        if unchanged {
+            return Ok(());
+        }
+        let identity = Identity::from_pem(&pem[0], &pem[1], &config.cert)?;
+        let bundle = TrustBundle::from_pem(&pem[2..].concat(), &config.trust_bundle.join(","))?;
+        let gateway = match config.gateway {
+            Some(listen) => {
+                // Rebinding the same address: the old accept loops stop first; tunnels
+                // they accepted run on.
+                if let Some(old) = state.gateway.take() {
+                    old.stop();
+                }
+                Some(gateway::Gateway::start(
+                    listen,
+                    &identity,
+                    &bundle,
+                    self.allow.clone(),
+                    self.metrics.clone(),
+                )?)
+            }
+            None => None,
+        };
+        let mut peers = HashMap::new();
+        for p in &config.peers {
+            let peer = pool::Peer::new(p, &identity, &bundle, self.metrics.clone())?;
+            peers.insert(p.cluster.clone(), peer);
+        }
+        state.peers = peers;
+        if let Some(g) = state.gateway.take() {
+            g.stop();
+        }
+        state.gateway = gateway;
+        state.loaded = Some(Loaded {
+            config: config.clone(),
+            pem,
+            identity,
+            bundle,
+        });
+        Ok(())
+    }
+
+    pub fn peer(&self, cluster: &str) -> Option<Arc<pool::Peer>> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.peers.get(cluster).cloned()
+    }
+
+    /// Where the gateway listens (TCP and UDP), once bound.
+    pub fn gateway_addr(&self) -> Option<SocketAddr> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.gateway.as_ref().map(|g| g.addr)
+    }
+
+    /// Peers and whether each answers, for `/config_dump`.
+    pub fn dump(&self) -> serde_json::Value {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let peers: Vec<serde_json::Value> = state
+            .peers
+            .values()
+            .map(|p| {
+                serde_json::json!({
+                    "cluster": p.cluster, "address": p.address, "transport": p.transport,
+                    "up": p.is_up(), "connections": p.connections(),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "identity": state.loaded.as_ref().map(|l| l.identity.id.to_string()),
+            "trustRoots": state.loaded.as_ref().map(|l| l.bundle.len()),
+            "gateway": state.gateway.as_ref().map(|g| g.addr),
+            "peers": peers,
+        })
+    }
+}
+
+/// Transport names as metrics label them.
+pub fn transport_label(t: TunnelTransport) -> &'static str {
+    match t {
+        TunnelTransport::H2 => "h2",
+        TunnelTransport::Quic => "quic",
+    }
+}

@@ -1,0 +1,409 @@
+//! Outbound tunnels to one peer cluster's gateway.
+//!
+//! A peer keeps up to [`CONNECTIONS_PER_PEER`] connections and puts at most
+//! [`STREAMS_PER_CONNECTION`] streams on each, so one connection's head-of-line blocking
+//! or loss costs a bounded share of traffic. A background probe keeps one connection open
+//! even when idle; its keepalives mark the peer down within
+//! [`KEEPALIVE`] + [`KEEPALIVE_TIMEOUT`] of the peer going silent, and the balancer then
+//! stops choosing endpoints behind it.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::Empty;
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use prometheus_client::metrics::gauge::Gauge;
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+
+use super::frame::{self, Verdict};
+use super::identity::{Identity, TrustBundle, client_config};
+use super::{
+    ALPN_H2, ALPN_QUIC, CONNECTION_WINDOW, CONNECTIONS_PER_PEER, HANDSHAKE_TIMEOUT, KEEPALIVE,
+    KEEPALIVE_TIMEOUT, STREAM_WINDOW, STREAMS_PER_CONNECTION, StreamIo, TunnelError, TunnelStream,
+    transport_label,
+};
+use crate::config::{PeerConfig, TunnelTransport};
+use crate::metrics::{PeerLabels, TunnelMetrics};
+
+/// How often the probe checks that a connection is open.
+const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// QUIC transport settings for both ends: keepalives as for HTTP/2, the stream cap, and
+/// windows for bulk transfers.
+pub fn quic_transport() -> quinn::TransportConfig {
+    let mut t = quinn::TransportConfig::default();
+    t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(STREAMS_PER_CONNECTION));
+    t.max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
+    t.keep_alive_interval(Some(KEEPALIVE));
+    if let Ok(idle) = quinn::IdleTimeout::try_from(KEEPALIVE + KEEPALIVE_TIMEOUT) {
+        t.max_idle_timeout(Some(idle));
+    }
+    t.stream_receive_window(quinn::VarInt::from_u32(STREAM_WINDOW));
+    t.receive_window(quinn::VarInt::from_u32(CONNECTION_WINDOW));
+    t.send_window(u64::from(CONNECTION_WINDOW));
+    t
+}
+
+enum Client {
+    H2(tokio_rustls::TlsConnector),
+    Quic(quinn::Endpoint, quinn::ClientConfig),
+}
+
+enum ConnKind {
+    H2(SendRequest<Empty<Bytes>>),
+    Quic(quinn::Connection),
+}
+
+struct Conn {
+    kind: ConnKind,
+    streams: AtomicU32,
+    closed: AtomicBool,
+}
+
+impl Conn {
+    fn alive(&self) -> bool {
+        !self.closed.load(Ordering::Relaxed)
+            && match &self.kind {
+                ConnKind::H2(s) => !s.is_closed(),
+                ConnKind::Quic(c) => c.close_reason().is_none(),
+            }
+    }
+}
+
+/// Holds a stream's place on its connection.
+pub struct StreamGuard(Arc<Conn>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.streams.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Tunnels to one peer cluster's gateway.
+pub struct Peer {
+    pub cluster: String,
+    pub address: SocketAddr,
+    pub transport: TunnelTransport,
+    client: Client,
+    conns: tokio::sync::Mutex<Vec<Arc<Conn>>>,
+    up: AtomicBool,
+    metrics: TunnelMetrics,
+    labels: PeerLabels,
+    open_conns: Gauge,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer")
+            .field("cluster", &self.cluster)
+            .field("address", &self.address)
+            .field("transport", &self.transport)
+            .field("up", &self.is_up())
+            .finish()
+    }
+}
+
+impl Peer {
+    /// The peer and its probe (which ends when the peer is dropped).
+    pub fn new(
+        c: &PeerConfig,
+        identity: &Identity,
+        bundle: &TrustBundle,
+        metrics: TunnelMetrics,
+    ) -> Result<Arc<Self>, TunnelError> {
+        let client = match c.transport {
+            TunnelTransport::H2 => {
+                let tls = client_config(identity, bundle, &c.cluster, ALPN_H2)?;
+                Client::H2(tokio_rustls::TlsConnector::from(Arc::new(tls)))
+            }
+            TunnelTransport::Quic => {
+                let tls = client_config(identity, bundle, &c.cluster, ALPN_QUIC)?;
+                let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+                    .map_err(|e| TunnelError::Handshake(c.address, e.to_string()))?;
+                let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+                config.transport_config(Arc::new(quic_transport()));
+                let local: SocketAddr = if c.address.is_ipv4() {
+                    ([0, 0, 0, 0], 0).into()
+                } else {
+                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+                };
+                let endpoint = quinn::Endpoint::client(local)
+                    .map_err(|e| TunnelError::Connect(c.address, e))?;
+                Client::Quic(endpoint, config)
+            }
+        };
+        let labels = PeerLabels {
+            peer: c.cluster.clone(),
+            transport: transport_label(c.transport),
+        };
+        let open_conns = metrics.connections.get_or_create(&labels).clone();
+        let peer = Arc::new(Self {
+            cluster: c.cluster.clone(),
+            address: c.address,
+            transport: c.transport,
+            client,
+            conns: tokio::sync::Mutex::new(Vec::new()),
+            up: AtomicBool::new(false),
+            metrics,
+            labels,
+            open_conns,
+        });
+        tokio::spawn(probe(Arc::downgrade(&peer)));
+        Ok(peer)
+    }
+
+    /// Whether the peer's gateway answered its last probe or keepalive.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    pub fn connections(&self) -> usize {
+        self.conns.try_lock().map(|c| c.len()).unwrap_or(0)
+    }
+
+    fn set_up(&self, up: bool) {
+        if self.up.swap(up, Ordering::Relaxed) != up {
+            tracing::info!(peer = %self.cluster, gateway = %self.address, up, "tunnel peer state");
+        }
+        self.metrics
+            .peer_up
+            .get_or_create(&self.labels)
+            .set(i64::from(up));
+    }
+
+    /// Open a stream to `target` (an endpoint in the peer cluster). The gateway's verdict
+    /// is awaited, so a refused stream is an error here, before any byte of the proxied
+    /// connection was sent: callers retry it elsewhere.
+    pub async fn open(self: &Arc<Self>, target: SocketAddr) -> Result<TunnelStream, TunnelError> {
+        let result = self.open_inner(target).await;
+        match &result {
+            Ok(_) => {
+                self.metrics.streams.get_or_create(&self.labels).inc();
+            }
+            Err(e) => self
+                .metrics
+                .open_failure(&self.cluster, self.labels.transport, e.reason()),
+        }
+        result
+    }
+
+    async fn open_inner(self: &Arc<Self>, target: SocketAddr) -> Result<TunnelStream, TunnelError> {
+        let conn = self.connection().await?;
+        conn.streams.fetch_add(1, Ordering::Relaxed);
+        let guard = StreamGuard(conn.clone());
+        let gateway = self.address;
+        let io = match &conn.kind {
+            ConnKind::H2(send) => {
+                let mut send = send.clone();
+                let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+                    send.ready()
+                        .await
+                        .map_err(|e| TunnelError::Protocol(gateway, e.to_string()))?;
+                    let req = Request::builder()
+                        .method(Method::CONNECT)
+                        .uri(target.to_string())
+                        .body(Empty::new())
+                        .map_err(|e| TunnelError::Protocol(gateway, e.to_string()))?;
+                    let resp = send
+                        .send_request(req)
+                        .await
+                        .map_err(|e| TunnelError::Protocol(gateway, e.to_string()))?;
+                    match resp.status() {
+                        StatusCode::OK => hyper::upgrade::on(resp)
+                            .await
+                            .map_err(|e| TunnelError::Protocol(gateway, e.to_string())),
+                        StatusCode::FORBIDDEN => Err(TunnelError::NotExported(gateway, target)),
+                        s => Err(TunnelError::Unreachable(gateway, target, s.to_string())),
+                    }
+                })
+                .await
+                .map_err(|_| TunnelError::Timeout(gateway))??;
+                StreamIo::H2(TokioIo::new(opened))
+            }
+            ConnKind::Quic(c) => {
+                let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+                    let proto =
+                        |e: &dyn std::fmt::Display| TunnelError::Protocol(gateway, e.to_string());
+                    let (mut send, mut recv) = c.open_bi().await.map_err(|e| proto(&e))?;
+                    frame::write_request(&mut send, target)
+                        .await
+                        .map_err(|e| proto(&e))?;
+                    let (verdict, msg) = frame::read_verdict(&mut recv)
+                        .await
+                        .map_err(|e| proto(&e))?;
+                    match verdict {
+                        Verdict::Connected => Ok(tokio::io::join(recv, send)),
+                        Verdict::NotExported => Err(TunnelError::NotExported(gateway, target)),
+                        Verdict::Unreachable => Err(TunnelError::Unreachable(gateway, target, msg)),
+                        Verdict::BadRequest => Err(TunnelError::Protocol(gateway, msg)),
+                    }
+                })
+                .await
+                .map_err(|_| TunnelError::Timeout(gateway))??;
+                StreamIo::Quic(opened)
+            }
+        };
+        Ok(TunnelStream { io, _guard: guard })
+    }
+
+    /// A connection with room for a stream: the least loaded open one under the cap, a
+    /// new one while under the connection limit, else the least loaded.
+    async fn connection(self: &Arc<Self>) -> Result<Arc<Conn>, TunnelError> {
+        let mut conns = self.conns.lock().await;
+        self.prune(&mut conns);
+        let least = conns
+            .iter()
+            .min_by_key(|c| c.streams.load(Ordering::Relaxed))
+            .cloned();
+        if let Some(c) = &least
+            && c.streams.load(Ordering::Relaxed) < STREAMS_PER_CONNECTION
+        {
+            return Ok(c.clone());
+        }
+        if conns.len() < CONNECTIONS_PER_PEER {
+            match self.dial().await {
+                Ok(c) => {
+                    conns.push(c.clone());
+                    self.open_conns.set(conns.len() as i64);
+                    self.set_up(true);
+                    return Ok(c);
+                }
+                Err(e) if least.is_none() => {
+                    self.set_up(false);
+                    return Err(e);
+                }
+                Err(e) => {
+                    tracing::debug!(peer = %self.cluster, error = %e, "extra tunnel connection failed")
+                }
+            }
+        }
+        least.ok_or(TunnelError::Timeout(self.address))
+    }
+
+    fn prune(&self, conns: &mut Vec<Arc<Conn>>) {
+        let before = conns.len();
+        conns.retain(|c| c.alive());
+        if conns.len() != before {
+            self.open_conns.set(conns.len() as i64);
+        }
+    }
+
+    async fn dial(self: &Arc<Self>) -> Result<Arc<Conn>, TunnelError> {
+        let addr = self.address;
+        let kind = match &self.client {
+            Client::H2(connector) => {
+                let tcp = tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect(addr))
+                    .await
+                    .map_err(|_| TunnelError::Timeout(addr))?
+                    .map_err(|e| TunnelError::Connect(addr, e))?;
+                let _ = tcp.set_nodelay(true);
+                let name = ServerName::IpAddress(addr.ip().into());
+                let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, tcp))
+                    .await
+                    .map_err(|_| TunnelError::Timeout(addr))?
+                    .map_err(|e| TunnelError::Handshake(addr, e.to_string()))?;
+                let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+                    .timer(TokioTimer::new())
+                    .initial_stream_window_size(STREAM_WINDOW)
+                    .initial_connection_window_size(CONNECTION_WINDOW)
+                    .keep_alive_interval(KEEPALIVE)
+                    .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+                    .keep_alive_while_idle(true)
+                    .handshake(TokioIo::new(tls))
+                    .await
+                    .map_err(|e| TunnelError::Handshake(addr, e.to_string()))?;
+                let c = Arc::new(Conn {
+                    kind: ConnKind::H2(send),
+                    streams: AtomicU32::new(0),
+                    closed: AtomicBool::new(false),
+                });
+                let (weak, watched) = (Arc::downgrade(self), Arc::downgrade(&c));
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(gateway = %addr, error = %e, "tunnel connection ended");
+                    }
+                    lost(weak, watched);
+                });
+                return Ok(c);
+            }
+            Client::Quic(endpoint, config) => {
+                let connecting = endpoint
+                    .connect_with(config.clone(), addr, "gateway.sluice")
+                    .map_err(|e| TunnelError::Handshake(addr, e.to_string()))?;
+                let conn = tokio::time::timeout(HANDSHAKE_TIMEOUT, connecting)
+                    .await
+                    .map_err(|_| TunnelError::Timeout(addr))?
+                    .map_err(|e| TunnelError::Handshake(addr, e.to_string()))?;
+                ConnKind::Quic(conn)
+            }
+        };
+        let c = Arc::new(Conn {
+            kind,
+            streams: AtomicU32::new(0),
+            closed: AtomicBool::new(false),
+        });
+        if let ConnKind::Quic(q) = &c.kind {
+            let q = q.clone();
+            let (weak, watched) = (Arc::downgrade(self), Arc::downgrade(&c));
+            tokio::spawn(async move {
+                let reason = q.closed().await;
+                tracing::debug!(gateway = %addr, %reason, "tunnel connection ended");
+                lost(weak, watched);
+            });
+        }
+        Ok(c)
+    }
+}
+
+/// A connection ended: the peer is down if it was the last one.
+fn lost(peer: Weak<Peer>, conn: Weak<Conn>) {
+    if let Some(c) = conn.upgrade() {
+        c.closed.store(true, Ordering::Relaxed);
+    }
+    let Some(peer) = peer.upgrade() else {
+        return;
+    };
+    if let Ok(mut conns) = peer.conns.try_lock() {
+        peer.prune(&mut conns);
+        if conns.is_empty() {
+            peer.set_up(false);
+        }
+    } else {
+        // The pool is busy dialing; the probe settles the state on its next round.
+        peer.set_up(false);
+    }
+}
+
+/// Keep one connection open so a silent peer is noticed while no traffic flows, and
+/// redial a peer that is down.
+async fn probe(peer: Weak<Peer>) {
+    loop {
+        {
+            let Some(p) = peer.upgrade() else { return };
+            let mut conns = p.conns.lock().await;
+            p.prune(&mut conns);
+            if conns.is_empty() {
+                match p.dial().await {
+                    Ok(c) => {
+                        conns.push(c);
+                        p.open_conns.set(conns.len() as i64);
+                        p.set_up(true);
+                    }
+                    Err(e) => {
+                        tracing::debug!(peer = %p.cluster, error = %e, "probe failed");
+                        p.set_up(false);
+                    }
+                }
+            } else {
+                p.set_up(true);
+            }
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
