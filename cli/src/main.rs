@@ -39,6 +39,23 @@ enum McsCommand {
 }
 
 #[derive(Subcommand)]
+enum TunnelCommand {
+    /// Issue tunnel certificates: a clusterset CA (created in OUT unless present) and,
+    /// per cluster, a certificate with `spiffe://<clusterset>/cluster/<name>/proxy`.
+    Certs {
+        #[arg(long, default_value = "sluice")]
+        clusterset: String,
+        #[arg(long, value_delimiter = ',', required = true)]
+        clusters: Vec<String>,
+        #[arg(long)]
+        out: PathBuf,
+        /// Validity of the cluster certificates.
+        #[arg(long, default_value_t = 365)]
+        days: i64,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Run the logical-cluster API server.
     Control {
@@ -176,6 +193,11 @@ enum Command {
         /// Where to serve /metrics, /readyz and /config_dump.
         #[arg(long, default_value = "127.0.0.1:15000")]
         admin: SocketAddr,
+    },
+    /// East-west tunnels between clusters' proxies and gateways.
+    Tunnel {
+        #[command(subcommand)]
+        command: TunnelCommand,
     },
     /// Multi-Cluster Services.
     Mcs {
@@ -426,7 +448,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                             .collect(),
                         timeouts: Default::default(),
                         retry_ratio: 0.2,
+                        exported: false,
                     }],
+                    ..Default::default()
                 },
                 (None, None) => anyhow::bail!("give --config FILE, or --listen and --upstream"),
             };
@@ -472,6 +496,35 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         tracing::error!(error = %e, "configuration rejected; keeping the running one")
                     }
                 }
+            }
+        }
+        Command::Tunnel {
+            command:
+                TunnelCommand::Certs {
+                    clusterset,
+                    clusters,
+                    out,
+                    days,
+                },
+        } => {
+            use sluice_dataplane::tunnel::{ca::Authority, identity::SpiffeId};
+            std::fs::create_dir_all(&out)?;
+            let (crt, key) = (out.join("ca.crt"), out.join("ca.key"));
+            let ca = match (std::fs::read_to_string(&crt), std::fs::read_to_string(&key)) {
+                (Ok(c), Ok(k)) => Authority::from_pem(c, k),
+                _ => {
+                    let ca = Authority::generate(&format!("{clusterset} clusterset CA"))?;
+                    sluice_control::pki::write_private(&key, ca.key_pem())?;
+                    std::fs::write(&crt, ca.cert_pem())?;
+                    ca
+                }
+            };
+            for c in &clusters {
+                let id = SpiffeId::new(&clusterset, c, "proxy")?;
+                let issued = ca.issue(&id, days)?;
+                std::fs::write(out.join(format!("{c}.crt")), &issued.cert_pem)?;
+                sluice_control::pki::write_private(&out.join(format!("{c}.key")), &issued.key_pem)?;
+                println!("{c}: {id}");
             }
         }
         Command::Mcs {

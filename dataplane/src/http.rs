@@ -25,7 +25,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use crate::balance::{ActiveGuard, Endpoint};
 use crate::dial::Upstream;
 use crate::service::Service;
+use crate::trace::{TRACEPARENT, TraceParent};
 use crate::tunnel::pool::Peer;
+use tracing::Instrument;
 
 /// Largest request body buffered for retries.
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -147,6 +149,7 @@ fn upstream_request(
     body: &Bytes,
     addr: SocketAddr,
     h2: bool,
+    traceparent: &HeaderValue,
 ) -> Result<Request<Full<Bytes>>, http::Error> {
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let authority = parts
@@ -177,11 +180,12 @@ fn upstream_request(
         if HOP_BY_HOP.contains(k) || (k == header::TE && v != "trailers") {
             continue;
         }
-        if h2 && k == header::HOST {
+        if (h2 && k == header::HOST) || k == TRACEPARENT {
             continue;
         }
         headers.append(k.clone(), v.clone());
     }
+    headers.insert(TRACEPARENT, traceparent.clone());
     if !h2
         && !headers.contains_key(header::HOST)
         && let Ok(v) = HeaderValue::from_str(&authority)
@@ -208,8 +212,33 @@ impl Failure {
     }
 }
 
-/// Serve one downstream request.
+/// Serve one downstream request, as a span of the client's trace (or a new one).
 pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<ProxyBody> {
+    let parent = req
+        .headers()
+        .get(TRACEPARENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(TraceParent::parse);
+    let ours = parent.map_or_else(TraceParent::root, |p| p.child());
+    let span = tracing::debug_span!(
+        "request",
+        service = %svc.name,
+        method = %req.method(),
+        path = req.uri().path(),
+        trace_id = %format_args!("{:032x}", ours.trace_id),
+        span_id = %format_args!("{:016x}", ours.span_id),
+        parent_span_id = parent.map(|p| format!("{:016x}", p.span_id)),
+    );
+    forward(svc, req, ours.header_value())
+        .instrument(span)
+        .await
+}
+
+async fn forward(
+    svc: Arc<Service>,
+    req: Request<Incoming>,
+    traceparent: HeaderValue,
+) -> Response<ProxyBody> {
     let (parts, body) = req.into_parts();
     if body.size_hint().lower() > MAX_BODY as u64 {
         svc.metrics.failure(&svc.name, "", "bad_request");
@@ -257,7 +286,7 @@ pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<Proxy
             break;
         };
         tried.push(ep.address);
-        let req = match upstream_request(&parts, &body, ep.address, h2) {
+        let req = match upstream_request(&parts, &body, ep.address, h2, &traceparent) {
             Ok(r) => r,
             Err(e) => {
                 return local(StatusCode::BAD_REQUEST, "bad_request", e.to_string());

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod proxy;
 pub mod service;
 pub mod tcp;
+pub mod trace;
 pub mod tunnel;
 
 use std::net::SocketAddr;

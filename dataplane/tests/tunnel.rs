@@ -230,6 +230,31 @@ async fn traffic_through_the_gateway(transport: TunnelTransport) {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("\"cluster\":\"west\""), "{answer}");
 
+    // The trace continues: same trace id, this hop's span id.
+    let client_trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut s = tokio::net::TcpStream::connect(web).await.unwrap();
+    s.write_all(
+        format!("GET / HTTP/1.1\r\nHost: shop\r\ntraceparent: {client_trace}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut traced = String::new();
+    s.read_to_string(&mut traced).await.unwrap();
+    let seen = traced
+        .split("\"traceparent\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("no traceparent upstream: {traced}"));
+    assert!(
+        seen.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"),
+        "{seen}"
+    );
+    assert_ne!(
+        seen, client_trace,
+        "the proxy's span id replaces the client's"
+    );
+
     let grpc = e.proxy.addr_of("shop/web-grpc").unwrap();
     let (h1, h2, g) = tokio::join!(
         load(web, Protocol::Http1),

@@ -120,6 +120,11 @@ async fn answer(
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     let version = format!("{:?}", req.version());
+    let traceparent = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let body = req
         .into_body()
         .collect()
@@ -134,6 +139,7 @@ async fn answer(
         "path": path,
         "protocol": version,
         "bodyBytes": body,
+        "traceparent": traceparent,
     });
     if grpc {
         let mut trailers = http::HeaderMap::new();
