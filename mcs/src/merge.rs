@@ -11,11 +11,10 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::ServicePort as K8sServicePort;
 use sluice_api::mcs::{ServiceImportSpec, ServiceImportType, ServicePort};
 
+use crate::conditions::truncate;
 use crate::export::Source;
 use crate::model::ClusterId;
 
-/// Longest condition message the API accepts (`metav1.Condition.message`).
-pub(crate) const MAX_MESSAGE_LEN: usize = 32768;
 /// Longest rendering of one conflicting value in a message: exported annotations can be big.
 const MAX_VALUE_LEN: usize = 120;
 /// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds`.
@@ -95,8 +94,11 @@ pub(crate) struct Merged<'a> {
     pub conflict: Option<Conflict>,
     /// Per source cluster, the Service ports that made it into the import: its MCS
     /// EndpointSlices list exactly these.
-    pub ports: BTreeMap<&'a ClusterId, Vec<&'a K8sServicePort>>,
+    pub ports: Contributed<'a>,
 }
+
+/// Per source cluster, the Service ports it contributes to the import.
+pub(crate) type Contributed<'a> = BTreeMap<&'a ClusterId, Vec<&'a K8sServicePort>>;
 
 /// Merges `sources`, sorted oldest first. `incumbent` is the type of the ServiceImport that
 /// exists now, if any: it is kept while some export still offers it, because switching
@@ -140,9 +142,16 @@ pub(crate) fn merge<'a>(
         session_affinity,
         Clone::clone,
     );
+    // The timeout only matters between exports that agree on ClientIP affinity; any other
+    // difference is already a SessionAffinityConflict.
+    let same_affinity: Vec<Source<'a>> = sources
+        .iter()
+        .filter(|s| session_affinity(s) == winner_affinity)
+        .copied()
+        .collect();
     let winner_timeout = affinity_timeout(winner);
     details.differ(
-        sources,
+        &same_affinity,
         ConflictKind::SessionAffinityConfig,
         &winner_timeout,
         affinity_timeout,
@@ -153,14 +162,14 @@ pub(crate) fn merge<'a>(
         ConflictKind::Labels,
         winner.export.exported_labels(),
         |s| s.export.exported_labels(),
-        |m| show_map(m),
+        show_map,
     );
     details.differ(
         sources,
         ConflictKind::Annotations,
         winner.export.exported_annotations(),
         |s| s.export.exported_annotations(),
-        |m| show_map(m),
+        show_map,
     );
     let winner_policy = internal_traffic_policy(winner);
     details.differ(
@@ -216,16 +225,12 @@ pub(crate) fn merge<'a>(
 
 /// The union of the sources' ports, oldest first: merged by name, then by (protocol, port).
 /// A port whose name or (protocol, port) is already taken by a different port is left out.
-#[allow(clippy::type_complexity)]
 fn union_ports<'a>(
     sources: &[Source<'a>],
     details: &mut Details,
-) -> (
-    Vec<ServicePort>,
-    BTreeMap<&'a ClusterId, Vec<&'a K8sServicePort>>,
-) {
+) -> (Vec<ServicePort>, Contributed<'a>) {
     let mut union: Vec<ServicePort> = Vec::new();
-    let mut contributed: BTreeMap<&'a ClusterId, Vec<&'a K8sServicePort>> = BTreeMap::new();
+    let mut contributed = Contributed::new();
     for source in sources {
         let own = contributed.entry(source.cluster()).or_default();
         let service_ports = source.service.spec.as_ref().and_then(|s| s.ports.as_ref());
@@ -397,27 +402,13 @@ impl Details {
         );
         Some(Conflict {
             kinds: self.notes.into_keys().collect(),
-            message: truncate(message, MAX_MESSAGE_LEN),
+            message,
         })
     }
 }
 
 fn clip(value: &str) -> String {
     truncate(value.to_string(), MAX_VALUE_LEN)
-}
-
-/// `s` cut to at most `max` bytes on a character boundary, marked with an ellipsis.
-pub(crate) fn truncate(mut s: String, max: usize) -> String {
-    if s.len() <= max {
-        return s;
-    }
-    let mut cut = max.saturating_sub('…'.len_utf8());
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    s.truncate(cut);
-    s.push('…');
-    s
 }
 
 #[cfg(test)]
@@ -436,15 +427,6 @@ mod tests {
             message: String::new(),
         };
         assert_eq!(c.reason(), "PortConflict,TypeConflict,IPFamilyConflict");
-    }
-
-    #[test]
-    fn truncate_respects_char_boundaries() {
-        let s = "ü".repeat(10);
-        let t = truncate(s, 6);
-        assert!(t.len() <= 6);
-        assert!(t.ends_with('…'));
-        assert_eq!(truncate("short".into(), 10), "short");
     }
 
     #[test]

@@ -220,10 +220,10 @@ pub fn reconcile_at(members: &[MemberSnapshot], vips: &mut VipAllocator, now: &T
     }
 
     for member in &alive {
-        if let Some(c) = clusters.get_mut(&member.name) {
-            if let Some(e) = assign_vips(member, c, vips, now) {
-                errors.push(e);
-            }
+        if let Some(c) = clusters.get_mut(&member.name)
+            && let Some(e) = assign_vips(member, c, vips, now)
+        {
+            errors.push(e);
         }
     }
     // Members that left the clusterset free their VIPs; dead ones keep them, in case they
@@ -324,11 +324,11 @@ fn assign_vips(
             // First re-claim the VIPs the imports already carry (a restarted controller
             // starts empty), so no new allocation can take one of them.
             for (key, import) in &desired.imports {
-                if import.spec.r#type == ServiceImportType::ClusterSetIP && held.get(key).is_none()
+                if import.spec.r#type == ServiceImportType::ClusterSetIP
+                    && held.get(key).is_none()
+                    && let Some(ip) = observed_vip(member, key)
                 {
-                    if let Some(ip) = observed_vip(member, key) {
-                        held.claim(key, ip);
-                    }
+                    held.claim(key, ip);
                 }
             }
             for (key, import) in desired.imports.iter_mut() {
