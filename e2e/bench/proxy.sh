@@ -2,7 +2,9 @@
 # Benchmark `sluice proxy` against Envoy and HAProxy, side by side in one run on this
 # machine: each proxy gets one worker thread and the same one-listener/one-upstream
 # configuration, each is driven by the same load tools against the same backend, and the
-# script prints a table with the ratios sluice/envoy and sluice/haproxy per row.
+# script prints a table with the ratios sluice/envoy and sluice/haproxy per row; and the
+# cross-cluster path (proxy, encrypted tunnel, gateway) of sluice against Envoy to Envoy
+# over mTLS, in a second table.
 #
 #   e2e/bench/proxy.sh                          # builds nothing, needs target/release/sluice
 #   SERVERS="envoy haproxy" e2e/bench/proxy.sh  # the reference proxies only
@@ -21,6 +23,31 @@
 #   memory RSS (VmRSS of /proc/PID/status, summed over the process tree) of each proxy: idle
 #          (started, answered the verification requests, 1 s quiet) and under load (sampled
 #          at the end of each max run while the load is still on).
+#   tunnel the cross-cluster path: client -> proxy A ("cluster a") -> encrypted tunnel ->
+#          gateway B ("cluster b") -> backend. What it costs to reach a service in another
+#          cluster is the work of both processes, so each column is a pair of processes,
+#          one worker each, both pinned to PROXY_CPU, and its CPU and RSS are the pair's
+#          sums. Loads: the http1 loads (HTTP/1.1 max req/s with wrk, p50/p99 at RATE with
+#          h2load; proxy A terminates HTTP/1.1) with the HTTP configuration, then the tcp
+#          load (iperf3) with the TCP one, each pair started fresh for each. Columns:
+#            sluice       `sluice proxy --config` twice: A's endpoint is `via: b`, so each
+#                         upstream connection is an HTTP/2 CONNECT stream over mTLS TCP to
+#                         B's gateway, which forwards it to the backend (an endpoint of an
+#                         exported service); certificates from `sluice tunnel certs`, SPIFFE
+#                         ids checked both ways;
+#            sluice-quic  the same over QUIC (one QUIC stream per connection);
+#            envoy        Envoy A -> HTTP/2 over mTLS (client certificate, the peer's SPIFFE
+#                         URI SAN checked both ways, ALPN h2, TLS 1.3 only as sluice's
+#                         tunnels) -> Envoy B -> backend over HTTP/1.1: the shape of Istio's
+#                         east-west gateways. TCP: tcp_proxy -> TLS -> tcp_proxy, one TLS
+#                         connection per proxied connection (no multiplexing).
+#          HAProxy has no column in this phase; the ratios are sluice/envoy and
+#          sluice-quic/envoy. Before it is measured, each pair is checked to have carried
+#          the verification traffic through its tunnel (sluice: B's gateway counted streams
+#          of that transport from cluster a; Envoy: TLS handshakes on both sides, and A's
+#          HTTP/2 connections in HTTP mode), and tunnel connections or streams that failed
+#          during the stage are reported (sluice: streams that A could not open or that B
+#          refused; Envoy: connect failures and TLS errors).
 # and, for each run, the CPU the proxy used (share of its core; CPU microseconds per
 # request), because a figure taken when the load side, not the proxy, was the limit is only
 # a lower bound (see "Pinning" below). A `direct` column (BASELINE=1) runs the same loads
@@ -77,7 +104,7 @@
 #   TCP_STREAMS (1)      parallel iperf3 streams (iperf3 -P)
 #   WARMUP (2)           seconds of unmeasured load on each proxy before its measured runs
 #   SERVERS ("sluice envoy haproxy")  which proxies to measure
-#   PHASES ("http1 grpc tcp")  which phases to run (e.g. PHASES=tcp to redo one)
+#   PHASES ("http1 grpc tcp tunnel")  which phases to run (e.g. PHASES=tcp to redo one)
 #   BASELINE (1)         also run every load straight against the backend (`direct` column)
 #   BACKEND (nginx)      nginx, or echo (`sluice echo`)
 #   PIN (1), PROXY_CPU (1), LOAD_CPU (0)   CPU pinning, see above
@@ -103,7 +130,7 @@ H2_STREAMS=${H2_STREAMS:-10}
 TCP_STREAMS=${TCP_STREAMS:-1}
 WARMUP=${WARMUP:-2}
 SERVERS=${SERVERS:-sluice envoy haproxy}
-PHASES=${PHASES:-http1 grpc tcp}
+PHASES=${PHASES:-http1 grpc tcp tunnel}
 BASELINE=${BASELINE:-1}
 BACKEND=${BACKEND:-nginx}
 PIN=${PIN:-1}
@@ -124,9 +151,13 @@ BUSY=
 PIDS=()          # every long-running process this script started, in start order
 LOAD_PID=        # the load generator running now
 COLUMNS_RUN=()   # `direct` (when BASELINE=1) and the SERVERS
-declare -A PORT  # column -> port on 127.0.0.1 that the load goes to, in the current phase
-declare -A PID   # proxy -> pid of the proxy process, in the current phase
+STAGE=           # what runs now: a phase, or tunnel-http / tunnel-tcp (the tunnel phase)
+STAGE_COLUMNS=() # the columns of STAGE (see stage_columns)
+declare -A PORT  # column -> port on 127.0.0.1 that the load goes to, in the current stage
+declare -A PID   # column -> pid(s) of its proxy process(es), space-separated, in the current stage
+declare -A ADMIN # column -> admin address(es) of its proxy process(es), as PID
 declare -A BK    # backend ports: h1, h2, tcp
+CERTS=           # the directory of the tunnel certificates, once made (make_certs)
 PIN_PROXY=()
 PIN_LOAD=()
 
@@ -147,10 +178,11 @@ tree_pids() {
     for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do tree_pids "$c"; done
 }
 
-# CPU time (user + system, clock ticks) used so far by a process tree, all threads.
+# CPU time (user + system, clock ticks) used so far by the process trees of the pids given
+# (a proxy, or both processes of a tunnel pair), all threads.
 tree_cpu_ticks() {
-    local total=0 p t
-    for p in $(tree_pids "$1"); do
+    local total=0 root p t
+    for p in $(for root in "$@"; do tree_pids "$root"; done); do
         # Fields after "pid (comm) ": state is 1, utime 12, stime 13.
         t=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' /proc/"$p"/stat 2>/dev/null) || t=0
         total=$((total + ${t:-0}))
@@ -167,8 +199,9 @@ tree_cpu_ticks() {
 other_procs_snapshot() {
     local ours
     ours=" $(tree_pids $$ | tr '\n' ' ') "
-    # cat, not awk on the files: a process may exit between the glob and the read.
-    cat /proc/[0-9]*/stat 2>/dev/null | awk -v ours="$ours" '{
+    # cat, not awk on the files: a process may exit between the glob and the read (and
+    # then cat fails, which under pipefail and set -e would end the script without a word).
+    { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v ours="$ours" '{
         pid = $1
         if (index(ours, " " pid " ")) next
         sub(/^.*\) /, "")                    # after "pid (comm) ": state 1, flags 7, utime 12, stime 13
@@ -184,11 +217,11 @@ other_cpu_since() {
         { s += $2 - (($1 in t0) ? t0[$1] : 0) } END { print s + 0 }' "$1" -
 }
 
-# Resident memory of a process tree in KiB: VmRSS of each process, added up (every thread of
-# a process shares its VmRSS, so threads are not counted twice).
+# Resident memory of the process trees of the pids given, in KiB: VmRSS of each process,
+# added up (every thread of a process shares its VmRSS, so threads are not counted twice).
 tree_rss_kib() {
-    local total=0 p r
-    for p in $(tree_pids "$1"); do
+    local total=0 root p r
+    for p in $(for root in "$@"; do tree_pids "$root"; done); do
         r=$(awk '/^VmRSS:/ { print $2 }' /proc/"$p"/status 2>/dev/null) || r=0
         total=$((total + ${r:-0}))
     done
@@ -287,9 +320,10 @@ wait_listen() {
     die_with_log "$name" "$name does not listen on :$port within ${secs}s"
 }
 
-# pick_port VAR: a free TCP port on 127.0.0.1 into VAR, below the ephemeral range (32768+)
-# so that no client socket (a load generator's, a proxy's upstream connection) can take it
-# before the server binds it, and never one handed out before (not bound yet, maybe).
+# pick_port VAR: a port on 127.0.0.1 into VAR that is free in TCP and UDP (a gateway takes
+# both), below the ephemeral range (32768+) so that no client socket (a load generator's, a
+# proxy's upstream connection) can take it before the server binds it, and never one handed
+# out before (not bound yet, maybe).
 # It sets a variable rather than printing, because $(...) would lose USED_PORTS.
 USED_PORTS=" "
 pick_port() {
@@ -298,7 +332,7 @@ pick_port() {
     for _ in $(seq 200); do
         p=$((20000 + RANDOM % 10000))
         [[ $USED_PORTS == *" $p "* ]] && continue
-        if [[ -z $(ss -Hltn "sport = :$p" 2>/dev/null) ]]; then
+        if [[ -z $(ss -Hltun "sport = :$p" 2>/dev/null) ]]; then
             USED_PORTS+="$p "
             out=$p
             return
@@ -379,10 +413,20 @@ check_prerequisites() {
     done
     case $BACKEND in nginx | echo) ;; *) die "BACKEND must be nginx or echo" ;; esac
     for s in $PHASES; do
-        case $s in http1 | grpc | tcp) ;; *) die "unknown phase in PHASES: $s (http1, grpc, tcp)" ;; esac
+        case $s in http1 | grpc | tcp | tunnel) ;; *) die "unknown phase in PHASES: $s (http1, grpc, tcp, tunnel)" ;; esac
     done
-    if [[ " $SERVERS " == *" sluice "* || $BACKEND == echo ]]; then
+    # The tunnel phase needs sluice for the certificates even when it measures only Envoy.
+    local tunnel=0
+    [[ " $PHASES " == *" tunnel "* ]] && tunnel=1
+    if [[ " $SERVERS " == *" sluice "* || $BACKEND == echo || $tunnel == 1 ]]; then
         [[ -x $SLUICE ]] || die "$SLUICE not found: build it first (cargo build --release); this script builds nothing"
+    fi
+    if [[ $tunnel == 1 ]]; then
+        "$SLUICE" tunnel certs --help >/dev/null 2>&1 ||
+            die "$SLUICE has no \`tunnel certs\` subcommand (the tunnel phase needs it): rebuild it, or leave tunnel out of PHASES"
+        if [[ " $SERVERS " == *" sluice "* ]]; then
+            [[ $("$SLUICE" proxy --help 2>&1) == *--config* ]] || die "\`$SLUICE proxy\` has no --config option (the tunnel phase needs it): rebuild it"
+        fi
     fi
     if [[ " $SERVERS " == *" sluice "* ]]; then
         local help
@@ -497,46 +541,139 @@ EOF
     wait_listen iperf3-server "$SPAWNED" "${BK[tcp]}" 10
 }
 
-# The upstream port and the proxy protocol of a phase.
+# The upstream port of a stage: the backend port the proxies forward to.
 phase_upstream() {
     case $1 in
-    http1) echo "${BK[h1]}" ;;
+    http1 | tunnel-http) echo "${BK[h1]}" ;;
     grpc) echo "${BK[h2]}" ;;
-    tcp) echo "${BK[tcp]}" ;;
+    tcp | tunnel-tcp) echo "${BK[tcp]}" ;;
     esac
+}
+
+# spawn_sluice NAME ARGS...: `sluice proxy ARGS` on the proxy CPU, waited for until it
+# listens and /readyz answers; its pid in $SPAWNED, the address of its (first) listener and
+# its admin address in $SLUICE_ADDR and $SLUICE_ADMIN.
+spawn_sluice() {
+    local name=$1 line
+    shift
+    spawn "$name" "${PIN_PROXY[@]}" "$SLUICE" proxy "$@"
+    # "proxy: listening on 127.0.0.1:PORT admin 127.0.0.1:APORT"
+    line=$(wait_for_line "$name" "$SPAWNED" '^proxy: listening on ' 30)
+    SLUICE_ADDR=$(awk '{ print $4 }' <<<"$line")
+    SLUICE_ADMIN=$(awk '{ print $6 }' <<<"$line")
+    wait_http "$name" "$SPAWNED" "http://$SLUICE_ADMIN/readyz" 30
 }
 
 # `sluice proxy` in quick mode: one listener, one upstream, one worker thread.
 start_sluice() {
-    local phase=$1 port admin up proto line
+    local phase=$1 port admin up proto
     pick_port port
     pick_port admin
     up=$(phase_upstream "$phase")
     # `http` accepts HTTP/1.1 and h2c (prior knowledge) and speaks the same upstream.
     proto=$([[ $phase == tcp ]] && echo tcp || echo http)
     log "starting sluice proxy --protocol $proto --workers 1 ($phase)"
-    spawn "sluice-$phase" "${PIN_PROXY[@]}" "$SLUICE" proxy --listen "127.0.0.1:$port" \
-        --upstream "127.0.0.1:$up" --protocol "$proto" --workers 1 --admin "127.0.0.1:$admin"
-    local pid=$SPAWNED addr admin_addr
-    # "proxy: listening on 127.0.0.1:PORT admin 127.0.0.1:APORT"
-    line=$(wait_for_line "sluice-$phase" "$pid" '^proxy: listening on ' 30)
-    addr=$(awk '{ print $4 }' <<<"$line")
-    admin_addr=$(awk '{ print $6 }' <<<"$line")
-    wait_http "sluice-$phase" "$pid" "http://$admin_addr/readyz" 30
-    PORT[sluice]=${addr##*:}
-    PID[sluice]=$pid
+    spawn_sluice "sluice-$phase" --listen "127.0.0.1:$port" --upstream "127.0.0.1:$up" \
+        --protocol "$proto" --workers 1 --admin "127.0.0.1:$admin"
+    PORT[sluice]=${SLUICE_ADDR##*:}
+    PID[sluice]=$SPAWNED
+    ADMIN[sluice]=$SLUICE_ADMIN
 }
 
-# Envoy with one worker (--concurrency 1) and the settings of Envoy's own benchmarking
-# advice: circuit breakers out of the way, no request ids, no dynamic stats; also no
-# x-envoy-* response headers (HAProxy and sluice add none). codec_type AUTO accepts
-# HTTP/1.1 and h2c prior knowledge, like sluice's `http`.
-start_envoy() {
-    local phase=$1 port admin up cfg=$WORK/conf/envoy-$1.yaml filter protocol_options=
-    pick_port port
-    pick_port admin
-    up=$(phase_upstream "$phase")
-    if [[ $phase == tcp ]]; then
+# The tunnel certificates, once per run: a clusterset CA and the certificates of clusters
+# a and b (spiffe://bench/cluster/{a,b}/proxy, valid for server and client auth), used by
+# the sluice and the Envoy pairs alike.
+make_certs() {
+    [[ -n $CERTS ]] && return
+    "$SLUICE" tunnel certs --clusterset bench --clusters a,b --out "$WORK/certs" \
+        >"$WORK/logs/certs.out" 2>"$WORK/logs/certs.err" || die_with_log certs "sluice tunnel certs failed"
+    CERTS=$WORK/certs
+}
+
+# wait_tunnel_up NAME PID ADMIN SECONDS: until the /config_dump of sluice NAME (admin on
+# ADMIN) shows every tunnel peer up, i.e. a tunnel connection handshaken and answering
+# keepalives.
+wait_tunnel_up() {
+    local name=$1 pid=$2 admin=$3 secs=$4
+    for _ in $(seq $((secs * 10))); do
+        curl -sf --max-time 2 "http://$admin/config_dump" 2>/dev/null |
+            jq -e '.tunnels.peers | length > 0 and all(.up)' >/dev/null 2>&1 && return
+        kill -0 "$pid" 2>/dev/null || die_with_log "$name" "$name exited while waiting for its tunnel"
+        sleep 0.1
+    done
+    die_with_log "$name" "$name: tunnel not up within ${secs}s (http://$admin/config_dump)"
+}
+
+# start_sluice_tunnel COLUMN TRANSPORT STAGE: a sluice pair, each `sluice proxy --config
+# --workers 1`: gateway B, whose service exports the backend (its listener is not used:
+# the service is there to make the backend an exported endpoint), and proxy A, whose
+# service's endpoint is the backend `via: b`, reached through B's gateway over TRANSPORT
+# (h2: mTLS TCP, HTTP/2 CONNECT; quic). A's pid and admin come first in PID and ADMIN.
+start_sluice_tunnel() {
+    local c=$1 transport=$2 stage=$3 cfg=$WORK/conf/$1-$3 up proto gw b_port b_admin a_port a_admin
+    local b_pid b_admin_addr
+    up=$(phase_upstream "$stage")
+    proto=$([[ $stage == tunnel-tcp ]] && echo tcp || echo http)
+    pick_port gw
+    pick_port b_port
+    pick_port b_admin
+    pick_port a_port
+    pick_port a_admin
+    cat >"$cfg-b.yaml" <<YAML
+services:
+- name: web
+  listen: 127.0.0.1:$b_port
+  protocol: $proto
+  exported: true
+  endpoints:
+  - address: 127.0.0.1:$up
+tunnel:
+  cert: $CERTS/b.crt
+  key: $CERTS/b.key
+  trustBundle: [$CERTS/ca.crt]
+  gateway: 127.0.0.1:$gw
+YAML
+    cat >"$cfg-a.yaml" <<YAML
+services:
+- name: web
+  listen: 127.0.0.1:$a_port
+  protocol: $proto
+  endpoints:
+  - address: 127.0.0.1:$up
+    cluster: b
+    via: b
+tunnel:
+  cert: $CERTS/a.crt
+  key: $CERTS/a.key
+  trustBundle: [$CERTS/ca.crt]
+  peers:
+  - cluster: b
+    address: 127.0.0.1:$gw
+    transport: $transport
+YAML
+    log "starting sluice gateway B and proxy A, --workers 1 each ($transport tunnel, $stage)"
+    spawn_sluice "$c-$stage-b" --config "$cfg-b.yaml" --workers 1 --admin "127.0.0.1:$b_admin"
+    b_pid=$SPAWNED
+    b_admin_addr=$SLUICE_ADMIN
+    spawn_sluice "$c-$stage-a" --config "$cfg-a.yaml" --workers 1 --admin "127.0.0.1:$a_admin"
+    PID[$c]="$SPAWNED $b_pid"
+    wait_tunnel_up "$c-$stage-a" "$SPAWNED" "$SLUICE_ADMIN" 30
+    PORT[$c]=${SLUICE_ADDR##*:}
+    ADMIN[$c]="$SLUICE_ADMIN $b_admin_addr"
+}
+
+# envoy_config FILE ADMIN PORT KIND UPSTREAM [CHAIN_EXTRA [CLUSTER_EXTRA]]: an Envoy
+# configuration with its admin on ADMIN, one listener on PORT (KIND http: HTTP connection
+# manager; tcp: tcp_proxy) and one cluster, `backend`, of 127.0.0.1:UPSTREAM. CHAIN_EXTRA
+# (YAML indented for the filter chain) and CLUSTER_EXTRA (for the cluster) add a transport
+# socket or protocol options.
+# The settings are those of Envoy's own benchmarking advice: circuit breakers out of the
+# way, no request ids, no dynamic stats; also no x-envoy-* response headers (HAProxy and
+# sluice add none). codec_type AUTO accepts HTTP/1.1 and h2c prior knowledge, like
+# sluice's `http` (and, behind TLS, HTTP/2 by ALPN).
+envoy_config() {
+    local cfg=$1 admin=$2 port=$3 kind=$4 up=$5 chain_extra=${6:-} cluster_extra=${7:-} filter
+    if [[ $kind == tcp ]]; then
         filter='      - name: envoy.filters.network.tcp_proxy
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
@@ -564,14 +701,6 @@ start_envoy() {
               dynamic_stats: false
               suppress_envoy_headers: true'
     fi
-    # The grpc phase needs an HTTP/2 upstream: Envoy speaks HTTP/1.1 upstream by default.
-    if [[ $phase == grpc ]]; then
-        protocol_options='    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config:
-          http2_protocol_options: {}'
-    fi
     cat >"$cfg" <<EOF
 admin:
   address: { socket_address: { address: 127.0.0.1, port_value: $admin } }
@@ -582,6 +711,7 @@ static_resources:
     filter_chains:
     - filters:
 $filter
+$chain_extra
   clusters:
   - name: backend
     type: STATIC
@@ -594,24 +724,110 @@ $filter
         max_pending_requests: 1000000000
         max_requests: 1000000000
         max_retries: 1000000000
-$protocol_options
+$cluster_extra
     load_assignment:
       cluster_name: backend
       endpoints:
       - lb_endpoints:
         - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: $up } } }
 EOF
-    "$ENVOY" --mode validate -c "$cfg" >"$WORK/logs/envoy-validate.out" 2>"$WORK/logs/envoy-validate.err" ||
-        die_with_log envoy-validate "envoy rejects $cfg"
-    log "starting envoy --concurrency 1 ($phase)"
+}
+
+# Cluster options for an HTTP/2 upstream (Envoy speaks HTTP/1.1 upstream by default).
+envoy_h2_upstream() {
+    cat <<'EOF'
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config:
+          http2_protocol_options: {}
+EOF
+}
+
+# envoy_tls SIDE OWN PEER ALPN INDENT: the TLS transport socket of cluster OWN's Envoy in the
+# tunnel (SIDE down: B's listener, which requires a client certificate; up: A's cluster),
+# with OWN's certificate, trusting the bench CA and accepting only PEER's SPIFFE id, with
+# ALPN (h2, or none when empty), TLS 1.3 only (as sluice's tunnels; Envoy's client default
+# stops at 1.2), indented by INDENT spaces.
+envoy_tls() {
+    local side=$1 own=$2 peer=$3 alpn=$4 indent=$5 ctx=UpstreamTlsContext pad
+    [[ $side == down ]] && ctx=DownstreamTlsContext
+    pad=$(printf '%*s' "$indent" '')
+    {
+        echo 'transport_socket:'
+        echo '  name: envoy.transport_sockets.tls'
+        echo '  typed_config:'
+        echo "    \"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.$ctx"
+        if [[ $side == down ]]; then echo '    require_client_certificate: true'; fi
+        echo '    common_tls_context:'
+        echo '      tls_params: { tls_minimum_protocol_version: TLSv1_3, tls_maximum_protocol_version: TLSv1_3 }'
+        if [[ -n $alpn ]]; then echo "      alpn_protocols: [$alpn]"; fi
+        cat <<EOF
+      tls_certificates:
+      - certificate_chain: { filename: $CERTS/$own.crt }
+        private_key: { filename: $CERTS/$own.key }
+      validation_context:
+        trusted_ca: { filename: $CERTS/ca.crt }
+        match_typed_subject_alt_names:
+        - san_type: URI
+          matcher: { exact: "spiffe://bench/cluster/$peer/proxy" }
+EOF
+    } | sed "s/^/$pad/"
+}
+
+# spawn_envoy NAME CFG ADMIN: Envoy with one worker (--concurrency 1) on the proxy CPU, once
+# `--mode validate` accepts CFG, waited for until /ready answers on ADMIN; pid in $SPAWNED.
+spawn_envoy() {
+    local name=$1 cfg=$2 admin=$3
+    "$ENVOY" --mode validate -c "$cfg" >"$WORK/logs/$name-validate.out" 2>"$WORK/logs/$name-validate.err" ||
+        die_with_log "$name-validate" "envoy rejects $cfg"
     # --disable-hot-restart: no shared-memory region, so several Envoys (and a leftover one)
     # never collide on a base id.
-    spawn "envoy-$phase" "${PIN_PROXY[@]}" "$ENVOY" -c "$cfg" --concurrency 1 \
-        --disable-hot-restart -l warning
+    spawn "$name" "${PIN_PROXY[@]}" "$ENVOY" -c "$cfg" --concurrency 1 --disable-hot-restart -l warning
     # /ready answers 200 once the listeners are up.
-    wait_http "envoy-$phase" "$SPAWNED" "http://127.0.0.1:$admin/ready" 30
+    wait_http "$name" "$SPAWNED" "http://127.0.0.1:$admin/ready" 30
+}
+
+# Envoy with one worker, one listener and one upstream.
+start_envoy() {
+    local phase=$1 port admin cfg=$WORK/conf/envoy-$1.yaml kind=http protocol_options=
+    pick_port port
+    pick_port admin
+    [[ $phase == tcp ]] && kind=tcp
+    # The grpc phase needs an HTTP/2 upstream.
+    [[ $phase == grpc ]] && protocol_options=$(envoy_h2_upstream)
+    envoy_config "$cfg" "$admin" "$port" "$kind" "$(phase_upstream "$phase")" "" "$protocol_options"
+    log "starting envoy --concurrency 1 ($phase)"
+    spawn_envoy "envoy-$phase" "$cfg" "$admin"
     PORT[envoy]=$port
     PID[envoy]=$SPAWNED
+    ADMIN[envoy]=127.0.0.1:$admin
+}
+
+# The Envoy pair of a tunnel stage, one worker each: Envoy B listens with TLS, requires a
+# client certificate with A's SPIFFE id, and forwards to the backend (HTTP: over HTTP/1.1);
+# Envoy A forwards to B over TLS, checking B's SPIFFE id, in HTTP mode over HTTP/2 (ALPN
+# h2), so that its requests share one multiplexed connection as they share sluice's
+# tunnel. A's pid and admin come first in PID and ADMIN.
+start_envoy_tunnel() {
+    local stage=$1 cfg=$WORK/conf/envoy-$1 kind=http alpn=h2 a_port a_admin b_port b_admin b_pid a_extra
+    [[ $stage == tunnel-tcp ]] && kind=tcp alpn=
+    pick_port b_port
+    pick_port b_admin
+    pick_port a_port
+    pick_port a_admin
+    envoy_config "$cfg-b.yaml" "$b_admin" "$b_port" "$kind" "$(phase_upstream "$stage")" \
+        "$(envoy_tls down b a "$alpn" 6)"
+    a_extra=$(envoy_tls up a b "$alpn" 4)
+    [[ $kind == http ]] && a_extra+=$'\n'$(envoy_h2_upstream)
+    envoy_config "$cfg-a.yaml" "$a_admin" "$a_port" "$kind" "$b_port" "" "$a_extra"
+    log "starting envoy B and envoy A, --concurrency 1 each (mTLS, $stage)"
+    spawn_envoy "envoy-$stage-b" "$cfg-b.yaml" "$b_admin"
+    b_pid=$SPAWNED
+    spawn_envoy "envoy-$stage-a" "$cfg-a.yaml" "$a_admin"
+    PORT[envoy]=$a_port
+    PID[envoy]="$SPAWNED $b_pid"
+    ADMIN[envoy]="127.0.0.1:$a_admin 127.0.0.1:$b_admin"
 }
 
 # HAProxy with one thread, in the foreground (-db: no daemon, no master process: one
@@ -655,29 +871,55 @@ EOF
     PID[haproxy]=$SPAWNED
 }
 
+# The columns of a stage: `direct` (BASELINE=1) and the SERVERS; in the tunnel stages,
+# sluice has two columns (its two transports) and HAProxy none.
+stage_columns() {
+    local stage=$1 s
+    STAGE_COLUMNS=()
+    [[ $BASELINE == 1 ]] && STAGE_COLUMNS+=(direct)
+    for s in $SERVERS; do
+        case $stage:$s in
+        tunnel-*:sluice) STAGE_COLUMNS+=(sluice sluice-quic) ;;
+        tunnel-*:haproxy) ;;
+        *) STAGE_COLUMNS+=("$s") ;;
+        esac
+    done
+}
+
 start_proxies() {
-    local phase=$1 s
-    [[ $BASELINE == 1 ]] && PORT[direct]=$(phase_upstream "$phase")
-    for s in $SERVERS; do "start_$s" "$phase"; done
+    local stage=$1 c
+    for c in "${STAGE_COLUMNS[@]}"; do
+        case $stage:$c in
+        *:direct) PORT[direct]=$(phase_upstream "$stage") ;;
+        tunnel-*:sluice) start_sluice_tunnel sluice h2 "$stage" ;;
+        tunnel-*:sluice-quic) start_sluice_tunnel sluice-quic quic "$stage" ;;
+        tunnel-*:envoy) start_envoy_tunnel "$stage" ;;
+        *) "start_$c" "$stage" ;;
+        esac
+    done
 }
 
 stop_proxies() {
-    local s
-    for s in $SERVERS; do
-        unspawn "${PID[$s]}"
-        PID[$s]=
+    local c p pids
+    for c in "${STAGE_COLUMNS[@]}"; do
+        [[ $c == direct ]] && continue
+        read -ra pids <<<"${PID[$c]}"
+        for p in "${pids[@]}"; do unspawn "$p"; done
+        PID[$c]=
+        ADMIN[$c]=
     done
 }
 
 # A benchmark of a proxy that does not proxy means nothing: every column must answer
 # through the right protocol on both sides before it is measured. The backend's body names
-# the protocol it received, so the grpc phase also proves the upstream is h2c.
+# the protocol it received, so the grpc phase also proves the upstream is h2c; in the
+# tunnel stages, each pair must also show that the traffic crossed its tunnel.
 verify_phase() {
     local phase=$1 c port body out
-    for c in "${COLUMNS_RUN[@]}"; do
+    for c in "${STAGE_COLUMNS[@]}"; do
         port=${PORT[$c]}
         case $phase in
-        http1)
+        http1 | tunnel-http)
             body=$(curl -sS --max-time 5 --http1.1 "http://127.0.0.1:$port/" 2>&1) ||
                 die "$c: HTTP/1.1 request through :$port failed: $body"
             [[ $body == *HTTP/1.1* ]] || die "$c: HTTP/1.1 request reached the backend as '$body'"
@@ -696,7 +938,7 @@ verify_phase() {
             grep -q 'Application protocol: h2c' <<<"$out" || die "$c: h2load did not speak h2c through :$port"
             grep -q '500 succeeded' <<<"$out" || die "$c: h2load h2c through :$port: $(grep -E '^requests:' <<<"$out")"
             ;;
-        tcp)
+        tcp | tunnel-tcp)
             # A 1 s run: with `-n BYTES` iperf3 ends the test when the sender is done, so
             # through a proxy the receiver misses what was still in the proxy's buffers.
             out=$(iperf3 -c 127.0.0.1 -p "$port" -t 1 -J 2>&1) || true
@@ -704,17 +946,84 @@ verify_phase() {
                 die "$c: iperf3 through :$port failed: $(jq -r '.error // empty' <<<"$out" 2>/dev/null || head -c 300 <<<"$out")"
             ;;
         esac
+        [[ $phase == tunnel-* && $c != direct ]] && verify_tunnel_used "$c"
         log "$c: $phase verified through :$port"
+    done
+}
+
+# envoy_stat ADMIN REGEX: the sum of the Envoy stats (admin on ADMIN) whose names match REGEX.
+envoy_stat() {
+    { curl -sf --max-time 5 "http://$1/stats" || true; } | awk -F': ' -v re="$2" '$1 ~ re { n += $2 } END { print n + 0 }'
+}
+
+# sluice_metric ADMIN REGEX: the sum of the sluice metrics (admin on ADMIN) whose lines
+# (name and labels) match REGEX.
+sluice_metric() {
+    { curl -sf --max-time 5 "http://$1/metrics" || true; } | awk -v re="$2" '!/^#/ && $0 ~ re { n += $NF } END { print n + 0 }'
+}
+
+# verify_tunnel_used COLUMN: the verification traffic of a tunnel pair went through its
+# tunnel, not around it (proxy A could reach the backend directly): sluice's gateway B
+# counted streams of the column's transport from cluster a; Envoy A made TLS handshakes
+# upstream (and HTTP/2 connections, in HTTP mode), and Envoy B TLS handshakes downstream.
+verify_tunnel_used() {
+    local c=$1 a b t=h2 n
+    read -r a b <<<"${ADMIN[$c]}"
+    case $c in
+    sluice | sluice-quic)
+        [[ $c == sluice-quic ]] && t=quic
+        n=$(sluice_metric "$b" "^sluice_proxy_gateway_streams_total[{].*transport=\"$t\".*source_cluster=\"a\"")
+        ((n > 0)) || die "$c: gateway B counted no $t stream from cluster a: the traffic did not go through the tunnel"
+        ;;
+    envoy)
+        n=$(envoy_stat "$a" '^cluster[.]backend[.]ssl[.]handshake$')
+        ((n > 0)) || die "envoy: A made no TLS handshake to B"
+        n=$(envoy_stat "$b" '^listener[.].*[.]ssl[.]handshake$')
+        ((n > 0)) || die "envoy: B accepted no TLS connection"
+        if [[ $STAGE == tunnel-http ]]; then
+            n=$(envoy_stat "$a" '^cluster[.]backend[.]upstream_cx_http2_total$')
+            ((n > 0)) || die "envoy: A did not speak HTTP/2 to B"
+        fi
+        ;;
+    esac
+}
+
+# Tunnel streams that could not be opened (proxy A: sluice_proxy_tunnel_open_failures) or
+# that the gateway refused (B: sluice_proxy_gateway_rejected) in each sluice pair over the
+# whole stage, and for Envoy the failed TLS connections (A: connect failures, TLS errors;
+# B: TLS errors): none is expected, and the reasons go to the log.
+record_tunnel_failures() {
+    local c a b n lines
+    for c in "${STAGE_COLUMNS[@]}"; do
+        read -r a b <<<"${ADMIN[$c]:-}"
+        case $c in
+        sluice | sluice-quic)
+            lines=$({ curl -sf --max-time 5 "http://$a/metrics" || true; curl -sf --max-time 5 "http://$b/metrics" || true; } |
+                grep -E '^sluice_proxy_(tunnel_open_failures|gateway_rejected)_total\{' || true)
+            ;;
+        envoy)
+            lines=$({ curl -sf --max-time 5 "http://$a/stats" || true; curl -sf --max-time 5 "http://$b/stats" || true; } |
+                grep -E '^(cluster\.backend\.(upstream_cx_connect_fail|ssl\.connection_error)|listener\..*\.ssl\.connection_error): ' || true)
+            ;;
+        *) continue ;;
+        esac
+        n=$(awk '{ n += $NF } END { print n + 0 }' <<<"$lines")
+        record "tunnel_failures_${STAGE#tunnel-}" "$c" "$n"
+        ((n == 0)) || log "$c: tunnel failures in $STAGE: $(grep -v ' 0$' <<<"$lines" | tr '\n' ' ')"
     done
 }
 
 # Idle RSS: after the verification traffic and a quiet second, i.e. a proxy that has
 # served requests (pools and buffers it keeps count), not one that has never been used.
+# In the tunnel stages, the sum of both processes of the pair.
 record_idle_rss() {
-    local phase=$1 s
+    local phase=$1 c pids metric=rss_idle_$1
+    [[ $phase == tunnel-* ]] && metric=tunnel_rss_idle_${phase#tunnel-}
     sleep 1
-    for s in $SERVERS; do
-        record "rss_idle_$phase" "$s" "$(awk -v k="$(tree_rss_kib "${PID[$s]}")" 'BEGIN { printf "%.1f", k / 1024 }')"
+    for c in "${STAGE_COLUMNS[@]}"; do
+        [[ $c == direct ]] && continue
+        read -ra pids <<<"${PID[$c]}"
+        record "$metric" "$c" "$(awk -v k="$(tree_rss_kib "${pids[@]}")" 'BEGIN { printf "%.1f", k / 1024 }')"
     done
 }
 
@@ -747,11 +1056,12 @@ paced_args() {
 }
 
 # run_load COLUMN MODE: one run of the load generator against COLUMN (MODE: h1max, h1rate,
-# grpcmax, grpcrate, tcp, or warm-h1/warm-grpc/warm-tcp). Raw output in
-# $WORK/results/COLUMN-MODE.*; the CPU used by the proxy and by the load generator over the
-# measured window, and the proxy's RSS at the end of it, in .cpu.
+# grpcmax, grpcrate, tcp, or warm-h1/warm-grpc/warm-tcp) in the current STAGE. Raw output
+# in $WORK/results/STAGE-COLUMN-MODE.*; the CPU used by the proxy (both processes of a
+# tunnel pair) and by the load generator over the measured window, and the proxy's RSS at
+# the end of it, in .cpu.
 run_load() {
-    local c=$1 mode=$2 out=$WORK/results/$1-$2 port=${PORT[$1]} secs=$DURATION lead=0
+    local c=$1 mode=$2 out=$WORK/results/$STAGE-$1-$2 port=${PORT[$1]} secs=$DURATION lead=0 pids=() p
     local cmd paced h2grpc=(-d "$WORK/grpc-body" -H 'content-type: application/grpc' -H 'te: trailers')
     local url1="http://127.0.0.1:$port/" url2="http://127.0.0.1:$port$GRPC_PATH"
     [[ $mode == warm-* ]] && secs=$WARMUP
@@ -775,6 +1085,7 @@ run_load() {
         cmd=(iperf3 -c 127.0.0.1 -p "$port" -t "$secs" -O "$lead" -P "$TCP_STREAMS" -J)
         ;;
     esac
+    [[ $c != direct ]] && read -ra pids <<<"${PID[$c]}"
     "${PIN_LOAD[@]}" "${cmd[@]}" >"$out.txt" 2>"$out.err" &
     LOAD_PID=$!
     # The measured window: from `lead` (plus a margin) to just before the tool stops, so
@@ -784,14 +1095,14 @@ run_load() {
     window=$(awk -v s="$secs" -v m="$margin" 'BEGIN { print s - 2 * m }')
     sleep "$(awk -v l="$lead" -v m="$margin" 'BEGIN { print l + m }')"
     t0=$EPOCHREALTIME
-    [[ $c != direct ]] && p0=$(tree_cpu_ticks "${PID[$c]}")
+    [[ $c != direct ]] && p0=$(tree_cpu_ticks "${pids[@]}")
     g0=$(tree_cpu_ticks "$LOAD_PID")
     other_procs_snapshot >"$out.others"
     sleep "$window"
     t1=$EPOCHREALTIME
     if [[ $c != direct ]]; then
-        p1=$(tree_cpu_ticks "${PID[$c]}")
-        rss=$(tree_rss_kib "${PID[$c]}")
+        p1=$(tree_cpu_ticks "${pids[@]}")
+        rss=$(tree_rss_kib "${pids[@]}")
     fi
     g1=$(tree_cpu_ticks "$LOAD_PID")
     o=$(other_cpu_since "$out.others")
@@ -802,9 +1113,9 @@ run_load() {
     awk -v p="$((p1 - p0))" -v g="$((g1 - g0))" -v o="$o" \
         -v hz="$hz" -v t0="$t0" -v t1="$t1" -v rss="$rss" \
         'BEGIN { printf "%.3f %.3f %.3f %.1f %.3f\n", p / hz, g / hz, t1 - t0, rss / 1024, o / hz }' >"$out.cpu"
-    if [[ $c != direct ]]; then
-        kill -0 "${PID[$c]}" 2>/dev/null || die "$c died during the $mode run"
-    fi
+    for p in "${pids[@]}"; do
+        kill -0 "$p" 2>/dev/null || die "$c (pid $p) died during the $mode run ($STAGE)"
+    done
 }
 
 # wrk's latency with its unit (us, ms, s, m) in ms.
@@ -838,94 +1149,145 @@ h2load_figures() {
         END { printf "%.0f %d\n", rps, bad }' "$1"
 }
 
-# Record the figures of one run.
+# Record the figures of one run; in the tunnel stages, every metric's name starts with
+# `tunnel_`.
 collect() {
-    local c=$1 mode=$2 out=$WORK/results/$1-$2 ps gs window rss os rps bad p50 p99
+    local c=$1 mode=$2 out=$WORK/results/$STAGE-$1-$2 ps gs window rss os rps bad p50 p99
+    local mp=
+    [[ $STAGE == tunnel-* ]] && mp=tunnel_
     read -r ps gs window rss os <"$out.cpu"
     case $mode in
     h1max)
         rps=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$out.txt")
         bad=$(awk '/^  Non-2xx/ { n += $NF } /Socket errors:/ { gsub(/,/, ""); n += $4 + $6 + $8 + $10 } END { print n + 0 }' "$out.txt")
         p99=$(wrk_ms "$(awk '$1 == "99%" { print $2 }' "$out.txt")")
-        record h1_rps "$c" "$rps"
-        record h1_sat_p99 "$c" "$p99"
+        record "${mp}h1_rps" "$c" "$rps"
+        record "${mp}h1_sat_p99" "$c" "$p99"
         ;;
     h1rate | grpcrate)
         read -r rps bad < <(h2load_figures "$out.txt")
         read -r p50 p99 < <(log_percentiles "$out.log")
         local k=${mode%rate}
-        record "${k}_rate_rps" "$c" "$rps"
-        record "${k}_p50" "$c" "$p50"
-        record "${k}_p99" "$c" "$p99"
+        record "${mp}${k}_rate_rps" "$c" "$rps"
+        record "${mp}${k}_p50" "$c" "$p50"
+        record "${mp}${k}_p99" "$c" "$p99"
         ;;
     grpcmax)
         read -r rps bad < <(h2load_figures "$out.txt")
-        record grpc_rps "$c" "$rps"
+        record "${mp}grpc_rps" "$c" "$rps"
         ;;
     tcp)
         rps=$(jq -r '.end.sum_received.bits_per_second / 1e9 * 1000 | round / 1000' "$out.txt")
         bad=0
-        record tcp_gbps "$c" "$rps"
+        record "${mp}tcp_gbps" "$c" "$rps"
         ;;
     esac
-    record "errors_$mode" "$c" "$bad"
-    record "gen_cpu_$mode" "$c" "$(awk -v g="$gs" -v w="$window" 'BEGIN { printf "%.0f", 100 * g / w }')"
-    record "other_cpu_$mode" "$c" "$(awk -v o="$os" -v w="$window" 'BEGIN { printf "%.0f", 100 * o / w }')"
+    record "${mp}errors_$mode" "$c" "$bad"
+    record "${mp}gen_cpu_$mode" "$c" "$(awk -v g="$gs" -v w="$window" 'BEGIN { printf "%.0f", 100 * g / w }')"
+    record "${mp}other_cpu_$mode" "$c" "$(awk -v o="$os" -v w="$window" 'BEGIN { printf "%.0f", 100 * o / w }')"
     [[ $c == direct ]] && return
-    record "cpu_pct_$mode" "$c" "$(awk -v p="$ps" -v w="$window" 'BEGIN { printf "%.0f", 100 * p / w }')"
+    record "${mp}cpu_pct_$mode" "$c" "$(awk -v p="$ps" -v w="$window" 'BEGIN { printf "%.0f", 100 * p / w }')"
     # CPU per request (us), from the request rate over the same window.
-    [[ $mode != tcp ]] && record "cpu_us_$mode" "$c" "$(awk -v p="$ps" -v r="$rps" -v w="$window" \
+    [[ $mode != tcp ]] && record "${mp}cpu_us_$mode" "$c" "$(awk -v p="$ps" -v r="$rps" -v w="$window" \
         'BEGIN { printf "%.1f", (r > 0 ? 1e6 * p / (r * w) : 0) }')"
     case $mode in
-    h1max) record rss_load_h1 "$c" "$rss" ;;
-    grpcmax) record rss_load_grpc "$c" "$rss" ;;
-    tcp) record rss_load_tcp "$c" "$rss" ;;
+    h1max) record "${mp}rss_load_h1" "$c" "$rss" ;;
+    grpcmax) record "${mp}rss_load_grpc" "$c" "$rss" ;;
+    tcp) record "${mp}rss_load_tcp" "$c" "$rss" ;;
     esac
 }
 
-# One phase: start every proxy configured for it, check it, take idle RSS, then run each
-# load on every column in turn. Runs are interleaved (every column's max run, then every
-# column's rate run) so that a change of the machine's state does not land on one proxy.
-run_phase() {
+# One stage (a phase; the tunnel phase is two stages, tunnel-http and tunnel-tcp, each
+# with its own configuration of the proxies): start every proxy configured for it, check
+# it, take idle RSS, then run each load on every column in turn. Runs are interleaved
+# (every column's max run, then every column's rate run) so that a change of the machine's
+# state does not land on one proxy.
+run_stage() {
     local phase=$1 c mode modes warm
     case $phase in
-    http1) modes="h1max h1rate" warm=warm-h1 ;;
+    http1 | tunnel-http) modes="h1max h1rate" warm=warm-h1 ;;
     grpc) modes="grpcmax grpcrate" warm=warm-grpc ;;
-    tcp) modes="tcp" warm=warm-tcp ;;
+    tcp | tunnel-tcp) modes="tcp" warm=warm-tcp ;;
     esac
+    STAGE=$phase
+    stage_columns "$phase"
+    if [[ $phase == tunnel-* ]]; then
+        [[ " ${STAGE_COLUMNS[*]} " == *" envoy "* || " ${STAGE_COLUMNS[*]} " == *" sluice "* ]] || {
+            log "tunnel phase skipped: it measures sluice and envoy, and SERVERS has neither"
+            return
+        }
+        make_certs
+    fi
     start_proxies "$phase"
     verify_phase "$phase"
     record_idle_rss "$phase"
     if ((WARMUP > 0)); then
-        for c in "${COLUMNS_RUN[@]}"; do
+        for c in "${STAGE_COLUMNS[@]}"; do
             [[ $c == direct ]] && continue
             log "$c: warm-up ${WARMUP}s ($phase)"
             run_load "$c" "$warm"
         done
     fi
     for mode in $modes; do
-        for c in "${COLUMNS_RUN[@]}"; do
-            log "$c: $mode, ${DURATION}s"
+        for c in "${STAGE_COLUMNS[@]}"; do
+            log "$c: $mode, ${DURATION}s ($phase)"
             run_load "$c" "$mode"
             collect "$c" "$mode"
         done
     done
+    [[ $phase == tunnel-* ]] && record_tunnel_failures
     stop_proxies
-}
-
-# The cross-cluster tunnel (HTTP/2 CONNECT over mTLS, QUIC) is measured once the gateway
-# exists; its comparison (ztunnel HBONE, Envoy) is a later issue.
-measure_tunnel() {
-    echo "cross-cluster tunnel (mTLS over TCP / QUIC): not measured yet"
 }
 
 # ---------------------------------------------------------------------------------------
 # Report
 
+# print_table TSV ROWS COLUMNS RATIOS: a table of ROWS ("metric|label|better" lines; better
+# is hi, lo, or - for information) by COLUMNS, with one ratio column per "num/den" in
+# RATIOS whose two columns are both in COLUMNS. Rows without any figure (a phase that was
+# not run) are left out.
+print_table() {
+    awk -F'\t' -v rows="$2" -v cols="$3" -v ratios="$4" '
+        { val[$1 SUBSEP $2] = $3 }
+        function get(m, c) { return ((m SUBSEP c) in val) ? val[m SUBSEP c] : "-" }
+        function ratio(m, num, den,   a, b) {
+            a = get(m, num); b = get(m, den)
+            if (a == "-" || b == "-" || a + 0 <= 0 || b + 0 <= 0) return "-"
+            return sprintf("%.2fx", a / b)
+        }
+        function width(s) { return length(s) > 10 ? length(s) : 10 }
+        END {
+            nc = split(cols, C, " "); nr = split(rows, R, "\n"); nr0 = split(ratios, Q0, " ")
+            for (i = 1; i <= nc; i++) has[C[i]] = 1
+            nq = 0
+            for (i = 1; i <= nr0; i++) { split(Q0[i], D, "/"); if ((D[1] in has) && (D[2] in has)) Q[++nq] = Q0[i] }
+            printf "%-38s", "metric"
+            w = 38
+            for (i = 1; i <= nc; i++) { printf " %*s", width(C[i]), C[i]; w += 1 + width(C[i]) }
+            for (i = 1; i <= nq; i++) { q = Q[i]; printf " %*s", width(q) + 2, q; w += 3 + width(q) }
+            printf "  %s\n", "better"
+            w += 8
+            for (i = 0; i < w; i++) printf "-"; printf "\n"
+            for (r = 1; r <= nr; r++) {
+                split(R[r], F, "|")
+                seen = 0
+                for (i = 1; i <= nc; i++) if (get(F[1], C[i]) != "-") seen = 1
+                if (!seen) continue                 # a phase that was not run (PHASES)
+                printf "%-38s", F[2]
+                for (i = 1; i <= nc; i++) printf " %*s", width(C[i]), get(F[1], C[i])
+                for (i = 1; i <= nq; i++) {
+                    split(Q[i], D, "/")
+                    printf " %*s", width(Q[i]) + 2, ratio(F[1], D[1], D[2])
+                }
+                printf "  %s\n", (F[3] == "hi" ? "higher" : F[3] == "lo" ? "lower" : "")
+            }
+        }' "$1"
+}
+
 report() {
     local tsv=$WORK/results.tsv
     echo
-    echo "L4/L7 proxy: one worker each; ${DURATION}s per run; backend $BACKEND; HTTP/1.1 max: wrk -t1," \
+    echo "Proxy benchmark: one worker per proxy; ${DURATION}s per run; backend $BACKEND; HTTP/1.1 max: wrk -t1," \
         "${CONNECTIONS} connections; gRPC max: h2load ${H2_CLIENTS} connections x ${H2_STREAMS} streams;" \
         "fixed rate ${RATE} req/s: h2load, $(paced_clients "$CONNECTIONS") (HTTP/1.1) and $(paced_clients "$H2_CLIENTS")" \
         "(h2c) paced connections; TCP: iperf3, ${TCP_STREAMS} stream(s)"
@@ -941,7 +1303,6 @@ report() {
     local joined
     joined=$(printf '%s, ' "${v[@]}")
     echo "versions: ${joined%, }"
-    echo
 
     # metric | label | better (hi, lo, or - for information)
     local rows="h1_rps|HTTP/1.1 max req/s (wrk)|hi
@@ -962,35 +1323,31 @@ rss_load_h1|RSS MiB, HTTP/1.1 max load|lo
 rss_load_grpc|RSS MiB, gRPC max load|lo
 rss_idle_tcp|RSS MiB idle (TCP mode)|lo
 rss_load_tcp|RSS MiB, TCP load|lo"
-    local cols="${COLUMNS_RUN[*]}"
-    awk -F'\t' -v rows="$rows" -v cols="$cols" '
-        { val[$1 SUBSEP $2] = $3 }
-        function get(m, c) { return ((m SUBSEP c) in val) ? val[m SUBSEP c] : "-" }
-        function ratio(m, ref, better,   a, b) {
-            a = get(m, "sluice"); b = get(m, ref)
-            if (a == "-" || b == "-" || a + 0 <= 0 || b + 0 <= 0) return "-"
-            return sprintf("%.2fx", a / b)
-        }
-        END {
-            nc = split(cols, C, " "); nr = split(rows, R, "\n")
-            printf "%-38s", "metric"
-            for (i = 1; i <= nc; i++) printf " %10s", C[i]
-            printf " %12s %14s  %s\n", "sluice/envoy", "sluice/haproxy", "better"
-            w = 38 + 11 * nc + 13 + 15 + 9
-            for (i = 0; i < w; i++) printf "-"; printf "\n"
-            for (r = 1; r <= nr; r++) {
-                split(R[r], F, "|")
-                seen = 0
-                for (i = 1; i <= nc; i++) if (get(F[1], C[i]) != "-") seen = 1
-                if (!seen) continue                 # a phase that was not run (PHASES)
-                printf "%-38s", F[2]
-                for (i = 1; i <= nc; i++) printf " %10s", get(F[1], C[i])
-                printf " %12s %14s  %s\n", ratio(F[1], "envoy"), ratio(F[1], "haproxy"),
-                    (F[3] == "hi" ? "higher" : F[3] == "lo" ? "lower" : "")
-            }
-        }' "$tsv"
-    echo
-    measure_tunnel
+    if [[ " $PHASES " =~ \ (http1|grpc|tcp)\  ]]; then
+        echo
+        echo "L4/L7 proxy: client -> proxy -> backend"
+        print_table "$tsv" "$rows" "${COLUMNS_RUN[*]}" "sluice/envoy sluice/haproxy"
+    fi
+    stage_columns tunnel-http
+    if [[ " $PHASES " == *" tunnel "* && " ${STAGE_COLUMNS[*]} " =~ \ (sluice|envoy)\  ]]; then
+        local trows="tunnel_h1_rps|HTTP/1.1 max req/s (wrk)|hi
+tunnel_h1_sat_p99|HTTP/1.1 p99 ms at max (closed loop)|-
+tunnel_h1_p50|HTTP/1.1 p50 ms at $RATE req/s|lo
+tunnel_h1_p99|HTTP/1.1 p99 ms at $RATE req/s|lo
+tunnel_cpu_us_h1max|HTTP/1.1 pair CPU us/req|lo
+tunnel_cpu_pct_h1max|HTTP/1.1 pair CPU % at max|-
+tunnel_tcp_gbps|TCP Gbit/s (iperf3)|hi
+tunnel_cpu_pct_tcp|TCP pair CPU %|-
+tunnel_rss_idle_http|RSS MiB idle, pair (HTTP mode)|lo
+tunnel_rss_load_h1|RSS MiB, pair, HTTP/1.1 max load|lo
+tunnel_rss_idle_tcp|RSS MiB idle, pair (TCP mode)|lo
+tunnel_rss_load_tcp|RSS MiB, pair, TCP load|lo"
+        echo
+        echo "Cross-cluster: client -> proxy A -> tunnel (sluice: mTLS TCP + HTTP/2 CONNECT;" \
+            "sluice-quic: QUIC; envoy: HTTP/2 over mTLS, TCP: TLS) -> gateway B -> backend;" \
+            "a pair of processes per column, one worker each, on one CPU; CPU and RSS are the pair's"
+        print_table "$tsv" "$trows" "${STAGE_COLUMNS[*]}" "sluice/envoy sluice-quic/envoy"
+    fi
     echo
 
     check_targets "$tsv"
@@ -1045,15 +1402,19 @@ check_targets() {
 # Things that change how to read the table.
 warnings() {
     local tsv=$1
+    # The metrics of the tunnel phase are those of the other phases with a `tunnel_` prefix.
     awk -F'\t' -v rate="$RATE" -v pin="$PIN" -v busy="$BUSY" '
-        $1 ~ /^errors_/ && $3 + 0 > 0 { sub(/^errors_/, "", $1); printf "warning: %s had %d failed requests in the %s run\n", $2, $3, $1 }
-        ($1 == "h1_rate_rps" || $1 == "grpc_rate_rps") && $3 + 0 < 0.97 * rate {
-            printf "warning: %s sustained only %s of %s req/s in the %s fixed-rate run: its percentiles understate queueing\n", $2, $3, rate, substr($1, 1, index($1, "_") - 1) }
-        pin == 1 && ($1 == "cpu_pct_h1max" || $1 == "cpu_pct_grpcmax" || $1 == "cpu_pct_tcp") && $3 + 0 < 85 {
-            m = $1; sub(/^cpu_pct_/, "", m)
-            printf "warning: %s was not saturated in the %s run (%s%% of its core): something else (the load side on CPU 0, or other processes) was the limit, so its max is a lower bound; compare CPU us/req\n", $2, m, $3 }
-        $1 ~ /^other_cpu_/ && $3 + 0 >= 15 { m = $1; sub(/^other_cpu_/, "", m)
-            printf "warning: other processes used %s%% of a core during the %s run of %s: that figure is noisy\n", $3, m, $2 }
+        { m = $1; where = sub(/^tunnel_/, "", m) ? "tunnel " : "" }
+        m ~ /^errors_/ && $3 + 0 > 0 { sub(/^errors_/, "", m); printf "warning: %s had %d failed requests in the %s%s run\n", $2, $3, where, m }
+        m ~ /^failures_/ && $3 + 0 > 0 { sub(/^failures_/, "", m)
+            printf "warning: %s: %d tunnel connections or streams failed in the tunnel %s stage (reasons in the log above)\n", $2, $3, m }
+        (m == "h1_rate_rps" || m == "grpc_rate_rps") && $3 + 0 < 0.97 * rate {
+            printf "warning: %s sustained only %s of %s req/s in the %s%s fixed-rate run: its percentiles understate queueing\n", $2, $3, rate, where, substr(m, 1, index(m, "_") - 1) }
+        pin == 1 && (m == "cpu_pct_h1max" || m == "cpu_pct_grpcmax" || m == "cpu_pct_tcp") && $3 + 0 < 85 {
+            sub(/^cpu_pct_/, "", m)
+            printf "warning: %s was not saturated in the %s%s run (%s%% of its core): something else (the load side on CPU 0, or other processes) was the limit, so its max is a lower bound; compare CPU us/req\n", $2, where, m, $3 }
+        m ~ /^other_cpu_/ && $3 + 0 >= 15 { sub(/^other_cpu_/, "", m)
+            printf "warning: other processes used %s%% of a core during the %s%s run of %s: that figure is noisy\n", $3, where, m, $2 }
         END { if (busy + 0 >= 10) printf "warning: the machine was %s%% busy before the run (another build?): all figures are noisy\n", busy }
     ' "$tsv"
 }
@@ -1066,7 +1427,14 @@ main() {
     note_machine_load
     start_backends
     local phase
-    for phase in $PHASES; do run_phase "$phase"; done
+    for phase in $PHASES; do
+        if [[ $phase == tunnel ]]; then
+            run_stage tunnel-http
+            run_stage tunnel-tcp
+        else
+            run_stage "$phase"
+        fi
+    done
     TARGETS_FAILED=0
     report
     if [[ $STRICT == 1 && $TARGETS_FAILED == 1 ]]; then
