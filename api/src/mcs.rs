@@ -151,31 +151,6 @@ pub struct ClusterPropertySpec {
     pub value: String,
 }
 
-macro_rules! resource {
-    ($ty:ty, $group:expr, $version:expr, $kind:literal, $plural:literal, $scope:ty) => {
-        impl k8s_openapi::Resource for $ty {
-            const API_VERSION: &'static str = concat!($group, "/", $version);
-            const GROUP: &'static str = $group;
-            const KIND: &'static str = $kind;
-            const VERSION: &'static str = $version;
-            const URL_PATH_SEGMENT: &'static str = $plural;
-            type Scope = $scope;
-        }
-        impl k8s_openapi::ListableResource for $ty {
-            const LIST_KIND: &'static str = concat!($kind, "List");
-        }
-        impl k8s_openapi::Metadata for $ty {
-            type Ty = ObjectMeta;
-            fn metadata(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn metadata_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-
 resource!(
     ServiceExport,
     "multicluster.x-k8s.io",

@@ -150,3 +150,12 @@ pub struct PlacementStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub selected_clusters: Vec<String>,
 }
+
+resource!(
+    Cluster,
+    "sluice.dev",
+    "v1alpha1",
+    "Cluster",
+    "clusters",
+    k8s_openapi::ClusterResourceScope
+);

@@ -176,8 +176,28 @@ enum Command {
     /// The L4/L7 proxy. Either a configuration file (YAML; reloaded on change and on
     /// SIGHUP without dropping a connection) or the quick mode for one service.
     Proxy {
-        #[arg(long, conflicts_with_all = ["listen", "upstream"])]
+        #[arg(long, conflicts_with_all = ["listen", "upstream", "kubeconfig"])]
         config: Option<PathBuf>,
+        /// Cluster mode: serve this cluster's ClusterIPs and ServiceImport VIPs, configured
+        /// from its API (with --cluster).
+        #[arg(long, requires = "cluster", conflicts_with_all = ["listen", "upstream"])]
+        kubeconfig: Option<PathBuf>,
+        /// Cluster mode: this cluster's name (its MCS cluster id).
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Cluster mode: the control plane's kubeconfig, for other clusters' gateways.
+        #[arg(long)]
+        control: Option<PathBuf>,
+        /// Cluster mode: tunnel certificates (`ca.crt`, `<cluster>.crt`, `<cluster>.key`,
+        /// as `sluice tunnel certs` writes them).
+        #[arg(long)]
+        tunnel_dir: Option<PathBuf>,
+        /// Cluster mode: where this cluster's gateway listens (TCP and UDP).
+        #[arg(long, requires = "tunnel_dir")]
+        gateway: Option<SocketAddr>,
+        /// Cluster mode: tunnels to other clusters over `h2` (mTLS TCP) or `quic`.
+        #[arg(long, default_value = "h2")]
+        tunnel_transport: String,
         /// Quick mode: where to listen.
         #[arg(long, requires = "upstream")]
         listen: Option<SocketAddr>,
@@ -200,9 +220,23 @@ enum Command {
         command: TunnelCommand,
     },
     /// Multi-Cluster Services.
+    /// The Multi-Cluster Services controller (`sluice mcs --control KUBECONFIG`), or
+    /// `sluice mcs crds`.
+    #[command(args_conflicts_with_subcommands = true)]
     Mcs {
         #[command(subcommand)]
-        command: McsCommand,
+        command: Option<McsCommand>,
+        /// Kubeconfig of the control plane (logical cluster `root`, where the `Cluster`
+        /// objects are).
+        #[arg(long)]
+        control: Option<PathBuf>,
+        /// Directory of member kubeconfigs, `<cluster>.kubeconfig` (default: `clusters/`
+        /// next to the control kubeconfig, as `sluice dev up` writes them).
+        #[arg(long)]
+        kubeconfigs: Option<PathBuf>,
+        /// Where to serve /metrics and /readyz.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        admin: SocketAddr,
     },
     /// Print a kubeconfig for a logical cluster of a control plane.
     Kubeconfig {
@@ -426,12 +460,76 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             bound.shutdown();
         }
         Command::Proxy {
+            kubeconfig: Some(kubeconfig),
+            cluster: Some(cluster),
+            control,
+            tunnel_dir,
+            gateway,
+            tunnel_transport,
+            admin,
+            ..
+        } => {
+            init_tracing();
+            let transport = match tunnel_transport.as_str() {
+                "h2" => sluice_dataplane::TunnelTransport::H2,
+                "quic" => sluice_dataplane::TunnelTransport::Quic,
+                other => anyhow::bail!("--tunnel-transport {other:?}: h2 or quic"),
+            };
+            let tunnel = tunnel_dir.map(|dir| {
+                let path = |f: String| dir.join(f).display().to_string();
+                sluice_dataplane::TunnelConfig {
+                    cert: path(format!("{cluster}.crt")),
+                    key: path(format!("{cluster}.key")),
+                    trust_bundle: vec![path("ca.crt".into())],
+                    gateway,
+                    peers: vec![],
+                }
+            });
+            // The tunnel (gateway) starts now; services follow from the cluster.
+            let initial = sluice_dataplane::ProxyConfig {
+                tunnel: tunnel.clone(),
+                ..Default::default()
+            };
+            let bound = sluice_dataplane::build(&initial, admin).await?;
+            bound.proxy.set_unsynced();
+            let client = sluice_mcs::controller::kube_client(&kubeconfig).await?;
+            let control = match control {
+                Some(p) => Some(sluice_mcs::controller::kube_client(&p).await?),
+                None => None,
+            };
+            let gw = bound
+                .proxy
+                .tunnels
+                .gateway_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "-".into());
+            println!(
+                "proxy: cluster {cluster} gateway {gw} admin {}",
+                bound.admin
+            );
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let run = tokio::spawn(
+                sluice_dataplane::cluster::ClusterMode {
+                    cluster,
+                    client,
+                    control,
+                    tunnel,
+                    transport,
+                }
+                .run(bound.proxy.clone(), stopped),
+            );
+            shutdown_signal().await?;
+            let _ = stop.send(true);
+            let _ = run.await;
+        }
+        Command::Proxy {
             config,
             listen,
             upstream,
             protocol,
             workers: _,
             admin,
+            ..
         } => {
             init_tracing();
             let load = |path: &std::path::Path| sluice_dataplane::ProxyConfig::from_file(path);
@@ -528,7 +626,38 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Mcs {
-            command: McsCommand::Crds,
+            command: None,
+            control,
+            kubeconfigs,
+            admin,
+        } => {
+            init_tracing();
+            let control = control.context("give --control KUBECONFIG")?;
+            let kubeconfigs = kubeconfigs.unwrap_or_else(|| {
+                control
+                    .parent()
+                    .unwrap_or(std::path::Path::new("."))
+                    .join("clusters")
+            });
+            let client = sluice_mcs::controller::kube_client(&control).await?;
+            let controller = sluice_mcs::controller::Controller::new();
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let admin = sluice_observe::serve(admin, controller.clone(), stopped.clone()).await?;
+            println!("mcs: running admin {admin}");
+            let run = tokio::spawn(controller.run(
+                sluice_mcs::controller::Config {
+                    control: client,
+                    kubeconfigs,
+                },
+                stopped,
+            ));
+            shutdown_signal().await?;
+            let _ = stop.send(true);
+            let _ = run.await;
+        }
+        Command::Mcs {
+            command: Some(McsCommand::Crds),
+            ..
         } => {
             let list = serde_json::json!({
                 "apiVersion": "v1",

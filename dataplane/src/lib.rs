@@ -7,6 +7,7 @@
 //! its cluster's gateway; [`ingress`] routes external clients by Host.
 
 pub mod balance;
+pub mod cluster;
 pub mod config;
 pub mod dial;
 pub mod http;

@@ -33,6 +33,8 @@ pub struct Proxy {
     registry: Registry,
     running: Mutex<Vec<Running>>,
     ingress: Mutex<Option<Ingress>>,
+    /// False in cluster mode until the first configuration from the cluster is applied.
+    synced: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Proxy {
@@ -48,6 +50,7 @@ impl Default for Proxy {
             registry,
             running: Mutex::new(Vec::new()),
             ingress: Mutex::new(None),
+            synced: std::sync::atomic::AtomicBool::new(true),
         }
     }
 }
@@ -141,6 +144,17 @@ impl Proxy {
         Ok(())
     }
 
+    /// `/readyz` fails until [`Proxy::set_synced`] (cluster mode's first configuration).
+    pub fn set_unsynced(&self) {
+        self.synced
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn set_synced(&self) {
+        self.synced
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Where the ingress listens, once bound.
     pub fn ingress_addr(&self) -> Option<SocketAddr> {
         let ingress = self.ingress.lock().unwrap_or_else(|p| p.into_inner());
@@ -215,7 +229,7 @@ impl sluice_observe::AdminSource for Proxy {
     }
 
     fn ready(&self) -> bool {
-        true
+        self.synced.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn page(&self, path: &str) -> Option<(&'static str, String)> {

@@ -24,12 +24,13 @@ pub struct DevUpConfig {
 }
 
 /// The descriptor of one local cluster (`<state>/clusters/<name>.json`).
-pub fn descriptor(name: &str, index: u8, api: &str, dns: &str) -> serde_json::Value {
+pub fn descriptor(name: &str, index: u8, api: &str, dns: &str, gateway: &str) -> serde_json::Value {
     json!({
         "name": name,
         "index": index,
         "api": api,
         "dns": dns,
+        "gateway": gateway,
         "podCidr": format!("127.{}.0.0/16", 20 + index),
         "serviceCidr": format!("127.{}.0.0/16", 40 + index),
         "vipCidr": format!("127.{}.0.0/16", 60 + index),
@@ -93,6 +94,70 @@ fn start_announcing(
     line.strip_prefix(prefix)
         .map(|l| l.trim().to_string())
         .with_context(|| format!("{what} did not start: {line:?}"))
+}
+
+/// Start a cluster's dataplane in cluster mode, its gateway on `127.(20+i).0.1:15443`;
+/// returns the gateway and admin addresses.
+fn start_dataplane(
+    children: &mut Children,
+    bin: &Path,
+    state: &Path,
+    name: &str,
+    index: u8,
+    kubeconfig: &Path,
+) -> anyhow::Result<(String, String)> {
+    let mut cmd = Command::new(bin);
+    cmd.arg("proxy")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--control")
+        .arg(state.join("control.kubeconfig"))
+        .arg("--tunnel-dir")
+        .arg(state.join("tunnel"))
+        .args([
+            "--cluster",
+            name,
+            "--workers",
+            "1",
+            "--gateway",
+            &format!("127.{}.0.1:15443", 20 + index),
+            "--admin",
+            &format!("127.{}.0.1:15000", 20 + index),
+        ]);
+    // "proxy: cluster NAME gateway ADDR admin ADDR"
+    let line = start_announcing(
+        children,
+        &format!("cluster {name} dataplane"),
+        &mut cmd,
+        "proxy: cluster ",
+    )?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        [_, "gateway", gw, "admin", admin] => Ok((gw.to_string(), admin.to_string())),
+        _ => anyhow::bail!("cluster {name} dataplane did not start: {line:?}"),
+    }
+}
+
+/// Wait until `http://addr/readyz` answers 200.
+async fn wait_ready(what: &str, addr: &str, within: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(mut s) = tokio::net::TcpStream::connect(addr).await {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let req = format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+            let mut out = String::new();
+            if s.write_all(req.as_bytes()).await.is_ok()
+                && s.read_to_string(&mut out).await.is_ok()
+                && out.starts_with("HTTP/1.1 200")
+            {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("{what} was not ready within {within:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Start `sluice control ...` and return the URL from its first line.
@@ -202,7 +267,20 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
         cfg.state.join("control.kubeconfig"),
     )?;
     eprintln!("dev up: control plane at {control_url}");
+    // Tunnel certificates: a clusterset CA and one SPIFFE certificate per cluster.
+    let certs = Command::new(bin)
+        .args(["tunnel", "certs", "--clusterset", "sluice", "--clusters"])
+        .arg(cfg.clusters.join(","))
+        .arg("--out")
+        .arg(cfg.state.join("tunnel"))
+        .stdout(Stdio::null())
+        .status()
+        .context("issuing tunnel certificates")?;
+    if !certs.success() {
+        anyhow::bail!("issuing tunnel certificates failed");
+    }
     let mut apis = Vec::new();
+    let mut admins = Vec::new();
     for (i, name) in cfg.clusters.iter().enumerate() {
         let index = i as u8;
         let dir = clusters_dir.join(name);
@@ -245,13 +323,18 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
                 .stderr(Stdio::inherit()),
         )?;
         let dns = start_dns(&mut children, bin, name, index, &kubeconfig)?;
+        let (gateway, admin) =
+            start_dataplane(&mut children, bin, &cfg.state, name, index, &kubeconfig)?;
         let addr = api.trim_start_matches("https://").to_string();
         std::fs::write(
             clusters_dir.join(format!("{name}.json")),
-            serde_json::to_vec_pretty(&descriptor(name, index, &addr, &dns))?,
+            serde_json::to_vec_pretty(&descriptor(name, index, &addr, &dns, &gateway))?,
         )?;
-        eprintln!("dev up: cluster {name} (index {index}) API at {api}, DNS at {dns}");
-        apis.push((name.clone(), index, api, kubeconfig));
+        eprintln!(
+            "dev up: cluster {name} (index {index}) API at {api}, DNS at {dns}, gateway at {gateway}"
+        );
+        admins.push((format!("cluster {name} dataplane"), admin));
+        apis.push((name.clone(), index, api, kubeconfig, gateway));
     }
     // Register the clusters with the control plane.
     let control = client(&cfg.state.join("control.kubeconfig")).await?;
@@ -260,11 +343,11 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
         "clusters",
     );
     let clusters: Api<DynamicObject> = Api::all_with(control, &ar);
-    for (name, index, api, _) in &apis {
+    for (name, index, api, _, gateway) in &apis {
         let obj: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "sluice.dev/v1alpha1", "kind": "Cluster",
             "metadata": {"name": name, "labels": {"sluice.dev/local": "true", "sluice.dev/index": index.to_string()}},
-            "spec": {"api": api, "clusterId": name},
+            "spec": {"api": api, "clusterId": name, "gateways": [gateway]},
         }))?;
         match clusters.create(&PostParams::default(), &obj).await {
             Ok(_) => {}
@@ -272,8 +355,24 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
             Err(e) => return Err(e.into()),
         }
     }
+    // The MCS controller, once the clusters are registered.
+    let mcs = start_announcing(
+        &mut children,
+        "MCS controller",
+        Command::new(bin)
+            .arg("mcs")
+            .arg("--control")
+            .arg(cfg.state.join("control.kubeconfig"))
+            .args(["--admin", "127.0.0.1:0"]),
+        "mcs: running admin ",
+    )?;
+    eprintln!("dev up: MCS controller admin at {mcs}");
+    admins.push(("MCS controller".into(), mcs));
+    for (what, admin) in &admins {
+        wait_ready(what, admin, Duration::from_secs(30)).await?;
+    }
     // Ready once every node agent has registered its Node.
-    for (name, _, _, kubeconfig) in &apis {
+    for (name, _, _, kubeconfig, _) in &apis {
         let c = client(kubeconfig).await?;
         let nodes: Api<Node> = Api::all(c);
         let deadline = Instant::now() + Duration::from_secs(30);

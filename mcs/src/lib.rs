@@ -9,7 +9,11 @@
 //! the controller keeps across calls, and are re-learnt from the observed ServiceImports
 //! after a restart).
 //!
-//! Modules, in the order data flows through them:
+//! The IO lives apart: [`controller`] (the running `sluice mcs`), [`informer`] (watches
+//! with a change signal, also used by the dataplane's cluster mode) and [`lease`] (member
+//! liveness).
+//!
+//! Modules of the core, in the order data flows through them:
 //! - [`model`]: the snapshot and the keys that name things (`ClusterId`, `ServiceKey`, ...).
 //! - [`export`]: which Services a cluster exports, and whether each export is valid.
 //! - [`merge`]: oldest-wins merge of the exports of one service, the ports union, conflicts.
@@ -19,7 +23,10 @@
 //! - [`reconcile`]: ties them together and says what each cluster should hold ([`Desired`]).
 
 pub mod conditions;
+pub mod controller;
 pub mod export;
+pub mod informer;
+pub mod lease;
 pub mod merge;
 pub mod model;
 mod names;

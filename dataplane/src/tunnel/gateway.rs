@@ -8,7 +8,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
@@ -33,9 +33,28 @@ use crate::metrics::{GatewayLabels, TunnelMetrics};
 const BUFFER: usize = 64 * 1024;
 
 pub struct Gateway {
+    /// The configured address (port 0 stays 0), to tell a move from a reload.
+    pub listen: SocketAddr,
     pub addr: SocketAddr,
     stop: watch::Sender<bool>,
     quic: quinn::Endpoint,
+    tls: Arc<RwLock<tokio_rustls::TlsAcceptor>>,
+}
+
+type Configs = (Arc<rustls::ServerConfig>, quinn::ServerConfig);
+
+fn configs(
+    listen: SocketAddr,
+    identity: &Identity,
+    bundle: &TrustBundle,
+) -> Result<Configs, TunnelError> {
+    let tls = Arc::new(server_config(identity, bundle, ALPN_H2)?);
+    let quic_tls = server_config(identity, bundle, ALPN_QUIC)?;
+    let quic_crypto = quinn::crypto::rustls::QuicServerConfig::try_from(quic_tls)
+        .map_err(|e| TunnelError::Handshake(listen, e.to_string()))?;
+    let mut quic_config = quinn::ServerConfig::with_crypto(Arc::new(quic_crypto));
+    quic_config.transport_config(Arc::new(super::pool::quic_transport()));
+    Ok((tls, quic_config))
 }
 
 impl Gateway {
@@ -47,25 +66,36 @@ impl Gateway {
         allow: Allowlist,
         metrics: TunnelMetrics,
     ) -> Result<Self, TunnelError> {
-        let tls = Arc::new(server_config(identity, bundle, ALPN_H2)?);
-        let quic_tls = server_config(identity, bundle, ALPN_QUIC)?;
-        let quic_crypto = quinn::crypto::rustls::QuicServerConfig::try_from(quic_tls)
-            .map_err(|e| TunnelError::Handshake(listen, e.to_string()))?;
-        let mut quic_config = quinn::ServerConfig::with_crypto(Arc::new(quic_crypto));
-        quic_config.transport_config(Arc::new(super::pool::quic_transport()));
+        let (tls, quic_config) = configs(listen, identity, bundle)?;
         let (tcp, quic) = bind_both(listen, quic_config)?;
         let addr = tcp.local_addr().map_err(|e| TunnelError::Bind(listen, e))?;
         let (stop, stopped) = watch::channel(false);
+        let tls = Arc::new(RwLock::new(tokio_rustls::TlsAcceptor::from(tls)));
         tokio::spawn(accept_tcp(
             tcp,
-            tokio_rustls::TlsAcceptor::from(tls),
+            tls.clone(),
             allow.clone(),
             metrics.clone(),
             stopped.clone(),
         ));
         tokio::spawn(accept_quic(quic.clone(), allow, metrics, stopped));
         tracing::info!(%addr, "gateway listening (TCP mTLS HTTP/2 CONNECT, QUIC)");
-        Ok(Self { addr, stop, quic })
+        Ok(Self {
+            listen,
+            addr,
+            stop,
+            quic,
+            tls,
+        })
+    }
+
+    /// New identity or trust bundle, same sockets: new handshakes use them, open tunnels
+    /// keep theirs.
+    pub fn reload(&self, identity: &Identity, bundle: &TrustBundle) -> Result<(), TunnelError> {
+        let (tls, quic_config) = configs(self.listen, identity, bundle)?;
+        *self.tls.write().unwrap_or_else(|p| p.into_inner()) = tokio_rustls::TlsAcceptor::from(tls);
+        self.quic.set_server_config(Some(quic_config));
+        Ok(())
     }
 
     /// Stop accepting; tunnels already open run on.
@@ -109,7 +139,7 @@ fn source_cluster(certs: Option<&[CertificateDer<'_>]>) -> String {
 
 async fn accept_tcp(
     listener: TcpListener,
-    acceptor: tokio_rustls::TlsAcceptor,
+    tls: Arc<RwLock<tokio_rustls::TlsAcceptor>>,
     allow: Allowlist,
     metrics: TunnelMetrics,
     mut stopped: watch::Receiver<bool>,
@@ -126,7 +156,8 @@ async fn accept_tcp(
                 }
             },
         };
-        let (acceptor, allow, metrics) = (acceptor.clone(), allow.clone(), metrics.clone());
+        let acceptor = tls.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let (allow, metrics) = (allow.clone(), metrics.clone());
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {

@@ -28,7 +28,7 @@ use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::config::{TunnelConfig, TunnelTransport};
+use crate::config::{PeerConfig, TunnelConfig, TunnelTransport};
 use crate::metrics::TunnelMetrics;
 use identity::{Identity, IdentityError, TrustBundle};
 
@@ -186,12 +186,13 @@ fn read_all(c: &TunnelConfig) -> Result<Vec<Vec<u8>>, IdentityError> {
 #[derive(Default)]
 struct State {
     loaded: Option<Loaded>,
-    peers: HashMap<String, Arc<pool::Peer>>,
+    peers: HashMap<String, (PeerConfig, Arc<pool::Peer>)>,
     gateway: Option<gateway::Gateway>,
 }
 
-/// The proxy's tunnels: the gateway and the peers, rebuilt when their configuration or
-/// certificate files change, left alone otherwise.
+/// The proxy's tunnels: the gateway and the peers. A reload changes only what changed:
+/// new certificate files reload the gateway's TLS in place (same sockets) and renew every
+/// peer; a peer whose entry is unchanged keeps its connections.
 #[derive(Default)]
 pub struct Tunnels {
     pub metrics: TunnelMetrics,
@@ -203,46 +204,70 @@ impl Tunnels {
     pub fn apply(&self, config: Option<&TunnelConfig>) -> Result<(), TunnelError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let Some(config) = config else {
+            if let Some(g) = state.gateway.take() {
+                g.stop();
+            }
             *state = State::default();
             return Ok(());
         };
         let pem = read_all(config)?;
-        let unchanged = state
-            .loaded
-            .as_ref()
-            .is_some_and(|l| l.config == *config && l.pem == pem);
-        if unchanged {
-            return Ok(());
+        let same_identity = state.loaded.as_ref().is_some_and(|l| {
+            l.config.cert == config.cert
+                && l.config.key == config.key
+                && l.config.trust_bundle == config.trust_bundle
+                && l.pem == pem
+        });
+        let (identity, bundle) = if same_identity {
+            let l = state
+                .loaded
+                .as_ref()
+                .ok_or(TunnelError::UnknownPeer(String::new()))?;
+            (l.identity.clone(), l.bundle.clone())
+        } else {
+            (
+                Identity::from_pem(&pem[0], &pem[1], &config.cert)?,
+                TrustBundle::from_pem(&pem[2..].concat(), &config.trust_bundle.join(","))?,
+            )
+        };
+        // Build everything new before changing anything, so an error leaves the old.
+        let mut peers = HashMap::new();
+        for p in &config.peers {
+            let kept = state
+                .peers
+                .get(&p.cluster)
+                .filter(|(old, _)| same_identity && old == p)
+                .map(|(_, peer)| peer.clone());
+            let peer = match kept {
+                Some(peer) => peer,
+                None => pool::Peer::new(p, &identity, &bundle, self.metrics.clone())?,
+            };
+            peers.insert(p.cluster.clone(), (p.clone(), peer));
         }
-        let identity = Identity::from_pem(&pem[0], &pem[1], &config.cert)?;
-        let bundle = TrustBundle::from_pem(&pem[2..].concat(), &config.trust_bundle.join(","))?;
-        let gateway = match config.gateway {
-            Some(listen) => {
-                // Rebinding the same address: the old accept loops stop first; tunnels
-                // they accepted run on.
-                if let Some(old) = state.gateway.take() {
-                    old.stop();
+        match (config.gateway, state.gateway.as_ref()) {
+            (None, _) => {
+                if let Some(g) = state.gateway.take() {
+                    g.stop();
                 }
-                Some(gateway::Gateway::start(
+            }
+            (Some(listen), Some(g)) if g.listen == listen => {
+                if !same_identity {
+                    g.reload(&identity, &bundle)?;
+                }
+            }
+            (Some(listen), _) => {
+                let fresh = gateway::Gateway::start(
                     listen,
                     &identity,
                     &bundle,
                     self.allow.clone(),
                     self.metrics.clone(),
-                )?)
+                )?;
+                if let Some(old) = state.gateway.replace(fresh) {
+                    old.stop();
+                }
             }
-            None => None,
-        };
-        let mut peers = HashMap::new();
-        for p in &config.peers {
-            let peer = pool::Peer::new(p, &identity, &bundle, self.metrics.clone())?;
-            peers.insert(p.cluster.clone(), peer);
         }
         state.peers = peers;
-        if let Some(g) = state.gateway.take() {
-            g.stop();
-        }
-        state.gateway = gateway;
         state.loaded = Some(Loaded {
             config: config.clone(),
             pem,
@@ -254,7 +279,7 @@ impl Tunnels {
 
     pub fn peer(&self, cluster: &str) -> Option<Arc<pool::Peer>> {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.peers.get(cluster).cloned()
+        state.peers.get(cluster).map(|(_, p)| p.clone())
     }
 
     /// Where the gateway listens (TCP and UDP), once bound.
@@ -269,7 +294,7 @@ impl Tunnels {
         let peers: Vec<serde_json::Value> = state
             .peers
             .values()
-            .map(|p| {
+            .map(|(_, p)| {
                 serde_json::json!({
                     "cluster": p.cluster, "address": p.address, "transport": p.transport,
                     "up": p.is_up(), "connections": p.connections(),

@@ -1,0 +1,394 @@
+//! `sluice mcs`: the running controller around the pure [`crate::reconcile`].
+//!
+//! It watches the `Cluster` objects of the control plane; for each it opens a client to
+//! the member cluster (kubeconfig `<dir>/<cluster>.kubeconfig`) and starts informers
+//! ([`member`]). Any change anywhere raises one signal; the loop then snapshots every
+//! synced member, reconciles, and writes the difference ([`write`]), members in parallel.
+//! Changes that arrive while it works coalesce into the next round. It also wakes when the
+//! earliest lease runs out, since an expiring lease is a change nobody writes.
+
+pub mod member;
+pub mod metrics;
+pub mod write;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use sluice_api::sluice::Cluster;
+use tokio::sync::{Notify, watch};
+
+use crate::informer::Informer;
+use crate::model::{ClusterId, ClusterName, MemberSnapshot};
+use crate::reconcile::{ClusterDesired, reconcile};
+use crate::vip::VipAllocator;
+use member::Member;
+use metrics::ControllerMetrics;
+use write::Writer;
+
+/// Writes in flight per member cluster.
+const WRITE_CONCURRENCY: usize = 32;
+/// Pause after a failed round before the next, so a broken member does not spin.
+const RETRY_AFTER: Duration = Duration::from_millis(200);
+
+pub struct Config {
+    /// The control plane, logical cluster `root` (where `Cluster` objects live).
+    pub control: Client,
+    /// Where member kubeconfigs are: `<dir>/<cluster name>.kubeconfig`.
+    pub kubeconfigs: PathBuf,
+}
+
+struct Joined {
+    member: Member,
+    writer: Writer,
+    /// The `Cluster` object's spec as last seen, to notice an api or id change.
+    spec: String,
+}
+
+/// The controller's shared state, readable by the admin endpoint.
+pub struct Controller {
+    pub metrics: ControllerMetrics,
+    registry: prometheus_client::registry::Registry,
+    ready: std::sync::atomic::AtomicBool,
+}
+
+impl sluice_observe::AdminSource for Controller {
+    fn registry(&self) -> &prometheus_client::registry::Registry {
+        &self.registry
+    }
+
+    fn ready(&self) -> bool {
+        self.is_ready()
+    }
+}
+
+impl Controller {
+    pub fn new() -> Arc<Self> {
+        let metrics = ControllerMetrics::default();
+        let mut registry = prometheus_client::registry::Registry::with_prefix("sluice_mcs");
+        metrics.register(&mut registry);
+        Arc::new(Self {
+            metrics,
+            registry,
+            ready: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// Ready once every member synced and the first round was written.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Run until `stop` turns true.
+    pub async fn run(self: Arc<Self>, config: Config, mut stop: watch::Receiver<bool>) {
+        let changed = Arc::new(Notify::new());
+        let clusters: Informer<Cluster> = Informer::start(
+            Api::all(config.control.clone()),
+            watcher::Config::default(),
+            changed.clone(),
+            "clusters",
+        );
+        let mut members: BTreeMap<String, Joined> = BTreeMap::new();
+        let mut vips = VipAllocator::new();
+        let mut wake_at: Option<tokio::time::Instant> = None;
+        loop {
+            let sleep = async {
+                match wake_at {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = stop.changed() => return,
+                _ = changed.notified() => {}
+                _ = sleep => {}
+            }
+            if !clusters.is_ready() {
+                continue;
+            }
+            self.sync_members(&config, &clusters, &mut members, &changed)
+                .await;
+            let started = Instant::now();
+            let now = Timestamp::now();
+            if !members.values().all(|j| j.member.synced()) {
+                continue;
+            }
+            let snapshots: Vec<MemberSnapshot> =
+                members.values().map(|j| j.member.snapshot(now)).collect();
+            let desired = reconcile(&snapshots, &mut vips);
+            let rounds = members.values().map(|j| {
+                let d = desired.cluster(&j.member.name);
+                self.write_member(j, d)
+            });
+            let results = futures::future::join_all(rounds).await;
+            let failed = results.iter().any(|ok| !ok);
+            for j in members.values() {
+                let errors: Vec<String> = desired
+                    .errors_of(&j.member.name)
+                    .map(|e| e.to_string())
+                    .collect();
+                report_cluster(&config.control, &clusters, &j.member.name, &errors).await;
+            }
+            self.metrics.observe_round(started.elapsed(), failed);
+            self.metrics
+                .alive
+                .set(snapshots.iter().filter(|s| s.alive).count() as i64);
+            if !failed {
+                self.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            // Wake when the earliest live lease runs out, or soon after a failure.
+            wake_at = members
+                .values()
+                .filter_map(|j| j.member.lease_expiry())
+                .filter(|t| *t > now)
+                .min()
+                .map(|t| {
+                    let ms = t.duration_since(now).as_millis().max(0) as u64 + 10;
+                    tokio::time::Instant::now() + Duration::from_millis(ms)
+                });
+            if failed {
+                let retry = tokio::time::Instant::now() + RETRY_AFTER;
+                wake_at = Some(wake_at.map_or(retry, |w| w.min(retry)));
+            }
+        }
+    }
+
+    /// Join new clusters, drop removed ones, restart ones whose spec changed.
+    async fn sync_members(
+        &self,
+        config: &Config,
+        clusters: &Informer<Cluster>,
+        members: &mut BTreeMap<String, Joined>,
+        changed: &Arc<Notify>,
+    ) {
+        let current = clusters.state();
+        members.retain(|name, _| {
+            current
+                .iter()
+                .any(|c| c.metadata.name.as_deref() == Some(name))
+        });
+        let mut sorted: Vec<&Arc<Cluster>> = current.iter().collect();
+        sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        for (position, c) in sorted.iter().enumerate() {
+            let Some(name) = c.metadata.name.clone() else {
+                continue;
+            };
+            let spec = serde_json::to_string(&c.spec).unwrap_or_default();
+            if members.get(&name).is_some_and(|j| j.spec == spec) {
+                continue;
+            }
+            let id_text = c
+                .spec
+                .as_ref()
+                .and_then(|s| s.cluster_id.clone())
+                .unwrap_or_else(|| name.clone());
+            let id = match ClusterId::new(id_text) {
+                Ok(id) => id,
+                Err(e) => {
+                    let errors = [e.to_string()];
+                    report_cluster(&config.control, clusters, &ClusterName::new(&name), &errors)
+                        .await;
+                    continue;
+                }
+            };
+            // The index picks the VIP range: the label `dev up` sets, else the position.
+            let index = c
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("sluice.dev/index"))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(position as u8);
+            let path = config.kubeconfigs.join(format!("{name}.kubeconfig"));
+            let client = match kube_client(&path).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(cluster = %name, kubeconfig = %path.display(), error = %e, "cannot reach member cluster");
+                    continue;
+                }
+            };
+            tracing::info!(cluster = %name, %id, index, "member joined");
+            let member = Member::start(
+                ClusterName::new(&name),
+                id,
+                index,
+                client.clone(),
+                changed.clone(),
+            );
+            members.insert(
+                name,
+                Joined {
+                    member,
+                    writer: Writer::new(client),
+                    spec,
+                },
+            );
+        }
+    }
+
+    /// Write one member's desired state; `false` if any write failed.
+    async fn write_member(&self, j: &Joined, desired: Option<&ClusterDesired>) -> bool {
+        let Some(d) = desired else {
+            return true;
+        };
+        let m = &j.member;
+        let imports = m.imports.state();
+        let slices = m.slices.state();
+        let exports = m.exports.state();
+        let rv_of = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            meta.resource_version.clone()
+        };
+        let find_import = |ns: &str, n: &str| {
+            imports
+                .iter()
+                .find(|i| {
+                    i.metadata.namespace.as_deref() == Some(ns)
+                        && i.metadata.name.as_deref() == Some(n)
+                })
+                .and_then(|i| rv_of(&i.metadata))
+        };
+        let find_slice = |ns: &str, n: &str| {
+            slices
+                .iter()
+                .find(|s| {
+                    s.metadata.namespace.as_deref() == Some(ns)
+                        && s.metadata.name.as_deref() == Some(n)
+                })
+                .and_then(|s| rv_of(&s.metadata))
+        };
+        let find_export = |ns: &str, n: &str| {
+            exports
+                .iter()
+                .find(|s| {
+                    s.metadata.namespace.as_deref() == Some(ns)
+                        && s.metadata.name.as_deref() == Some(n)
+                })
+                .and_then(|s| rv_of(&s.metadata))
+        };
+        let mut ops: Vec<futures::future::BoxFuture<'_, Result<bool, write::WriteError>>> =
+            Vec::new();
+        for (k, imp) in &d.imports {
+            let rv = find_import(&k.namespace, &k.name);
+            ops.push(Box::pin(async move {
+                j.writer.import(k, imp, rv.as_deref()).await
+            }));
+        }
+        for (k, sl) in &d.slices {
+            let rv = find_slice(&k.namespace, &k.name);
+            ops.push(Box::pin(async move {
+                j.writer.slice(k, sl, rv.as_deref()).await
+            }));
+        }
+        for (k, st) in &d.export_statuses {
+            let rv = find_export(&k.namespace, &k.name);
+            ops.push(Box::pin(async move {
+                j.writer.export_status(k, st, rv.as_deref()).await
+            }));
+        }
+        let stale_imports = d.stale_imports(imports.iter().map(|i| &**i));
+        let stale_slices = d.stale_slices(slices.iter().map(|s| &**s));
+        for k in stale_imports {
+            ops.push(Box::pin(async move {
+                j.writer.delete_import(&k).await.map(|_| true)
+            }));
+        }
+        for k in stale_slices {
+            ops.push(Box::pin(async move {
+                j.writer.delete_slice(&k).await.map(|_| true)
+            }));
+        }
+        let results: Vec<_> = futures::stream::iter(ops)
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        let mut ok = true;
+        for r in results {
+            match r {
+                Ok(true) => {
+                    self.metrics.writes.inc();
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    ok = false;
+                    self.metrics.write_errors.inc();
+                    tracing::warn!(cluster = %m.name, error = %e, "write failed");
+                }
+            }
+        }
+        ok
+    }
+}
+
+/// A client from a kubeconfig file (its current context).
+pub async fn kube_client(path: &std::path::Path) -> anyhow::Result<Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
+    Ok(Client::try_from(config)?)
+}
+
+/// Put the controller's verdict on a `Cluster` object: condition `MCSMember`, False with
+/// the reasons when the cluster was left out (a duplicate cluster id, an invalid id, no VIP
+/// range). Written only when it changes.
+async fn report_cluster(
+    control: &Client,
+    clusters: &Informer<Cluster>,
+    name: &ClusterName,
+    errors: &[String],
+) {
+    let (status, reason, message) = if errors.is_empty() {
+        ("True", "Member", "exports and imports services".to_string())
+    } else {
+        ("False", "Rejected", errors.join("; "))
+    };
+    let Some(current) = clusters
+        .state()
+        .into_iter()
+        .find(|c| c.metadata.name.as_deref() == Some(name.as_str()))
+    else {
+        return;
+    };
+    let mut conditions = current
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    if conditions
+        .iter()
+        .any(|c| c.type_ == "MCSMember" && c.status == status && c.message == message)
+    {
+        return;
+    }
+    conditions.retain(|c| c.type_ != "MCSMember");
+    conditions.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: "MCSMember".into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            Timestamp::now(),
+        ),
+        observed_generation: current.metadata.generation,
+    });
+    let api: Api<Cluster> = Api::all(control.clone());
+    let patch = serde_json::json!({ "status": { "conditions": conditions } });
+    if let Err(e) = api
+        .patch_status(
+            name.as_str(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        tracing::warn!(cluster = %name, error = %e, "reporting on the Cluster object failed");
+    }
+}

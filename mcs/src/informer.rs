@@ -1,0 +1,77 @@
+//! Informers: a kube-rs watcher feeding a reflector store, and a signal raised on every
+//! change, so a controller reconciles when something changed and never polls. The MCS
+//! controller and the dataplane's cluster mode both build on this.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+
+/// A store kept current by a watch; the watch stops when this is dropped.
+pub struct Informer<K: Resource + 'static>
+where
+    K::DynamicType: Hash + Eq + Clone,
+{
+    pub store: Store<K>,
+    synced: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<K: Resource + 'static> Drop for Informer<K>
+where
+    K::DynamicType: Hash + Eq + Clone,
+{
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl<K> Informer<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Hash + Eq + Clone,
+{
+    /// Watch `api` (filtered by `config`), raising `changed` after every event.
+    pub fn start(api: Api<K>, config: watcher::Config, changed: Arc<Notify>, what: &str) -> Self {
+        let (store, writer) = reflector::store();
+        let what = what.to_string();
+        let synced = Arc::new(AtomicBool::new(false));
+        let flag = synced.clone();
+        let task = tokio::spawn(async move {
+            let mut events =
+                Box::pin(reflector::reflector(writer, watcher(api, config)).default_backoff());
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(e) => {
+                        if matches!(e, watcher::Event::InitDone) {
+                            flag.store(true, Ordering::Release);
+                        }
+                        changed.notify_one();
+                    }
+                    Err(e) => tracing::warn!(kind = %what, error = %e, "watch failed; retrying"),
+                }
+            }
+        });
+        Self {
+            store,
+            synced,
+            task,
+        }
+    }
+
+    /// Whether the first list has arrived.
+    pub fn is_ready(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    pub fn state(&self) -> Vec<Arc<K>> {
+        self.store.state()
+    }
+}
