@@ -6,122 +6,13 @@
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use support::{Kubectl, eventually, kubectls, sluice_bin};
+use support::{DevUp, Kubectl, eventually, http_get, processes_with, sluice_bin};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// `sluice dev up` in a temporary state directory; SIGTERMed on drop.
-struct DevUp {
-    child: Option<Child>,
-    state: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl DevUp {
-    fn start(clusters: &str) -> (Self, Duration) {
-        let dir = tempfile::tempdir().unwrap();
-        let state = dir.path().join("state");
-        let started = Instant::now();
-        let mut child = Command::new(sluice_bin())
-            .args(["dev", "up", "--state"])
-            .arg(&state)
-            .args(["--clusters", clusters])
-            .env("SLUICE_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready", "dev up did not become ready");
-        (
-            Self {
-                child: Some(child),
-                state,
-                _dir: dir,
-            },
-            started.elapsed(),
-        )
-    }
-
-    fn kubectl(&self, cluster: &str) -> Kubectl {
-        Kubectl::new(
-            &kubectls().remove(0),
-            &self
-                .state
-                .join("clusters")
-                .join(format!("{cluster}.kubeconfig")),
-            &self.state.join(format!("cache-{cluster}")),
-        )
-    }
-
-    /// SIGTERM and wait; true if it exited cleanly.
-    fn stop(&mut self) -> bool {
-        let Some(mut c) = self.child.take() else {
-            return true;
-        };
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(c.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(s)) = c.try_wait() {
-                if !s.success() {
-                    eprintln!("dev up exited with {s}");
-                }
-                return s.success();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = c.kill();
-        false
-    }
-}
-
-impl Drop for DevUp {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Processes whose command line mentions `needle`.
-fn processes_with(needle: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(needle) {
-                out.push(cmd);
-            }
-        }
-    }
-    out
-}
-
-fn http_get(ip: &str, port: u16, path: &str) -> Option<serde_json::Value> {
-    let mut s = std::net::TcpStream::connect_timeout(
-        &format!("{ip}:{port}").parse().ok()?,
-        Duration::from_secs(2),
-    )
-    .ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    if !out.starts_with("HTTP/1.1 200") {
-        return None;
-    }
-    serde_json::from_str(out.split("\r\n\r\n").nth(1)?).ok()
-}
 
 const ECHO: &str = r#"apiVersion: apps/v1
 kind: Deployment

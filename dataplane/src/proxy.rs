@@ -192,9 +192,15 @@ impl Proxy {
 
     /// The running configuration and live state, as `/config_dump` shows it.
     pub fn dump(&self) -> serde_json::Value {
+        self.dump_services(None)
+    }
+
+    /// The dump, with only the service called `only` if given.
+    pub fn dump_services(&self, only: Option<&str>) -> serde_json::Value {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let services: Vec<serde_json::Value> = running
             .iter()
+            .filter(|r| only.is_none_or(|n| r.config.name == n))
             .map(|r| {
                 let svc = r.service();
                 let endpoints: Vec<serde_json::Value> = svc
@@ -232,10 +238,17 @@ impl sluice_observe::AdminSource for Proxy {
         self.synced.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// `/config_dump`, or `/config_dump?service=NAME` for one service's entry.
     fn page(&self, path: &str) -> Option<(&'static str, String)> {
-        (path == "/config_dump").then(|| {
-            let body = serde_json::to_string_pretty(&self.dump()).unwrap_or_default();
-            ("application/json", body)
-        })
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        if path != "/config_dump" {
+            return None;
+        }
+        let only = form_urlencoded::parse(query.as_bytes())
+            .find(|(k, _)| k == "service")
+            .map(|(_, v)| v.into_owned());
+        let dump = self.dump_services(only.as_deref());
+        let body = serde_json::to_string_pretty(&dump).unwrap_or_default();
+        Some(("application/json", body))
     }
 }

@@ -45,8 +45,12 @@ where
         let synced = Arc::new(AtomicBool::new(false));
         let flag = synced.clone();
         let task = tokio::spawn(async move {
-            let mut events =
-                Box::pin(reflector::reflector(writer, watcher(api, config)).default_backoff());
+            // managedFields are dropped on the way in: nothing here reads them, and they are
+            // most of an object's size (memory, and the cost of every snapshot's clone).
+            let stream = watcher(api, config)
+                .default_backoff()
+                .modify(|o: &mut K| o.meta_mut().managed_fields = None);
+            let mut events = Box::pin(reflector::reflector(writer, stream));
             while let Some(event) = events.next().await {
                 match event {
                     Ok(e) => {

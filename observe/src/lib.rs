@@ -24,7 +24,8 @@ pub trait AdminSource: Send + Sync + 'static {
     fn registry(&self) -> &Registry;
     /// `/readyz` answers 200 when true, 503 otherwise.
     fn ready(&self) -> bool;
-    /// Extra pages (path → content type and body); none by default.
+    /// Extra pages (path with its query, e.g. `/config_dump?service=x` → content type and
+    /// body); none by default.
     fn page(&self, _path: &str) -> Option<(&'static str, String)> {
         None
     }
@@ -39,7 +40,8 @@ fn respond(code: StatusCode, content_type: &str, body: String) -> Response<Full<
     r
 }
 
-fn route(source: &dyn AdminSource, path: &str) -> Response<Full<Bytes>> {
+fn route(source: &dyn AdminSource, uri: &http::Uri) -> Response<Full<Bytes>> {
+    let path = uri.path();
     match path {
         "/metrics" => {
             let mut out = String::new();
@@ -59,7 +61,7 @@ fn route(source: &dyn AdminSource, path: &str) -> Response<Full<Bytes>> {
             "text/plain",
             "not ready\n".into(),
         ),
-        other => match source.page(other) {
+        _ => match source.page(uri.path_and_query().map_or(path, |p| p.as_str())) {
             Some((ct, body)) => respond(StatusCode::OK, ct, body),
             None => respond(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
         },
@@ -89,7 +91,7 @@ pub async fn serve(
             let source = source.clone();
             tokio::spawn(async move {
                 let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let resp = route(source.as_ref(), req.uri().path());
+                    let resp = route(source.as_ref(), req.uri());
                     async move { Ok::<_, Infallible>(resp) }
                 });
                 let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -194,4 +194,124 @@ pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
     f()
+}
+
+/// `sluice dev up` in a temporary state directory; SIGTERMed on drop.
+pub struct DevUp {
+    child: Option<Child>,
+    pub state: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl DevUp {
+    pub fn start(clusters: &str) -> (Self, Duration) {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let started = Instant::now();
+        let mut child = Command::new(sluice_bin())
+            .args(["dev", "up", "--state"])
+            .arg(&state)
+            .args(["--clusters", clusters])
+            .env("SLUICE_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "dev up did not become ready");
+        (
+            Self {
+                child: Some(child),
+                state,
+                _dir: dir,
+            },
+            started.elapsed(),
+        )
+    }
+
+    pub fn kubectl(&self, cluster: &str) -> Kubectl {
+        Kubectl::new(
+            &kubectls().remove(0),
+            &self
+                .state
+                .join("clusters")
+                .join(format!("{cluster}.kubeconfig")),
+            &self.state.join(format!("cache-{cluster}")),
+        )
+    }
+
+    /// SIGTERM and wait; true if it exited cleanly.
+    pub fn stop(&mut self) -> bool {
+        let Some(mut c) = self.child.take() else {
+            return true;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = c.try_wait() {
+                if !s.success() {
+                    eprintln!("dev up exited with {s}");
+                }
+                return s.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        false
+    }
+}
+
+impl Drop for DevUp {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Command lines of processes that mention `needle`.
+pub fn processes_with(needle: &str) -> Vec<String> {
+    processes_with_pid(needle)
+        .into_iter()
+        .map(|(_, cmd)| cmd)
+        .collect()
+}
+
+pub fn http_get(ip: &str, port: u16, path: &str) -> Option<serde_json::Value> {
+    let mut s = std::net::TcpStream::connect_timeout(
+        &format!("{ip}:{port}").parse().ok()?,
+        Duration::from_secs(2),
+    )
+    .ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    if !out.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    serde_json::from_str(out.split("\r\n\r\n").nth(1)?).ok()
+}
+
+
+/// Pids and command lines of processes whose command line mentions `needle`.
+pub fn processes_with_pid(needle: &str) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse().ok()) else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                out.push((pid, cmd));
+            }
+        }
+    }
+    out
 }
