@@ -111,7 +111,9 @@ async fn main() {
         let path = dir.path().join(format!("clusters/{c}.kubeconfig"));
         clients.push(sluice_mcs::controller::kube_client(&path).await.unwrap());
     }
-    let admins: Vec<String> = (0..3).map(|i| format!("127.{}.0.1:15000", 20 + i)).collect();
+    let admins: Vec<String> = (0..3)
+        .map(|i| format!("127.{}.0.1:15000", 20 + i))
+        .collect();
 
     // Setup: namespace (placed: implicit export), Services without selector, their slices.
     let setup = Instant::now();

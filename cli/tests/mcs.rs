@@ -58,7 +58,15 @@ fn export(ns: &str, name: &str, spec: &str) -> String {
 }
 
 fn jsonpath(k: &Kubectl, kind: &str, ns: &str, name: &str, path: &str) -> String {
-    let out = k.run(&["get", kind, "-n", ns, name, "-o", &format!("jsonpath={path}")]);
+    let out = k.run(&[
+        "get",
+        kind,
+        "-n",
+        ns,
+        name,
+        "-o",
+        &format!("jsonpath={path}"),
+    ]);
     if out.status.success() {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     } else {
@@ -108,7 +116,10 @@ fn reaches_from_everywhere(dev: &DevUp, ns: &str, name: &str, port: u16, expecte
             last = answering(&ip, port, 30);
             last == set(expected)
         });
-        assert!(ok, "{ns}/{name}:{port} from {c}: answered by {last:?}, expected {expected:?}");
+        assert!(
+            ok,
+            "{ns}/{name}:{port} from {c}: answered by {last:?}, expected {expected:?}"
+        );
     }
 }
 
@@ -151,7 +162,13 @@ fn multi_cluster_services_across_three_clusters() {
     reaches_from_everywhere(&dev, "shop", "web", 8080, &["east", "west"]);
     assert_eq!(vip(&k[1], "shop", "web"), east_vip, "the VIP changed");
     assert_eq!(
-        jsonpath(&k[2], "serviceimport", "shop", "web", "{.status.clusters[*].cluster}"),
+        jsonpath(
+            &k[2],
+            "serviceimport",
+            "shop",
+            "web",
+            "{.status.clusters[*].cluster}"
+        ),
         "east west"
     );
 
@@ -178,8 +195,13 @@ fn multi_cluster_services_across_three_clusters() {
     k[2].apply_stdin(&export("shop", "db", ""));
     for (c, kc) in CLUSTERS.iter().zip(&k) {
         assert!(
-            eventually(WAIT, || jsonpath(kc, "serviceimport", "shop", "db", "{.spec.type}")
-                == "Headless"),
+            eventually(WAIT, || jsonpath(
+                kc,
+                "serviceimport",
+                "shop",
+                "db",
+                "{.spec.type}"
+            ) == "Headless"),
             "{c}: no headless import"
         );
         assert!(vip(kc, "shop", "db").is_empty());
@@ -190,7 +212,10 @@ fn multi_cluster_services_across_three_clusters() {
                     "multicluster.kubernetes.io/service-name=db,multicluster.kubernetes.io/source-cluster=north,endpointslice.kubernetes.io/managed-by=sluice-mcs",
                     "-o", "jsonpath={.items[*].endpoints[*].addresses[0]}",
                 ]);
-                out.split_whitespace().filter(|a| a.starts_with("127.22.")).count() == 2
+                out.split_whitespace()
+                    .filter(|a| a.starts_with("127.22."))
+                    .count()
+                    == 2
             }),
             "{c}: north's headless endpoints missing"
         );
@@ -202,9 +227,17 @@ fn multi_cluster_services_across_three_clusters() {
     );
     k[0].apply_stdin(&export("shop", "ext", ""));
     k[0].apply_stdin(&export("shop", "ghost", ""));
-    assert!(eventually(WAIT, || condition(&k[0], "shop", "ext", "Valid")
-        == ("False".into(), "InvalidServiceType".into(), condition(&k[0], "shop", "ext", "Valid").2)));
-    assert!(eventually(WAIT, || condition(&k[0], "shop", "ghost", "Valid").1 == "NoService"));
+    assert!(eventually(WAIT, || condition(
+        &k[0], "shop", "ext", "Valid"
+    ) == (
+        "False".into(),
+        "InvalidServiceType".into(),
+        condition(&k[0], "shop", "ext", "Valid").2
+    )));
+    assert!(eventually(WAIT, || condition(
+        &k[0], "shop", "ghost", "Valid"
+    )
+    .1 == "NoService"));
     for kc in &k {
         assert!(vip(kc, "shop", "ext").is_empty() && vip(kc, "shop", "ghost").is_empty());
     }
@@ -212,12 +245,42 @@ fn multi_cluster_services_across_three_clusters() {
     // --- Conflicts: east's export is the oldest and wins; every export says Conflict,
     // naming the field and the winner.
     let kinds: [(&str, &str, &str, &str, &str); 6] = [
-        ("c-affinity", "  sessionAffinity: ClientIP\n", "  sessionAffinity: None\n", "", "SessionAffinityConflict"),
-        ("c-policy", "  internalTrafficPolicy: Cluster\n", "  internalTrafficPolicy: Local\n", "", "InternalTrafficPolicyConflict"),
-        ("c-distribution", "  trafficDistribution: PreferClose\n", "", "", "TrafficDistributionConflict"),
+        (
+            "c-affinity",
+            "  sessionAffinity: ClientIP\n",
+            "  sessionAffinity: None\n",
+            "",
+            "SessionAffinityConflict",
+        ),
+        (
+            "c-policy",
+            "  internalTrafficPolicy: Cluster\n",
+            "  internalTrafficPolicy: Local\n",
+            "",
+            "InternalTrafficPolicyConflict",
+        ),
+        (
+            "c-distribution",
+            "  trafficDistribution: PreferClose\n",
+            "",
+            "",
+            "TrafficDistributionConflict",
+        ),
         ("c-type", "", "  clusterIP: None\n", "", "TypeConflict"),
-        ("c-labels", "", "", "spec: {exportedLabels: {tier: gold}}\n", "LabelsConflict"),
-        ("c-annotations", "", "", "spec: {exportedAnnotations: {owner: team-b}}\n", "AnnotationsConflict"),
+        (
+            "c-labels",
+            "",
+            "",
+            "spec: {exportedLabels: {tier: gold}}\n",
+            "LabelsConflict",
+        ),
+        (
+            "c-annotations",
+            "",
+            "",
+            "spec: {exportedAnnotations: {owner: team-b}}\n",
+            "AnnotationsConflict",
+        ),
     ];
     for (name, east_spec, _, _, _) in kinds {
         k[0].apply_stdin(&service("shop", name, east_spec, HTTP_PORT));
@@ -236,11 +299,21 @@ fn multi_cluster_services_across_three_clusters() {
                 last.0 == "True" && last.1.contains(reason)
             });
             assert!(ok, "{name} in {c}: Conflict is {last:?}, expected {reason}");
-            assert!(last.2.contains("east"), "{name}: the message names no winner: {}", last.2);
+            assert!(
+                last.2.contains("east"),
+                "{name}: the message names no winner: {}",
+                last.2
+            );
         }
     }
     assert_eq!(
-        jsonpath(&k[2], "serviceimport", "shop", "c-affinity", "{.spec.sessionAffinity}"),
+        jsonpath(
+            &k[2],
+            "serviceimport",
+            "shop",
+            "c-affinity",
+            "{.spec.sessionAffinity}"
+        ),
         "ClientIP",
         "the oldest export's affinity wins"
     );
@@ -249,7 +322,13 @@ fn multi_cluster_services_across_three_clusters() {
         "ClusterSetIP"
     );
     assert_eq!(
-        jsonpath(&k[2], "serviceimport", "shop", "c-labels", "{.metadata.labels.tier}"),
+        jsonpath(
+            &k[2],
+            "serviceimport",
+            "shop",
+            "c-labels",
+            "{.metadata.labels.tier}"
+        ),
         ""
     );
 
@@ -303,7 +382,10 @@ fn multi_cluster_services_across_three_clusters() {
     );
     let member = |name: &str, field: &str| {
         let out = control.run(&[
-            "get", "cluster", name, "-o",
+            "get",
+            "cluster",
+            name,
+            "-o",
             &format!("jsonpath={{.status.conditions[?(@.type==\"MCSMember\")].{field}}}"),
         ]);
         String::from_utf8_lossy(&out.stdout).trim().to_string()
@@ -312,7 +394,11 @@ fn multi_cluster_services_across_three_clusters() {
         eventually(WAIT, || member("zz-east-copy", "status") == "False"),
         "the duplicate was not rejected"
     );
-    assert!(member("zz-east-copy", "message").contains("east"), "{}", member("zz-east-copy", "message"));
+    assert!(
+        member("zz-east-copy", "message").contains("east"),
+        "{}",
+        member("zz-east-copy", "message")
+    );
     assert_eq!(member("east", "status"), "True");
     reaches_from_everywhere(&dev, "shop", "api", 8081, &["west"]);
     control.ok(&["delete", "cluster", "zz-east-copy"]);
@@ -338,14 +424,28 @@ fn multi_cluster_services_across_three_clusters() {
     signal("-STOP");
     let stopped = std::time::Instant::now();
     let gone = eventually(WAIT, || {
-        jsonpath(&k[0], "serviceimport", "shop", "web", "{.status.clusters[*].cluster}") == "east"
-            && jsonpath(&k[1], "serviceimport", "shop", "web", "{.status.clusters[*].cluster}")
-                == "east"
+        jsonpath(
+            &k[0],
+            "serviceimport",
+            "shop",
+            "web",
+            "{.status.clusters[*].cluster}",
+        ) == "east"
+            && jsonpath(
+                &k[1],
+                "serviceimport",
+                "shop",
+                "web",
+                "{.status.clusters[*].cluster}",
+            ) == "east"
     });
     let took = stopped.elapsed();
     signal("-CONT");
     assert!(gone, "north stayed in the imports after its lease ran out");
-    eprintln!("north left every import {:.2} s after its agent stopped", took.as_secs_f64());
+    eprintln!(
+        "north left every import {:.2} s after its agent stopped",
+        took.as_secs_f64()
+    );
     assert!(took < Duration::from_secs(6), "took {took:?}");
     reaches_from_everywhere(&dev, "shop", "web", 8080, &["east", "north"]);
 

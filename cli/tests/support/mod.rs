@@ -298,7 +298,6 @@ pub fn http_get(ip: &str, port: u16, path: &str) -> Option<serde_json::Value> {
     serde_json::from_str(out.split("\r\n\r\n").nth(1)?).ok()
 }
 
-
 /// Pids and command lines of processes whose command line mentions `needle`.
 pub fn processes_with_pid(needle: &str) -> Vec<(u32, String)> {
     let mut out = Vec::new();
