@@ -14,9 +14,11 @@
 //!
 //! Target: p99 < 100 ms.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+use std::io::{Read, Write};
 use std::time::{Duration, Instant};
+
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Service};
@@ -90,25 +92,10 @@ async fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let services = env("SLUICE_BENCH_SERVICES", 1000);
     let changes = env("SLUICE_BENCH_CHANGES", 200);
-    let dir = tempfile::tempdir().unwrap();
-    let mut dev = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["dev", "up", "--state"])
-        .arg(dir.path())
-        .args(["--clusters", &CLUSTERS.join(",")])
-        .env("SLUICE_LOG", "error")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = dev.stdout.take().unwrap();
-    let dev = Stop(dev);
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-
+    let (dev, _) = support::DevUp::start(&CLUSTERS.join(","));
     let mut clients = Vec::new();
     for c in CLUSTERS {
-        let path = dir.path().join(format!("clusters/{c}.kubeconfig"));
+        let path = dev.state.join(format!("clusters/{c}.kubeconfig"));
         clients.push(sluice_mcs::controller::kube_client(&path).await.unwrap());
     }
     let admins: Vec<String> = (0..3)
@@ -234,17 +221,4 @@ async fn main() {
         if ms(p99) < 100.0 { "met" } else { "NOT met" }
     );
     drop(dev);
-}
-
-/// SIGTERM `dev up` and wait for it, also when the bench panics.
-struct Stop(std::process::Child);
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status();
-        let _ = self.0.wait();
-    }
 }

@@ -268,16 +268,15 @@ async fn shutdown_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A kube-rs client from a kubeconfig file, or `$KUBECONFIG`/`~/.kube/config`.
+/// A kube-rs client from a kubeconfig file (with TCP_NODELAY, see
+/// `sluice_mcs::controller::kube_client`), or `$KUBECONFIG`/`~/.kube/config`.
 async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let kc = match kubeconfig {
-        Some(p) => kube::config::Kubeconfig::read_from(p)
-            .with_context(|| format!("reading {}", p.display()))?,
-        None => kube::config::Kubeconfig::read()?,
-    };
-    Ok(kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
-    )?)
+    match kubeconfig {
+        Some(p) => sluice_mcs::controller::kube_client(p)
+            .await
+            .with_context(|| format!("reading {}", p.display())),
+        None => Ok(kube::Client::try_default().await?),
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -492,9 +491,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let bound = sluice_dataplane::build(&initial, admin).await?;
             bound.proxy.set_unsynced();
-            let client = sluice_mcs::controller::kube_client(&kubeconfig).await?;
+            let client = kube_client(Some(&kubeconfig)).await?;
             let control = match control {
-                Some(p) => Some(sluice_mcs::controller::kube_client(&p).await?),
+                Some(p) => Some(kube_client(Some(&p)).await?),
                 None => None,
             };
             let gw = bound
@@ -639,7 +638,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     .unwrap_or(std::path::Path::new("."))
                     .join("clusters")
             });
-            let client = sluice_mcs::controller::kube_client(&control).await?;
+            let client = kube_client(Some(&control)).await?;
             let controller = sluice_mcs::controller::Controller::new();
             let (stop, stopped) = tokio::sync::watch::channel(false);
             let admin = sluice_observe::serve(admin, controller.clone(), stopped.clone()).await?;

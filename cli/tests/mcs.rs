@@ -133,10 +133,9 @@ fn multi_cluster_services_across_three_clusters() {
     }
 
     // --- A Service in east and west, exported from east only: reaches only east.
-    for (i, kc) in k.iter().take(2).enumerate() {
+    for kc in k.iter().take(2) {
         kc.apply_stdin(&echo("shop", "web", 2));
         kc.apply_stdin(&service("shop", "web", "", HTTP_PORT));
-        let _ = i;
     }
     k[0].apply_stdin(&export("shop", "web", ""));
     reaches_from_everywhere(&dev, "shop", "web", 8080, &["east"]);

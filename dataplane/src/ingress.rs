@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -15,7 +14,7 @@ use hyper::body::Incoming;
 use tokio::sync::watch;
 
 use crate::http::ProxyBody;
-use crate::listener::serve_http;
+use crate::listener::{serve_http, spawn_accept};
 use crate::service::Service;
 
 /// The live service behind a route (the listener's handle: it follows a service replaced
@@ -70,32 +69,17 @@ pub struct Ingress {
 
 impl Ingress {
     pub fn start(listen: SocketAddr) -> std::io::Result<Self> {
-        let std = std::net::TcpListener::bind(listen)?;
-        std.set_nonblocking(true)?;
-        let addr = std.local_addr()?;
-        let listener = tokio::net::TcpListener::from_std(std)?;
+        let listener = crate::listener::bind(listen)?;
+        let addr = listener.local_addr()?;
         let routes = Routes::default();
-        let (stop, mut stopped) = watch::channel(false);
+        let (stop, stopped) = watch::channel(false);
         let shared = routes.clone();
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = tokio::select! {
-                    _ = stopped.changed() => return,
-                    a = listener.accept() => match a {
-                        Ok(a) => a,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "ingress accept failed");
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                            continue;
-                        }
-                    },
-                };
-                let _ = stream.set_nodelay(true);
-                let routes = shared.clone();
-                tokio::spawn(serve_http(stream, false, move |req| {
-                    route(routes.clone(), req)
-                }));
-            }
+        spawn_accept(listener, stopped, "ingress", move |stream, _| {
+            let _ = stream.set_nodelay(true);
+            let routes = shared.clone();
+            tokio::spawn(serve_http(stream, false, move |req| {
+                route(routes.clone(), req)
+            }));
         });
         tracing::info!(%addr, "ingress listening");
         Ok(Self { addr, routes, stop })

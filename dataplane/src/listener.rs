@@ -55,35 +55,53 @@ impl Running {
     }
 }
 
-/// Bind the service's listener and start accepting.
-pub fn start(config: &ServiceConfig, svc: Service) -> std::io::Result<Running> {
-    let std = std::net::TcpListener::bind(config.listen)?;
+/// A non-blocking tokio listener on `addr` (port 0: any free port).
+pub fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let std = std::net::TcpListener::bind(addr)?;
     std.set_nonblocking(true)?;
-    let addr = std.local_addr()?;
-    let listener = tokio::net::TcpListener::from_std(std)?;
-    let svc = Arc::new(RwLock::new(Arc::new(svc)));
-    let (stop, mut stopped) = watch::channel(false);
-    let shared = svc.clone();
+    tokio::net::TcpListener::from_std(std)
+}
+
+/// Accept on `listener` until `stopped` turns true, handing each connection to `serve`
+/// (which spawns what it needs). Accept errors (EMFILE and friends) back off instead of
+/// spinning. Every listener of the proxy — services, ingress, gateway — accepts here.
+pub fn spawn_accept<F>(
+    listener: tokio::net::TcpListener,
+    mut stopped: watch::Receiver<bool>,
+    what: &'static str,
+    serve: F,
+) where
+    F: Fn(TcpStream, SocketAddr) + Send + 'static,
+{
     tokio::spawn(async move {
         loop {
-            let (stream, _) = tokio::select! {
+            tokio::select! {
                 _ = stopped.changed() => return,
                 a = listener.accept() => match a {
-                    Ok(a) => a,
+                    Ok((stream, peer)) => serve(stream, peer),
                     Err(e) => {
-                        // EMFILE and friends: back off instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
+                        tracing::warn!(listener = what, error = %e, "accept failed");
                         tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
                     }
                 },
-            };
-            let svc = shared
-                .read()
-                .map(|s| s.clone())
-                .unwrap_or_else(|p| p.into_inner().clone());
-            tokio::spawn(connection(svc, stream));
+            }
         }
+    });
+}
+
+/// Bind the service's listener and start accepting.
+pub fn start(config: &ServiceConfig, svc: Service) -> std::io::Result<Running> {
+    let listener = bind(config.listen)?;
+    let addr = listener.local_addr()?;
+    let svc = Arc::new(RwLock::new(Arc::new(svc)));
+    let (stop, stopped) = watch::channel(false);
+    let shared = svc.clone();
+    spawn_accept(listener, stopped, "service", move |stream, _| {
+        let svc = shared
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_else(|p| p.into_inner().clone());
+        tokio::spawn(connection(svc, stream));
     });
     tracing::info!(service = %config.name, %addr, protocol = ?config.protocol, "listening");
     Ok(Running {

@@ -401,9 +401,40 @@ async fn bad_peers_and_garbage_are_refused_while_the_gateway_serves() {
         udp.send_to(&junk, w.gateway).await.unwrap();
     }
 
-    // A well-formed QUIC stream with a garbage preamble gets a verdict, not a hang.
-    // (Through the library: a stream to a target that is not an ip:port cannot be
-    // expressed, so send raw bytes on a stream opened by a trusted peer.)
+    // A trusted QUIC peer sending a garbage preamble gets a BadRequest verdict on that
+    // stream, not a hang, and its connection keeps working for the next stream.
+    {
+        use sluice_dataplane::tunnel::frame::{self, Verdict};
+        use sluice_dataplane::tunnel::{ALPN_QUIC, identity::client_config, pool::quic_transport};
+        let tls = client_config(&good, &pki.bundle(), "west", ALPN_QUIC).unwrap();
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+        let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+        config.transport_config(Arc::new(quic_transport()));
+        let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        let conn = endpoint
+            .connect_with(config, w.gateway, "gateway.sluice")
+            .unwrap()
+            .await
+            .unwrap();
+        for junk in [
+            &b"GET / HTTP/1.1\r\n\r\n"[..],
+            b"SLT1\x00\x05hello",
+            b"SLT1\xff\xff",
+        ] {
+            let (mut send, mut recv) = conn.open_bi().await.unwrap();
+            send.write_all(junk).await.unwrap();
+            let (verdict, msg) =
+                tokio::time::timeout(Duration::from_secs(5), frame::read_verdict(&mut recv))
+                    .await
+                    .expect("a verdict in time")
+                    .unwrap();
+            assert_eq!(verdict, Verdict::BadRequest, "{junk:?}: {msg}");
+        }
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        frame::write_request(&mut send, target).await.unwrap();
+        let (verdict, _) = frame::read_verdict(&mut recv).await.unwrap();
+        assert_eq!(verdict, Verdict::Connected);
+    }
 
     // The gateway still serves trusted peers on both transports.
     for transport in [TunnelTransport::H2, TunnelTransport::Quic] {
@@ -412,8 +443,12 @@ async fn bad_peers_and_garbage_are_refused_while_the_gateway_serves() {
         roundtrip(&mut s, b"still serving").await;
     }
     let metrics = get(w.proxy.admin, "x", "/metrics").await;
-    for reason in ["handshake"] {
-        for t in ["h2", "quic"] {
+    for (t, reason) in [
+        ("h2", "handshake"),
+        ("quic", "handshake"),
+        ("quic", "bad_request"),
+    ] {
+        {
             let line = format!(
                 "sluice_proxy_gateway_rejected_total{{transport=\"{t}\",reason=\"{reason}\"}}"
             );

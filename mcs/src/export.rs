@@ -4,6 +4,7 @@
 //! every Service in a namespace Sluice placed is reachable from the whole clusterset
 //! without the user writing anything, unless the Service opts out.
 
+use crate::meta::{annotation, label};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -133,13 +134,8 @@ fn implicitly_exported(member: &MemberSnapshot, key: &ServiceKey, svc: &Service)
     let placed = member
         .namespaces
         .get(&key.namespace)
-        .and_then(|ns| ns.metadata.labels.as_ref())
-        .is_some_and(|labels| labels.contains_key(LABEL_LOGICAL_CLUSTER));
-    let opted_out = svc
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_EXPORT))
+        .is_some_and(|ns| label(&ns.metadata, LABEL_LOGICAL_CLUSTER).is_some());
+    let opted_out = annotation(&svc.metadata, ANNOTATION_EXPORT)
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"));
     placed && !opted_out && matches!(validity(svc), Validity::Valid(_))
 }

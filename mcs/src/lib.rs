@@ -28,6 +28,7 @@ pub mod export;
 pub mod informer;
 pub mod lease;
 pub mod merge;
+pub mod meta;
 pub mod model;
 mod names;
 pub mod reconcile;

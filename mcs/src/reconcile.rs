@@ -143,10 +143,7 @@ impl ClusterDesired {
 /// Whether an object was written by this controller
 /// (`endpointslice.kubernetes.io/managed-by: sluice-mcs`): only those may be deleted.
 pub fn is_managed(meta: &ObjectMeta) -> bool {
-    meta.labels
-        .as_ref()
-        .and_then(|l| l.get(LABEL_MANAGED_BY))
-        .is_some_and(|v| v == MANAGED_BY)
+    crate::meta::label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY)
 }
 
 /// [`reconcile_at`] the current time.

@@ -80,11 +80,7 @@ pub fn draining(svc: &Service) -> bool {
 }
 
 fn annotation<'a>(svc: &'a Service, key: &str) -> Option<&'a str> {
-    svc.metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
+    crate::meta::annotation(&svc.metadata, key)
 }
 
 /// A slice port: name, protocol, appProtocol, endpoint port number.

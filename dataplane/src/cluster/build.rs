@@ -17,19 +17,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
-use sluice_api::mcs::{
-    LABEL_MANAGED_BY, LABEL_SERVICE_NAME, LABEL_SOURCE_CLUSTER, MANAGED_BY, ServiceImport,
-    ServiceImportType,
-};
-use sluice_mcs::{ANNOTATION_DRAINING, ANNOTATION_WEIGHT};
+use sluice_api::mcs::{LABEL_SERVICE_NAME, LABEL_SOURCE_CLUSTER, ServiceImport, ServiceImportType};
+use sluice_mcs::meta::{LABEL_KUBE_SERVICE_NAME, annotation, label};
+use sluice_mcs::{ANNOTATION_DRAINING, ANNOTATION_WEIGHT, is_managed};
 
 use crate::config::{
     AppProtocol, DEFAULT_WEIGHT, EndpointConfig, PeerConfig, ProxyConfig, ServiceConfig,
     TunnelConfig,
 };
-
-/// The label Kubernetes puts on a Service's own EndpointSlices.
-const LABEL_KUBE_SERVICE_NAME: &str = "kubernetes.io/service-name";
 
 /// What the configuration is built from.
 pub struct Inputs<'a> {
@@ -42,22 +37,6 @@ pub struct Inputs<'a> {
     pub tunnel: Option<TunnelConfig>,
     /// Other clusters' gateways.
     pub peers: Vec<PeerConfig>,
-}
-
-fn label<'a>(s: &'a EndpointSlice, key: &str) -> Option<&'a str> {
-    s.metadata.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-fn annotation<'a>(s: &'a EndpointSlice, key: &str) -> Option<&'a str> {
-    s.metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
-}
-
-fn is_mcs(s: &EndpointSlice) -> bool {
-    label(s, LABEL_MANAGED_BY) == Some(MANAGED_BY)
 }
 
 /// The port number a slice gives the port called `name` (unnamed: `""`).
@@ -172,11 +151,11 @@ pub fn build(inputs: Inputs<'_>) -> ProxyConfig {
         let Some(ns) = s.metadata.namespace.as_deref() else {
             continue;
         };
-        if is_mcs(s) {
-            if let Some(name) = label(s, LABEL_SERVICE_NAME) {
+        if is_managed(&s.metadata) {
+            if let Some(name) = label(&s.metadata, LABEL_SERVICE_NAME) {
                 mcs.entry((ns, name)).or_default().push(s);
             }
-        } else if let Some(name) = label(s, LABEL_KUBE_SERVICE_NAME) {
+        } else if let Some(name) = label(&s.metadata, LABEL_KUBE_SERVICE_NAME) {
             own.entry((ns, name)).or_default().push(s);
         }
     }
@@ -229,7 +208,7 @@ pub fn build(inputs: Inputs<'_>) -> ProxyConfig {
             let pname = p.name.as_deref().unwrap_or("");
             let mut endpoints = Vec::new();
             for s in slices {
-                let Some(source) = label(s, LABEL_SOURCE_CLUSTER) else {
+                let Some(source) = label(&s.metadata, LABEL_SOURCE_CLUSTER) else {
                     continue;
                 };
                 let local = source == inputs.cluster;
@@ -239,10 +218,10 @@ pub fn build(inputs: Inputs<'_>) -> ProxyConfig {
                 let Some(target) = slice_port(s, pname) else {
                     continue;
                 };
-                let weight = annotation(s, ANNOTATION_WEIGHT)
+                let weight = annotation(&s.metadata, ANNOTATION_WEIGHT)
                     .and_then(|w| w.parse().ok())
                     .unwrap_or(DEFAULT_WEIGHT);
-                let draining = annotation(s, ANNOTATION_DRAINING) == Some("true");
+                let draining = annotation(&s.metadata, ANNOTATION_DRAINING) == Some("true");
                 let via = (!local).then_some(source);
                 endpoints.extend(endpoints_of(s, target, weight, draining, source, via));
             }

@@ -71,13 +71,13 @@ impl Gateway {
         let addr = tcp.local_addr().map_err(|e| TunnelError::Bind(listen, e))?;
         let (stop, stopped) = watch::channel(false);
         let tls = Arc::new(RwLock::new(tokio_rustls::TlsAcceptor::from(tls)));
-        tokio::spawn(accept_tcp(
+        accept_tcp(
             tcp,
             tls.clone(),
             allow.clone(),
             metrics.clone(),
             stopped.clone(),
-        ));
+        );
         tokio::spawn(accept_quic(quic.clone(), allow, metrics, stopped));
         tracing::info!(%addr, "gateway listening (TCP mTLS HTTP/2 CONNECT, QUIC)");
         Ok(Self {
@@ -137,63 +137,66 @@ fn source_cluster(certs: Option<&[CertificateDer<'_>]>) -> String {
         .unwrap_or_default()
 }
 
-async fn accept_tcp(
+fn accept_tcp(
     listener: TcpListener,
     tls: Arc<RwLock<tokio_rustls::TlsAcceptor>>,
     allow: Allowlist,
     metrics: TunnelMetrics,
-    mut stopped: watch::Receiver<bool>,
+    stopped: watch::Receiver<bool>,
 ) {
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = stopped.changed() => return,
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "gateway accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-        };
+    crate::listener::spawn_accept(listener, stopped, "gateway", move |stream, peer| {
         let acceptor = tls.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let (allow, metrics) = (allow.clone(), metrics.clone());
-        tokio::spawn(async move {
-            let _ = stream.set_nodelay(true);
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::info!(%peer, error = %e, "gateway: TLS handshake refused");
-                    metrics.rejected("h2", "handshake");
-                    return;
-                }
-                Err(_) => {
-                    tracing::info!(%peer, "gateway: TLS handshake timed out");
-                    metrics.rejected("h2", "handshake");
-                    return;
-                }
-            };
-            let source = source_cluster(tls.get_ref().1.peer_certificates());
-            let span = tracing::info_span!("gateway_connection", %peer, source_cluster = %source, transport = "h2");
-            let service = service_fn(move |req| {
-                let (allow, metrics, source) = (allow.clone(), metrics.clone(), source.clone());
-                async move { Ok::<_, Infallible>(connect(req, allow, metrics, source).await) }
-            });
-            let served = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                .timer(TokioTimer::new())
-                .max_concurrent_streams(STREAMS_PER_CONNECTION)
-                .initial_stream_window_size(STREAM_WINDOW)
-                .initial_connection_window_size(CONNECTION_WINDOW)
-                .keep_alive_interval(KEEPALIVE)
-                .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-                .max_pending_accept_reset_streams(Some(64))
-                .serve_connection(TokioIo::new(tls), service)
-                .instrument(span)
-                .await;
-            if let Err(e) = served {
-                tracing::debug!(%peer, error = %e, "gateway connection ended");
-            }
-        });
+        tokio::spawn(tcp_connection(
+            stream,
+            peer,
+            acceptor,
+            allow.clone(),
+            metrics.clone(),
+        ));
+    });
+}
+
+/// One tunnel connection: the mTLS handshake, then HTTP/2 with a CONNECT per stream.
+async fn tcp_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    allow: Allowlist,
+    metrics: TunnelMetrics,
+) {
+    let _ = stream.set_nodelay(true);
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::info!(%peer, error = %e, "gateway: TLS handshake refused");
+            metrics.rejected("h2", "handshake");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(%peer, "gateway: TLS handshake timed out");
+            metrics.rejected("h2", "handshake");
+            return;
+        }
+    };
+    let source = source_cluster(tls.get_ref().1.peer_certificates());
+    let span = tracing::info_span!("gateway_connection", %peer, source_cluster = %source, transport = "h2");
+    let service = service_fn(move |req| {
+        let (allow, metrics, source) = (allow.clone(), metrics.clone(), source.clone());
+        async move { Ok::<_, Infallible>(connect(req, allow, metrics, source).await) }
+    });
+    let served = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(STREAMS_PER_CONNECTION)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .keep_alive_interval(KEEPALIVE)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .max_pending_accept_reset_streams(Some(64))
+        .serve_connection(TokioIo::new(tls), service)
+        .instrument(span)
+        .await;
+    if let Err(e) = served {
+        tracing::debug!(%peer, error = %e, "gateway connection ended");
     }
 }
 

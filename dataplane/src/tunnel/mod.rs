@@ -50,8 +50,6 @@ const CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TunnelError {
-    #[error("no tunnel to cluster {0:?} is configured")]
-    UnknownPeer(String),
     #[error("connecting to gateway {0}: {1}")]
     Connect(SocketAddr, std::io::Error),
     #[error("handshake with gateway {0}: {1}")]
@@ -74,7 +72,6 @@ impl TunnelError {
     /// The metrics label.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::UnknownPeer(_) => "unknown_peer",
             Self::Connect(..) => "connect",
             Self::Handshake(..) => "handshake",
             Self::NotExported(..) => "not_exported",
@@ -166,21 +163,44 @@ impl Allowlist {
     }
 }
 
-/// The loaded identity and trust bundle, and the file contents they came from (a
-/// reload with rotated files rebuilds the tunnels).
+/// The loaded identity and trust bundle, and the files they came from: paths with size
+/// and modification time, so a reload (in cluster mode, every endpoint change) costs a
+/// `stat` per file, and only rotated files are read again.
 struct Loaded {
-    config: TunnelConfig,
-    pem: Vec<Vec<u8>>,
+    files: Vec<FileStamp>,
     identity: Identity,
     bundle: TrustBundle,
 }
 
-fn read_all(c: &TunnelConfig) -> Result<Vec<Vec<u8>>, IdentityError> {
-    let mut out = Vec::new();
-    for p in [&c.cert, &c.key].into_iter().chain(c.trust_bundle.iter()) {
-        out.push(std::fs::read(p).map_err(|e| IdentityError::Read(p.clone(), e))?);
-    }
-    Ok(out)
+#[derive(PartialEq)]
+struct FileStamp {
+    path: String,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+fn tls_files(c: &TunnelConfig) -> impl Iterator<Item = &String> {
+    [&c.cert, &c.key].into_iter().chain(c.trust_bundle.iter())
+}
+
+fn stamps(c: &TunnelConfig) -> Result<Vec<FileStamp>, IdentityError> {
+    tls_files(c)
+        .map(|p| {
+            let m = std::fs::metadata(p).map_err(|e| IdentityError::Read(p.clone(), e))?;
+            Ok(FileStamp {
+                path: p.clone(),
+                len: m.len(),
+                modified: m.modified().ok(),
+            })
+        })
+        .collect()
+}
+
+fn load(c: &TunnelConfig) -> Result<(Identity, TrustBundle), IdentityError> {
+    Ok((
+        Identity::from_files(&c.cert, &c.key)?,
+        TrustBundle::from_files(&c.trust_bundle)?,
+    ))
 }
 
 #[derive(Default)]
@@ -210,24 +230,13 @@ impl Tunnels {
             *state = State::default();
             return Ok(());
         };
-        let pem = read_all(config)?;
-        let same_identity = state.loaded.as_ref().is_some_and(|l| {
-            l.config.cert == config.cert
-                && l.config.key == config.key
-                && l.config.trust_bundle == config.trust_bundle
-                && l.pem == pem
-        });
-        let (identity, bundle) = if same_identity {
-            let l = state
-                .loaded
-                .as_ref()
-                .ok_or(TunnelError::UnknownPeer(String::new()))?;
-            (l.identity.clone(), l.bundle.clone())
-        } else {
-            (
-                Identity::from_pem(&pem[0], &pem[1], &config.cert)?,
-                TrustBundle::from_pem(&pem[2..].concat(), &config.trust_bundle.join(","))?,
-            )
+        let files = stamps(config)?;
+        let (identity, bundle, same_identity) = match &state.loaded {
+            Some(l) if l.files == files => (l.identity.clone(), l.bundle.clone(), true),
+            _ => {
+                let (identity, bundle) = load(config)?;
+                (identity, bundle, false)
+            }
         };
         // Build everything new before changing anything, so an error leaves the old.
         let mut peers = HashMap::new();
@@ -269,8 +278,7 @@ impl Tunnels {
         }
         state.peers = peers;
         state.loaded = Some(Loaded {
-            config: config.clone(),
-            pem,
+            files,
             identity,
             bundle,
         });

@@ -15,11 +15,9 @@ use tokio::sync::Notify;
 
 use crate::informer::Informer;
 use crate::lease::{LEASE_NAME, LEASE_NAMESPACE, expires_at};
+use crate::meta::{LABEL_KUBE_SERVICE_NAME, label};
 use crate::model::{ClusterId, ClusterName, MemberSnapshot, ServiceKey};
 use crate::reconcile::is_managed;
-
-/// The label Kubernetes puts on a Service's own EndpointSlices.
-const LABEL_KUBE_SERVICE_NAME: &str = "kubernetes.io/service-name";
 
 pub struct Member {
     pub name: ClusterName,
@@ -121,11 +119,7 @@ impl Member {
             }
             let (Some(ns), Some(svc)) = (
                 sl.metadata.namespace.clone(),
-                sl.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(LABEL_KUBE_SERVICE_NAME))
-                    .cloned(),
+                label(&sl.metadata, LABEL_KUBE_SERVICE_NAME).map(str::to_string),
             ) else {
                 continue;
             };

@@ -198,11 +198,7 @@ impl Controller {
                 }
             };
             // The index picks the VIP range: the label `dev up` sets, else the position.
-            let index = c
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("sluice.dev/index"))
+            let index = crate::meta::label(&c.metadata, "sluice.dev/index")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(position as u8);
             let path = config.kubeconfigs.join(format!("{name}.kubeconfig"));
