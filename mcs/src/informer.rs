@@ -40,6 +40,18 @@ where
 {
     /// Watch `api` (filtered by `config`), raising `changed` after every event.
     pub fn start(api: Api<K>, config: watcher::Config, changed: Arc<Notify>, what: &str) -> Self {
+        Self::start_with(api, config, what, move |_| changed.notify_one())
+    }
+
+    /// Watch `api`, calling `on_event` after each event reached the store: a controller
+    /// that reconciles only what changed reads the object's key here. A re-list ends with
+    /// `InitDone`; objects deleted while the watch was down get no `Delete` of their own.
+    pub fn start_with(
+        api: Api<K>,
+        config: watcher::Config,
+        what: &str,
+        on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    ) -> Self {
         let (store, writer) = reflector::store();
         let what = what.to_string();
         let synced = Arc::new(AtomicBool::new(false));
@@ -57,7 +69,7 @@ where
                         if matches!(e, watcher::Event::InitDone) {
                             flag.store(true, Ordering::Release);
                         }
-                        changed.notify_one();
+                        on_event(&e);
                     }
                     Err(e) => tracing::warn!(kind = %what, error = %e, "watch failed; retrying"),
                 }

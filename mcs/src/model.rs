@@ -1,7 +1,7 @@
 //! The controller's view of the clusterset: one snapshot per member cluster, and the keys
 //! that name things in it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
@@ -135,7 +135,69 @@ impl fmt::Display for SliceKey {
     }
 }
 
-/// What the controller currently sees in one member cluster.
+/// Which services a reconcile covers. The controller reconciles only the services whose
+/// objects changed since the last round, and everything after a membership change, a
+/// lease expiry, a namespace change or a re-list; a round's cost then follows the size of
+/// the change, not of the clusterset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    All,
+    Services(BTreeSet<ServiceKey>),
+}
+
+impl Default for Scope {
+    /// Nothing: the scope changes accumulate into.
+    fn default() -> Self {
+        Self::Services(BTreeSet::new())
+    }
+}
+
+impl Scope {
+    pub fn contains(&self, key: &ServiceKey) -> bool {
+        match self {
+            Self::All => true,
+            Self::Services(keys) => keys.contains(key),
+        }
+    }
+
+    /// Whether the scope covers no service at all.
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Self::Services(keys) if keys.is_empty())
+    }
+
+    pub fn is_all(&self) -> bool {
+        matches!(self, Self::All)
+    }
+
+    pub fn insert(&mut self, key: ServiceKey) {
+        if let Self::Services(keys) = self {
+            keys.insert(key);
+        }
+    }
+
+    /// Widen this scope by `other`.
+    pub fn extend(&mut self, other: Scope) {
+        match other {
+            Self::All => *self = Self::All,
+            Self::Services(more) => {
+                if let Self::Services(keys) = self {
+                    keys.extend(more);
+                }
+            }
+        }
+    }
+
+    /// How many services the scope names; `None` for all.
+    pub fn len(&self) -> Option<usize> {
+        match self {
+            Self::All => None,
+            Self::Services(keys) => Some(keys.len()),
+        }
+    }
+}
+
+/// What the controller currently sees in one member cluster: all of it, or only the
+/// services of a [`Scope`] (namespaces are always complete).
 #[derive(Clone, Debug)]
 pub struct MemberSnapshot {
     /// The `Cluster` object this member comes from; orders members when ids collide.
@@ -212,5 +274,20 @@ mod tests {
         );
         assert_eq!(ServiceKey::from_meta(&ObjectMeta::default()), None);
         assert_eq!(ServiceKey::new("shop", "echo").to_string(), "shop/echo");
+    }
+
+    #[test]
+    fn scopes_widen() {
+        let mut s = Scope::default();
+        assert!(s.is_empty());
+        s.insert(ServiceKey::new("shop", "a"));
+        assert!(s.contains(&ServiceKey::new("shop", "a")));
+        assert!(!s.contains(&ServiceKey::new("shop", "b")));
+        s.extend(Scope::Services([ServiceKey::new("shop", "b")].into()));
+        assert_eq!(s.len(), Some(2));
+        s.extend(Scope::All);
+        assert!(s.is_all() && s.contains(&ServiceKey::new("x", "y")));
+        s.insert(ServiceKey::new("shop", "c"));
+        assert_eq!(s, Scope::All);
     }
 }

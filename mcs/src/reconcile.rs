@@ -15,14 +15,14 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use sluice_api::mcs::{
-    ClusterStatus, LABEL_MANAGED_BY, MANAGED_BY, ServiceExportStatus, ServiceImport,
+    ClusterStatus, LABEL_MANAGED_BY, LABEL_SERVICE_NAME, MANAGED_BY, ServiceExportStatus, ServiceImport,
     ServiceImportStatus, ServiceImportType,
 };
 
 use crate::conditions;
 use crate::export::{self, Export, Source};
 use crate::merge::{self, Merged};
-use crate::model::{ClusterId, ClusterName, MemberSnapshot, ServiceKey, SliceKey};
+use crate::model::{ClusterId, ClusterName, MemberSnapshot, Scope, ServiceKey, SliceKey};
 use crate::slices;
 use crate::vip::{VipAllocator, VipError, VipRange};
 
@@ -87,6 +87,8 @@ impl Desired {
 #[derive(Clone, Debug)]
 pub struct ClusterDesired {
     pub cluster: ClusterId,
+    /// The services this desired state speaks for; other services are left as they are.
+    pub scope: Scope,
     /// Spec and status; metadata carries name, namespace, labels and annotations only.
     pub imports: BTreeMap<ServiceKey, ServiceImport>,
     pub slices: BTreeMap<SliceKey, EndpointSlice>,
@@ -95,9 +97,10 @@ pub struct ClusterDesired {
 }
 
 impl ClusterDesired {
-    fn new(cluster: ClusterId) -> Self {
+    fn new(cluster: ClusterId, scope: Scope) -> Self {
         Self {
             cluster,
+            scope,
             imports: BTreeMap::new(),
             slices: BTreeMap::new(),
             export_statuses: BTreeMap::new(),
@@ -112,7 +115,8 @@ impl ClusterDesired {
         self.slices.keys()
     }
 
-    /// The observed ServiceImports to delete: Sluice's (see [`is_managed`]) and not desired.
+    /// The observed ServiceImports to delete: Sluice's (see [`is_managed`]), in scope and
+    /// not desired.
     pub fn stale_imports<'o>(
         &self,
         observed: impl IntoIterator<Item = &'o ServiceImport>,
@@ -121,12 +125,13 @@ impl ClusterDesired {
             .into_iter()
             .filter(|i| is_managed(&i.metadata))
             .filter_map(|i| ServiceKey::from_meta(&i.metadata))
-            .filter(|k| !self.imports.contains_key(k))
+            .filter(|k| self.scope.contains(k) && !self.imports.contains_key(k))
             .collect()
     }
 
-    /// The observed EndpointSlices to delete: Sluice's MCS slices that are not desired.
-    /// Slices of other controllers (the Service's own ones included) are never returned.
+    /// The observed EndpointSlices to delete: Sluice's MCS slices of services in scope that
+    /// are not desired. Slices of other controllers (the Service's own ones included) are
+    /// never returned.
     pub fn stale_slices<'o>(
         &self,
         observed: impl IntoIterator<Item = &'o EndpointSlice>,
@@ -134,6 +139,7 @@ impl ClusterDesired {
         observed
             .into_iter()
             .filter(|s| is_managed(&s.metadata))
+            .filter(|s| mcs_slice_service(&s.metadata).is_none_or(|k| self.scope.contains(&k)))
             .filter_map(|s| SliceKey::from_meta(&s.metadata))
             .filter(|k| !self.slices.contains_key(k))
             .collect()
@@ -146,9 +152,23 @@ pub fn is_managed(meta: &ObjectMeta) -> bool {
     crate::meta::label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY)
 }
 
+/// The service an MCS EndpointSlice belongs to (label
+/// `multicluster.kubernetes.io/service-name`).
+pub fn mcs_slice_service(meta: &ObjectMeta) -> Option<ServiceKey> {
+    Some(ServiceKey::new(
+        meta.namespace.clone()?,
+        crate::meta::label(meta, LABEL_SERVICE_NAME)?,
+    ))
+}
+
 /// [`reconcile_at`] the current time.
 pub fn reconcile(members: &[MemberSnapshot], vips: &mut VipAllocator) -> Desired {
     reconcile_at(members, vips, &now())
+}
+
+/// [`reconcile_scoped`] the current time.
+pub fn reconcile_scope(members: &[MemberSnapshot], vips: &mut VipAllocator, scope: &Scope) -> Desired {
+    reconcile_scoped(members, vips, &now(), scope)
 }
 
 /// The current time in whole seconds, the precision `metav1.Time` keeps on the wire, so a
@@ -167,17 +187,35 @@ fn now() -> Time {
 /// The desired state of every member. `now` stamps conditions whose status changes.
 /// `vips` is updated: new imports get VIPs, VIPs of imports that went are freed.
 pub fn reconcile_at(members: &[MemberSnapshot], vips: &mut VipAllocator, now: &Time) -> Desired {
+    reconcile_scoped(members, vips, now, &Scope::All)
+}
+
+/// [`reconcile_at`] for the services of `scope` only: the snapshots hold those services'
+/// objects (and may hold others, which are ignored), and the desired state speaks for
+/// them alone — VIPs of services outside the scope stay held, their objects stay put.
+pub fn reconcile_scoped(
+    members: &[MemberSnapshot],
+    vips: &mut VipAllocator,
+    now: &Time,
+    scope: &Scope,
+) -> Desired {
     let mut errors = Vec::new();
     let admitted = admit(members, &mut errors);
     let alive: Vec<&MemberSnapshot> = admitted.iter().copied().filter(|m| m.alive).collect();
     let mut clusters: BTreeMap<ClusterName, ClusterDesired> = alive
         .iter()
-        .map(|m| (m.name.clone(), ClusterDesired::new(m.cluster.clone())))
+        .map(|m| {
+            let desired = ClusterDesired::new(m.cluster.clone(), scope.clone());
+            (m.name.clone(), desired)
+        })
         .collect();
 
     let mut by_service: BTreeMap<&ServiceKey, Vec<Export<'_>>> = BTreeMap::new();
     for member in &alive {
-        for e in export::exports(member) {
+        for e in export::exports(member)
+            .into_iter()
+            .filter(|e| scope.contains(e.key))
+        {
             by_service.entry(e.key).or_default().push(e);
         }
     }
@@ -364,7 +402,9 @@ fn assign_vips(
 
     // A Headless import keeps a VIP it held: should it turn ClusterSetIP again, clients
     // get the address they knew.
-    vips.retain(&member.cluster, |k| desired.imports.contains_key(k));
+    vips.retain(&member.cluster, |k| {
+        desired.imports.contains_key(k) || !desired.scope.contains(k)
+    });
 
     failure.map(|(source, unassigned)| ClusterError::Vips {
         cluster: member.name.clone(),

@@ -984,3 +984,50 @@ fn reconcile_is_deterministic() {
     let b = snapshot(&run(&members, &mut VipAllocator::new(), T1));
     assert_eq!(a, b, "member order does not matter");
 }
+
+/// A round over some services speaks for those only: other services' VIPs stay held and
+/// their objects are not reported stale, while the scoped ones behave as in a full round.
+#[test]
+fn scoped_rounds_leave_other_services_alone() {
+    let mut east = member("east", 0);
+    for (svc, ip) in [("a", "127.20.1.1"), ("b", "127.20.1.2")] {
+        serve(&mut east, service(svc, T0, &[("http", 80, 8080)]), ip);
+        east.exports.insert(key(svc), export(svc, T0));
+    }
+    let mut members = vec![east, member("west", 1)];
+    let mut vips = VipAllocator::new();
+    let full = run(&members, &mut vips, T1);
+    write_back(&mut members, &full);
+    let vip_b = vips.get(&id("west"), &key("b")).unwrap();
+    let observed: Vec<_> = of(&full, "west").slices.values().cloned().collect();
+
+    // Only `a` changed (unexported); the snapshot holds only `a`'s objects, as the
+    // controller's scoped snapshots do.
+    members[0].exports.remove(&key("a"));
+    let scope = sluice_mcs::Scope::Services([key("a")].into());
+    let mut scoped = members.clone();
+    for m in &mut scoped {
+        m.services.retain(|k, _| scope.contains(k));
+        m.exports.retain(|k, _| scope.contains(k));
+        m.imports.retain(|k, _| scope.contains(k));
+        m.slices.retain(|k, _| scope.contains(k));
+    }
+    let d = sluice_mcs::reconcile_scoped(&scoped, &mut vips, &time(T2), &scope);
+    let west = of(&d, "west");
+    assert!(west.imports.is_empty() && west.slices.is_empty());
+    assert_eq!(
+        west.stale_imports(members[1].imports.values()),
+        vec![key("a")],
+        "b is out of scope, not stale"
+    );
+    let stale = west.stale_slices(&observed);
+    assert_eq!(stale.len(), 1, "only a's slice: {stale:?}");
+    assert!(stale[0].name.starts_with("a-"), "{stale:?}");
+    assert_eq!(vips.get(&id("west"), &key("a")), None, "a's VIP freed");
+    assert_eq!(vips.get(&id("west"), &key("b")), Some(vip_b), "b's VIP held");
+
+    // A later full round agrees with the scoped one.
+    let again = run(&members, &mut vips, T2);
+    assert_eq!(of(&again, "west").import_keys().collect::<Vec<_>>(), vec![&key("b")]);
+    assert_eq!(vips.get(&id("west"), &key("b")), Some(vip_b));
+}

@@ -11,13 +11,15 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_api::mcs::{ServiceExport, ServiceImport};
-use tokio::sync::Notify;
+use kube::runtime::reflector::ObjectRef;
+
+use super::changes::Changes;
 
 use crate::informer::Informer;
 use crate::lease::{LEASE_NAME, LEASE_NAMESPACE, expires_at};
 use crate::meta::{LABEL_KUBE_SERVICE_NAME, label};
-use crate::model::{ClusterId, ClusterName, MemberSnapshot, ServiceKey};
-use crate::reconcile::is_managed;
+use crate::model::{ClusterId, ClusterName, MemberSnapshot, Scope, ServiceKey};
+use crate::reconcile::{is_managed, mcs_slice_service};
 
 pub struct Member {
     pub name: ClusterName,
@@ -38,41 +40,69 @@ impl Member {
         id: ClusterId,
         index: u8,
         client: Client,
-        changed: Arc<Notify>,
+        changes: Arc<Changes>,
     ) -> Self {
         let all = watcher::Config::default;
-        Self {
-            namespaces: Informer::start(
-                Api::all(client.clone()),
-                all(),
-                changed.clone(),
-                "namespaces",
-            ),
-            services: Informer::start(Api::all(client.clone()), all(), changed.clone(), "services"),
-            exports: Informer::start(
-                Api::all(client.clone()),
-                all(),
-                changed.clone(),
-                "serviceexports",
-            ),
-            slices: Informer::start(
-                Api::all(client.clone()),
-                all(),
-                changed.clone(),
-                "endpointslices",
-            ),
-            imports: Informer::start(
-                Api::all(client.clone()),
-                all(),
-                changed.clone(),
-                "serviceimports",
-            ),
-            leases: Informer::start(
+        /// An informer recording the service key `key_of` gives each changed object.
+        fn keyed_informer<K>(
+            api: Api<K>,
+            what: &str,
+            changes: &Arc<Changes>,
+            key_of: fn(&K) -> Option<ServiceKey>,
+        ) -> Informer<K>
+        where
+            K: kube::Resource
+                + Clone
+                + serde::de::DeserializeOwned
+                + std::fmt::Debug
+                + Send
+                + Sync
+                + 'static,
+            K::DynamicType: Default + std::hash::Hash + Eq + Clone,
+        {
+            let changes = changes.clone();
+            Informer::start_with(api, watcher::Config::default(), what, move |e| {
+                changes.record(e, key_of)
+            })
+        }
+        let namespaces = {
+            // A namespace appearing, going or changing its labels touches every service in
+            // it (imports, implicit exports): reconcile everything.
+            let changes = changes.clone();
+            Informer::start_with(Api::all(client.clone()), all(), "namespaces", move |e| {
+                if !matches!(e, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                    changes.touch_all();
+                }
+            })
+        };
+        let leases = {
+            // Renewals only wake the loop, which notices a lease that ran out or came back.
+            let changes = changes.clone();
+            Informer::start_with(
                 Api::namespaced(client.clone(), LEASE_NAMESPACE),
                 all(),
-                changed,
                 "leases",
+                move |_| changes.wake(),
+            )
+        };
+        Self {
+            namespaces,
+            services: keyed_informer(Api::all(client.clone()), "services", &changes, |o| {
+                ServiceKey::from_meta(&o.metadata)
+            }),
+            exports: keyed_informer(Api::all(client.clone()), "serviceexports", &changes, |o| {
+                ServiceKey::from_meta(&o.metadata)
+            }),
+            slices: keyed_informer(
+                Api::all(client.clone()),
+                "endpointslices",
+                &changes,
+                slice_service,
             ),
+            imports: keyed_informer(Api::all(client.clone()), "serviceimports", &changes, |o| {
+                ServiceKey::from_meta(&o.metadata)
+            }),
+            leases,
             name,
             id,
             index,
@@ -100,36 +130,81 @@ impl Member {
             .and_then(|l| expires_at(l))
     }
 
-    pub fn snapshot(&self, now: Timestamp) -> MemberSnapshot {
+    /// Whether the cluster's lease is current at `now`.
+    pub fn alive(&self, now: Timestamp) -> bool {
+        self.lease_expiry().is_none_or(|t| t > now)
+    }
+
+    /// The member's objects of the services in `scope` (namespaces: all of them).
+    pub fn snapshot(&self, now: Timestamp, scope: &Scope) -> MemberSnapshot {
         let mut s = MemberSnapshot::new(self.name.clone(), self.id.clone(), self.index);
-        s.alive = self.lease_expiry().is_none_or(|t| t > now);
+        s.alive = self.alive(now);
         s.namespaces = self
             .namespaces
             .state()
             .iter()
             .filter_map(|n| Some((n.metadata.name.clone()?, (**n).clone())))
             .collect();
-        s.services = keyed(&self.services.state());
-        s.exports = keyed(&self.exports.state());
-        s.imports = keyed(&self.imports.state());
+        s.services = keyed(&in_scope(&self.services, scope));
+        s.exports = keyed(&in_scope(&self.exports, scope));
+        s.imports = keyed(&in_scope(&self.imports, scope));
         let mut slices: BTreeMap<ServiceKey, Vec<EndpointSlice>> = BTreeMap::new();
-        for sl in self.slices.state() {
-            if is_managed(&sl.metadata) {
-                continue;
+        for sl in self.slices_in_scope(scope, false) {
+            if let Some(key) = slice_service(&sl) {
+                slices.entry(key).or_default().push((*sl).clone());
             }
-            let (Some(ns), Some(svc)) = (
-                sl.metadata.namespace.clone(),
-                label(&sl.metadata, LABEL_KUBE_SERVICE_NAME).map(str::to_string),
-            ) else {
-                continue;
-            };
-            slices
-                .entry(ServiceKey::new(ns, svc))
-                .or_default()
-                .push((*sl).clone());
         }
         s.slices = slices;
         s
+    }
+
+    /// The EndpointSlices of the services in `scope`: the Services' own ones, or (with
+    /// `managed`) the MCS slices this controller wrote.
+    pub fn slices_in_scope(&self, scope: &Scope, managed: bool) -> Vec<Arc<EndpointSlice>> {
+        let mut out = self.slices.state();
+        out.retain(|s| {
+            is_managed(&s.metadata) == managed && slice_service(s).is_some_and(|k| scope.contains(&k))
+        });
+        out
+    }
+
+    pub fn imports_in_scope(&self, scope: &Scope) -> Vec<Arc<ServiceImport>> {
+        in_scope(&self.imports, scope)
+    }
+
+    pub fn exports_in_scope(&self, scope: &Scope) -> Vec<Arc<ServiceExport>> {
+        in_scope(&self.exports, scope)
+    }
+}
+
+/// The service an EndpointSlice belongs to: `kubernetes.io/service-name` for a Service's
+/// own slices, `multicluster.kubernetes.io/service-name` for MCS ones.
+fn slice_service(s: &EndpointSlice) -> Option<ServiceKey> {
+    if is_managed(&s.metadata) {
+        return mcs_slice_service(&s.metadata);
+    }
+    Some(ServiceKey::new(
+        s.metadata.namespace.clone()?,
+        label(&s.metadata, LABEL_KUBE_SERVICE_NAME)?,
+    ))
+}
+
+/// The objects named by `scope` (namespace and name are the service's).
+fn in_scope<K>(informer: &Informer<K>, scope: &Scope) -> Vec<Arc<K>>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Default + std::hash::Hash + Eq + Clone,
+{
+    match scope {
+        Scope::All => informer.store.state(),
+        Scope::Services(keys) => keys
+            .iter()
+            .filter_map(|k| {
+                informer
+                    .store
+                    .get(&ObjectRef::new(&k.name).within(&k.namespace))
+            })
+            .collect(),
     }
 }
 

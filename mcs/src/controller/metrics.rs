@@ -11,6 +11,9 @@ use prometheus_client::registry::Registry;
 pub struct ControllerMetrics {
     pub rounds: Counter,
     pub failed_rounds: Counter,
+    /// Rounds over every service (the rest cover only the services that changed).
+    pub full_rounds: Counter,
+    pub round_services: Histogram,
     pub round_seconds: Histogram,
     pub writes: Counter,
     pub write_errors: Counter,
@@ -22,6 +25,9 @@ impl Default for ControllerMetrics {
         Self {
             rounds: Counter::default(),
             failed_rounds: Counter::default(),
+            full_rounds: Counter::default(),
+            // 1 .. 32768 services.
+            round_services: Histogram::new(exponential_buckets(1.0, 2.0, 16)),
             // 100 µs .. ~6.5 s.
             round_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 17)),
             writes: Counter::default(),
@@ -38,6 +44,16 @@ impl ControllerMetrics {
             "reconcile_failures",
             "Rounds in which a write failed (retried)",
             self.failed_rounds.clone(),
+        );
+        r.register(
+            "full_reconciles",
+            "Rounds over every service (after membership, lease, namespace changes or a re-list)",
+            self.full_rounds.clone(),
+        );
+        r.register(
+            "reconcile_services",
+            "Services covered by one partial round",
+            self.round_services.clone(),
         );
         r.register(
             "reconcile_duration_seconds",
@@ -57,8 +73,15 @@ impl ControllerMetrics {
         );
     }
 
-    pub fn observe_round(&self, took: Duration, failed: bool) {
+    /// One round over `services` services (`None`: all of them).
+    pub fn observe_round(&self, took: Duration, failed: bool, services: Option<usize>) {
         self.rounds.inc();
+        match services {
+            None => {
+                self.full_rounds.inc();
+            }
+            Some(n) => self.round_services.observe(n as f64),
+        }
         if failed {
             self.failed_rounds.inc();
         }

@@ -2,11 +2,14 @@
 //!
 //! It watches the `Cluster` objects of the control plane; for each it opens a client to
 //! the member cluster (kubeconfig `<dir>/<cluster>.kubeconfig`) and starts informers
-//! ([`member`]). Any change anywhere raises one signal; the loop then snapshots every
-//! synced member, reconciles, and writes the difference ([`write`]), members in parallel.
-//! Changes that arrive while it works coalesce into the next round. It also wakes when the
+//! ([`member`]). Every change records the service it touches ([`changes`]); a round then
+//! snapshots those services in every synced member, reconciles them, and writes the
+//! difference ([`write`]), members in parallel. Changes that arrive while it works coalesce
+//! into the next round. A membership change, a lease that ran out or came back, a namespace
+//! change or a re-list widen the round to every service. The loop also wakes when the
 //! earliest lease runs out, since an expiring lease is a change nobody writes.
 
+pub mod changes;
 pub mod member;
 pub mod metrics;
 pub mod write;
@@ -22,11 +25,12 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_api::sluice::Cluster;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 use crate::informer::Informer;
 use crate::model::{ClusterId, ClusterName, MemberSnapshot};
-use crate::reconcile::{ClusterDesired, reconcile};
+use crate::reconcile::{ClusterDesired, reconcile_scope};
+use changes::Changes;
 use crate::vip::VipAllocator;
 use member::Member;
 use metrics::ControllerMetrics;
@@ -87,16 +91,21 @@ impl Controller {
 
     /// Run until `stop` turns true.
     pub async fn run(self: Arc<Self>, config: Config, mut stop: watch::Receiver<bool>) {
-        let changed = Arc::new(Notify::new());
-        let clusters: Informer<Cluster> = Informer::start(
-            Api::all(config.control.clone()),
-            watcher::Config::default(),
-            changed.clone(),
-            "clusters",
-        );
+        let changes = Arc::new(Changes::default());
+        let clusters: Informer<Cluster> = {
+            let changes = changes.clone();
+            Informer::start_with(
+                Api::all(config.control.clone()),
+                watcher::Config::default(),
+                "clusters",
+                move |_| changes.wake(),
+            )
+        };
         let mut members: BTreeMap<String, Joined> = BTreeMap::new();
         let mut vips = VipAllocator::new();
         let mut wake_at: Option<tokio::time::Instant> = None;
+        // Each member's liveness in the last round: a change widens the next to everything.
+        let mut alive: BTreeMap<String, bool> = BTreeMap::new();
         loop {
             let sleep = async {
                 match wake_at {
@@ -106,44 +115,72 @@ impl Controller {
             };
             tokio::select! {
                 _ = stop.changed() => return,
-                _ = changed.notified() => {}
+                _ = changes.notified() => {}
                 _ = sleep => {}
             }
             if !clusters.is_ready() {
                 continue;
             }
-            self.sync_members(&config, &clusters, &mut members, &changed)
-                .await;
-            let started = Instant::now();
-            let now = Timestamp::now();
+            if self
+                .sync_members(&config, &clusters, &mut members, &changes)
+                .await
+            {
+                changes.touch_all();
+            }
             if !members.values().all(|j| j.member.synced()) {
                 continue;
             }
-            let snapshots: Vec<MemberSnapshot> =
-                members.values().map(|j| j.member.snapshot(now)).collect();
-            let desired = reconcile(&snapshots, &mut vips);
-            let rounds = members.values().map(|j| {
-                let d = desired.cluster(&j.member.name);
-                self.write_member(j, d)
-            });
-            let results = futures::future::join_all(rounds).await;
-            let failed = results.iter().any(|ok| !ok);
-            for j in members.values() {
-                let errors: Vec<String> = desired
-                    .errors_of(&j.member.name)
-                    .map(|e| e.to_string())
-                    .collect();
-                report_cluster(&config.control, &clusters, &j.member.name, &errors).await;
+            let started = Instant::now();
+            let now = Timestamp::now();
+            let alive_now: BTreeMap<String, bool> = members
+                .iter()
+                .map(|(name, j)| (name.clone(), j.member.alive(now)))
+                .collect();
+            if alive_now != alive {
+                changes.touch_all();
             }
-            self.metrics.observe_round(started.elapsed(), failed);
+            let scope = changes.take();
+            let report = scope.is_all();
+            if !scope.is_empty() {
+                let snapshots: Vec<MemberSnapshot> = members
+                    .values()
+                    .map(|j| j.member.snapshot(now, &scope))
+                    .collect();
+                let desired = reconcile_scope(&snapshots, &mut vips, &scope);
+                let rounds = members.values().map(|j| {
+                    let d = desired.cluster(&j.member.name);
+                    self.write_member(j, d)
+                });
+                let results = futures::future::join_all(rounds).await;
+                let failed = results.iter().any(|ok| !ok);
+                if report {
+                    for j in members.values() {
+                        let errors: Vec<String> = desired
+                            .errors_of(&j.member.name)
+                            .map(|e| e.to_string())
+                            .collect();
+                        report_cluster(&config.control, &clusters, &j.member.name, &errors)
+                            .await;
+                    }
+                } else if !desired.errors.is_empty() {
+                    // Cluster conditions summarise every service: a full round reports them.
+                    changes.touch_all();
+                }
+                self.metrics
+                    .observe_round(started.elapsed(), failed, scope.len());
+                if failed {
+                    changes.restore(scope);
+                } else if report {
+                    self.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                wake_at = failed.then(|| tokio::time::Instant::now() + RETRY_AFTER);
+            }
             self.metrics
                 .alive
-                .set(snapshots.iter().filter(|s| s.alive).count() as i64);
-            if !failed {
-                self.ready.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            // Wake when the earliest live lease runs out, or soon after a failure.
-            wake_at = members
+                .set(alive_now.values().filter(|a| **a).count() as i64);
+            alive = alive_now;
+            // Wake when the earliest live lease runs out (or soon after a failure).
+            let expiry = members
                 .values()
                 .filter_map(|j| j.member.lease_expiry())
                 .filter(|t| *t > now)
@@ -152,27 +189,30 @@ impl Controller {
                     let ms = t.duration_since(now).as_millis().max(0) as u64 + 10;
                     tokio::time::Instant::now() + Duration::from_millis(ms)
                 });
-            if failed {
-                let retry = tokio::time::Instant::now() + RETRY_AFTER;
-                wake_at = Some(wake_at.map_or(retry, |w| w.min(retry)));
-            }
+            wake_at = match (wake_at.filter(|t| *t > tokio::time::Instant::now()), expiry) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
     }
 
-    /// Join new clusters, drop removed ones, restart ones whose spec changed.
+    /// Join new clusters, drop removed ones, restart ones whose spec changed. Returns
+    /// whether the membership changed.
     async fn sync_members(
         &self,
         config: &Config,
         clusters: &Informer<Cluster>,
         members: &mut BTreeMap<String, Joined>,
-        changed: &Arc<Notify>,
-    ) {
+        changes: &Arc<Changes>,
+    ) -> bool {
         let current = clusters.state();
+        let before = members.len();
         members.retain(|name, _| {
             current
                 .iter()
                 .any(|c| c.metadata.name.as_deref() == Some(name))
         });
+        let mut changed = members.len() != before;
         let mut sorted: Vec<&Arc<Cluster>> = current.iter().collect();
         sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         for (position, c) in sorted.iter().enumerate() {
@@ -215,8 +255,9 @@ impl Controller {
                 id,
                 index,
                 client.clone(),
-                changed.clone(),
+                changes.clone(),
             );
+            changed = true;
             members.insert(
                 name,
                 Joined {
@@ -226,6 +267,7 @@ impl Controller {
                 },
             );
         }
+        changed
     }
 
     /// Write one member's desired state; `false` if any write failed.
@@ -234,9 +276,9 @@ impl Controller {
             return true;
         };
         let m = &j.member;
-        let imports = m.imports.state();
-        let slices = m.slices.state();
-        let exports = m.exports.state();
+        let imports = m.imports_in_scope(&d.scope);
+        let slices = m.slices_in_scope(&d.scope, true);
+        let exports = m.exports_in_scope(&d.scope);
         // Observed resourceVersions by (namespace, name), for the writer's skip check.
         fn versions<K: kube::Resource>(objs: &[Arc<K>]) -> HashMap<(String, String), String> {
             objs.iter()
