@@ -4,6 +4,7 @@
 //! quick mode), and — in cluster mode — filled from Services, ServiceImports and MCS
 //! EndpointSlices.
 
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
@@ -255,30 +256,31 @@ impl ProxyConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        for (i, a) in self.services.iter().enumerate() {
-            if let Some(b) = self.services[..i]
-                .iter()
-                .find(|b| b.listen == a.listen && a.listen.port() != 0)
+        let peers: HashSet<&str> = self
+            .tunnel
+            .iter()
+            .flat_map(|t| t.peers.iter().map(|p| p.cluster.as_str()))
+            .collect();
+        let mut listeners: HashMap<SocketAddr, &str> = HashMap::new();
+        for a in &self.services {
+            if a.listen.port() != 0
+                && let Some(b) = listeners.insert(a.listen, &a.name)
             {
                 return Err(ConfigError::DuplicateListener(
-                    b.name.clone(),
+                    b.to_string(),
                     a.name.clone(),
                     a.listen,
                 ));
             }
             for e in &a.endpoints {
-                if let Some(via) = &e.via {
-                    let known = self
-                        .tunnel
-                        .as_ref()
-                        .is_some_and(|t| t.peers.iter().any(|p| &p.cluster == via));
-                    if !known {
-                        return Err(ConfigError::UnknownPeer(
-                            a.name.clone(),
-                            e.address,
-                            via.clone(),
-                        ));
-                    }
+                if let Some(via) = &e.via
+                    && !peers.contains(via.as_str())
+                {
+                    return Err(ConfigError::UnknownPeer(
+                        a.name.clone(),
+                        e.address,
+                        via.clone(),
+                    ));
                 }
             }
         }

@@ -61,28 +61,67 @@ impl Proxy {
     /// fails to bind leaves the new tunnels in place with the old services.
     pub fn apply(&self, config: &ProxyConfig) -> Result<(), ApplyError> {
         config.validate()?;
-        self.tunnels.apply(config.tunnel.as_ref())?;
+        let peers_replaced = self.tunnels.apply(config.tunnel.as_ref())?;
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        // Which running listener each configured service means (see `Running::serves`),
+        // found through indexes: a cluster's configuration has thousands of services.
+        let by_addr: HashMap<SocketAddr, usize> = running
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.addr, i))
+            .collect();
+        let by_config: HashMap<(SocketAddr, &str), usize> = running
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((r.config.listen, r.config.name.as_str()), i))
+            .collect();
+        let by_listen: HashMap<SocketAddr, usize> = running
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.config.listen.port() != 0)
+            .map(|(i, r)| (r.config.listen, i))
+            .collect();
+        let matched: Vec<Option<usize>> = config
+            .services
+            .iter()
+            .map(|sc| {
+                by_addr
+                    .get(&sc.listen)
+                    .or_else(|| match sc.listen.port() {
+                        0 => by_config.get(&(sc.listen, sc.name.as_str())),
+                        _ => by_listen.get(&sc.listen),
+                    })
+                    .copied()
+            })
+            .collect();
+        drop((by_addr, by_config, by_listen));
         // Bind new listeners first: a bind error leaves the running set untouched.
-        let mut fresh = Vec::new();
-        for sc in &config.services {
-            if !running.iter().any(|r| r.serves(sc)) {
-                let svc = Service::new(sc, self.metrics.clone(), &self.tunnels);
-                let r = listener::start(sc, svc)
-                    .map_err(|e| ApplyError::Bind(sc.name.clone(), sc.listen, e))?;
-                fresh.push(r);
-            }
+        let mut fresh: Vec<Option<Running>> = Vec::with_capacity(config.services.len());
+        for (sc, m) in config.services.iter().zip(&matched) {
+            fresh.push(match m {
+                Some(_) => None,
+                None => {
+                    let svc = Service::new(sc, self.metrics.clone(), &self.tunnels);
+                    let r = listener::start(sc, svc)
+                        .map_err(|e| ApplyError::Bind(sc.name.clone(), sc.listen, e))?;
+                    Some(r)
+                }
+            });
         }
+        let mut old: Vec<Option<Running>> = running.drain(..).map(Some).collect();
         let mut next = Vec::with_capacity(config.services.len());
-        for sc in &config.services {
-            if let Some(i) = fresh.iter().position(|r| r.serves(sc)) {
-                next.push(fresh.swap_remove(i));
+        for ((sc, m), fresh) in config.services.iter().zip(&matched).zip(fresh) {
+            if let Some(r) = fresh {
+                next.push(r);
                 continue;
             }
-            let Some(i) = running.iter().position(|r| r.serves(sc)) else {
+            let Some(mut r) = m.and_then(|i| old[i].take()) else {
                 continue;
             };
-            let mut r = running.swap_remove(i);
+            if r.config == *sc && !peers_replaced {
+                next.push(r);
+                continue;
+            }
             let current = r.service();
             if current.name == sc.name && current.protocol == sc.protocol {
                 current.update(sc, &self.tunnels);
@@ -94,7 +133,7 @@ impl Proxy {
             r.config = sc.clone();
             next.push(r);
         }
-        for gone in running.drain(..) {
+        for gone in old.into_iter().flatten() {
             tracing::info!(service = %gone.config.name, addr = %gone.addr, "listener removed");
             gone.stop();
             gone.service().balancer.update(&[], &self.tunnels);

@@ -10,8 +10,8 @@
 //! after a restart).
 //!
 //! The IO lives apart: [`controller`] (the running `sluice mcs`), [`informer`] (watches
-//! with a change signal, also used by the dataplane's cluster mode) and [`lease`] (member
-//! liveness).
+//! with a change signal) and [`changes`] (the services they saw change), both also used by
+//! the dataplane's cluster mode, and [`lease`] (member liveness).
 //!
 //! Modules of the core, in the order data flows through them:
 //! - [`model`]: the snapshot and the keys that name things (`ClusterId`, `ServiceKey`, ...).
@@ -22,6 +22,7 @@
 //! - [`conditions`]: ServiceExport and ServiceImport status conditions.
 //! - [`reconcile`]: ties them together and says what each cluster should hold ([`Desired`]).
 
+pub mod changes;
 pub mod conditions;
 pub mod controller;
 pub mod export;
@@ -45,7 +46,7 @@ pub use merge::ConflictKind;
 pub use model::{ClusterId, ClusterName, MemberSnapshot, ModelError, Scope, ServiceKey, SliceKey};
 pub use reconcile::{
     ClusterDesired, ClusterError, Desired, is_managed, reconcile, reconcile_at, reconcile_scope,
-    reconcile_scoped,
+    reconcile_scoped, slice_service,
 };
 pub use slices::{
     ANNOTATION_DRAINING, ANNOTATION_WEIGHT, DEFAULT_WEIGHT, MAX_ENDPOINTS_PER_SLICE, slice_name,

@@ -15,8 +15,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use sluice_api::mcs::{
-    ClusterStatus, LABEL_MANAGED_BY, LABEL_SERVICE_NAME, MANAGED_BY, ServiceExportStatus, ServiceImport,
-    ServiceImportStatus, ServiceImportType,
+    ClusterStatus, LABEL_MANAGED_BY, LABEL_SERVICE_NAME, MANAGED_BY, ServiceExportStatus,
+    ServiceImport, ServiceImportStatus, ServiceImportType,
 };
 
 use crate::conditions;
@@ -161,13 +161,29 @@ pub fn mcs_slice_service(meta: &ObjectMeta) -> Option<ServiceKey> {
     ))
 }
 
+/// The service an EndpointSlice belongs to: `kubernetes.io/service-name` for a Service's
+/// own slices, `multicluster.kubernetes.io/service-name` for MCS ones.
+pub fn slice_service(s: &EndpointSlice) -> Option<ServiceKey> {
+    if is_managed(&s.metadata) {
+        return mcs_slice_service(&s.metadata);
+    }
+    Some(ServiceKey::new(
+        s.metadata.namespace.clone()?,
+        crate::meta::label(&s.metadata, crate::meta::LABEL_KUBE_SERVICE_NAME)?,
+    ))
+}
+
 /// [`reconcile_at`] the current time.
 pub fn reconcile(members: &[MemberSnapshot], vips: &mut VipAllocator) -> Desired {
     reconcile_at(members, vips, &now())
 }
 
 /// [`reconcile_scoped`] the current time.
-pub fn reconcile_scope(members: &[MemberSnapshot], vips: &mut VipAllocator, scope: &Scope) -> Desired {
+pub fn reconcile_scope(
+    members: &[MemberSnapshot],
+    vips: &mut VipAllocator,
+    scope: &Scope,
+) -> Desired {
     reconcile_scoped(members, vips, &now(), scope)
 }
 

@@ -1024,10 +1024,17 @@ fn scoped_rounds_leave_other_services_alone() {
     assert_eq!(stale.len(), 1, "only a's slice: {stale:?}");
     assert!(stale[0].name.starts_with("a-"), "{stale:?}");
     assert_eq!(vips.get(&id("west"), &key("a")), None, "a's VIP freed");
-    assert_eq!(vips.get(&id("west"), &key("b")), Some(vip_b), "b's VIP held");
+    assert_eq!(
+        vips.get(&id("west"), &key("b")),
+        Some(vip_b),
+        "b's VIP held"
+    );
 
     // A later full round agrees with the scoped one.
     let again = run(&members, &mut vips, T2);
-    assert_eq!(of(&again, "west").import_keys().collect::<Vec<_>>(), vec![&key("b")]);
+    assert_eq!(
+        of(&again, "west").import_keys().collect::<Vec<_>>(),
+        vec![&key("b")]
+    );
     assert_eq!(vips.get(&id("west"), &key("b")), Some(vip_b));
 }

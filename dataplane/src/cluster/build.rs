@@ -11,22 +11,22 @@
 //!   drains them all.
 //! - The gateway admits the local endpoints of imports (exported services), nothing else.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
-use sluice_api::mcs::{LABEL_SERVICE_NAME, LABEL_SOURCE_CLUSTER, ServiceImport, ServiceImportType};
-use sluice_mcs::meta::{LABEL_KUBE_SERVICE_NAME, annotation, label};
-use sluice_mcs::{ANNOTATION_DRAINING, ANNOTATION_WEIGHT, is_managed};
+use sluice_api::mcs::{LABEL_SOURCE_CLUSTER, ServiceImport, ServiceImportType};
+use sluice_mcs::meta::{annotation, label};
+use sluice_mcs::{ANNOTATION_DRAINING, ANNOTATION_WEIGHT, ServiceKey, is_managed, slice_service};
 
 use crate::config::{
     AppProtocol, DEFAULT_WEIGHT, EndpointConfig, PeerConfig, ProxyConfig, ServiceConfig,
     TunnelConfig,
 };
 
-/// What the configuration is built from.
+/// What the whole configuration is built from.
 pub struct Inputs<'a> {
     /// This cluster's MCS cluster id.
     pub cluster: &'a str,
@@ -142,118 +142,381 @@ fn local_service(
     })
 }
 
-pub fn build(inputs: Inputs<'_>) -> ProxyConfig {
-    let peer_known = |c: &str| inputs.peers.iter().any(|p| p.cluster == c);
-    // Own slices by (namespace, service); MCS slices by (namespace, import).
-    let mut own: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
-    let mut mcs: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
-    for s in inputs.slices {
-        let Some(ns) = s.metadata.namespace.as_deref() else {
-            continue;
-        };
-        if is_managed(&s.metadata) {
-            if let Some(name) = label(&s.metadata, LABEL_SERVICE_NAME) {
-                mcs.entry((ns, name)).or_default().push(s);
-            }
-        } else if let Some(name) = label(&s.metadata, LABEL_KUBE_SERVICE_NAME) {
-            own.entry((ns, name)).or_default().push(s);
+/// One service's objects in this cluster (by namespace sameness, the Service, its
+/// ServiceImport and their slices share a key): everything its listeners come from.
+#[derive(Default)]
+pub struct ServiceObjects<'a> {
+    pub service: Option<&'a Service>,
+    /// The Service's own EndpointSlices.
+    pub own_slices: Vec<&'a EndpointSlice>,
+    pub import: Option<&'a ServiceImport>,
+    /// The MCS EndpointSlices of the import, one or more per source cluster.
+    pub mcs_slices: Vec<&'a EndpointSlice>,
+}
+
+impl<'a> ServiceObjects<'a> {
+    /// File `slice` under its kind (own or MCS).
+    pub fn add_slice(&mut self, slice: &'a EndpointSlice) {
+        if is_managed(&slice.metadata) {
+            self.mcs_slices.push(slice);
+        } else {
+            self.own_slices.push(slice);
         }
     }
+}
+
+/// The listeners of one service: its ClusterIP ports, then its clusterset VIP ports.
+/// `peers` are the clusters whose endpoints are reachable (through their gateways).
+pub fn service_configs(
+    cluster: &str,
+    peers: &[PeerConfig],
+    objects: &ServiceObjects<'_>,
+) -> Vec<ServiceConfig> {
     let mut services = Vec::new();
-    for svc in inputs.services {
-        let (Some(ns), Some(name), Some(spec)) = (
-            svc.metadata.namespace.as_deref(),
-            svc.metadata.name.as_deref(),
-            svc.spec.as_ref(),
-        ) else {
-            continue;
-        };
-        if spec.type_.as_deref() == Some("ExternalName") {
-            continue;
-        }
-        let slices = own.get(&(ns, name)).map(Vec::as_slice).unwrap_or(&[]);
+    if let Some(svc) = objects.service
+        && let Some(spec) = svc.spec.as_ref()
+        && spec.type_.as_deref() != Some("ExternalName")
+    {
         for p in spec.ports.iter().flatten() {
-            if !tcp(p.protocol.as_deref()) {
-                continue;
+            if tcp(p.protocol.as_deref()) {
+                services.extend(local_service(svc, p, &objects.own_slices, cluster));
             }
-            services.extend(local_service(svc, p, slices, inputs.cluster));
         }
     }
-    for imp in inputs.imports {
-        let (Some(ns), Some(name)) = (
-            imp.metadata.namespace.as_deref(),
-            imp.metadata.name.as_deref(),
-        ) else {
-            continue;
-        };
-        if imp.spec.r#type != ServiceImportType::ClusterSetIP {
+    if let Some(imp) = objects.import {
+        services.extend(clusterset_services(
+            cluster,
+            peers,
+            imp,
+            &objects.mcs_slices,
+        ));
+    }
+    services
+}
+
+fn clusterset_services(
+    cluster: &str,
+    peers: &[PeerConfig],
+    imp: &ServiceImport,
+    slices: &[&EndpointSlice],
+) -> Vec<ServiceConfig> {
+    let peer_known = |c: &str| peers.iter().any(|p| p.cluster == c);
+    let (Some(ns), Some(name)) = (
+        imp.metadata.namespace.as_deref(),
+        imp.metadata.name.as_deref(),
+    ) else {
+        return Vec::new();
+    };
+    if imp.spec.r#type != ServiceImportType::ClusterSetIP {
+        return Vec::new();
+    }
+    let Some(vip) = imp
+        .spec
+        .ips
+        .first()
+        .and_then(|ip| ip.parse::<IpAddr>().ok())
+    else {
+        return Vec::new();
+    };
+    let mut services = Vec::new();
+    for p in &imp.spec.ports {
+        if !tcp(p.protocol.as_deref()) {
             continue;
         }
-        let Some(vip) = imp
-            .spec
-            .ips
-            .first()
-            .and_then(|ip| ip.parse::<IpAddr>().ok())
-        else {
+        let Ok(port) = u16::try_from(p.port) else {
             continue;
         };
-        let slices = mcs.get(&(ns, name)).map(Vec::as_slice).unwrap_or(&[]);
-        for p in &imp.spec.ports {
-            if !tcp(p.protocol.as_deref()) {
-                continue;
-            }
-            let Ok(port) = u16::try_from(p.port) else {
+        let pname = p.name.as_deref().unwrap_or("");
+        let mut endpoints = Vec::new();
+        for s in slices {
+            let Some(source) = label(&s.metadata, LABEL_SOURCE_CLUSTER) else {
                 continue;
             };
-            let pname = p.name.as_deref().unwrap_or("");
-            let mut endpoints = Vec::new();
-            for s in slices {
-                let Some(source) = label(&s.metadata, LABEL_SOURCE_CLUSTER) else {
-                    continue;
-                };
-                let local = source == inputs.cluster;
-                if !local && !peer_known(source) {
-                    continue;
-                }
-                let Some(target) = slice_port(s, pname) else {
-                    continue;
-                };
-                let weight = annotation(&s.metadata, ANNOTATION_WEIGHT)
-                    .and_then(|w| w.parse().ok())
-                    .unwrap_or(DEFAULT_WEIGHT);
-                let draining = annotation(&s.metadata, ANNOTATION_DRAINING) == Some("true");
-                let via = (!local).then_some(source);
-                endpoints.extend(endpoints_of(s, target, weight, draining, source, via));
+            let local = source == cluster;
+            if !local && !peer_known(source) {
+                continue;
             }
-            services.push(ServiceConfig {
-                name: format!(
-                    "{ns}/{name}:{} (clusterset)",
-                    if pname.is_empty() {
-                        port.to_string()
-                    } else {
-                        pname.to_string()
-                    }
-                ),
-                listen: SocketAddr::new(vip, port),
-                protocol: AppProtocol::from_port(p.app_protocol.as_deref(), p.name.as_deref()),
-                endpoints,
-                timeouts: Default::default(),
-                retry_ratio: 0.2,
-                exported: true,
-            });
+            let Some(target) = slice_port(s, pname) else {
+                continue;
+            };
+            let weight = annotation(&s.metadata, ANNOTATION_WEIGHT)
+                .and_then(|w| w.parse().ok())
+                .unwrap_or(DEFAULT_WEIGHT);
+            let draining = annotation(&s.metadata, ANNOTATION_DRAINING) == Some("true");
+            let via = (!local).then_some(source);
+            endpoints.extend(endpoints_of(s, target, weight, draining, source, via));
         }
+        services.push(ServiceConfig {
+            name: format!(
+                "{ns}/{name}:{} (clusterset)",
+                if pname.is_empty() {
+                    port.to_string()
+                } else {
+                    pname.to_string()
+                }
+            ),
+            listen: SocketAddr::new(vip, port),
+            protocol: AppProtocol::from_port(p.app_protocol.as_deref(), p.name.as_deref()),
+            endpoints,
+            timeouts: Default::default(),
+            retry_ratio: 0.2,
+            exported: true,
+        });
     }
-    // Two objects claiming one address (a stale import, a reused ClusterIP): the first
-    // keeps it, so one bad object cannot take the whole configuration down.
-    let mut seen = std::collections::HashSet::new();
-    services.retain(|s| seen.insert(s.listen));
-    let tunnel = inputs.tunnel.map(|mut t| {
-        t.peers = inputs.peers.clone();
+    services
+}
+
+/// The configuration from every service's listeners (in the order given) and the tunnels.
+/// Two objects claiming one address (a stale import, a reused ClusterIP): the first keeps
+/// it, so one bad object cannot take the whole configuration down.
+pub fn assemble<'a>(
+    groups: impl IntoIterator<Item = &'a [ServiceConfig]>,
+    tunnel: Option<TunnelConfig>,
+    peers: &[PeerConfig],
+) -> ProxyConfig {
+    let mut seen = HashSet::new();
+    let services = groups
+        .into_iter()
+        .flatten()
+        .filter(|s| seen.insert(s.listen))
+        .cloned()
+        .collect();
+    let tunnel = tunnel.map(|mut t| {
+        t.peers = peers.to_vec();
         t
     });
     ProxyConfig {
         services,
         tunnel,
         ingress: None,
+    }
+}
+
+/// Group objects by service key.
+pub fn group<'a>(
+    services: &'a [Arc<Service>],
+    slices: &'a [Arc<EndpointSlice>],
+    imports: &'a [Arc<ServiceImport>],
+) -> BTreeMap<ServiceKey, ServiceObjects<'a>> {
+    let mut by_key: BTreeMap<ServiceKey, ServiceObjects<'a>> = BTreeMap::new();
+    for svc in services {
+        if let Some(k) = ServiceKey::from_meta(&svc.metadata) {
+            by_key.entry(k).or_default().service = Some(svc);
+        }
+    }
+    for imp in imports {
+        if let Some(k) = ServiceKey::from_meta(&imp.metadata) {
+            by_key.entry(k).or_default().import = Some(imp);
+        }
+    }
+    for s in slices {
+        if let Some(k) = slice_service(s) {
+            by_key.entry(k).or_default().add_slice(s);
+        }
+    }
+    by_key
+}
+
+/// The whole configuration at once (the cluster mode keeps it per service instead, and
+/// rebuilds only the services that changed).
+pub fn build(inputs: Inputs<'_>) -> ProxyConfig {
+    let groups: Vec<Vec<ServiceConfig>> = group(inputs.services, inputs.slices, inputs.imports)
+        .values()
+        .map(|o| service_configs(inputs.cluster, &inputs.peers, o))
+        .collect();
+    assemble(
+        groups.iter().map(Vec::as_slice),
+        inputs.tunnel,
+        &inputs.peers,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::config::TunnelTransport;
+    use serde_json::json;
+
+    fn obj<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Arc<T> {
+        Arc::new(serde_json::from_value(v).unwrap())
+    }
+
+    fn service(name: &str, ip: &str) -> Arc<Service> {
+        obj(json!({
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"clusterIP": ip, "ports": [
+                {"name": "http", "port": 80, "targetPort": 8080},
+                {"name": "dns", "port": 53, "protocol": "UDP"},
+            ]},
+        }))
+    }
+
+    fn own_slice(svc: &str, ips: &[&str]) -> Arc<EndpointSlice> {
+        obj(json!({
+            "metadata": {"name": format!("{svc}-own"), "namespace": "shop",
+                         "labels": {"kubernetes.io/service-name": svc}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}],
+            "endpoints": ips.iter().map(|ip| json!({"addresses": [ip]})).collect::<Vec<_>>(),
+        }))
+    }
+
+    fn mcs_slice(
+        svc: &str,
+        source: &str,
+        ip: &str,
+        annotations: serde_json::Value,
+    ) -> Arc<EndpointSlice> {
+        obj(json!({
+            "metadata": {"name": format!("{svc}-{source}"), "namespace": "shop",
+                         "annotations": annotations,
+                         "labels": {"multicluster.kubernetes.io/service-name": svc,
+                                    "multicluster.kubernetes.io/source-cluster": source,
+                                    "endpointslice.kubernetes.io/managed-by": "sluice-mcs"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{"addresses": [ip]}, {"addresses": [ip], "conditions": {"ready": false}}],
+        }))
+    }
+
+    fn import(svc: &str, vip: &str, type_: &str) -> Arc<ServiceImport> {
+        obj(json!({
+            "metadata": {"name": svc, "namespace": "shop"},
+            "spec": {"type": type_, "ips": [vip], "ports": [{"name": "http", "port": 80}]},
+        }))
+    }
+
+    fn peer(cluster: &str) -> PeerConfig {
+        PeerConfig {
+            cluster: cluster.into(),
+            address: "127.21.0.1:15443".parse().unwrap(),
+            transport: TunnelTransport::H2,
+        }
+    }
+
+    fn build_all(
+        services: &[Arc<Service>],
+        slices: &[Arc<EndpointSlice>],
+        imports: &[Arc<ServiceImport>],
+        peers: Vec<PeerConfig>,
+    ) -> ProxyConfig {
+        build(Inputs {
+            cluster: "east",
+            services,
+            slices,
+            imports,
+            tunnel: None,
+            peers,
+        })
+    }
+
+    #[test]
+    fn cluster_ips_and_clusterset_vips() {
+        let services = [service("echo", "10.96.0.10")];
+        let slices = [
+            own_slice("echo", &["10.0.0.1", "10.0.0.2"]),
+            mcs_slice("echo", "east", "10.0.0.1", json!({})),
+            mcs_slice(
+                "echo",
+                "west",
+                "10.1.0.1",
+                json!({"sluice.dev/weight": "30", "sluice.dev/draining": "true"}),
+            ),
+            mcs_slice("echo", "south", "10.2.0.1", json!({})),
+        ];
+        let imports = [import("echo", "127.60.0.1", "ClusterSetIP")];
+        let c = build_all(&services, &slices, &imports, vec![peer("west")]);
+        let names: Vec<&str> = c.services.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["shop/echo:http", "shop/echo:http (clusterset)"],
+            "UDP ports get no listener"
+        );
+
+        let local = &c.services[0];
+        assert_eq!(local.listen, "10.96.0.10:80".parse().unwrap());
+        assert!(!local.exported);
+        let addrs: Vec<String> = local
+            .endpoints
+            .iter()
+            .map(|e| e.address.to_string())
+            .collect();
+        assert_eq!(addrs, ["10.0.0.1:8080", "10.0.0.2:8080"]);
+
+        let vip = &c.services[1];
+        assert_eq!(vip.listen, "127.60.0.1:80".parse().unwrap());
+        assert!(vip.exported);
+        // Ready endpoints only; south has no peer, so its endpoints are unreachable.
+        let eps: Vec<(String, &str, Option<&str>, u32, bool)> = vip
+            .endpoints
+            .iter()
+            .map(|e| {
+                (
+                    e.address.to_string(),
+                    e.cluster.as_str(),
+                    e.via.as_deref(),
+                    e.weight,
+                    e.draining,
+                )
+            })
+            .collect();
+        assert_eq!(
+            eps,
+            [
+                (
+                    "10.0.0.1:8080".to_string(),
+                    "east",
+                    None,
+                    DEFAULT_WEIGHT,
+                    false
+                ),
+                ("10.1.0.1:8080".to_string(), "west", Some("west"), 30, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn headless_imports_and_external_names_get_no_listener() {
+        let external: Arc<Service> = obj(json!({
+            "metadata": {"name": "ext", "namespace": "shop"},
+            "spec": {"type": "ExternalName", "externalName": "example.com",
+                     "ports": [{"port": 80}]},
+        }));
+        let imports = [import("db", "127.60.0.2", "Headless")];
+        let c = build_all(&[external], &[], &imports, vec![]);
+        assert!(c.services.is_empty(), "{:?}", c.services);
+    }
+
+    #[test]
+    fn a_claimed_address_stays_with_the_first() {
+        let services = [service("a", "10.96.0.10"), service("b", "10.96.0.10")];
+        let c = build_all(&services, &[], &[], vec![]);
+        assert_eq!(c.services.len(), 1);
+        assert_eq!(c.services[0].name, "shop/a:http");
+        assert!(c.validate().is_ok());
+    }
+
+    /// The cluster mode rebuilds one service at a time; the pieces must add up to the
+    /// whole.
+    #[test]
+    fn per_service_pieces_add_up_to_the_whole() {
+        let services = [service("a", "10.96.0.10"), service("b", "10.96.0.11")];
+        let slices = [
+            own_slice("a", &["10.0.0.1"]),
+            own_slice("b", &["10.0.0.2"]),
+            mcs_slice("b", "west", "10.1.0.2", json!({})),
+        ];
+        let imports = [import("b", "127.60.0.1", "ClusterSetIP")];
+        let peers = vec![peer("west")];
+        let whole = build_all(&services, &slices, &imports, peers.clone());
+        let pieces: Vec<Vec<ServiceConfig>> = group(&services, &slices, &imports)
+            .values()
+            .map(|o| service_configs("east", &peers, o))
+            .collect();
+        assert_eq!(pieces.iter().map(Vec::len).collect::<Vec<_>>(), [1, 2]);
+        let assembled = assemble(pieces.iter().map(Vec::as_slice), None, &peers);
+        assert_eq!(assembled, whole);
     }
 }

@@ -1,11 +1,15 @@
 //! Cluster mode: `sluice proxy --kubeconfig K --cluster NAME` fills the configuration
 //! from its cluster's Services, EndpointSlices and ServiceImports, and its peers from the
-//! control plane's `Cluster` objects, through informers; every change rebuilds the
-//! configuration ([`build`]) and applies it live. It also renews the cluster's lease, the
-//! signal the MCS controller uses to keep this cluster's endpoints in every import.
+//! control plane's `Cluster` objects, through informers. It keeps the listeners of each
+//! service (a Service, its ServiceImport and their slices share a key) and rebuilds only
+//! the services whose objects changed ([`build`]); a change of peers rebuilds all. The
+//! result is applied live, and the proxy touches only listeners whose configuration
+//! changed. It also renews the cluster's lease, the signal the MCS controller uses to keep
+//! this cluster's endpoints in every import.
 
 pub mod build;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,11 +20,13 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_api::mcs::ServiceImport;
 use sluice_api::sluice::Cluster;
+use sluice_mcs::changes::Changes;
 use sluice_mcs::informer::Informer;
 use sluice_mcs::lease::{LEASE_NAMESPACE, renew_forever};
-use tokio::sync::{Notify, watch};
+use sluice_mcs::{Scope, ServiceKey, slice_service};
+use tokio::sync::watch;
 
-use crate::config::{PeerConfig, TunnelConfig, TunnelTransport};
+use crate::config::{PeerConfig, ServiceConfig, TunnelConfig, TunnelTransport};
 use crate::proxy::Proxy;
 
 pub struct ClusterMode {
@@ -57,39 +63,45 @@ fn peers(clusters: &[Arc<Cluster>], me: &str, transport: TunnelTransport) -> Vec
 impl ClusterMode {
     /// Keep `proxy` configured from the cluster until `stop` turns true.
     pub async fn run(self, proxy: Arc<Proxy>, mut stop: watch::Receiver<bool>) {
-        let changed = Arc::new(Notify::new());
+        let changes = Arc::new(Changes::default());
         let all = watcher::Config::default;
-        let services: Informer<Service> = Informer::start(
+        let services: Informer<Service> = Informer::start_with(
             Api::all(self.client.clone()),
             all(),
-            changed.clone(),
             "services",
+            changes.recorder(|o: &Service| ServiceKey::from_meta(&o.metadata)),
         );
-        let slices: Informer<EndpointSlice> = Informer::start(
+        let slices: Informer<EndpointSlice> = Informer::start_with(
             Api::all(self.client.clone()),
             all(),
-            changed.clone(),
             "endpointslices",
+            changes.recorder(slice_service),
         );
-        let imports: Informer<ServiceImport> = Informer::start(
+        let imports: Informer<ServiceImport> = Informer::start_with(
             Api::all(self.client.clone()),
             all(),
-            changed.clone(),
             "serviceimports",
+            changes.recorder(|o: &ServiceImport| ServiceKey::from_meta(&o.metadata)),
         );
-        let clusters: Option<Informer<Cluster>> = self
-            .control
-            .as_ref()
-            .map(|c| Informer::start(Api::all(c.clone()), all(), changed.clone(), "clusters"));
+        let clusters: Option<Informer<Cluster>> = self.control.as_ref().map(|c| {
+            let changes = changes.clone();
+            Informer::start_with(Api::all(c.clone()), all(), "clusters", move |e| {
+                if !matches!(e, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                    changes.touch_all();
+                }
+            })
+        });
         let lease = tokio::spawn(renew_forever(
             Api::namespaced(self.client.clone(), LEASE_NAMESPACE),
             self.cluster.clone(),
         ));
-        let mut last: Option<crate::config::ProxyConfig> = None;
+        // Each service's listeners, and the peers they were built with.
+        let mut built: BTreeMap<ServiceKey, Vec<ServiceConfig>> = BTreeMap::new();
+        let mut peers: Vec<PeerConfig> = Vec::new();
         loop {
             tokio::select! {
                 _ = stop.changed() => break,
-                _ = changed.notified() => {}
+                _ = changes.notified() => {}
             }
             let synced = services.is_ready()
                 && slices.is_ready()
@@ -98,31 +110,77 @@ impl ClusterMode {
             if !synced {
                 continue;
             }
-            let started = Instant::now();
-            let peers = clusters
-                .as_ref()
-                .map(|c| peers(&c.state(), &self.cluster, self.transport))
-                .unwrap_or_default();
-            let config = build::build(build::Inputs {
-                cluster: &self.cluster,
-                services: &services.state(),
-                slices: &slices.state(),
-                imports: &imports.state(),
-                tunnel: self.tunnel.clone(),
-                peers,
-            });
-            if last.as_ref() == Some(&config) {
+            let scope = changes.take();
+            if scope.is_empty() {
                 continue;
             }
+            let started = Instant::now();
+            if scope.is_all() {
+                peers = clusters
+                    .as_ref()
+                    .map(|c| self::peers(&c.state(), &self.cluster, self.transport))
+                    .unwrap_or_default();
+                built.clear();
+            }
+            let (svc_objs, slice_objs, import_objs) =
+                (services.state(), slices.state(), imports.state());
+            let in_scope = |k: &Option<ServiceKey>| k.as_ref().is_some_and(|k| scope.contains(k));
+            let mut objects: BTreeMap<ServiceKey, build::ServiceObjects<'_>> = match &scope {
+                Scope::All => build::group(&svc_objs, &slice_objs, &import_objs),
+                Scope::Services(keys) => {
+                    let mut objects: BTreeMap<_, build::ServiceObjects<'_>> = keys
+                        .iter()
+                        .map(|k| (k.clone(), Default::default()))
+                        .collect();
+                    for s in svc_objs.iter() {
+                        let k = ServiceKey::from_meta(&s.metadata);
+                        if in_scope(&k)
+                            && let Some(o) = k.and_then(|k| objects.get_mut(&k))
+                        {
+                            o.service = Some(s);
+                        }
+                    }
+                    for i in import_objs.iter() {
+                        let k = ServiceKey::from_meta(&i.metadata);
+                        if in_scope(&k)
+                            && let Some(o) = k.and_then(|k| objects.get_mut(&k))
+                        {
+                            o.import = Some(i);
+                        }
+                    }
+                    for s in slice_objs.iter() {
+                        let k = slice_service(s);
+                        if in_scope(&k)
+                            && let Some(o) = k.and_then(|k| objects.get_mut(&k))
+                        {
+                            o.add_slice(s);
+                        }
+                    }
+                    objects
+                }
+            };
+            for (key, o) in std::mem::take(&mut objects) {
+                let configs = build::service_configs(&self.cluster, &peers, &o);
+                if configs.is_empty() {
+                    built.remove(&key);
+                } else {
+                    built.insert(key, configs);
+                }
+            }
+            let config = build::assemble(
+                built.values().map(Vec::as_slice),
+                self.tunnel.clone(),
+                &peers,
+            );
             match proxy.apply(&config) {
                 Ok(()) => {
                     tracing::debug!(
                         services = config.services.len(),
+                        changed = scope.len(),
                         took_us = started.elapsed().as_micros() as u64,
                         "cluster configuration applied"
                     );
                     proxy.set_synced();
-                    last = Some(config);
                 }
                 Err(e) => tracing::warn!(error = %e, "cluster configuration rejected"),
             }

@@ -221,14 +221,17 @@ pub struct Tunnels {
 }
 
 impl Tunnels {
-    pub fn apply(&self, config: Option<&TunnelConfig>) -> Result<(), TunnelError> {
+    /// Returns whether the set of peer handles changed (balancers holding peers must
+    /// then be updated even where their endpoints did not change).
+    pub fn apply(&self, config: Option<&TunnelConfig>) -> Result<bool, TunnelError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let Some(config) = config else {
             if let Some(g) = state.gateway.take() {
                 g.stop();
             }
+            let had_peers = !state.peers.is_empty();
             *state = State::default();
-            return Ok(());
+            return Ok(had_peers);
         };
         let files = stamps(config)?;
         let (identity, bundle, same_identity) = match &state.loaded {
@@ -240,6 +243,7 @@ impl Tunnels {
         };
         // Build everything new before changing anything, so an error leaves the old.
         let mut peers = HashMap::new();
+        let mut replaced = state.peers.len() != config.peers.len();
         for p in &config.peers {
             let kept = state
                 .peers
@@ -248,7 +252,10 @@ impl Tunnels {
                 .map(|(_, peer)| peer.clone());
             let peer = match kept {
                 Some(peer) => peer,
-                None => pool::Peer::new(p, &identity, &bundle, self.metrics.clone())?,
+                None => {
+                    replaced = true;
+                    pool::Peer::new(p, &identity, &bundle, self.metrics.clone())?
+                }
             };
             peers.insert(p.cluster.clone(), (p.clone(), peer));
         }
@@ -282,7 +289,7 @@ impl Tunnels {
             identity,
             bundle,
         });
-        Ok(())
+        Ok(replaced)
     }
 
     pub fn peer(&self, cluster: &str) -> Option<Arc<pool::Peer>> {

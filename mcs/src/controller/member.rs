@@ -8,18 +8,17 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::jiff::Timestamp;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_api::mcs::{ServiceExport, ServiceImport};
-use kube::runtime::reflector::ObjectRef;
 
-use super::changes::Changes;
+use crate::changes::Changes;
 
 use crate::informer::Informer;
 use crate::lease::{LEASE_NAME, LEASE_NAMESPACE, expires_at};
-use crate::meta::{LABEL_KUBE_SERVICE_NAME, label};
 use crate::model::{ClusterId, ClusterName, MemberSnapshot, Scope, ServiceKey};
-use crate::reconcile::{is_managed, mcs_slice_service};
+use crate::reconcile::{is_managed, slice_service};
 
 pub struct Member {
     pub name: ClusterName,
@@ -60,10 +59,12 @@ impl Member {
                 + 'static,
             K::DynamicType: Default + std::hash::Hash + Eq + Clone,
         {
-            let changes = changes.clone();
-            Informer::start_with(api, watcher::Config::default(), what, move |e| {
-                changes.record(e, key_of)
-            })
+            Informer::start_with(
+                api,
+                watcher::Config::default(),
+                what,
+                changes.recorder(key_of),
+            )
         }
         let namespaces = {
             // A namespace appearing, going or changing its labels touches every service in
@@ -163,7 +164,8 @@ impl Member {
     pub fn slices_in_scope(&self, scope: &Scope, managed: bool) -> Vec<Arc<EndpointSlice>> {
         let mut out = self.slices.state();
         out.retain(|s| {
-            is_managed(&s.metadata) == managed && slice_service(s).is_some_and(|k| scope.contains(&k))
+            is_managed(&s.metadata) == managed
+                && slice_service(s).is_some_and(|k| scope.contains(&k))
         });
         out
     }
@@ -175,18 +177,6 @@ impl Member {
     pub fn exports_in_scope(&self, scope: &Scope) -> Vec<Arc<ServiceExport>> {
         in_scope(&self.exports, scope)
     }
-}
-
-/// The service an EndpointSlice belongs to: `kubernetes.io/service-name` for a Service's
-/// own slices, `multicluster.kubernetes.io/service-name` for MCS ones.
-fn slice_service(s: &EndpointSlice) -> Option<ServiceKey> {
-    if is_managed(&s.metadata) {
-        return mcs_slice_service(&s.metadata);
-    }
-    Some(ServiceKey::new(
-        s.metadata.namespace.clone()?,
-        label(&s.metadata, LABEL_KUBE_SERVICE_NAME)?,
-    ))
 }
 
 /// The objects named by `scope` (namespace and name are the service's).

@@ -9,7 +9,6 @@
 //! change or a re-list widen the round to every service. The loop also wakes when the
 //! earliest lease runs out, since an expiring lease is a change nobody writes.
 
-pub mod changes;
 pub mod member;
 pub mod metrics;
 pub mod write;
@@ -27,10 +26,10 @@ use kube::{Api, Client};
 use sluice_api::sluice::Cluster;
 use tokio::sync::watch;
 
+use crate::changes::Changes;
 use crate::informer::Informer;
 use crate::model::{ClusterId, ClusterName, MemberSnapshot};
 use crate::reconcile::{ClusterDesired, reconcile_scope};
-use changes::Changes;
 use crate::vip::VipAllocator;
 use member::Member;
 use metrics::ControllerMetrics;
@@ -159,8 +158,7 @@ impl Controller {
                             .errors_of(&j.member.name)
                             .map(|e| e.to_string())
                             .collect();
-                        report_cluster(&config.control, &clusters, &j.member.name, &errors)
-                            .await;
+                        report_cluster(&config.control, &clusters, &j.member.name, &errors).await;
                     }
                 } else if !desired.errors.is_empty() {
                     // Cluster conditions summarise every service: a full round reports them.

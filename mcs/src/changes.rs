@@ -1,9 +1,10 @@
 //! What changed since the last round: the services whose objects an informer saw change,
 //! or everything. Informer callbacks record here and wake the loop; the loop takes the
 //! accumulated [`Scope`] at the start of a round, so changes that arrive while it works
-//! land in the next one.
+//! land in the next one. The MCS controller and the dataplane's cluster mode both work
+//! this way, so their rounds cost what changed, not what exists.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use kube::runtime::watcher::Event;
 use tokio::sync::Notify;
@@ -51,6 +52,15 @@ impl Changes {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Scope> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An informer callback that [`record`](Self::record)s its events.
+    pub fn recorder<K: 'static>(
+        self: &Arc<Self>,
+        key_of: fn(&K) -> Option<ServiceKey>,
+    ) -> impl Fn(&Event<K>) + Send + 'static {
+        let changes = self.clone();
+        move |e| changes.record(e, key_of)
     }
 
     /// Record an informer event: the key `key_of` gives an applied or deleted object, and
