@@ -26,6 +26,7 @@ pub mod changes;
 pub mod conditions;
 pub mod controller;
 pub mod export;
+pub mod index;
 pub mod informer;
 pub mod lease;
 pub mod merge;

@@ -16,11 +16,13 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_api::mcs::ServiceImport;
 use sluice_api::sluice::Cluster;
 use sluice_mcs::changes::Changes;
+use sluice_mcs::index::ServiceIndex;
 use sluice_mcs::informer::Informer;
 use sluice_mcs::lease::{LEASE_NAMESPACE, renew_forever};
 use sluice_mcs::{Scope, ServiceKey, slice_service};
@@ -71,12 +73,19 @@ impl ClusterMode {
             "services",
             changes.recorder(|o: &Service| ServiceKey::from_meta(&o.metadata)),
         );
-        let slices: Informer<EndpointSlice> = Informer::start_with(
-            Api::all(self.client.clone()),
-            all(),
-            "endpointslices",
-            changes.recorder(slice_service),
-        );
+        let slices_by_service = ServiceIndex::new(slice_service);
+        let slices: Informer<EndpointSlice> = {
+            let (index, record) = (slices_by_service.clone(), changes.recorder(slice_service));
+            Informer::start_with(
+                Api::all(self.client.clone()),
+                all(),
+                "endpointslices",
+                move |e| {
+                    index.record(e);
+                    record(e);
+                },
+            )
+        };
         let imports: Informer<ServiceImport> = Informer::start_with(
             Api::all(self.client.clone()),
             all(),
@@ -115,6 +124,8 @@ impl ClusterMode {
                 continue;
             }
             let started = Instant::now();
+            let all_objects;
+            let mut scoped = Vec::new();
             if scope.is_all() {
                 peers = clusters
                     .as_ref()
@@ -122,44 +133,41 @@ impl ClusterMode {
                     .unwrap_or_default();
                 built.clear();
             }
-            let (svc_objs, slice_objs, import_objs) =
-                (services.state(), slices.state(), imports.state());
-            let in_scope = |k: &Option<ServiceKey>| k.as_ref().is_some_and(|k| scope.contains(k));
-            let mut objects: BTreeMap<ServiceKey, build::ServiceObjects<'_>> = match &scope {
-                Scope::All => build::group(&svc_objs, &slice_objs, &import_objs),
+            let objects: BTreeMap<ServiceKey, build::ServiceObjects<'_>> = match &scope {
+                Scope::All => {
+                    all_objects = (services.state(), slices.state(), imports.state());
+                    build::group(&all_objects.0, &all_objects.1, &all_objects.2)
+                }
                 Scope::Services(keys) => {
-                    let mut objects: BTreeMap<_, build::ServiceObjects<'_>> = keys
+                    for k in keys {
+                        scoped.push((
+                            k.clone(),
+                            services
+                                .store
+                                .get(&ObjectRef::new(&k.name).within(&k.namespace)),
+                            imports
+                                .store
+                                .get(&ObjectRef::new(&k.name).within(&k.namespace)),
+                            slices_by_service.objects(&slices.store, k),
+                        ));
+                    }
+                    scoped
                         .iter()
-                        .map(|k| (k.clone(), Default::default()))
-                        .collect();
-                    for s in svc_objs.iter() {
-                        let k = ServiceKey::from_meta(&s.metadata);
-                        if in_scope(&k)
-                            && let Some(o) = k.and_then(|k| objects.get_mut(&k))
-                        {
-                            o.service = Some(s);
-                        }
-                    }
-                    for i in import_objs.iter() {
-                        let k = ServiceKey::from_meta(&i.metadata);
-                        if in_scope(&k)
-                            && let Some(o) = k.and_then(|k| objects.get_mut(&k))
-                        {
-                            o.import = Some(i);
-                        }
-                    }
-                    for s in slice_objs.iter() {
-                        let k = slice_service(s);
-                        if in_scope(&k)
-                            && let Some(o) = k.and_then(|k| objects.get_mut(&k))
-                        {
-                            o.add_slice(s);
-                        }
-                    }
-                    objects
+                        .map(|(k, svc, imp, sl)| {
+                            let mut o = build::ServiceObjects {
+                                service: svc.as_deref(),
+                                import: imp.as_deref(),
+                                ..Default::default()
+                            };
+                            for s in sl {
+                                o.add_slice(s);
+                            }
+                            (k.clone(), o)
+                        })
+                        .collect()
                 }
             };
-            for (key, o) in std::mem::take(&mut objects) {
+            for (key, o) in objects {
                 let configs = build::service_configs(&self.cluster, &peers, &o);
                 if configs.is_empty() {
                     built.remove(&key);

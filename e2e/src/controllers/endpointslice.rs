@@ -96,13 +96,16 @@ async fn reconcile(
     svc: &Service,
     pods: &[std::sync::Arc<Pod>],
 ) -> kube::Result<()> {
-    let v = value(svc);
-    if v["spec"]["type"] == "ExternalName"
-        || !v["spec"]["selector"].is_object()
+    // Most Services of a big cluster have no selector (their slices are someone else's):
+    // decide that before turning the Service into JSON.
+    let spec = svc.spec.as_ref();
+    if spec.is_none_or(|s| s.selector.as_ref().is_none_or(|sel| sel.is_empty()))
+        || spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName")
         || svc.metadata.deletion_timestamp.is_some()
     {
         return Ok(());
     }
+    let v = value(svc);
     let ns = svc.metadata.namespace.clone().unwrap_or_default();
     let selector = json!({"matchLabels": v["spec"]["selector"]});
     let mut matching: Vec<Value> = pods
@@ -122,10 +125,9 @@ async fn reconcile(
     matching.sort_by_key(|p| p["metadata"]["name"].as_str().map(str::to_string));
     let want = desired(&v, &matching);
     let name = want["metadata"]["name"].as_str().unwrap_or("").to_string();
-    let current = caches.slices.state().into_iter().find(|s| {
-        s.metadata.namespace.as_deref() == Some(ns.as_str())
-            && s.metadata.name.as_deref() == Some(name.as_str())
-    });
+    let current = caches
+        .slices
+        .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&ns));
     if let Some(cur) = current {
         let cur = value(&*cur);
         if cur["endpoints"]

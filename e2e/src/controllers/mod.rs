@@ -138,7 +138,9 @@ pub async fn run(client: kube::Client, mut shutdown: watch::Receiver<bool>) -> a
     let (deployments, t3) = cache::<Deployment>(&client, notify.clone());
     let (services, t4) = cache::<Service>(&client, notify.clone());
     let (statefulsets, t6) = cache::<StatefulSet>(&client, notify.clone());
-    let (slices, t5) = cache::<EndpointSlice>(&client, notify.clone());
+    // Slice changes do not wake the loop: the controllers only compare against them, most
+    // slices in a clusterset are other controllers' (MCS), and the tick repairs drift.
+    let (slices, t5) = cache::<EndpointSlice>(&client, Arc::new(Notify::new()));
     for ready in [
         pods.wait_until_ready().await,
         replicasets.wait_until_ready().await,

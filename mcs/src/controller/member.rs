@@ -15,6 +15,7 @@ use sluice_api::mcs::{ServiceExport, ServiceImport};
 
 use crate::changes::Changes;
 
+use crate::index::ServiceIndex;
 use crate::informer::Informer;
 use crate::lease::{LEASE_NAME, LEASE_NAMESPACE, expires_at};
 use crate::model::{ClusterId, ClusterName, MemberSnapshot, Scope, ServiceKey};
@@ -29,6 +30,8 @@ pub struct Member {
     pub services: Informer<Service>,
     pub exports: Informer<ServiceExport>,
     pub slices: Informer<EndpointSlice>,
+    /// The slices by service, own and MCS ones alike.
+    pub slices_by_service: Arc<ServiceIndex<EndpointSlice>>,
     pub imports: Informer<ServiceImport>,
     pub leases: Informer<Lease>,
 }
@@ -76,6 +79,7 @@ impl Member {
                 }
             })
         };
+        let slices_by_service = ServiceIndex::new(slice_service);
         let leases = {
             // Renewals only wake the loop, which notices a lease that ran out or came back.
             let changes = changes.clone();
@@ -94,12 +98,19 @@ impl Member {
             exports: keyed_informer(Api::all(client.clone()), "serviceexports", &changes, |o| {
                 ServiceKey::from_meta(&o.metadata)
             }),
-            slices: keyed_informer(
-                Api::all(client.clone()),
-                "endpointslices",
-                &changes,
-                slice_service,
-            ),
+            slices: {
+                let (index, record) = (slices_by_service.clone(), changes.recorder(slice_service));
+                Informer::start_with(
+                    Api::all(client.clone()),
+                    all(),
+                    "endpointslices",
+                    move |e| {
+                        index.record(e);
+                        record(e);
+                    },
+                )
+            },
+            slices_by_service,
             imports: keyed_informer(Api::all(client.clone()), "serviceimports", &changes, |o| {
                 ServiceKey::from_meta(&o.metadata)
             }),

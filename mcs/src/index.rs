@@ -1,0 +1,178 @@
+//! An index of an informer's objects by the service they belong to, kept by the
+//! informer's events: EndpointSlices are found by service (label), not by name, and a
+//! round that covers a few services must not scan every slice of the cluster to find
+//! theirs.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+
+use kube::Resource;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::Event;
+
+use crate::model::ServiceKey;
+
+struct State<K: Resource>
+where
+    K::DynamicType: Hash + Eq + Clone,
+{
+    by_key: HashMap<ServiceKey, HashSet<ObjectRef<K>>>,
+    of: HashMap<ObjectRef<K>, ServiceKey>,
+    /// Entries of a re-list in progress; they replace everything at its end.
+    relist: Option<Vec<(ObjectRef<K>, ServiceKey)>>,
+}
+
+pub struct ServiceIndex<K: Resource>
+where
+    K::DynamicType: Hash + Eq + Clone,
+{
+    key_of: fn(&K) -> Option<ServiceKey>,
+    state: Mutex<State<K>>,
+}
+
+impl<K> ServiceIndex<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Hash + Eq + Clone,
+{
+    pub fn new(key_of: fn(&K) -> Option<ServiceKey>) -> Arc<Self> {
+        Arc::new(Self {
+            key_of,
+            state: Mutex::new(State {
+                by_key: HashMap::new(),
+                of: HashMap::new(),
+                relist: None,
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<K>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Follow one watch event (call after the store applied it).
+    pub fn record(&self, event: &Event<K>) {
+        let mut state = self.lock();
+        match event {
+            Event::Apply(o) => {
+                let r = ObjectRef::from_obj(o);
+                state.remove(&r);
+                if let Some(key) = (self.key_of)(o) {
+                    state.insert(r, key);
+                }
+            }
+            Event::Delete(o) => state.remove(&ObjectRef::from_obj(o)),
+            Event::Init => state.relist = Some(Vec::new()),
+            Event::InitApply(o) => {
+                if let Some(key) = (self.key_of)(o) {
+                    let r = ObjectRef::from_obj(o);
+                    state.relist.get_or_insert_with(Vec::new).push((r, key));
+                }
+            }
+            Event::InitDone => {
+                let entries = state.relist.take().unwrap_or_default();
+                state.by_key.clear();
+                state.of.clear();
+                for (r, key) in entries {
+                    state.insert(r, key);
+                }
+            }
+        }
+    }
+
+    /// The objects of `key` in `store`.
+    pub fn objects(&self, store: &Store<K>, key: &ServiceKey) -> Vec<Arc<K>> {
+        let state = self.lock();
+        state
+            .by_key
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| store.get(r))
+            .collect()
+    }
+}
+
+impl<K: Resource> State<K>
+where
+    K::DynamicType: Hash + Eq + Clone,
+{
+    fn insert(&mut self, r: ObjectRef<K>, key: ServiceKey) {
+        self.by_key
+            .entry(key.clone())
+            .or_default()
+            .insert(r.clone());
+        self.of.insert(r, key);
+    }
+
+    fn remove(&mut self, r: &ObjectRef<K>) {
+        if let Some(key) = self.of.remove(r)
+            && let Some(refs) = self.by_key.get_mut(&key)
+        {
+            refs.remove(r);
+            if refs.is_empty() {
+                self.by_key.remove(&key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use kube::runtime::reflector::store::Writer;
+
+    fn slice(name: &str, svc: &str) -> EndpointSlice {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "shop",
+                         "labels": {"kubernetes.io/service-name": svc}},
+            "addressType": "IPv4", "endpoints": [],
+        }))
+        .unwrap()
+    }
+
+    fn names(v: Vec<Arc<EndpointSlice>>) -> Vec<String> {
+        let mut n: Vec<String> = v.iter().filter_map(|s| s.metadata.name.clone()).collect();
+        n.sort();
+        n
+    }
+
+    #[test]
+    fn follows_applies_deletes_relabels_and_relists() {
+        let mut writer: Writer<EndpointSlice> = Writer::default();
+        let store = writer.as_reader();
+        let index = ServiceIndex::new(crate::reconcile::slice_service);
+        let mut feed = |e: Event<EndpointSlice>| {
+            writer.apply_watcher_event(&e);
+            index.record(&e);
+        };
+        let echo = ServiceKey::new("shop", "echo");
+        let db = ServiceKey::new("shop", "db");
+        feed(Event::Init);
+        feed(Event::InitApply(slice("echo-1", "echo")));
+        feed(Event::InitDone);
+        feed(Event::Apply(slice("echo-2", "echo")));
+        assert_eq!(names(index.objects(&store, &echo)), ["echo-1", "echo-2"]);
+        // Relabelled to another service.
+        feed(Event::Apply(slice("echo-2", "db")));
+        assert_eq!(names(index.objects(&store, &echo)), ["echo-1"]);
+        assert_eq!(names(index.objects(&store, &db)), ["echo-2"]);
+        feed(Event::Delete(slice("echo-1", "echo")));
+        assert!(index.objects(&store, &echo).is_empty());
+        // A re-list replaces everything (echo-2 went while the watch was down).
+        feed(Event::Init);
+        feed(Event::InitApply(slice("echo-3", "echo")));
+        assert_eq!(
+            names(index.objects(&store, &db)),
+            ["echo-2"],
+            "until the re-list ends"
+        );
+        feed(Event::InitDone);
+        assert!(index.objects(&store, &db).is_empty());
+        assert_eq!(names(index.objects(&store, &echo)), ["echo-3"]);
+    }
+}
