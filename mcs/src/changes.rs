@@ -63,6 +63,24 @@ impl Changes {
         move |e| changes.record(e, key_of)
     }
 
+    /// An informer callback for objects that touch every service (namespaces, peers):
+    /// each change, and the end of each re-list, widens the next round to everything.
+    pub fn widener<K: 'static>(self: &Arc<Self>) -> impl Fn(&Event<K>) + Send + 'static {
+        let changes = self.clone();
+        move |e| {
+            if !matches!(e, Event::Init | Event::InitApply(_)) {
+                changes.touch_all();
+            }
+        }
+    }
+
+    /// An informer callback that only wakes the loop (leases: the loop itself notices one
+    /// that ran out or came back).
+    pub fn waker<K: 'static>(self: &Arc<Self>) -> impl Fn(&Event<K>) + Send + 'static {
+        let changes = self.clone();
+        move |_| changes.wake()
+    }
+
     /// Record an informer event: the key `key_of` gives an applied or deleted object, and
     /// everything after a re-list.
     pub fn record<K>(&self, event: &Event<K>, key_of: impl Fn(&K) -> Option<ServiceKey>) {

@@ -81,6 +81,31 @@ where
         }
     }
 
+    /// An informer over `api` that keeps a new index of its objects and records the
+    /// services they belong to in `changes`.
+    pub fn start(
+        api: kube::Api<K>,
+        what: &str,
+        key_of: fn(&K) -> Option<ServiceKey>,
+        changes: &Arc<crate::changes::Changes>,
+    ) -> (crate::informer::Informer<K>, Arc<Self>)
+    where
+        K: serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync,
+    {
+        let index = Self::new(key_of);
+        let (idx, record) = (index.clone(), changes.recorder(key_of));
+        let informer = crate::informer::Informer::start_with(
+            api,
+            kube::runtime::watcher::Config::default(),
+            what,
+            move |e| {
+                idx.record(e);
+                record(e);
+            },
+        );
+        (informer, index)
+    }
+
     /// The objects of `key` in `store`.
     pub fn objects(&self, store: &Store<K>, key: &ServiceKey) -> Vec<Arc<K>> {
         let state = self.lock();

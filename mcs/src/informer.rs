@@ -81,6 +81,20 @@ where
             task,
         }
     }
+}
+
+/// Reading: fewer bounds than watching, so code generic over stores can read.
+impl<K> Informer<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Hash + Eq + Clone,
+{
+    /// The object named like the service `key` (namespace sameness: its Service,
+    /// ServiceExport, ServiceImport).
+    pub fn get(&self, key: &crate::model::ServiceKey) -> Option<Arc<K>> {
+        self.store
+            .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
+    }
 
     /// Whether the first list has arrived.
     pub fn is_ready(&self) -> bool {

@@ -46,8 +46,8 @@ pub use export::{ANNOTATION_EXPORT, LABEL_LOGICAL_CLUSTER};
 pub use merge::ConflictKind;
 pub use model::{ClusterId, ClusterName, MemberSnapshot, ModelError, Scope, ServiceKey, SliceKey};
 pub use reconcile::{
-    ClusterDesired, ClusterError, Desired, is_managed, reconcile, reconcile_at, reconcile_scope,
-    reconcile_scoped, slice_service,
+    ClusterDesired, ClusterError, Desired, is_managed, reconcile, reconcile_at, reconcile_scoped,
+    slice_service,
 };
 pub use slices::{
     ANNOTATION_DRAINING, ANNOTATION_WEIGHT, DEFAULT_WEIGHT, MAX_ENDPOINTS_PER_SLICE, slice_name,

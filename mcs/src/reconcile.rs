@@ -173,17 +173,8 @@ pub fn slice_service(s: &EndpointSlice) -> Option<ServiceKey> {
     ))
 }
 
-/// [`reconcile_at`] the current time.
-pub fn reconcile(members: &[MemberSnapshot], vips: &mut VipAllocator) -> Desired {
-    reconcile_at(members, vips, &now())
-}
-
-/// [`reconcile_scoped`] the current time.
-pub fn reconcile_scope(
-    members: &[MemberSnapshot],
-    vips: &mut VipAllocator,
-    scope: &Scope,
-) -> Desired {
+/// [`reconcile_scoped`] at the current time.
+pub fn reconcile(members: &[MemberSnapshot], vips: &mut VipAllocator, scope: &Scope) -> Desired {
     reconcile_scoped(members, vips, &now(), scope)
 }
 

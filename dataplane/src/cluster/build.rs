@@ -122,24 +122,47 @@ fn local_service(
             ));
         }
     }
-    Some(ServiceConfig {
-        name: format!(
-            "{}/{}:{}",
-            svc.metadata.namespace.as_deref().unwrap_or(""),
-            svc.metadata.name.as_deref().unwrap_or(""),
-            if pname.is_empty() {
-                port.to_string()
-            } else {
-                pname.to_string()
-            }
-        ),
-        listen: SocketAddr::new(ip, port),
-        protocol: AppProtocol::from_port(p.app_protocol.as_deref(), p.name.as_deref()),
+    let name = format!(
+        "{}/{}:{}",
+        svc.metadata.namespace.as_deref().unwrap_or(""),
+        svc.metadata.name.as_deref().unwrap_or(""),
+        port_label(pname, port)
+    );
+    Some(listener(
+        name,
+        SocketAddr::new(ip, port),
+        AppProtocol::from_port(p.app_protocol.as_deref(), p.name.as_deref()),
+        endpoints,
+        false,
+    ))
+}
+
+/// How a listener's name shows a port: by its name, else its number.
+fn port_label(name: &str, number: u16) -> String {
+    if name.is_empty() {
+        number.to_string()
+    } else {
+        name.to_string()
+    }
+}
+
+/// A listener with the cluster mode's defaults (timeouts, a 20% retry budget).
+fn listener(
+    name: String,
+    listen: SocketAddr,
+    protocol: AppProtocol,
+    endpoints: Vec<EndpointConfig>,
+    exported: bool,
+) -> ServiceConfig {
+    ServiceConfig {
+        name,
+        listen,
+        protocol,
         endpoints,
         timeouts: Default::default(),
         retry_ratio: 0.2,
-        exported: false,
-    })
+        exported,
+    }
 }
 
 /// One service's objects in this cluster (by namespace sameness, the Service, its
@@ -246,22 +269,13 @@ fn clusterset_services(
             let via = (!local).then_some(source);
             endpoints.extend(endpoints_of(s, target, weight, draining, source, via));
         }
-        services.push(ServiceConfig {
-            name: format!(
-                "{ns}/{name}:{} (clusterset)",
-                if pname.is_empty() {
-                    port.to_string()
-                } else {
-                    pname.to_string()
-                }
-            ),
-            listen: SocketAddr::new(vip, port),
-            protocol: AppProtocol::from_port(p.app_protocol.as_deref(), p.name.as_deref()),
+        services.push(listener(
+            format!("{ns}/{name}:{} (clusterset)", port_label(pname, port)),
+            SocketAddr::new(vip, port),
+            AppProtocol::from_port(p.app_protocol.as_deref(), p.name.as_deref()),
             endpoints,
-            timeouts: Default::default(),
-            retry_ratio: 0.2,
-            exported: true,
-        });
+            true,
+        ));
     }
     services
 }

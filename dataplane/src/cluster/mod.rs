@@ -16,7 +16,6 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_api::mcs::ServiceImport;
@@ -73,32 +72,21 @@ impl ClusterMode {
             "services",
             changes.recorder(|o: &Service| ServiceKey::from_meta(&o.metadata)),
         );
-        let slices_by_service = ServiceIndex::new(slice_service);
-        let slices: Informer<EndpointSlice> = {
-            let (index, record) = (slices_by_service.clone(), changes.recorder(slice_service));
-            Informer::start_with(
-                Api::all(self.client.clone()),
-                all(),
-                "endpointslices",
-                move |e| {
-                    index.record(e);
-                    record(e);
-                },
-            )
-        };
+        let (slices, slices_by_service) = ServiceIndex::start(
+            Api::<EndpointSlice>::all(self.client.clone()),
+            "endpointslices",
+            slice_service,
+            &changes,
+        );
         let imports: Informer<ServiceImport> = Informer::start_with(
             Api::all(self.client.clone()),
             all(),
             "serviceimports",
             changes.recorder(|o: &ServiceImport| ServiceKey::from_meta(&o.metadata)),
         );
+        // Peers change every service's endpoints through other clusters.
         let clusters: Option<Informer<Cluster>> = self.control.as_ref().map(|c| {
-            let changes = changes.clone();
-            Informer::start_with(Api::all(c.clone()), all(), "clusters", move |e| {
-                if !matches!(e, watcher::Event::Init | watcher::Event::InitApply(_)) {
-                    changes.touch_all();
-                }
-            })
+            Informer::start_with(Api::all(c.clone()), all(), "clusters", changes.widener())
         });
         let lease = tokio::spawn(renew_forever(
             Api::namespaced(self.client.clone(), LEASE_NAMESPACE),
@@ -142,12 +130,8 @@ impl ClusterMode {
                     for k in keys {
                         scoped.push((
                             k.clone(),
-                            services
-                                .store
-                                .get(&ObjectRef::new(&k.name).within(&k.namespace)),
-                            imports
-                                .store
-                                .get(&ObjectRef::new(&k.name).within(&k.namespace)),
+                            services.get(k),
+                            imports.get(k),
                             slices_by_service.objects(&slices.store, k),
                         ));
                     }

@@ -8,13 +8,11 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_api::mcs::{ServiceExport, ServiceImport};
 
 use crate::changes::Changes;
-
 use crate::index::ServiceIndex;
 use crate::informer::Informer;
 use crate::lease::{LEASE_NAME, LEASE_NAMESPACE, expires_at};
@@ -45,76 +43,47 @@ impl Member {
         changes: Arc<Changes>,
     ) -> Self {
         let all = watcher::Config::default;
-        /// An informer recording the service key `key_of` gives each changed object.
-        fn keyed_informer<K>(
-            api: Api<K>,
-            what: &str,
-            changes: &Arc<Changes>,
-            key_of: fn(&K) -> Option<ServiceKey>,
-        ) -> Informer<K>
-        where
-            K: kube::Resource
-                + Clone
-                + serde::de::DeserializeOwned
-                + std::fmt::Debug
-                + Send
-                + Sync
-                + 'static,
-            K::DynamicType: Default + std::hash::Hash + Eq + Clone,
-        {
-            Informer::start_with(
-                api,
-                watcher::Config::default(),
-                what,
-                changes.recorder(key_of),
-            )
-        }
-        let namespaces = {
+        let (slices, slices_by_service) = ServiceIndex::start(
+            Api::all(client.clone()),
+            "endpointslices",
+            slice_service,
+            &changes,
+        );
+        Self {
             // A namespace appearing, going or changing its labels touches every service in
-            // it (imports, implicit exports): reconcile everything.
-            let changes = changes.clone();
-            Informer::start_with(Api::all(client.clone()), all(), "namespaces", move |e| {
-                if !matches!(e, watcher::Event::Init | watcher::Event::InitApply(_)) {
-                    changes.touch_all();
-                }
-            })
-        };
-        let slices_by_service = ServiceIndex::new(slice_service);
-        let leases = {
-            // Renewals only wake the loop, which notices a lease that ran out or came back.
-            let changes = changes.clone();
-            Informer::start_with(
+            // it (imports, implicit exports).
+            namespaces: Informer::start_with(
+                Api::all(client.clone()),
+                all(),
+                "namespaces",
+                changes.widener(),
+            ),
+            services: Informer::start_with(
+                Api::all(client.clone()),
+                all(),
+                "services",
+                changes.recorder(|o: &Service| ServiceKey::from_meta(&o.metadata)),
+            ),
+            exports: Informer::start_with(
+                Api::all(client.clone()),
+                all(),
+                "serviceexports",
+                changes.recorder(|o: &ServiceExport| ServiceKey::from_meta(&o.metadata)),
+            ),
+            slices,
+            slices_by_service,
+            imports: Informer::start_with(
+                Api::all(client.clone()),
+                all(),
+                "serviceimports",
+                changes.recorder(|o: &ServiceImport| ServiceKey::from_meta(&o.metadata)),
+            ),
+            leases: Informer::start_with(
                 Api::namespaced(client.clone(), LEASE_NAMESPACE),
                 all(),
                 "leases",
-                move |_| changes.wake(),
-            )
-        };
-        Self {
-            namespaces,
-            services: keyed_informer(Api::all(client.clone()), "services", &changes, |o| {
-                ServiceKey::from_meta(&o.metadata)
-            }),
-            exports: keyed_informer(Api::all(client.clone()), "serviceexports", &changes, |o| {
-                ServiceKey::from_meta(&o.metadata)
-            }),
-            slices: {
-                let (index, record) = (slices_by_service.clone(), changes.recorder(slice_service));
-                Informer::start_with(
-                    Api::all(client.clone()),
-                    all(),
-                    "endpointslices",
-                    move |e| {
-                        index.record(e);
-                        record(e);
-                    },
-                )
-            },
-            slices_by_service,
-            imports: keyed_informer(Api::all(client.clone()), "serviceimports", &changes, |o| {
-                ServiceKey::from_meta(&o.metadata)
-            }),
-            leases,
+                changes.waker(),
+            ),
             name,
             id,
             index,
@@ -173,11 +142,14 @@ impl Member {
     /// The EndpointSlices of the services in `scope`: the Services' own ones, or (with
     /// `managed`) the MCS slices this controller wrote.
     pub fn slices_in_scope(&self, scope: &Scope, managed: bool) -> Vec<Arc<EndpointSlice>> {
-        let mut out = self.slices.state();
-        out.retain(|s| {
-            is_managed(&s.metadata) == managed
-                && slice_service(s).is_some_and(|k| scope.contains(&k))
-        });
+        let mut out = match scope {
+            Scope::All => self.slices.state(),
+            Scope::Services(keys) => keys
+                .iter()
+                .flat_map(|k| self.slices_by_service.objects(&self.slices.store, k))
+                .collect(),
+        };
+        out.retain(|s| is_managed(&s.metadata) == managed && slice_service(s).is_some());
         out
     }
 
@@ -197,15 +169,8 @@ where
     K::DynamicType: Default + std::hash::Hash + Eq + Clone,
 {
     match scope {
-        Scope::All => informer.store.state(),
-        Scope::Services(keys) => keys
-            .iter()
-            .filter_map(|k| {
-                informer
-                    .store
-                    .get(&ObjectRef::new(&k.name).within(&k.namespace))
-            })
-            .collect(),
+        Scope::All => informer.state(),
+        Scope::Services(keys) => keys.iter().filter_map(|k| informer.get(k)).collect(),
     }
 }
 

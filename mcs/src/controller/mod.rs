@@ -29,7 +29,7 @@ use tokio::sync::watch;
 use crate::changes::Changes;
 use crate::informer::Informer;
 use crate::model::{ClusterId, ClusterName, MemberSnapshot};
-use crate::reconcile::{ClusterDesired, reconcile_scope};
+use crate::reconcile::{ClusterDesired, reconcile};
 use crate::vip::VipAllocator;
 use member::Member;
 use metrics::ControllerMetrics;
@@ -91,15 +91,13 @@ impl Controller {
     /// Run until `stop` turns true.
     pub async fn run(self: Arc<Self>, config: Config, mut stop: watch::Receiver<bool>) {
         let changes = Arc::new(Changes::default());
-        let clusters: Informer<Cluster> = {
-            let changes = changes.clone();
-            Informer::start_with(
-                Api::all(config.control.clone()),
-                watcher::Config::default(),
-                "clusters",
-                move |_| changes.wake(),
-            )
-        };
+        // Membership is compared each round (`sync_members`): a Cluster change only wakes.
+        let clusters: Informer<Cluster> = Informer::start_with(
+            Api::all(config.control.clone()),
+            watcher::Config::default(),
+            "clusters",
+            changes.waker(),
+        );
         let mut members: BTreeMap<String, Joined> = BTreeMap::new();
         let mut vips = VipAllocator::new();
         let mut wake_at: Option<tokio::time::Instant> = None;
@@ -145,7 +143,7 @@ impl Controller {
                     .values()
                     .map(|j| j.member.snapshot(now, &scope))
                     .collect();
-                let desired = reconcile_scope(&snapshots, &mut vips, &scope);
+                let desired = reconcile(&snapshots, &mut vips, &scope);
                 let rounds = members.values().map(|j| {
                     let d = desired.cluster(&j.member.name);
                     self.write_member(j, d)
