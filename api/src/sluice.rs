@@ -93,6 +93,23 @@ pub struct ClusterSpec {
     /// Move every placed namespace away.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<bool>,
+    /// Where the cluster's ServiceImport VIPs come from. Unset: `Sluice` for a local
+    /// cluster (label `sluice.dev/index`, its dataplane serves the VIPs), `DerivedService`
+    /// for any other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import_vips: Option<ImportVips>,
+}
+
+/// How a member cluster gets the VIP of a ClusterSetIP ServiceImport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ImportVips {
+    /// Allocated by the MCS controller from the cluster's clusterset range
+    /// (`127.(60+i).0.0/16`); Sluice's dataplane serves it.
+    Sluice,
+    /// A selector-less "derived" Service per import, whose ClusterIP the cluster's API
+    /// server allocates and its kube-proxy serves (the MCS EndpointSlices are labelled
+    /// with the derived Service's name): what a real cluster needs.
+    DerivedService,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]

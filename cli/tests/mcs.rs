@@ -5,6 +5,9 @@
 //! cluster's dataplane (its VIP for the import) to `sluice/echo` pods, whose answers name
 //! the cluster that served them.
 //!
+//! A cluster switched to derived Services (as a real cluster with kube-proxy runs) is
+//! covered too.
+//!
 //! One test, in sections, because every dev up takes the same fixed loopback ranges.
 
 mod support;
@@ -401,6 +404,91 @@ fn multi_cluster_services_across_three_clusters() {
     assert_eq!(member("east", "status"), "True");
     reaches_from_everywhere(&dev, "shop", "api", 8081, &["west"]);
     control.ok(&["delete", "cluster", "zz-east-copy"]);
+
+    // --- west as a cluster whose kube-proxy serves VIPs: each import gets a derived
+    // Service; the ClusterIP west's API server gives it (its service range, 127.41/16) is
+    // the import's VIP, and the MCS slices name it for kube-proxy. Traffic is unchanged.
+    control.ok(&[
+        "patch",
+        "cluster",
+        "west",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"importVips":"DerivedService"}}"#,
+    ]);
+    let derived_of = |kc: &Kubectl| {
+        jsonpath(
+            kc,
+            "serviceimport",
+            "shop",
+            "api",
+            "{.metadata.annotations.multicluster\\.kubernetes\\.io/derived-service}",
+        )
+    };
+    assert!(
+        eventually(WAIT, || !derived_of(&k[1]).is_empty()
+            && vip(&k[1], "shop", "api").starts_with("127.41.")),
+        "west's import has no derived Service: {:?} {:?}",
+        derived_of(&k[1]),
+        vip(&k[1], "shop", "api")
+    );
+    let derived = derived_of(&k[1]);
+    assert!(derived.starts_with("derived-"), "{derived}");
+    assert_eq!(
+        jsonpath(&k[1], "service", "shop", &derived, "{.spec.clusterIP}"),
+        vip(&k[1], "shop", "api")
+    );
+    assert_eq!(
+        jsonpath(&k[1], "service", "shop", &derived, "{.spec.ports[*].port}"),
+        "8080 8081"
+    );
+    assert!(derived_of(&k[0]).is_empty(), "east keeps Sluice's VIPs");
+    assert!(vip(&k[0], "shop", "api").starts_with("127.60."));
+    let for_kube_proxy = k[1].ok(&[
+        "get",
+        "endpointslices",
+        "-n",
+        "shop",
+        "-l",
+        &format!("kubernetes.io/service-name={derived}"),
+        "-o",
+        "jsonpath={.items[*].metadata.labels.multicluster\\.kubernetes\\.io/source-cluster}",
+    ]);
+    let sources: BTreeSet<&str> = for_kube_proxy.split_whitespace().collect();
+    assert_eq!(sources, BTreeSet::from(["east", "west"]));
+    assert!(
+        k[1].ok(&["get", "serviceimport", "-n", "shop", "-o", "name"])
+            .lines()
+            .all(|l| !l.contains("derived-")),
+        "a derived Service was exported"
+    );
+    reaches_from_everywhere(&dev, "shop", "api", 8080, &["east", "west"]);
+    reaches_from_everywhere(&dev, "shop", "api", 8081, &["west"]);
+    // Back to Sluice's VIPs: the derived Service goes.
+    control.ok(&[
+        "patch",
+        "cluster",
+        "west",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"importVips":"Sluice"}}"#,
+    ]);
+    assert!(
+        eventually(WAIT, || vip(&k[1], "shop", "api").starts_with("127.61.")),
+        "west's VIP did not return to its range"
+    );
+    assert!(
+        eventually(WAIT, || jsonpath(
+            &k[1],
+            "service",
+            "shop",
+            &derived,
+            "{.metadata.name}"
+        )
+        .is_empty()),
+        "the derived Service outlived its use"
+    );
+    reaches_from_everywhere(&dev, "shop", "api", 8081, &["west"]);
 
     // --- A cluster that stops renewing its lease (its agent hangs) leaves every import;
     // it comes back when it renews again.

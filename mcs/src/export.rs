@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sluice_api::mcs::{ServiceExport, ServiceImportType};
 
 use crate::model::{ClusterId, MemberSnapshot, ServiceKey};
+use crate::reconcile::is_managed;
 
 /// Namespace label marking a namespace Sluice placed: its Services are exported implicitly.
 pub const LABEL_LOGICAL_CLUSTER: &str = sluice_api::LOGICAL_CLUSTER_ANNOTATION;
@@ -116,7 +117,11 @@ pub(crate) fn exports(member: &MemberSnapshot) -> Vec<Export<'_>> {
     );
     keys.into_iter()
         .map(|key| {
-            let service = member.services.get(key);
+            // A derived Service is Sluice's own, never an export.
+            let service = member
+                .services
+                .get(key)
+                .filter(|s| !is_managed(&s.metadata));
             Export {
                 member,
                 key,
@@ -137,7 +142,10 @@ fn implicitly_exported(member: &MemberSnapshot, key: &ServiceKey, svc: &Service)
         .is_some_and(|ns| label(&ns.metadata, LABEL_LOGICAL_CLUSTER).is_some());
     let opted_out = annotation(&svc.metadata, ANNOTATION_EXPORT)
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"));
-    placed && !opted_out && matches!(validity(svc), Validity::Valid(_))
+    placed
+        && !opted_out
+        && !is_managed(&svc.metadata)
+        && matches!(validity(svc), Validity::Valid(_))
 }
 
 /// KEP-1645's type mapping: ClusterIP, NodePort and LoadBalancer become ClusterSetIP,

@@ -19,12 +19,15 @@
 //! - [`merge`]: oldest-wins merge of the exports of one service, the ports union, conflicts.
 //! - [`vip`]: ClusterSetIP allocation per importing cluster.
 //! - [`slices`]: the MCS EndpointSlices of one source cluster.
+//! - [`derived`]: the derived Service that gives an import its VIP in a cluster whose
+//!   kube-proxy serves it (real clusters).
 //! - [`conditions`]: ServiceExport and ServiceImport status conditions.
 //! - [`reconcile`]: ties them together and says what each cluster should hold ([`Desired`]).
 
 pub mod changes;
 pub mod conditions;
 pub mod controller;
+pub mod derived;
 pub mod export;
 pub mod index;
 pub mod informer;

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_api::mcs::{ServiceExport, ServiceImport};
+use sluice_api::sluice::ImportVips;
 
 use crate::names;
 
@@ -205,10 +206,14 @@ pub struct MemberSnapshot {
     pub cluster: ClusterId,
     /// The cluster's index in the clusterset: its VIPs come from `127.(60+index).0.0/16`.
     pub index: u8,
+    /// Whether this cluster's ClusterSetIP imports get VIPs from that range or from
+    /// derived Services ([`crate::derived`]).
+    pub import_vips: ImportVips,
     /// False once the cluster's lease expired: it neither exports nor imports, and its
     /// endpoints disappear everywhere.
     pub alive: bool,
     pub namespaces: BTreeMap<String, Namespace>,
+    /// Services by their own key, derived Services (Sluice's, labelled) included.
     pub services: BTreeMap<ServiceKey, Service>,
     pub exports: BTreeMap<ServiceKey, ServiceExport>,
     /// Each Service's own EndpointSlices (label `kubernetes.io/service-name`), not MCS ones.
@@ -225,6 +230,7 @@ impl MemberSnapshot {
             name,
             cluster,
             index,
+            import_vips: ImportVips::Sluice,
             alive: true,
             namespaces: BTreeMap::new(),
             services: BTreeMap::new(),

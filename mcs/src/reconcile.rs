@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -18,10 +19,13 @@ use sluice_api::mcs::{
     ClusterStatus, LABEL_MANAGED_BY, LABEL_SERVICE_NAME, MANAGED_BY, ServiceExportStatus,
     ServiceImport, ServiceImportStatus, ServiceImportType,
 };
+use sluice_api::sluice::ImportVips;
 
 use crate::conditions;
+use crate::derived;
 use crate::export::{self, Export, Source};
 use crate::merge::{self, Merged};
+use crate::meta::LABEL_KUBE_SERVICE_NAME;
 use crate::model::{ClusterId, ClusterName, MemberSnapshot, Scope, ServiceKey, SliceKey};
 use crate::slices;
 use crate::vip::{VipAllocator, VipError, VipRange};
@@ -92,6 +96,9 @@ pub struct ClusterDesired {
     /// Spec and status; metadata carries name, namespace, labels and annotations only.
     pub imports: BTreeMap<ServiceKey, ServiceImport>,
     pub slices: BTreeMap<SliceKey, EndpointSlice>,
+    /// Derived Services ([`crate::derived`]) by their own key; only in a cluster whose
+    /// imports get their VIPs that way.
+    pub services: BTreeMap<ServiceKey, Service>,
     /// The status of every explicit ServiceExport in this cluster.
     pub export_statuses: BTreeMap<ServiceKey, ServiceExportStatus>,
 }
@@ -103,6 +110,7 @@ impl ClusterDesired {
             scope,
             imports: BTreeMap::new(),
             slices: BTreeMap::new(),
+            services: BTreeMap::new(),
             export_statuses: BTreeMap::new(),
         }
     }
@@ -139,9 +147,24 @@ impl ClusterDesired {
         observed
             .into_iter()
             .filter(|s| is_managed(&s.metadata))
-            .filter(|s| mcs_slice_service(&s.metadata).is_none_or(|k| self.scope.contains(&k)))
+            .filter(|s| mcs_service(&s.metadata).is_none_or(|k| self.scope.contains(&k)))
             .filter_map(|s| SliceKey::from_meta(&s.metadata))
             .filter(|k| !self.slices.contains_key(k))
+            .collect()
+    }
+
+    /// The observed derived Services to delete: Sluice's, of services in scope, not
+    /// desired (the import went, turned Headless, or the cluster stopped using them).
+    pub fn stale_services<'o>(
+        &self,
+        observed: impl IntoIterator<Item = &'o Service>,
+    ) -> Vec<ServiceKey> {
+        observed
+            .into_iter()
+            .filter(|s| is_managed(&s.metadata))
+            .filter(|s| mcs_service(&s.metadata).is_none_or(|k| self.scope.contains(&k)))
+            .filter_map(|s| ServiceKey::from_meta(&s.metadata))
+            .filter(|k| !self.services.contains_key(k))
             .collect()
     }
 }
@@ -152,9 +175,9 @@ pub fn is_managed(meta: &ObjectMeta) -> bool {
     crate::meta::label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY)
 }
 
-/// The service an MCS EndpointSlice belongs to (label
+/// The service an MCS EndpointSlice or a derived Service belongs to (label
 /// `multicluster.kubernetes.io/service-name`).
-pub fn mcs_slice_service(meta: &ObjectMeta) -> Option<ServiceKey> {
+pub fn mcs_service(meta: &ObjectMeta) -> Option<ServiceKey> {
     Some(ServiceKey::new(
         meta.namespace.clone()?,
         crate::meta::label(meta, LABEL_SERVICE_NAME)?,
@@ -165,7 +188,7 @@ pub fn mcs_slice_service(meta: &ObjectMeta) -> Option<ServiceKey> {
 /// own slices, `multicluster.kubernetes.io/service-name` for MCS ones.
 pub fn slice_service(s: &EndpointSlice) -> Option<ServiceKey> {
     if is_managed(&s.metadata) {
-        return mcs_slice_service(&s.metadata);
+        return mcs_service(&s.metadata);
     }
     Some(ServiceKey::new(
         s.metadata.namespace.clone()?,
@@ -253,9 +276,21 @@ pub fn reconcile_scoped(
                 continue;
             };
             c.imports.insert((*key).clone(), import.clone());
+            // kube-proxy finds a derived Service's endpoints by the usual label.
+            let derived = (member.import_vips == ImportVips::DerivedService
+                && import.spec.r#type == ServiceImportType::ClusterSetIP)
+                .then(|| derived::derived_name(key));
             for slice in &mcs_slices {
                 if let Some(slice_key) = SliceKey::from_meta(&slice.metadata) {
-                    c.slices.insert(slice_key, slice.clone());
+                    let mut slice = slice.clone();
+                    if let Some(name) = &derived {
+                        slice
+                            .metadata
+                            .labels
+                            .get_or_insert_default()
+                            .insert(LABEL_KUBE_SERVICE_NAME.to_string(), name.clone());
+                    }
+                    c.slices.insert(slice_key, slice);
                 }
             }
         }
@@ -353,6 +388,11 @@ fn assign_vips(
 ) -> Option<ClusterError> {
     let mut failure: Option<(VipError, usize)> = None;
     match VipRange::for_index(member.index) {
+        // The cluster's own API server allocates them: nothing held here is used.
+        _ if member.import_vips == ImportVips::DerivedService => {
+            derived_vips(member, desired);
+            vips.retain(&member.cluster, |_| false);
+        }
         Err(e) => {
             let unassigned = desired
                 .imports
@@ -418,6 +458,32 @@ fn assign_vips(
         unassigned,
         source,
     })
+}
+
+/// Gives `member`'s ClusterSetIP imports a derived Service each, and each import the
+/// addresses its derived Service was given (none until the Service is created and the
+/// next round sees it).
+fn derived_vips(member: &MemberSnapshot, desired: &mut ClusterDesired) {
+    for (key, import) in desired.imports.iter_mut() {
+        if import.spec.r#type != ServiceImportType::ClusterSetIP {
+            continue;
+        }
+        let service = derived::service(key, import);
+        let service_key = derived::derived_key(key);
+        let (ips, families) = member
+            .services
+            .get(&service_key)
+            .filter(|s| is_managed(&s.metadata))
+            .map(derived::allocated)
+            .unwrap_or_default();
+        import.spec.ips = ips;
+        import.spec.ip_families = families;
+        import.metadata.annotations.get_or_insert_default().insert(
+            derived::ANNOTATION_DERIVED_SERVICE.to_string(),
+            service_key.name.clone(),
+        );
+        desired.services.insert(service_key, service);
+    }
 }
 
 /// The IPv4 VIP the member's observed ServiceImport carries, if any.

@@ -1038,3 +1038,100 @@ fn scoped_rounds_leave_other_services_alone() {
     );
     assert_eq!(vips.get(&id("west"), &key("b")), Some(vip_b));
 }
+
+#[test]
+fn a_cluster_served_by_kube_proxy_gets_derived_services() {
+    use sluice_api::sluice::ImportVips;
+    use sluice_mcs::derived::{ANNOTATION_DERIVED_SERVICE, derived_key, derived_name};
+
+    let mut members = east_exports_echo();
+    members[1].import_vips = ImportVips::DerivedService;
+    // west also has a headless export: headless imports need no derived Service.
+    let mut db = with_spec(
+        service("db", T0, &[("tcp", 5432, 5432)]),
+        json!({"clusterIP": "None"}),
+    );
+    db.metadata.namespace = Some(NS.into());
+    members[1].services.insert(key("db"), db);
+    members[1].exports.insert(key("db"), export("db", T0));
+    let mut vips = VipAllocator::new();
+    let d = run(&members, &mut vips, T1);
+    assert!(d.errors.is_empty(), "{:?}", d.errors);
+
+    // east keeps Sluice's VIPs and gets no Service.
+    assert_eq!(import(&d, "east", "echo").spec.ips, vec!["127.60.0.1"]);
+    assert!(of(&d, "east").services.is_empty());
+
+    // west: a derived Service with the import's ports; no address until it is allocated.
+    let west = of(&d, "west");
+    let dkey = derived_key(&key("echo"));
+    assert_eq!(dkey.name, derived_name(&key("echo")));
+    let svc = &west.services[&dkey];
+    let labels = svc.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels[LABEL_MANAGED_BY], MANAGED_BY);
+    assert_eq!(labels[LABEL_SERVICE_NAME], "echo");
+    let spec = svc.spec.as_ref().unwrap();
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+    assert!(spec.selector.is_none() && spec.cluster_ip.is_none());
+    let ports = spec.ports.as_ref().unwrap();
+    assert_eq!(
+        (ports[0].name.as_deref(), ports[0].port),
+        (Some("http"), 80)
+    );
+    assert_eq!(
+        west.services.len(),
+        1,
+        "no derived Service for a headless import"
+    );
+    let imp = import(&d, "west", "echo");
+    assert!(imp.spec.ips.is_empty());
+    assert_eq!(
+        imp.metadata.annotations.as_ref().unwrap()[ANNOTATION_DERIVED_SERVICE],
+        dkey.name
+    );
+    assert_eq!(
+        vips.get(&id("west"), &key("echo")),
+        None,
+        "no Sluice VIP held"
+    );
+    // The MCS slices in west name the derived Service for kube-proxy; east's do not.
+    for s in slices_from(&d, "west", "echo", "east") {
+        assert_eq!(
+            s.metadata.labels.as_ref().unwrap()["kubernetes.io/service-name"],
+            dkey.name
+        );
+    }
+    for s in slices_from(&d, "east", "echo", "east") {
+        assert!(
+            !s.metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .contains_key("kubernetes.io/service-name")
+        );
+    }
+
+    // The API server allocates a ClusterIP: the import carries it. The derived Service is
+    // never exported, even from a placed namespace.
+    write_back(&mut members, &d);
+    let mut observed = svc.clone();
+    observed.spec.as_mut().unwrap().cluster_ip = Some("127.41.0.9".into());
+    observed.spec.as_mut().unwrap().cluster_ips = Some(vec!["127.41.0.9".into()]);
+    members[1].services.insert(dkey.clone(), observed.clone());
+    members[1].namespaces.insert(NS.into(), namespace(NS, true));
+    let d2 = run(&members, &mut vips, T2);
+    let imp = import(&d2, "west", "echo");
+    assert_eq!(imp.spec.ips, vec!["127.41.0.9"]);
+    assert_eq!(imp.spec.ip_families, vec!["IPv4"]);
+    assert!(
+        of(&d2, "east").imports.keys().all(|k| k.name != dkey.name),
+        "a derived Service was exported"
+    );
+    assert!(of(&d2, "west").stale_services([&observed]).is_empty());
+
+    // Unexported: the derived Service is stale.
+    write_back(&mut members, &d2);
+    members[0].exports.clear();
+    let d3 = run(&members, &mut vips, T2);
+    assert_eq!(of(&d3, "west").stale_services([&observed]), vec![dkey]);
+}

@@ -9,6 +9,8 @@
 //!   endpoints directly, remote ones through their cluster's gateway. Each source's
 //!   `sluice.dev/weight` is the weight of each of its endpoints, and `sluice.dev/draining`
 //!   drains them all.
+//! - A derived Service (the MCS controller gives one to each import in a cluster whose
+//!   kube-proxy serves VIPs) gets no listener of its own: its ClusterIP is the import's VIP.
 //! - The gateway admits the local endpoints of imports (exported services), nothing else.
 
 use std::collections::{BTreeMap, HashSet};
@@ -196,7 +198,10 @@ pub fn service_configs(
     objects: &ServiceObjects<'_>,
 ) -> Vec<ServiceConfig> {
     let mut services = Vec::new();
+    // A derived Service (the MCS controller's, for kube-proxy) has the import's VIP as
+    // its ClusterIP: the import's listener below serves that address, through gateways.
     if let Some(svc) = objects.service
+        && !is_managed(&svc.metadata)
         && let Some(spec) = svc.spec.as_ref()
         && spec.type_.as_deref() != Some("ExternalName")
     {
@@ -501,6 +506,22 @@ mod tests {
         let imports = [import("db", "127.60.0.2", "Headless")];
         let c = build_all(&[external], &[], &imports, vec![]);
         assert!(c.services.is_empty(), "{:?}", c.services);
+    }
+
+    #[test]
+    fn a_derived_service_leaves_its_address_to_the_import() {
+        let derived: Arc<Service> = obj(json!({
+            "metadata": {"name": "derived-abc", "namespace": "shop",
+                         "labels": {"endpointslice.kubernetes.io/managed-by": "sluice-mcs",
+                                    "multicluster.kubernetes.io/service-name": "echo"}},
+            "spec": {"clusterIP": "10.96.0.99", "ports": [{"name": "http", "port": 80}]},
+        }));
+        let slices = [mcs_slice("echo", "west", "10.1.0.1", json!({}))];
+        let imports = [import("echo", "10.96.0.99", "ClusterSetIP")];
+        let c = build_all(&[derived], &slices, &imports, vec![peer("west")]);
+        let names: Vec<&str> = c.services.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["shop/echo:http (clusterset)"]);
+        assert_eq!(c.services[0].endpoints.len(), 1);
     }
 
     #[test]

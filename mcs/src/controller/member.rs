@@ -11,18 +11,21 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_api::mcs::{ServiceExport, ServiceImport};
+use sluice_api::sluice::ImportVips;
 
 use crate::changes::Changes;
+use crate::derived::derived_key;
 use crate::index::ServiceIndex;
 use crate::informer::Informer;
 use crate::lease::{LEASE_NAME, LEASE_NAMESPACE, expires_at};
 use crate::model::{ClusterId, ClusterName, MemberSnapshot, Scope, ServiceKey};
-use crate::reconcile::{is_managed, slice_service};
+use crate::reconcile::{is_managed, mcs_service, slice_service};
 
 pub struct Member {
     pub name: ClusterName,
     pub id: ClusterId,
     pub index: u8,
+    pub import_vips: ImportVips,
     pub client: Client,
     pub namespaces: Informer<Namespace>,
     pub services: Informer<Service>,
@@ -39,6 +42,7 @@ impl Member {
         name: ClusterName,
         id: ClusterId,
         index: u8,
+        import_vips: ImportVips,
         client: Client,
         changes: Arc<Changes>,
     ) -> Self {
@@ -62,7 +66,14 @@ impl Member {
                 Api::all(client.clone()),
                 all(),
                 "services",
-                changes.recorder(|o: &Service| ServiceKey::from_meta(&o.metadata)),
+                // A derived Service belongs to the service it was derived from.
+                changes.recorder(|o: &Service| {
+                    if is_managed(&o.metadata) {
+                        mcs_service(&o.metadata)
+                    } else {
+                        ServiceKey::from_meta(&o.metadata)
+                    }
+                }),
             ),
             exports: Informer::start_with(
                 Api::all(client.clone()),
@@ -87,6 +98,7 @@ impl Member {
             name,
             id,
             index,
+            import_vips,
             client,
         }
     }
@@ -119,6 +131,7 @@ impl Member {
     /// The member's objects of the services in `scope` (namespaces: all of them).
     pub fn snapshot(&self, now: Timestamp, scope: &Scope) -> MemberSnapshot {
         let mut s = MemberSnapshot::new(self.name.clone(), self.id.clone(), self.index);
+        s.import_vips = self.import_vips;
         s.alive = self.alive(now);
         s.namespaces = self
             .namespaces
@@ -127,6 +140,7 @@ impl Member {
             .filter_map(|n| Some((n.metadata.name.clone()?, (**n).clone())))
             .collect();
         s.services = keyed(&in_scope(&self.services, scope));
+        s.services.extend(keyed(&self.derived_in_scope(scope)));
         s.exports = keyed(&in_scope(&self.exports, scope));
         s.imports = keyed(&in_scope(&self.imports, scope));
         let mut slices: BTreeMap<ServiceKey, Vec<EndpointSlice>> = BTreeMap::new();
@@ -150,6 +164,19 @@ impl Member {
                 .collect(),
         };
         out.retain(|s| is_managed(&s.metadata) == managed && slice_service(s).is_some());
+        out
+    }
+
+    /// The derived Services ([`crate::derived`]) of the services in `scope`.
+    pub fn derived_in_scope(&self, scope: &Scope) -> Vec<Arc<Service>> {
+        let mut out = match scope {
+            Scope::All => self.services.state(),
+            Scope::Services(keys) => keys
+                .iter()
+                .filter_map(|k| self.services.get(&derived_key(k)))
+                .collect(),
+        };
+        out.retain(|s| is_managed(&s.metadata));
         out
     }
 

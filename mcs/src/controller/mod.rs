@@ -23,7 +23,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
-use sluice_api::sluice::Cluster;
+use sluice_api::sluice::{Cluster, ImportVips};
 use tokio::sync::watch;
 
 use crate::changes::Changes;
@@ -234,9 +234,21 @@ impl Controller {
                 }
             };
             // The index picks the VIP range: the label `dev up` sets, else the position.
-            let index = crate::meta::label(&c.metadata, "sluice.dev/index")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(position as u8);
+            let labelled: Option<u8> =
+                crate::meta::label(&c.metadata, "sluice.dev/index").and_then(|v| v.parse().ok());
+            let has_index = labelled.is_some();
+            let index = labelled.unwrap_or(position as u8);
+            // Local clusters (labelled with their index) have a dataplane serving VIPs
+            // from their range; any other cluster's kube-proxy serves derived Services.
+            let import_vips = c
+                .spec
+                .as_ref()
+                .and_then(|s| s.import_vips)
+                .unwrap_or(if has_index {
+                    ImportVips::Sluice
+                } else {
+                    ImportVips::DerivedService
+                });
             let path = config.kubeconfigs.join(format!("{name}.kubeconfig"));
             let client = match kube_client(&path).await {
                 Ok(c) => c,
@@ -245,11 +257,12 @@ impl Controller {
                     continue;
                 }
             };
-            tracing::info!(cluster = %name, %id, index, "member joined");
+            tracing::info!(cluster = %name, %id, index, ?import_vips, "member joined");
             let member = Member::start(
                 ClusterName::new(&name),
                 id,
                 index,
+                import_vips,
                 client.clone(),
                 changes.clone(),
             );
@@ -313,6 +326,21 @@ impl Controller {
             let rv = find_export(&k.namespace, &k.name);
             ops.push(Box::pin(async move {
                 j.writer.export_status(k, st, rv.as_deref()).await
+            }));
+        }
+        let derived = m.derived_in_scope(&d.scope);
+        let service_rv = versions(&derived);
+        for (k, svc) in &d.services {
+            let rv = service_rv
+                .get(&(k.namespace.clone(), k.name.clone()))
+                .cloned();
+            ops.push(Box::pin(async move {
+                j.writer.service(k, svc, rv.as_deref()).await
+            }));
+        }
+        for k in d.stale_services(derived.iter().map(|s| &**s)) {
+            ops.push(Box::pin(async move {
+                j.writer.delete_service(&k).await.map(|_| true)
             }));
         }
         let stale_imports = d.stale_imports(imports.iter().map(|i| &**i));

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client, Resource};
@@ -26,6 +27,7 @@ pub enum Kind {
     Import,
     Slice,
     ExportStatus,
+    Service,
 }
 
 impl Kind {
@@ -34,6 +36,7 @@ impl Kind {
             Kind::Import => "serviceimport",
             Kind::Slice => "endpointslice",
             Kind::ExportStatus => "serviceexport_status",
+            Kind::Service => "service",
         }
     }
 }
@@ -42,7 +45,7 @@ impl Kind {
 pub enum WriteError {
     #[error("{kind} {key}: {source}")]
     Api {
-        kind: &'static str,
+        kind: String,
         key: String,
         source: kube::Error,
     },
@@ -133,7 +136,7 @@ impl Writer {
         }
         let api: Api<ServiceImport> = Api::namespaced(self.client.clone(), &key.namespace);
         let err = |source| WriteError::Api {
-            kind: "ServiceImport",
+            kind: "ServiceImport".to_string(),
             key: key.to_string(),
             source,
         };
@@ -165,23 +168,61 @@ impl Writer {
         desired: &EndpointSlice,
         observed_rv: Option<&str>,
     ) -> Result<bool, WriteError> {
-        let id = (Kind::Slice, key.namespace.clone(), key.name.clone());
+        self.apply(Kind::Slice, &key.namespace, &key.name, desired, observed_rv)
+            .await
+    }
+
+    /// Apply a derived Service. Its ClusterIP is the API server's to allocate: the applied
+    /// configuration leaves it out, so it is kept across updates.
+    pub async fn service(
+        &self,
+        key: &ServiceKey,
+        desired: &Service,
+        observed_rv: Option<&str>,
+    ) -> Result<bool, WriteError> {
+        self.apply(
+            Kind::Service,
+            &key.namespace,
+            &key.name,
+            desired,
+            observed_rv,
+        )
+        .await
+    }
+
+    /// Server-side apply of a whole object (force: this controller owns what it writes).
+    async fn apply<K>(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        desired: &K,
+        observed_rv: Option<&str>,
+    ) -> Result<bool, WriteError>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Serialize
+            + serde::de::DeserializeOwned
+            + Clone
+            + std::fmt::Debug,
+    {
+        let id = (kind, namespace.to_string(), name.to_string());
         let hash = hash_of(desired);
         if self.unchanged(&id, hash, observed_rv) {
             return Ok(false);
         }
-        let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &key.namespace);
+        let api: Api<K> = Api::namespaced(self.client.clone(), namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let body = with_type(desired)?;
         let written = api
-            .patch(&key.name, &params, &Patch::Apply(&body))
+            .patch(name, &params, &Patch::Apply(&body))
             .await
             .map_err(|source| WriteError::Api {
-                kind: "EndpointSlice",
-                key: key.to_string(),
+                kind: K::kind(&()).to_string(),
+                key: format!("{namespace}/{name}"),
                 source,
             })?;
-        self.remember(id, hash, written.metadata.resource_version);
+        self.remember(id, hash, written.meta().resource_version.clone());
         Ok(true)
     }
 
@@ -203,7 +244,7 @@ impl Writer {
             .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&body))
             .await
             .map_err(|source| WriteError::Api {
-                kind: "ServiceExport",
+                kind: "ServiceExport".to_string(),
                 key: key.to_string(),
                 source,
             })?;
@@ -212,24 +253,34 @@ impl Writer {
     }
 
     pub async fn delete_import(&self, key: &ServiceKey) -> Result<(), WriteError> {
-        let api: Api<ServiceImport> = Api::namespaced(self.client.clone(), &key.namespace);
-        self.forget(&(Kind::Import, key.namespace.clone(), key.name.clone()));
-        ignore_missing(api.delete(&key.name, &DeleteParams::default()).await).map_err(|source| {
-            WriteError::Api {
-                kind: "ServiceImport",
-                key: key.to_string(),
-                source,
-            }
-        })
+        self.delete::<ServiceImport>(Kind::Import, &key.namespace, &key.name)
+            .await
     }
 
     pub async fn delete_slice(&self, key: &SliceKey) -> Result<(), WriteError> {
-        let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &key.namespace);
-        self.forget(&(Kind::Slice, key.namespace.clone(), key.name.clone()));
-        ignore_missing(api.delete(&key.name, &DeleteParams::default()).await).map_err(|source| {
+        self.delete::<EndpointSlice>(Kind::Slice, &key.namespace, &key.name)
+            .await
+    }
+
+    pub async fn delete_service(&self, key: &ServiceKey) -> Result<(), WriteError> {
+        self.delete::<Service>(Kind::Service, &key.namespace, &key.name)
+            .await
+    }
+
+    /// Delete an object (already gone is fine) and forget what was written to it.
+    async fn delete<K>(&self, kind: Kind, namespace: &str, name: &str) -> Result<(), WriteError>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + serde::de::DeserializeOwned
+            + Clone
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), namespace);
+        self.forget(&(kind, namespace.to_string(), name.to_string()));
+        ignore_missing(api.delete(name, &DeleteParams::default()).await).map_err(|source| {
             WriteError::Api {
-                kind: "EndpointSlice",
-                key: key.to_string(),
+                kind: K::kind(&()).to_string(),
+                key: format!("{namespace}/{name}"),
                 source,
             }
         })
