@@ -246,18 +246,29 @@ fn multi_cluster_services_across_three_clusters() {
 
     // --- Conflicts: east's export is the oldest and wins; every export says Conflict,
     // naming the field and the winner.
-    let kinds: [(&str, &str, &str, &str, &str); 6] = [
+    // (name, east's spec, west's spec, west's ports, west's export, reason)
+    let kinds: [(&str, &str, &str, &str, &str, &str); 9] = [
         (
             "c-affinity",
             "  sessionAffinity: ClientIP\n",
             "  sessionAffinity: None\n",
+            HTTP_PORT,
             "",
             "SessionAffinityConflict",
+        ),
+        (
+            "c-affinity-config",
+            "  sessionAffinity: ClientIP\n  sessionAffinityConfig: {clientIP: {timeoutSeconds: 600}}\n",
+            "  sessionAffinity: ClientIP\n  sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}\n",
+            HTTP_PORT,
+            "",
+            "SessionAffinityConfigConflict",
         ),
         (
             "c-policy",
             "  internalTrafficPolicy: Cluster\n",
             "  internalTrafficPolicy: Local\n",
+            HTTP_PORT,
             "",
             "InternalTrafficPolicyConflict",
         ),
@@ -265,14 +276,39 @@ fn multi_cluster_services_across_three_clusters() {
             "c-distribution",
             "  trafficDistribution: PreferClose\n",
             "",
+            HTTP_PORT,
             "",
             "TrafficDistributionConflict",
         ),
-        ("c-type", "", "  clusterIP: None\n", "", "TypeConflict"),
+        (
+            "c-type",
+            "",
+            "  clusterIP: None\n",
+            HTTP_PORT,
+            "",
+            "TypeConflict",
+        ),
+        (
+            "c-ports",
+            "",
+            "",
+            "[{name: http, port: 9090, targetPort: http}]",
+            "",
+            "PortConflict",
+        ),
+        (
+            "c-families",
+            "  clusterIP: None\n  ipFamilyPolicy: SingleStack\n  ipFamilies: [IPv4]\n",
+            "  clusterIP: None\n  ipFamilyPolicy: SingleStack\n  ipFamilies: [IPv6]\n",
+            HTTP_PORT,
+            "",
+            "IPFamilyConflict",
+        ),
         (
             "c-labels",
             "",
             "",
+            HTTP_PORT,
             "spec: {exportedLabels: {tier: gold}}\n",
             "LabelsConflict",
         ),
@@ -280,20 +316,21 @@ fn multi_cluster_services_across_three_clusters() {
             "c-annotations",
             "",
             "",
+            HTTP_PORT,
             "spec: {exportedAnnotations: {owner: team-b}}\n",
             "AnnotationsConflict",
         ),
     ];
-    for (name, east_spec, _, _, _) in kinds {
+    for (name, east_spec, _, _, _, _) in kinds {
         k[0].apply_stdin(&service("shop", name, east_spec, HTTP_PORT));
         k[0].apply_stdin(&export("shop", name, ""));
     }
     std::thread::sleep(Duration::from_millis(1100));
-    for (name, _, west_spec, west_export, _) in kinds {
-        k[1].apply_stdin(&service("shop", name, west_spec, HTTP_PORT));
+    for (name, _, west_spec, west_ports, west_export, _) in kinds {
+        k[1].apply_stdin(&service("shop", name, west_spec, west_ports));
         k[1].apply_stdin(&export("shop", name, west_export));
     }
-    for (name, _, _, _, reason) in kinds {
+    for (name, _, _, _, _, reason) in kinds {
         for (c, kc) in CLUSTERS.iter().zip(&k).take(2) {
             let mut last = Default::default();
             let ok = eventually(WAIT, || {
@@ -333,6 +370,25 @@ fn multi_cluster_services_across_three_clusters() {
         ),
         ""
     );
+    for (name, path, winner) in [
+        (
+            "c-affinity-config",
+            "{.spec.sessionAffinityConfig.clientIP.timeoutSeconds}",
+            "600",
+        ),
+        ("c-ports", "{.spec.ports[*].port}", "8080"),
+        ("c-families", "{.spec.ipFamilies[*]}", "IPv4"),
+    ] {
+        let mut last = String::new();
+        let ok = eventually(WAIT, || {
+            last = jsonpath(&k[2], "serviceimport", "shop", name, path);
+            last == winner
+        });
+        assert!(
+            ok,
+            "{name}: {path} is {last:?}, the oldest export's is {winner}"
+        );
+    }
 
     // --- Ports: the union, and a port only west exposes reaches only west.
     for kc in k.iter().take(2) {
