@@ -424,6 +424,27 @@ fn multi_cluster_services_across_three_clusters() {
     k[0].apply_stdin(&export(&long_ns, &long_svc, ""));
     reaches_from_everywhere(&dev, &long_ns, &long_svc, 8080, &["east"]);
 
+    // A ServiceExport named at the 253-character object name limit (no Service can have
+    // that name): NoService, nothing else disturbed. One character more is refused.
+    let at_limit = format!("{}.x", "e".repeat(251));
+    k[0].apply_stdin(&export("shop", &at_limit, ""));
+    let mut last = Default::default();
+    let ok = eventually(WAIT, || {
+        last = condition(&k[0], "shop", &at_limit, "Valid");
+        last.0 == "False" && last.1 == "NoService"
+    });
+    assert!(ok, "a 253-character export: Valid is {last:?}");
+    let too_long = std::env::temp_dir().join(format!("sluice-mcs-254-{}.yaml", std::process::id()));
+    std::fs::write(
+        &too_long,
+        export("shop", &format!("{}.x", "e".repeat(252)), ""),
+    )
+    .expect("write manifest");
+    let err = k[0].fails(&["apply", "-f", &too_long.to_string_lossy()]);
+    let _ = std::fs::remove_file(&too_long);
+    assert!(err.contains("253"), "a 254-character name: {err}");
+    reaches_from_everywhere(&dev, &long_ns, &long_svc, 8080, &["east"]);
+
     // --- A second Cluster object claiming east's id is rejected and changes nothing.
     let control = Kubectl::new(
         &support::kubectls().remove(0),
