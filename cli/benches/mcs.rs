@@ -200,6 +200,17 @@ async fn main() {
             .map(|r| r.ok().flatten().expect("a dataplane never saw the change"))
             .max()
             .unwrap();
+        if std::env::var_os("SLUICE_BENCH_VERBOSE").is_some() {
+            let since_epoch = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .saturating_sub(t0.elapsed());
+            eprintln!(
+                "change: cluster {c} svc-{i} at {:.6} took {:.1} ms",
+                since_epoch.as_secs_f64(),
+                last.as_secs_f64() * 1000.0
+            );
+        }
         took.push(last);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -261,29 +261,7 @@ impl ProxyConfig {
             .iter()
             .flat_map(|t| t.peers.iter().map(|p| p.cluster.as_str()))
             .collect();
-        let mut listeners: HashMap<SocketAddr, &str> = HashMap::new();
-        for a in &self.services {
-            if a.listen.port() != 0
-                && let Some(b) = listeners.insert(a.listen, &a.name)
-            {
-                return Err(ConfigError::DuplicateListener(
-                    b.to_string(),
-                    a.name.clone(),
-                    a.listen,
-                ));
-            }
-            for e in &a.endpoints {
-                if let Some(via) = &e.via
-                    && !peers.contains(via.as_str())
-                {
-                    return Err(ConfigError::UnknownPeer(
-                        a.name.clone(),
-                        e.address,
-                        via.clone(),
-                    ));
-                }
-            }
-        }
+        validate_services(&self.services, |p| peers.contains(p))?;
         if let Some(ingress) = &self.ingress {
             if let Some(s) = self
                 .services
@@ -300,6 +278,39 @@ impl ProxyConfig {
         }
         Ok(())
     }
+}
+
+/// The checks on services alone: no two listen on one fixed address, and every tunnelled
+/// endpoint names a peer (`is_peer`). Shared by a whole configuration and by a change to
+/// some of its services.
+pub fn validate_services(
+    services: &[ServiceConfig],
+    is_peer: impl Fn(&str) -> bool,
+) -> Result<(), ConfigError> {
+    let mut listeners: HashMap<SocketAddr, &str> = HashMap::new();
+    for a in services {
+        if a.listen.port() != 0
+            && let Some(b) = listeners.insert(a.listen, &a.name)
+        {
+            return Err(ConfigError::DuplicateListener(
+                b.to_string(),
+                a.name.clone(),
+                a.listen,
+            ));
+        }
+        for e in &a.endpoints {
+            if let Some(via) = &e.via
+                && !is_peer(via)
+            {
+                return Err(ConfigError::UnknownPeer(
+                    a.name.clone(),
+                    e.address,
+                    via.clone(),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use prometheus_client::registry::Registry;
 
-use crate::config::{ConfigError, ProxyConfig};
+use crate::config::{ConfigError, ProxyConfig, ServiceConfig, validate_services};
 use crate::ingress::Ingress;
 use crate::listener::{self, Running};
 use crate::metrics::ProxyMetrics;
@@ -63,51 +63,8 @@ impl Proxy {
         config.validate()?;
         let peers_replaced = self.tunnels.apply(config.tunnel.as_ref())?;
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        // Which running listener each configured service means (see `Running::serves`),
-        // found through indexes: a cluster's configuration has thousands of services.
-        let by_addr: HashMap<SocketAddr, usize> = running
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.addr, i))
-            .collect();
-        let by_config: HashMap<(SocketAddr, &str), usize> = running
-            .iter()
-            .enumerate()
-            .map(|(i, r)| ((r.config.listen, r.config.name.as_str()), i))
-            .collect();
-        let by_listen: HashMap<SocketAddr, usize> = running
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.config.listen.port() != 0)
-            .map(|(i, r)| (r.config.listen, i))
-            .collect();
-        let matched: Vec<Option<usize>> = config
-            .services
-            .iter()
-            .map(|sc| {
-                by_addr
-                    .get(&sc.listen)
-                    .or_else(|| match sc.listen.port() {
-                        0 => by_config.get(&(sc.listen, sc.name.as_str())),
-                        _ => by_listen.get(&sc.listen),
-                    })
-                    .copied()
-            })
-            .collect();
-        drop((by_addr, by_config, by_listen));
-        // Bind new listeners first: a bind error leaves the running set untouched.
-        let mut fresh: Vec<Option<Running>> = Vec::with_capacity(config.services.len());
-        for (sc, m) in config.services.iter().zip(&matched) {
-            fresh.push(match m {
-                Some(_) => None,
-                None => {
-                    let svc = Service::new(sc, self.metrics.clone(), &self.tunnels);
-                    let r = listener::start(sc, svc)
-                        .map_err(|e| ApplyError::Bind(sc.name.clone(), sc.listen, e))?;
-                    Some(r)
-                }
-            });
-        }
+        let matched = ListenerIndex::new(&running).find_all(&config.services);
+        let fresh = self.bind_fresh(&config.services, &matched)?;
         let mut old: Vec<Option<Running>> = running.drain(..).map(Some).collect();
         let mut next = Vec::with_capacity(config.services.len());
         for ((sc, m), fresh) in config.services.iter().zip(&matched).zip(fresh) {
@@ -118,39 +75,115 @@ impl Proxy {
             let Some(mut r) = m.and_then(|i| old[i].take()) else {
                 continue;
             };
-            if r.config == *sc && !peers_replaced {
-                next.push(r);
-                continue;
-            }
-            let current = r.service();
-            if current.name == sc.name && current.protocol == sc.protocol {
-                current.update(sc, &self.tunnels);
-            } else {
-                // A new identity or protocol: new connections get a new service.
-                let mut w = r.svc.write().unwrap_or_else(|p| p.into_inner());
-                *w = std::sync::Arc::new(Service::new(sc, self.metrics.clone(), &self.tunnels));
-            }
-            r.config = sc.clone();
+            self.update(&mut r, sc, peers_replaced);
             next.push(r);
         }
         for gone in old.into_iter().flatten() {
-            tracing::info!(service = %gone.config.name, addr = %gone.addr, "listener removed");
-            gone.stop();
-            gone.service().balancer.update(&[], &self.tunnels);
+            self.retire(gone);
         }
         *running = next;
         // The gateway admits only local endpoints of exported services.
-        let exported: HashSet<SocketAddr> = config
-            .services
-            .iter()
-            .filter(|s| s.exported)
-            .flat_map(|s| s.endpoints.iter().filter(|e| e.via.is_none()))
-            .map(|e| e.address)
-            .collect();
-        self.tunnels.allow.set(exported);
+        self.tunnels
+            .allow
+            .set(config.services.iter().flat_map(admitted));
         self.apply_ingress(config, &running)?;
         self.metrics.reloads.inc();
         Ok(())
+    }
+
+    /// Change some listeners only, leaving tunnels, ingress and every other listener as
+    /// they are: `upsert` adds or replaces listeners (matched as [`Proxy::apply`] matches
+    /// them), `remove` stops the listeners configured on those addresses. Cluster mode
+    /// calls this for each endpoint change, so its cost follows the change, not the
+    /// thousands of services around it. Nothing changes if an upsert is invalid or fails
+    /// to bind.
+    pub fn apply_services(
+        &self,
+        upsert: &[ServiceConfig],
+        remove: &[SocketAddr],
+    ) -> Result<(), ApplyError> {
+        validate_services(upsert, |peer| self.tunnels.peer(peer).is_some())?;
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let index = ListenerIndex::new(&running);
+        let matched = index.find_all(upsert);
+        let mut gone: HashSet<usize> = remove.iter().filter_map(|l| index.find_listen(l)).collect();
+        drop(index);
+        let fresh = self.bind_fresh(upsert, &matched)?;
+        let mut denied = Vec::new();
+        let mut admitted_now = Vec::new();
+        let mut added = Vec::new();
+        for ((sc, m), fresh) in upsert.iter().zip(&matched).zip(fresh) {
+            admitted_now.extend(admitted(sc));
+            match (fresh, m) {
+                (Some(r), _) => added.push(r),
+                (None, Some(i)) => {
+                    gone.remove(i);
+                    let r = &mut running[*i];
+                    denied.extend(admitted(&r.config));
+                    self.update(r, sc, false);
+                }
+                (None, None) => {}
+            }
+        }
+        if !gone.is_empty() {
+            for (i, r) in std::mem::take(&mut *running).into_iter().enumerate() {
+                if gone.contains(&i) {
+                    denied.extend(admitted(&r.config));
+                    self.retire(r);
+                } else {
+                    running.push(r);
+                }
+            }
+        }
+        running.extend(added);
+        self.tunnels.allow.adjust(denied, admitted_now);
+        self.metrics.reloads.inc();
+        Ok(())
+    }
+
+    /// Bind the listeners `matched` has no running listener for, before anything changes:
+    /// a bind error leaves the running set untouched.
+    fn bind_fresh(
+        &self,
+        services: &[ServiceConfig],
+        matched: &[Option<usize>],
+    ) -> Result<Vec<Option<Running>>, ApplyError> {
+        let mut fresh = Vec::with_capacity(services.len());
+        for (sc, m) in services.iter().zip(matched) {
+            fresh.push(match m {
+                Some(_) => None,
+                None => {
+                    let svc = Service::new(sc, self.metrics.clone(), &self.tunnels);
+                    let r = listener::start(sc, svc)
+                        .map_err(|e| ApplyError::Bind(sc.name.clone(), sc.listen, e))?;
+                    Some(r)
+                }
+            });
+        }
+        Ok(fresh)
+    }
+
+    /// Give a running listener its new configuration: endpoints updated in place, or a
+    /// new service for new connections if its identity or protocol changed.
+    fn update(&self, r: &mut Running, sc: &ServiceConfig, peers_replaced: bool) {
+        if r.config == *sc && !peers_replaced {
+            return;
+        }
+        let current = r.service();
+        if current.name == sc.name && current.protocol == sc.protocol {
+            current.update(sc, &self.tunnels);
+        } else {
+            let mut w = r.svc.write().unwrap_or_else(|p| p.into_inner());
+            *w = std::sync::Arc::new(Service::new(sc, self.metrics.clone(), &self.tunnels));
+        }
+        r.config = sc.clone();
+    }
+
+    /// Stop accepting; open connections finish on their own.
+    fn retire(&self, gone: Running) {
+        tracing::info!(service = %gone.config.name, addr = %gone.addr, "listener removed");
+        gone.stop();
+        gone.service().balancer.update(&[], &self.tunnels);
     }
 
     fn apply_ingress(&self, config: &ProxyConfig, running: &[Running]) -> Result<(), ApplyError> {
@@ -265,6 +298,64 @@ impl Proxy {
             "tunnels": self.tunnels.dump(),
             "ingress": self.ingress_addr(),
         })
+    }
+}
+
+/// The gateway admits a service's local endpoints if the service is exported.
+fn admitted(sc: &ServiceConfig) -> impl Iterator<Item = SocketAddr> + '_ {
+    sc.endpoints
+        .iter()
+        .filter(move |e| sc.exported && e.via.is_none())
+        .map(|e| e.address)
+}
+
+/// Which running listener a configured service means (see `Running::serves`), found
+/// through indexes: a cluster's configuration has thousands of services.
+struct ListenerIndex<'a> {
+    by_addr: HashMap<SocketAddr, usize>,
+    by_config: HashMap<(SocketAddr, &'a str), usize>,
+    by_listen: HashMap<SocketAddr, usize>,
+}
+
+impl<'a> ListenerIndex<'a> {
+    fn new(running: &'a [Running]) -> Self {
+        let mut index = Self {
+            by_addr: HashMap::with_capacity(running.len()),
+            by_config: HashMap::with_capacity(running.len()),
+            by_listen: HashMap::with_capacity(running.len()),
+        };
+        for (i, r) in running.iter().enumerate() {
+            index.by_addr.insert(r.addr, i);
+            index
+                .by_config
+                .insert((r.config.listen, r.config.name.as_str()), i);
+            if r.config.listen.port() != 0 {
+                index.by_listen.insert(r.config.listen, i);
+            }
+        }
+        index
+    }
+
+    fn find(&self, sc: &ServiceConfig) -> Option<usize> {
+        self.by_addr
+            .get(&sc.listen)
+            .or_else(|| match sc.listen.port() {
+                0 => self.by_config.get(&(sc.listen, sc.name.as_str())),
+                _ => self.by_listen.get(&sc.listen),
+            })
+            .copied()
+    }
+
+    fn find_all(&self, services: &[ServiceConfig]) -> Vec<Option<usize>> {
+        services.iter().map(|sc| self.find(sc)).collect()
+    }
+
+    /// The listener configured on, or bound to, `listen`.
+    fn find_listen(&self, listen: &SocketAddr) -> Option<usize> {
+        self.by_listen
+            .get(listen)
+            .or_else(|| self.by_addr.get(listen))
+            .copied()
     }
 }
 

@@ -234,3 +234,63 @@ async fn a_long_tcp_connection_to_a_draining_endpoint_keeps_working() {
     let dump = proxy.proxy.dump();
     assert_eq!(dump["services"][0]["endpoints"][0]["active"], 1, "{dump}");
 }
+
+/// Cluster mode changes one service at a time (`Proxy::apply_services`): the changed
+/// listener follows, a removed one stops, the gateway's allowlist follows both, the other
+/// listeners are untouched, and an invalid change changes nothing.
+#[tokio::test]
+async fn a_change_to_some_services_leaves_the_others_alone() {
+    let (a, b, c) = (backend(0).await, backend(1).await, backend(2).await);
+    let mut config = service(AppProtocol::Http, vec![ep(a.http, 100, false)]);
+    config.services[0].exported = true;
+    let mut other = config.services[0].clone();
+    other.name = "shop/other".into();
+    other.endpoints = vec![ep(c.http, 100, false)];
+    let mut third = other.clone();
+    third.name = "shop/third".into();
+    third.exported = false;
+    config.services.extend([other, third]);
+    let proxy = sluice_dataplane::build(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let web = proxy.proxy.addr_of("shop/web").unwrap();
+    let other = proxy.proxy.addr_of("shop/other").unwrap();
+    let third = proxy.proxy.addr_of("shop/third").unwrap();
+    assert!(get(web, "web", "/").await.contains("echo-0"));
+    let allow = &proxy.proxy.tunnels.allow;
+    assert!(allow.contains(&a.http) && allow.contains(&c.http));
+
+    let mut changed = config.services[0].clone();
+    changed.listen = web;
+    changed.endpoints = vec![ep(b.http, 100, false)];
+    proxy
+        .proxy
+        .apply_services(std::slice::from_ref(&changed), &[other])
+        .unwrap();
+    assert!(get(web, "web", "/").await.contains("echo-1"));
+    assert!(tokio::net::TcpStream::connect(other).await.is_err());
+    assert!(get(third, "third", "/").await.contains("echo-2"));
+    assert!(allow.contains(&b.http) && !allow.contains(&a.http) && !allow.contains(&c.http));
+    let names: Vec<String> = proxy
+        .proxy
+        .addresses()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, ["shop/web", "shop/third"]);
+
+    // Through a peer nobody configured: refused, nothing changes.
+    let mut bad = changed.clone();
+    bad.endpoints[0].via = Some("nowhere".into());
+    let err = proxy.proxy.apply_services(&[bad], &[third]).unwrap_err();
+    assert!(err.to_string().contains("nowhere"), "{err}");
+    // Two changes for one address: refused.
+    let err = proxy
+        .proxy
+        .apply_services(&[changed.clone(), changed.clone()], &[])
+        .unwrap_err();
+    assert!(err.to_string().contains(&web.to_string()), "{err}");
+    assert!(get(web, "web", "/").await.contains("echo-1"));
+    assert!(get(third, "third", "/").await.contains("echo-2"));
+    assert!(allow.contains(&b.http));
+}

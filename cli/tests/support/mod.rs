@@ -212,7 +212,11 @@ impl DevUp {
             .args(["dev", "up", "--state"])
             .arg(&state)
             .args(["--clusters", clusters])
-            .env("SLUICE_LOG", "warn")
+            // SLUICE_DEV_LOG: a log filter for dev up's processes, to trace a test or bench.
+            .env(
+                "SLUICE_LOG",
+                std::env::var("SLUICE_DEV_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

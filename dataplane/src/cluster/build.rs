@@ -13,7 +13,7 @@
 //!   kube-proxy serves VIPs) gets no listener of its own: its ClusterIP is the import's VIP.
 //! - The gateway admits the local endpoints of imports (exported services), nothing else.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -309,6 +309,26 @@ pub fn assemble<'a>(
         tunnel,
         ingress: None,
     }
+}
+
+/// Which service owns each listen address in [`assemble`]'s result (the first to name
+/// it), and whether any address is named by more than one service.
+pub fn owners(
+    built: &BTreeMap<ServiceKey, Vec<ServiceConfig>>,
+) -> (HashMap<SocketAddr, ServiceKey>, bool) {
+    let mut out = HashMap::new();
+    let mut shared = false;
+    for (key, configs) in built {
+        for c in configs {
+            match out.entry(c.listen) {
+                std::collections::hash_map::Entry::Occupied(_) => shared = true,
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(key.clone());
+                }
+            }
+        }
+    }
+    (out, shared)
 }
 
 /// Group objects by service key.

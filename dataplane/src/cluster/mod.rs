@@ -9,7 +9,7 @@
 
 pub mod build;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -61,6 +61,47 @@ fn peers(clusters: &[Arc<Cluster>], me: &str, transport: TunnelTransport) -> Vec
     out
 }
 
+/// The listeners one round changes, when it can be applied without the rest.
+#[derive(Default)]
+struct Delta {
+    upsert: Vec<ServiceConfig>,
+    remove: Vec<SocketAddr>,
+}
+
+impl Delta {
+    /// Add service `key`'s change from `old` to `new` listeners. False if another service
+    /// owns one of the addresses involved: who wins there is decided over the whole
+    /// configuration, so the round must be applied whole.
+    fn add(
+        &mut self,
+        key: &ServiceKey,
+        old: &[ServiceConfig],
+        new: &[ServiceConfig],
+        owners: &mut HashMap<SocketAddr, ServiceKey>,
+    ) -> bool {
+        let contested = old
+            .iter()
+            .chain(new)
+            .any(|c| owners.get(&c.listen).is_some_and(|o| o != key));
+        if contested {
+            return false;
+        }
+        for c in old {
+            if !new.iter().any(|n| n.listen == c.listen) {
+                owners.remove(&c.listen);
+                self.remove.push(c.listen);
+            }
+        }
+        for c in new {
+            owners.insert(c.listen, key.clone());
+            if old.iter().all(|o| o != c) {
+                self.upsert.push(c.clone());
+            }
+        }
+        true
+    }
+}
+
 impl ClusterMode {
     /// Keep `proxy` configured from the cluster until `stop` turns true.
     pub async fn run(self, proxy: Arc<Proxy>, mut stop: watch::Receiver<bool>) {
@@ -95,6 +136,10 @@ impl ClusterMode {
         // Each service's listeners, and the peers they were built with.
         let mut built: BTreeMap<ServiceKey, Vec<ServiceConfig>> = BTreeMap::new();
         let mut peers: Vec<PeerConfig> = Vec::new();
+        // Which service owns each listen address (the first, as `build::assemble` keeps).
+        let mut owners: HashMap<SocketAddr, ServiceKey> = HashMap::new();
+        // The first configuration is whole: it also brings up the tunnels.
+        let mut whole_next = true;
         loop {
             tokio::select! {
                 _ = stop.changed() => break,
@@ -151,32 +196,112 @@ impl ClusterMode {
                         .collect()
                 }
             };
+            // Only the listeners this round touched, unless the round goes whole.
+            let mut delta = (!scope.is_all() && !whole_next).then(Delta::default);
             for (key, o) in objects {
                 let configs = build::service_configs(&self.cluster, &peers, &o);
-                if configs.is_empty() {
-                    built.remove(&key);
+                let old = if configs.is_empty() {
+                    built.remove(&key)
                 } else {
-                    built.insert(key, configs);
+                    built.insert(key.clone(), configs)
+                };
+                if let Some(d) = delta.as_mut()
+                    && !d.add(
+                        &key,
+                        old.as_deref().unwrap_or(&[]),
+                        built.get(&key).map(Vec::as_slice).unwrap_or(&[]),
+                        &mut owners,
+                    )
+                {
+                    delta = None;
                 }
             }
-            let config = build::assemble(
-                built.values().map(Vec::as_slice),
-                self.tunnel.clone(),
-                &peers,
-            );
-            match proxy.apply(&config) {
-                Ok(()) => {
+            let applied = match delta {
+                Some(d) => proxy
+                    .apply_services(&d.upsert, &d.remove)
+                    .map(|()| d.upsert.len() + d.remove.len()),
+                None => {
+                    let config = build::assemble(
+                        built.values().map(Vec::as_slice),
+                        self.tunnel.clone(),
+                        &peers,
+                    );
+                    // While two services name one address, who wins is decided whole.
+                    (owners, whole_next) = build::owners(&built);
+                    proxy.apply(&config).map(|()| config.services.len())
+                }
+            };
+            match applied {
+                Ok(listeners) => {
                     tracing::debug!(
-                        services = config.services.len(),
-                        changed = scope.len(),
+                        listeners,
+                        services = scope.len(),
                         took_us = started.elapsed().as_micros() as u64,
                         "cluster configuration applied"
                     );
                     proxy.set_synced();
                 }
-                Err(e) => tracing::warn!(error = %e, "cluster configuration rejected"),
+                Err(e) => {
+                    // The proxy does not run what `built` says: the next round goes whole.
+                    whole_next = true;
+                    tracing::warn!(error = %e, "cluster configuration rejected")
+                }
             }
         }
         lease.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(name: &str, listen: &str, endpoints: usize) -> ServiceConfig {
+        let mut c: ServiceConfig =
+            serde_json::from_value(serde_json::json!({"name": name, "listen": listen}))
+                .expect("a valid service");
+        c.endpoints = (0..endpoints)
+            .map(|i| {
+                serde_json::from_value(serde_json::json!({
+                    "address": format!("127.9.0.{}:80", i + 1), "cluster": "east",
+                }))
+                .expect("a valid endpoint")
+            })
+            .collect();
+        c
+    }
+
+    #[test]
+    fn a_delta_carries_only_changed_listeners() {
+        let key = ServiceKey::new("shop", "web");
+        let mut owners = HashMap::new();
+        let old = vec![
+            config("web", "127.40.0.1:80", 1),
+            config("web vip", "127.50.0.1:80", 1),
+        ];
+        owners.insert(old[0].listen, key.clone());
+        owners.insert(old[1].listen, key.clone());
+        let new = vec![config("web", "127.40.0.1:80", 2)];
+        let mut d = Delta::default();
+        assert!(d.add(&key, &old, &new, &mut owners));
+        assert_eq!(d.upsert, new);
+        assert_eq!(d.remove, vec![old[1].listen]);
+        assert_eq!(owners.len(), 1);
+
+        // Unchanged: nothing to do.
+        let mut d = Delta::default();
+        assert!(d.add(&key, &new, &new, &mut owners));
+        assert!(d.upsert.is_empty() && d.remove.is_empty());
+    }
+
+    #[test]
+    fn an_address_another_service_owns_needs_a_whole_apply() {
+        let mut owners = HashMap::new();
+        let theirs = config("api", "127.40.0.2:80", 1);
+        owners.insert(theirs.listen, ServiceKey::new("shop", "api"));
+        let mine = vec![config("web", "127.40.0.2:80", 1)];
+        let mut d = Delta::default();
+        assert!(!d.add(&ServiceKey::new("shop", "web"), &[], &mine, &mut owners));
+        assert_eq!(owners[&theirs.listen], ServiceKey::new("shop", "api"));
     }
 }

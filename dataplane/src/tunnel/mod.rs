@@ -17,7 +17,7 @@ pub mod gateway;
 pub mod identity;
 pub mod pool;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
@@ -145,21 +145,47 @@ impl AsyncWrite for TunnelStream {
     }
 }
 
-/// Endpoints the gateway may forward to; swapped whole on every configuration change.
+/// Endpoints the gateway may forward to, counted by how many exported listeners name each
+/// (the same endpoint can back a ClusterIP and a clusterset VIP), so that a change to one
+/// service adjusts only its own endpoints.
 #[derive(Clone, Default)]
-pub struct Allowlist(Arc<RwLock<Arc<HashSet<SocketAddr>>>>);
+pub struct Allowlist(Arc<RwLock<HashMap<SocketAddr, u32>>>);
 
 impl Allowlist {
-    pub fn set(&self, addrs: HashSet<SocketAddr>) {
+    /// Replace the whole list.
+    pub fn set(&self, addrs: impl IntoIterator<Item = SocketAddr>) {
+        let mut counts = HashMap::new();
+        for a in addrs {
+            *counts.entry(a).or_insert(0) += 1;
+        }
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = counts;
+    }
+
+    /// Count `added` in and `removed` out (each once per listener naming it).
+    pub fn adjust(
+        &self,
+        removed: impl IntoIterator<Item = SocketAddr>,
+        added: impl IntoIterator<Item = SocketAddr>,
+    ) {
         let mut w = self.0.write().unwrap_or_else(|p| p.into_inner());
-        *w = Arc::new(addrs);
+        for a in added {
+            *w.entry(a).or_insert(0) += 1;
+        }
+        for a in removed {
+            if let Some(n) = w.get_mut(&a) {
+                *n -= 1;
+                if *n == 0 {
+                    w.remove(&a);
+                }
+            }
+        }
     }
 
     pub fn contains(&self, addr: &SocketAddr) -> bool {
         self.0
             .read()
-            .map(|s| s.contains(addr))
-            .unwrap_or_else(|p| p.into_inner().contains(addr))
+            .map(|s| s.contains_key(addr))
+            .unwrap_or_else(|p| p.into_inner().contains_key(addr))
     }
 }
 

@@ -144,6 +144,7 @@ impl Controller {
                     .map(|j| j.member.snapshot(now, &scope))
                     .collect();
                 let desired = reconcile(&snapshots, &mut vips, &scope);
+                let reconciled = started.elapsed();
                 let rounds = members.values().map(|j| {
                     let d = desired.cluster(&j.member.name);
                     self.write_member(j, d)
@@ -162,6 +163,13 @@ impl Controller {
                     // Cluster conditions summarise every service: a full round reports them.
                     changes.touch_all();
                 }
+                tracing::debug!(
+                    services = ?scope.len(),
+                    reconcile_us = reconciled.as_micros() as u64,
+                    took_us = started.elapsed().as_micros() as u64,
+                    failed,
+                    "round written"
+                );
                 self.metrics
                     .observe_round(started.elapsed(), failed, scope.len());
                 if failed {
