@@ -148,8 +148,8 @@ pub struct ServiceConfig {
     pub endpoints: Vec<EndpointConfig>,
     #[serde(default)]
     pub timeouts: Timeouts,
-    /// Retries allowed on top of requests, as a fraction of recent requests (plus a floor
-    /// of 10/s), so that retries cannot multiply load during an outage.
+    /// Retries allowed on top of requests, as a fraction of the last 10 s of requests (plus
+    /// a reserve of 10/s), so that retries cannot multiply load during an outage.
     #[serde(default = "default_retry_ratio")]
     pub retry_ratio: f64,
     /// Other clusters may reach this service's local endpoints through the gateway.

@@ -3,10 +3,11 @@
 //! [`config`] is the model; [`proxy`] runs it ([`listener`] accepts, [`tcp`] forwards
 //! bytes per connection, [`http`] balances requests) and applies changes live;
 //! [`balance`] holds endpoints and picks among them (weighted P2C over peak-EWMA, outlier
-//! ejection, draining); [`dial`] reaches an endpoint directly or through [`tunnel`]s to
+//! ejection, draining); [`budget`] bounds retries; [`dial`] reaches an endpoint directly or through [`tunnel`]s to
 //! its cluster's gateway; [`ingress`] routes external clients by Host.
 
 pub mod balance;
+pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod dial;

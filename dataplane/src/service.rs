@@ -1,12 +1,12 @@
 //! A service as the proxy runs it: its balancer, protocol, timeouts and retry budget.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::Version;
 
 use crate::balance::Balancer;
+use crate::budget::RetryBudget;
 use crate::config::{AppProtocol, ServiceConfig};
 use crate::metrics::ProxyMetrics;
 use crate::tunnel::Tunnels;
@@ -58,68 +58,5 @@ impl Service {
     pub fn upstream_h2(&self, downstream: Version) -> bool {
         matches!(self.protocol, AppProtocol::H2c | AppProtocol::Grpc)
             || downstream == Version::HTTP_2
-    }
-}
-
-/// Retries allowed: `ratio` of the requests of the last second, and at least 10 per second.
-pub struct RetryBudget {
-    state: Mutex<BudgetState>,
-}
-
-struct BudgetState {
-    ratio: f64,
-    window: Instant,
-    requests: u64,
-    retries: u64,
-}
-
-const MIN_RETRIES_PER_SEC: u64 = 10;
-
-impl RetryBudget {
-    pub fn new(ratio: f64) -> Self {
-        Self {
-            state: Mutex::new(BudgetState {
-                ratio,
-                window: Instant::now(),
-                requests: 0,
-                retries: 0,
-            }),
-        }
-    }
-
-    fn set_ratio(&self, ratio: f64) {
-        if let Ok(mut s) = self.state.lock() {
-            s.ratio = ratio;
-        }
-    }
-
-    fn roll(s: &mut BudgetState) {
-        if s.window.elapsed() >= Duration::from_secs(1) {
-            s.window = Instant::now();
-            s.requests = 0;
-            s.retries = 0;
-        }
-    }
-
-    pub fn request(&self) {
-        if let Ok(mut s) = self.state.lock() {
-            Self::roll(&mut s);
-            s.requests += 1;
-        }
-    }
-
-    /// Spend one retry if the budget allows.
-    pub fn try_retry(&self) -> bool {
-        let Ok(mut s) = self.state.lock() else {
-            return false;
-        };
-        Self::roll(&mut s);
-        let allowed = ((s.requests as f64 * s.ratio) as u64).max(MIN_RETRIES_PER_SEC);
-        if s.retries < allowed {
-            s.retries += 1;
-            true
-        } else {
-            false
-        }
     }
 }
