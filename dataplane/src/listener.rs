@@ -18,7 +18,7 @@ use crate::http::ProxyBody;
 use crate::service::Service;
 
 /// A client must send its request headers within this time (slowloris).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request head (HTTP/1.1) and header list (HTTP/2).
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// How long detection waits for a client's first bytes before treating it as TCP.
@@ -171,16 +171,21 @@ fn looks_http(b: &[u8]) -> Option<bool> {
 }
 
 async fn serve_service(svc: Arc<Service>, stream: TcpStream, h2_only: bool) {
-    serve_http(stream, h2_only, move |req| {
-        crate::http::handle(svc.clone(), req)
-    })
-    .await
+    if h2_only {
+        serve_http(stream, true, move |req| {
+            crate::http::handle(svc.clone(), req)
+        })
+        .await
+    } else {
+        crate::http::h1::serve(svc, stream).await
+    }
 }
 
 /// Serve HTTP/1.1 and HTTP/2 on `stream` with the limits every client-facing listener
 /// gets (header size and read timeout, HTTP/2 reset floods).
-pub async fn serve_http<F, Fut>(stream: TcpStream, h2_only: bool, handler: F)
+pub async fn serve_http<I, F, Fut>(stream: I, h2_only: bool, handler: F)
 where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
 {

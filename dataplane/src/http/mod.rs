@@ -4,7 +4,14 @@
 //! A request that could not reach an endpoint (connect error, or refused before any byte
 //! was sent) is retried on another one whatever its method; an idempotent request is also
 //! retried after a reset or a 503 from a draining endpoint. Retries spend a budget so an
-//! outage cannot multiply load.
+//! outage cannot multiply load ([`attempts`]).
+//!
+//! Plain HTTP/1.1 requests take [`h1`], a lean path that forwards heads and bodies
+//! between sockets; this module's hyper path serves HTTP/2, gRPC and the HTTP/1.1
+//! requests the lean path hands over (upgrades, chunked uploads, large bodies).
+
+pub mod attempts;
+pub mod h1;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -15,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Version};
+use http::{Request, Response, StatusCode, Version};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -27,12 +34,13 @@ use crate::dial::Upstream;
 use crate::service::Service;
 use crate::trace::{TRACEPARENT, TraceParent};
 use crate::tunnel::pool::Peer;
+use attempts::{Attempts, Failure, LocalError, idempotent};
 use tracing::Instrument;
 
 /// Largest request body buffered for retries.
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
-/// Attempts per request (the first and two retries).
-const MAX_ATTEMPTS: usize = 3;
+/// A response header by which an endpoint says it is draining (its 503 is retried).
+pub const DRAINING_HEADER: &str = "x-sluice-draining";
 /// How long an idle upstream connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(30);
 
@@ -68,11 +76,13 @@ impl tower_service::Service<http::Uri> for EndpointConnector {
 
 type UpstreamClient = Client<EndpointConnector, Full<Bytes>>;
 
-/// Upstream connection pools of one endpoint, one per HTTP version.
+/// Upstream connection pools of one endpoint: hyper's per HTTP version, and the lean
+/// HTTP/1.1 path's idle connections.
 #[derive(Clone)]
 pub struct Pool {
     h1: UpstreamClient,
     h2: UpstreamClient,
+    lean: Arc<h1::IdlePool>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -83,7 +93,11 @@ impl std::fmt::Debug for Pool {
 
 impl Pool {
     fn new(addr: SocketAddr, via: Option<Arc<Peer>>, timeout: Duration) -> Self {
-        let connector = EndpointConnector { addr, via, timeout };
+        let connector = EndpointConnector {
+            addr,
+            via: via.clone(),
+            timeout,
+        };
         let h1 = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE)
             .pool_timer(TokioTimer::new())
@@ -93,7 +107,8 @@ impl Pool {
             .pool_timer(TokioTimer::new())
             .http2_only(true)
             .build(connector);
-        Self { h1, h2 }
+        let lean = Arc::new(h1::IdlePool::new(addr, via, timeout, POOL_IDLE));
+        Self { h1, h2, lean }
     }
 }
 
@@ -108,31 +123,34 @@ fn pool_of(ep: &Endpoint, connect_timeout: Duration) -> Pool {
         .clone()
 }
 
+/// The lean path's idle connections to `ep`.
+pub fn idle_pool_of(ep: &Endpoint, connect_timeout: Duration) -> Arc<h1::IdlePool> {
+    if let Ok(p) = ep.pool.read()
+        && let Some(p) = p.as_ref()
+    {
+        return p.lean.clone();
+    }
+    pool_of(ep, connect_timeout).lean
+}
+
 pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
 /// A locally generated response (errors).
-fn local(status: StatusCode, reason: &'static str, detail: String) -> Response<ProxyBody> {
-    let body = Full::new(Bytes::from(detail + "\n"))
+pub fn local(e: LocalError) -> Response<ProxyBody> {
+    let body = Full::new(Bytes::from(e.detail + "\n"))
         .map_err(|never: Infallible| match never {})
         .boxed();
     let mut r = Response::new(body);
-    *r.status_mut() = status;
+    *r.status_mut() = e.status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     r.headers_mut().insert(
         HeaderName::from_static("x-sluice-error"),
-        HeaderValue::from_static(reason),
+        HeaderValue::from_static(e.reason),
     );
     r
-}
-
-fn idempotent(m: &Method) -> bool {
-    matches!(
-        *m,
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
-    )
 }
 
 const HOP_BY_HOP: [HeaderName; 5] = [
@@ -195,23 +213,6 @@ fn upstream_request(
     Ok(req)
 }
 
-/// Why an attempt failed, for metrics and the retry decision.
-enum Failure {
-    Connect,
-    Reset,
-    Draining,
-}
-
-impl Failure {
-    fn reason(&self) -> &'static str {
-        match self {
-            Failure::Connect => "connect",
-            Failure::Reset => "reset",
-            Failure::Draining => "draining",
-        }
-    }
-}
-
 /// Serve one downstream request, as a span of the client's trace (or a new one).
 pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<ProxyBody> {
     let parent = req
@@ -242,11 +243,11 @@ async fn forward(
     let (parts, body) = req.into_parts();
     if body.size_hint().lower() > MAX_BODY as u64 {
         svc.metrics.failure(&svc.name, "", "bad_request");
-        return local(
+        return local(LocalError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
             format!("request body over {MAX_BODY} bytes"),
-        );
+        ));
     }
     let body = match Limited::new(body, MAX_BODY).collect().await {
         Ok(c) => c.to_bytes(),
@@ -256,40 +257,31 @@ async fn forward(
                 .is_some();
             svc.metrics.failure(&svc.name, "", "bad_request");
             return if too_big {
-                local(
+                local(LocalError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "body_too_large",
                     format!("request body over {MAX_BODY} bytes"),
-                )
+                ))
             } else {
-                local(
+                local(LocalError::new(
                     StatusCode::BAD_REQUEST,
                     "bad_request",
                     format!("reading the request body: {e}"),
-                )
+                ))
             };
         }
     };
-    svc.budget.request();
     let h2 = svc.upstream_h2(parts.version);
-    let retry_any = idempotent(&parts.method);
-    let mut tried: Vec<SocketAddr> = Vec::with_capacity(MAX_ATTEMPTS);
-    let mut last = None;
-    for attempt in 0..MAX_ATTEMPTS {
-        if attempt > 0 {
-            if !svc.budget.try_retry() {
-                break;
-            }
-            svc.metrics.retry(&svc.name);
-        }
-        let Some(ep) = svc.balancer.pick(&tried) else {
-            break;
-        };
-        tried.push(ep.address);
+    let mut attempts = Attempts::new(&svc, idempotent(parts.method.as_str()));
+    while let Some(ep) = attempts.next_endpoint() {
         let req = match upstream_request(&parts, &body, ep.address, h2, &traceparent) {
             Ok(r) => r,
             Err(e) => {
-                return local(StatusCode::BAD_REQUEST, "bad_request", e.to_string());
+                return local(LocalError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    e.to_string(),
+                ));
             }
         };
         let pool = pool_of(&ep, svc.connect_timeout());
@@ -301,8 +293,8 @@ async fn forward(
         let failure = match result {
             Ok(Ok(resp)) => {
                 let draining_503 = resp.status() == StatusCode::SERVICE_UNAVAILABLE
-                    && (ep.draining() || resp.headers().contains_key("x-sluice-draining"));
-                if draining_503 && retry_any && attempt + 1 < MAX_ATTEMPTS {
+                    && (ep.draining() || resp.headers().contains_key(DRAINING_HEADER));
+                if draining_503 && attempts.retries_draining() {
                     Failure::Draining
                 } else {
                     ep.success(start.elapsed());
@@ -314,44 +306,11 @@ async fn forward(
                 tracing::debug!(endpoint = %ep.address, error = %e, "upstream request failed");
                 Failure::Reset
             }
-            Err(_) => {
-                ep.failure(start.elapsed());
-                svc.metrics.failure(&svc.name, &ep.cluster, "timeout");
-                return local(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "timeout",
-                    format!(
-                        "{} did not answer within {:?}",
-                        ep.address,
-                        svc.request_timeout()
-                    ),
-                );
-            }
+            Err(_) => return local(attempts.timed_out(&ep, start.elapsed())),
         };
-        ep.failure(start.elapsed());
-        svc.metrics
-            .failure(&svc.name, &ep.cluster, failure.reason());
-        let retryable = matches!(failure, Failure::Connect) || retry_any;
-        last = Some((failure, ep.address));
-        if !retryable {
-            break;
-        }
+        attempts.failed(&ep, failure, start.elapsed());
     }
-    match last {
-        None => {
-            svc.metrics.failure(&svc.name, "", "no_endpoint");
-            local(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "no_endpoint",
-                format!("no serving endpoint for {}", svc.name),
-            )
-        }
-        Some((f, addr)) => local(
-            StatusCode::BAD_GATEWAY,
-            f.reason(),
-            format!("{addr}: {}", f.reason()),
-        ),
-    }
+    local(attempts.exhausted())
 }
 
 /// The response with its body counted and the endpoint held in flight until it ends.

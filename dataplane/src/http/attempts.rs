@@ -1,0 +1,161 @@
+//! One request's attempts: which endpoint comes next, whether a failure may be retried,
+//! and the error the client gets when no endpoint served. The hyper path and the
+//! HTTP/1.1 fast path both drive this, so they retry, count and answer alike.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::StatusCode;
+
+use crate::balance::Endpoint;
+use crate::service::Service;
+
+/// Attempts per request (the first and two retries).
+pub const MAX_ATTEMPTS: usize = 3;
+
+/// Why an attempt failed, for metrics and the retry decision.
+#[derive(Debug)]
+pub enum Failure {
+    /// No byte reached the endpoint: always retried.
+    Connect,
+    /// The exchange broke after the request was (perhaps) sent.
+    Reset,
+    /// A 503 from a draining endpoint.
+    Draining,
+}
+
+impl Failure {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Failure::Connect => "connect",
+            Failure::Reset => "reset",
+            Failure::Draining => "draining",
+        }
+    }
+}
+
+/// A response the proxy makes itself; each path writes it in its own way.
+#[derive(Debug)]
+pub struct LocalError {
+    pub status: StatusCode,
+    /// The `x-sluice-error` header and the metrics label.
+    pub reason: &'static str,
+    pub detail: String,
+}
+
+impl LocalError {
+    pub fn new(status: StatusCode, reason: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Methods a proxy may send twice (RFC 9110 §9.2.2).
+pub fn idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+    )
+}
+
+/// The attempts of one request on one service.
+pub struct Attempts<'a> {
+    svc: &'a Service,
+    retry_any: bool,
+    tried: [SocketAddr; MAX_ATTEMPTS],
+    n: usize,
+    last: Option<(Failure, SocketAddr)>,
+    stopped: bool,
+}
+
+impl<'a> Attempts<'a> {
+    /// Count the request against the retry budget and start.
+    pub fn new(svc: &'a Service, idempotent: bool) -> Self {
+        svc.budget.request();
+        Self {
+            svc,
+            retry_any: idempotent,
+            tried: [SocketAddr::from(([0, 0, 0, 0], 0)); MAX_ATTEMPTS],
+            n: 0,
+            last: None,
+            stopped: false,
+        }
+    }
+
+    /// The endpoint for the next attempt: none when the last failure may not be retried,
+    /// the attempts or the retry budget are spent, or no untried endpoint serves.
+    pub fn next_endpoint(&mut self) -> Option<Arc<Endpoint>> {
+        if self.stopped || self.n == MAX_ATTEMPTS {
+            return None;
+        }
+        if self.n > 0 {
+            if !self.svc.budget.try_retry() {
+                return None;
+            }
+            self.svc.metrics.retry(&self.svc.name);
+        }
+        let ep = self.svc.balancer.pick(&self.tried[..self.n])?;
+        self.tried[self.n] = ep.address;
+        self.n += 1;
+        Some(ep)
+    }
+
+    /// Whether a 503 from a draining endpoint should be retried rather than passed on.
+    pub fn retries_draining(&self) -> bool {
+        self.retry_any && self.n < MAX_ATTEMPTS
+    }
+
+    /// The current attempt on `ep` failed after `elapsed`.
+    pub fn failed(&mut self, ep: &Endpoint, failure: Failure, elapsed: Duration) {
+        ep.failure(elapsed);
+        self.svc
+            .metrics
+            .failure(&self.svc.name, &ep.cluster, failure.reason());
+        if !(matches!(failure, Failure::Connect) || self.retry_any) {
+            self.stopped = true;
+        }
+        self.last = Some((failure, ep.address));
+    }
+
+    /// The current attempt on `ep` got no response headers within the request timeout.
+    /// Not retried: the endpoint may still be working on it.
+    pub fn timed_out(self, ep: &Endpoint, elapsed: Duration) -> LocalError {
+        ep.failure(elapsed);
+        self.svc
+            .metrics
+            .failure(&self.svc.name, &ep.cluster, "timeout");
+        LocalError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "timeout",
+            format!(
+                "{} did not answer within {:?}",
+                ep.address,
+                self.svc.request_timeout()
+            ),
+        )
+    }
+
+    /// No attempt served: 503 if there was no endpoint to try, else 502 naming the last
+    /// failure.
+    pub fn exhausted(self) -> LocalError {
+        match self.last {
+            None => {
+                self.svc.metrics.failure(&self.svc.name, "", "no_endpoint");
+                LocalError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "no_endpoint",
+                    format!("no serving endpoint for {}", self.svc.name),
+                )
+            }
+            Some((f, addr)) => LocalError::new(
+                StatusCode::BAD_GATEWAY,
+                f.reason(),
+                format!("{addr}: {}", f.reason()),
+            ),
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The lean HTTP/1.1 path: a client connection's requests are parsed in place and
+//! forwarded, head rewritten and body passed through, to an endpoint picked per request,
+//! over pooled upstream connections that this task drives itself.
+//!
+//! hyper's server and pooled client cost a task hop, a channel and several allocations
+//! per request, and most of the proxy's CPU went there (docs/benchmarks.md). This path
+//! keeps the same contract as the hyper path: the same [`Attempts`] (retries, budget,
+//! outlier accounting, local errors), draining endpoints get no requests and their idle
+//! connections close, `traceparent` and metrics alike. What it does not handle it hands
+//! to hyper with the bytes read so far: HTTP/1.0 and HTTP/2, upgrades, `Expect`,
+//! chunked or large request bodies, absolute-form targets, requests without Host.
+
+mod body;
+mod head;
+mod pool;
+mod prefixed;
+
+pub use pool::IdlePool;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tracing::Instrument;
+
+use self::body::{BodyScan, Framing};
+use self::head::{RequestHead, Response, ResponseHead, Verdict};
+use self::prefixed::Prefixed;
+use crate::balance::{ActiveGuard, Endpoint};
+use crate::dial::Upstream;
+use crate::http::attempts::{Attempts, Failure, LocalError};
+use crate::listener::{HEADER_READ_TIMEOUT, MAX_HEADER_BYTES};
+use crate::service::Service;
+
+/// Read buffer size, per direction.
+const READ_BUF: usize = 16 * 1024;
+
+/// The buffers of one client connection, reused by each of its requests.
+struct Buffers {
+    /// From the client.
+    client: BytesMut,
+    /// From the upstream.
+    upstream: BytesMut,
+    /// The request as the upstream gets it.
+    request: BytesMut,
+    /// The response head (and first body bytes) as the client gets it.
+    response: BytesMut,
+}
+
+/// What became of one request.
+enum Next {
+    /// The connection carries on.
+    KeepAlive,
+    Close,
+}
+
+/// Serve a client's HTTP/1.1 connection to `svc`.
+pub async fn serve(svc: Arc<Service>, mut client: TcpStream) {
+    let mut b = Buffers {
+        client: BytesMut::with_capacity(READ_BUF),
+        upstream: BytesMut::with_capacity(READ_BUF),
+        request: BytesMut::with_capacity(1024),
+        response: BytesMut::with_capacity(1024),
+    };
+    loop {
+        let verdict = match read_request(&mut client, &mut b, &svc.name).await {
+            Ok(Some(v)) => v,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::debug!(error = %e, "client connection ended");
+                return;
+            }
+        };
+        match verdict {
+            Verdict::Partial => return,
+            Verdict::Reject(e) => {
+                svc.metrics.failure(&svc.name, "", "bad_request");
+                head::local(&e, false, true, &mut b.response);
+                let _ = client.write_all(&b.response).await;
+                return;
+            }
+            Verdict::HandOver => {
+                let io = Prefixed::new(b.client.split().freeze(), client);
+                let svc = svc.clone();
+                crate::listener::serve_http(io, false, move |req| {
+                    crate::http::handle(svc.clone(), req)
+                })
+                .await;
+                return;
+            }
+            Verdict::Lean(req) => {
+                let span = req.span.clone();
+                match exchange(&svc, &mut client, &mut b, &req)
+                    .instrument(span)
+                    .await
+                {
+                    Next::KeepAlive => {}
+                    Next::Close => return,
+                }
+            }
+        }
+    }
+}
+
+/// Read until the buffer holds a whole request head, and the body of a lean request.
+/// `None`: the client closed (or timed out) between requests or mid-head.
+async fn read_request(
+    client: &mut TcpStream,
+    b: &mut Buffers,
+    service: &str,
+) -> std::io::Result<Option<Verdict>> {
+    // Waiting for a next request has no deadline (keep-alive); once its first byte is
+    // in, the whole head must follow within the header timeout (slowloris).
+    let mut deadline = None;
+    loop {
+        if !b.client.is_empty() {
+            match head::request(&b.client, service, &mut b.request) {
+                Verdict::Partial if b.client.len() >= MAX_HEADER_BYTES => {
+                    return Ok(Some(Verdict::Reject(LocalError::new(
+                        http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                        "bad_request",
+                        format!("request head over {MAX_HEADER_BYTES} bytes"),
+                    ))));
+                }
+                Verdict::Partial => {}
+                Verdict::Lean(req) if b.client.len() < req.len + req.content_length => {
+                    // The body is still coming: read it under the same deadline.
+                }
+                v => return Ok(Some(v)),
+            }
+        }
+        if b.client.capacity() - b.client.len() < 1024 {
+            b.client.reserve(READ_BUF);
+        }
+        let n = if b.client.is_empty() {
+            client.read_buf(&mut b.client).await?
+        } else {
+            let at =
+                *deadline.get_or_insert_with(|| tokio::time::Instant::now() + HEADER_READ_TIMEOUT);
+            match tokio::time::timeout_at(at, client.read_buf(&mut b.client)).await {
+                Ok(r) => r?,
+                Err(_) => return Ok(None),
+            }
+        };
+        if n == 0 {
+            return Ok(None);
+        }
+    }
+}
+
+/// Forward one lean request and its response.
+async fn exchange(
+    svc: &Service,
+    client: &mut TcpStream,
+    b: &mut Buffers,
+    req: &RequestHead,
+) -> Next {
+    let body_end = req.len + req.content_length;
+    b.request.extend_from_slice(&b.client[req.len..body_end]);
+    b.client.advance(body_end);
+
+    let mut attempts = Attempts::new(svc, req.idempotent);
+    let picked = loop {
+        let Some(ep) = attempts.next_endpoint() else {
+            break Err(attempts.exhausted());
+        };
+        let pool = crate::http::idle_pool_of(&ep, svc.connect_timeout());
+        let guard = ep.start();
+        ep.metrics.to_endpoint.inc_by(req.content_length as u64);
+        let start = Instant::now();
+        let sent = tokio::time::timeout(
+            svc.request_timeout(),
+            send(&pool, b, req.head_method, req.close),
+        )
+        .await;
+        match sent {
+            Err(_) => break Err(attempts.timed_out(&ep, start.elapsed())),
+            Ok(Err(failure)) => attempts.failed(&ep, failure, start.elapsed()),
+            Ok(Ok((conn, head))) => {
+                if head.status == 503
+                    && (head.draining || ep.draining())
+                    && attempts.retries_draining()
+                {
+                    attempts.failed(&ep, Failure::Draining, start.elapsed());
+                    continue;
+                }
+                ep.success(start.elapsed());
+                break Ok((ep, guard, pool, conn, head));
+            }
+        }
+    };
+    match picked {
+        Ok((ep, guard, pool, conn, head)) => relay(client, b, &ep, guard, &pool, conn, head).await,
+        Err(e) => {
+            head::local(&e, req.head_method, req.close, &mut b.response);
+            match client.write_all(&b.response).await {
+                Ok(()) if !req.close => Next::KeepAlive,
+                _ => Next::Close,
+            }
+        }
+    }
+}
+
+/// Send the request in `b.request` on a pooled or new connection and read the response
+/// head; on success the client's head is in `b.response` and the upstream's bytes after
+/// its head are at the start of `b.upstream`.
+async fn send(
+    pool: &IdlePool,
+    b: &mut Buffers,
+    head_method: bool,
+    close_client: bool,
+) -> Result<(Upstream, ResponseHead), Failure> {
+    b.upstream.clear();
+    let mut conn = match pool.take() {
+        Some(mut c) => match c.write_all(&b.request).await {
+            Ok(()) => c,
+            // Closed under us between the check and the write: nothing was delivered.
+            Err(_) => fresh(pool, &b.request).await?,
+        },
+        None => fresh(pool, &b.request).await?,
+    };
+    loop {
+        match head::response(&b.upstream, head_method, close_client, &mut b.response) {
+            Ok(Response::Complete(head)) => {
+                b.upstream.advance(head.len);
+                return Ok((conn, head));
+            }
+            Ok(Response::Informational(n)) => {
+                b.upstream.advance(n);
+                continue;
+            }
+            Ok(Response::Partial) if b.upstream.len() < MAX_HEADER_BYTES => {}
+            Ok(Response::Partial) => return Err(Failure::Reset),
+            Err(e) => {
+                tracing::debug!(error = %e, "upstream response");
+                return Err(Failure::Reset);
+            }
+        }
+        if b.upstream.capacity() - b.upstream.len() < 1024 {
+            b.upstream.reserve(READ_BUF);
+        }
+        match conn.read_buf(&mut b.upstream).await {
+            Ok(0) | Err(_) => return Err(Failure::Reset),
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Dial and write the request; a failure here delivered no request.
+async fn fresh(pool: &IdlePool, request: &[u8]) -> Result<Upstream, Failure> {
+    let mut conn = pool.dial().await.map_err(|e| {
+        tracing::debug!(error = %e, "dial");
+        Failure::Connect
+    })?;
+    conn.write_all(request)
+        .await
+        .map_err(|_| Failure::Connect)?;
+    Ok(conn)
+}
+
+/// Pass the response on: head, then body as it arrives. The endpoint counts it in flight
+/// until the body ends; the connection goes back to the pool if it can carry another.
+async fn relay(
+    client: &mut TcpStream,
+    b: &mut Buffers,
+    ep: &Endpoint,
+    guard: ActiveGuard,
+    pool: &IdlePool,
+    mut conn: Upstream,
+    head: ResponseHead,
+) -> Next {
+    let mut scan = BodyScan::new(head.framing);
+    let Ok((n, mut done)) = scan.take(&b.upstream) else {
+        return Next::Close;
+    };
+    let mut clean = done && n == b.upstream.len();
+    b.response.extend_from_slice(&b.upstream[..n]);
+    ep.metrics.to_client.inc_by(n as u64);
+    if client.write_all(&b.response).await.is_err() {
+        return Next::Close;
+    }
+    while !done {
+        b.upstream.clear();
+        b.upstream.reserve(READ_BUF);
+        match conn.read_buf(&mut b.upstream).await {
+            Ok(0) if scan.framing() == Framing::UntilClose => break,
+            Ok(0) | Err(_) => return Next::Close,
+            Ok(_) => {}
+        }
+        let Ok((n, end)) = scan.take(&b.upstream) else {
+            return Next::Close;
+        };
+        ep.metrics.to_client.inc_by(n as u64);
+        if client.write_all(&b.upstream[..n]).await.is_err() {
+            return Next::Close;
+        }
+        done = end;
+        clean = end && n == b.upstream.len();
+    }
+    drop(guard);
+    if clean && head.reusable && !ep.draining() {
+        pool.put(conn);
+    }
+    if head.close_client {
+        let _ = client.shutdown().await;
+        Next::Close
+    } else {
+        Next::KeepAlive
+    }
+}
