@@ -12,6 +12,9 @@ use sluice_e2e::echo::{self, EchoConfig, Identity};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+mod support;
+use support::raw;
+
 async fn setup() -> (echo::Bound, sluice_dataplane::Bound, SocketAddr) {
     let backend = echo::build(EchoConfig {
         ip: [127, 0, 0, 1].into(),
@@ -42,15 +45,6 @@ async fn setup() -> (echo::Bound, sluice_dataplane::Bound, SocketAddr) {
         .unwrap();
     let addr = proxy.proxy.addr_of("web").unwrap();
     (backend, proxy, addr)
-}
-
-/// Send raw bytes, read what comes back until close (or 5 s).
-async fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(bytes).await.unwrap();
-    let mut out = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 async fn serves(addr: SocketAddr) {

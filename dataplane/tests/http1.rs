@@ -17,6 +17,9 @@ use sluice_dataplane::{AppProtocol, EndpointConfig, ProxyConfig, ServiceConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+mod support;
+use support::raw;
+
 /// Request heads the upstream received, and how many connections it accepted.
 #[derive(Clone, Default)]
 struct Seen {
@@ -209,17 +212,11 @@ async fn every_response_framing_is_relayed_on_one_client_connection() {
 async fn pipelined_requests_are_answered_in_order() {
     let (up, _seen) = upstream().await;
     let (_p, addr) = proxy(up).await;
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(
+    let out = raw(
+        addr,
         b"GET /a HTTP/1.1\r\nHost: web\r\n\r\nPOST /b HTTP/1.1\r\nHost: web\r\nContent-Length: 3\r\n\r\nxyzGET /c HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n",
     )
-    .await
-    .unwrap();
-    let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
+    .await;
     let a = out.find("GET /a ").unwrap();
     let b = out.find("POST /b xyz").unwrap();
     let c = out.find("GET /c ").unwrap();
@@ -261,29 +258,15 @@ async fn requests_the_lean_path_hands_over_are_served_by_hyper() {
     let (up, seen) = upstream().await;
     let (_p, addr) = proxy(up).await;
     // A lean request first, then a chunked upload: the connection moves to hyper.
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(
+    let out = raw(
+        addr,
         b"GET /first HTTP/1.1\r\nHost: web\r\n\r\nPOST /chunked-upload HTTP/1.1\r\nHost: web\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
     )
-    .await
-    .unwrap();
-    let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
+    .await;
     assert!(out.contains("GET /first "), "{out}");
     assert!(out.contains("POST /chunked-upload abc"), "{out}");
     // HTTP/1.0.
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(b"GET /old HTTP/1.0\r\nHost: web\r\n\r\n")
-        .await
-        .unwrap();
-    let mut out = String::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
+    let out = raw(addr, b"GET /old HTTP/1.0\r\nHost: web\r\n\r\n").await;
     assert!(out.contains("GET /old"), "{out}");
     assert_eq!(seen.heads.lock().unwrap().len(), 3);
 }

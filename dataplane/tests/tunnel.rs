@@ -371,10 +371,32 @@ async fn bad_peers_and_garbage_are_refused_while_the_gateway_serves() {
             let peer = peer_with(ident, &pki.bundle(), w.gateway, "west", transport);
             match peer.open(target).await {
                 Err(TunnelError::Handshake(..)) | Err(TunnelError::Protocol(..)) => {}
-                Err(e) => panic!("{what} over {transport:?}: unexpected error {e}"),
+                // How the refusal reaches the client depends on timing (an alert, a
+                // reset, a close the client sees late); that the gateway refused it in
+                // the handshake is checked on its metrics below.
+                Err(e) => eprintln!("{what} over {transport:?}: refused as {e}"),
                 Ok(_) => panic!("{what} over {transport:?}: a stream was opened"),
             }
         }
+        // The gateway refused all three in the handshake (it counts after refusing, so
+        // the count may trail the client's error by a moment).
+        let label = match transport {
+            TunnelTransport::H2 => "h2",
+            TunnelTransport::Quic => "quic",
+        };
+        let mut refused = 0.0;
+        for _ in 0..100 {
+            let metrics = get(w.proxy.admin, "x", "/metrics").await;
+            refused = counter(&metrics, label, "handshake").unwrap_or(0.0);
+            if refused >= 3.0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            refused >= 3.0,
+            "{transport:?}: {refused} handshakes refused"
+        );
         // The client checks the gateway too: west's gateway is not "north".
         let impostor = peer_with(&good, &pki.bundle(), w.gateway, "north", transport);
         assert!(
@@ -448,13 +470,22 @@ async fn bad_peers_and_garbage_are_refused_while_the_gateway_serves() {
         ("quic", "handshake"),
         ("quic", "bad_request"),
     ] {
-        {
-            let line = format!(
-                "sluice_proxy_gateway_rejected_total{{transport=\"{t}\",reason=\"{reason}\"}}"
-            );
-            assert!(metrics.contains(&line), "missing {line}:\n{metrics}");
-        }
+        assert!(
+            counter(&metrics, t, reason).is_some(),
+            "missing {t} {reason}:\n{metrics}"
+        );
     }
+}
+
+/// The gateway's rejections for `transport` and `reason`, from its metrics.
+fn counter(metrics: &str, transport: &str, reason: &str) -> Option<f64> {
+    let line = format!(
+        "sluice_proxy_gateway_rejected_total{{transport=\"{transport}\",reason=\"{reason}\"}} "
+    );
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&line))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

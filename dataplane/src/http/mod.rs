@@ -153,7 +153,8 @@ pub fn local(e: LocalError) -> Response<ProxyBody> {
     r
 }
 
-const HOP_BY_HOP: [HeaderName; 5] = [
+/// Hop-by-hop headers, never forwarded (RFC 9110 §7.6.1).
+pub const HOP_BY_HOP: [HeaderName; 5] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),

@@ -8,8 +8,8 @@ use bytes::{BufMut, BytesMut};
 use http::StatusCode;
 
 use super::body::Framing;
-use crate::http::DRAINING_HEADER;
 use crate::http::attempts::LocalError;
+use crate::http::{DRAINING_HEADER, HOP_BY_HOP};
 use crate::trace::{TRACEPARENT, TraceParent};
 
 /// Headers per head (hyper's limit too).
@@ -44,18 +44,12 @@ pub struct RequestHead {
     pub span: tracing::Span,
 }
 
-/// Hop-by-hop headers, never forwarded (RFC 9110 §7.6.1); `te` is forwarded only as
-/// `trailers`, and `traceparent` is replaced by this hop's.
+/// Hop-by-hop headers are never forwarded; `te` is forwarded only as `trailers`, and
+/// `traceparent` is replaced by this hop's.
 fn hop_by_hop(name: &str) -> bool {
-    [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "upgrade",
-    ]
-    .iter()
-    .any(|h| name.eq_ignore_ascii_case(h))
+    HOP_BY_HOP
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h.as_str()))
 }
 
 /// Whether a comma-separated header value lists `token`.
@@ -281,9 +275,12 @@ pub fn response(
     let reason = resp.reason.unwrap_or("");
     let _ = write!(out, "HTTP/1.1 {status} {reason}\r\n");
     for h in resp.headers.iter() {
+        // With Transfer-Encoding present, a Content-Length is wrong (RFC 9112 §6.3) and,
+        // passed on, would let the client and us disagree on where the body ends.
         if ["connection", "keep-alive", "proxy-connection"]
             .iter()
             .any(|n| h.name.eq_ignore_ascii_case(n))
+            || (chunked.is_some() && h.name.eq_ignore_ascii_case("content-length"))
         {
             continue;
         }
@@ -422,6 +419,16 @@ mod tests {
             false,
         );
         assert_eq!(h.framing, Framing::Chunked);
+        let (h, out) = complete(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+            false,
+            false,
+        );
+        assert_eq!(h.framing, Framing::Chunked);
+        assert!(
+            !out.to_ascii_lowercase().contains("content-length"),
+            "{out}"
+        );
         let (h, _) = complete(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true, false);
         assert_eq!(h.framing, Framing::Empty);
         let (h, out) = complete(b"HTTP/1.0 200 OK\r\n\r\nuntil close", false, false);
