@@ -13,6 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
+use sluice_dataplane::config::Timeouts;
 use sluice_dataplane::{AppProtocol, EndpointConfig, ProxyConfig, ServiceConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -94,6 +95,11 @@ async fn serve(mut conn: TcpStream, id: usize, seen: Seen) {
                 r
             }
             "/garbage" => b"NOT HTTP AT ALL\r\n\r\n".to_vec(),
+            "/silent" => {
+                // Never answers; keeps the connection open.
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                return;
+            }
             "/then-close" => {
                 // Keep-alive promised, then the connection closes while idle.
                 let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").await;
@@ -116,13 +122,20 @@ async fn serve(mut conn: TcpStream, id: usize, seen: Seen) {
 }
 
 async fn proxy(upstream: SocketAddr) -> (sluice_dataplane::Bound, SocketAddr) {
+    proxy_with(upstream, Timeouts::default()).await
+}
+
+async fn proxy_with(
+    upstream: SocketAddr,
+    timeouts: Timeouts,
+) -> (sluice_dataplane::Bound, SocketAddr) {
     let config = ProxyConfig {
         services: vec![ServiceConfig {
             name: "web".into(),
             listen: "127.0.0.1:0".parse().unwrap(),
             protocol: AppProtocol::Http,
             endpoints: vec![EndpointConfig::new(upstream)],
-            timeouts: Default::default(),
+            timeouts,
             retry_ratio: 0.2,
             exported: false,
         }],
@@ -269,4 +282,30 @@ async fn requests_the_lean_path_hands_over_are_served_by_hyper() {
     let out = raw(addr, b"GET /old HTTP/1.0\r\nHost: web\r\n\r\n").await;
     assert!(out.contains("GET /old"), "{out}");
     assert_eq!(seen.heads.lock().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn an_endpoint_that_does_not_answer_is_a_504_each_time_and_the_connection_serves_on() {
+    let (up, _seen) = upstream().await;
+    let timeouts = Timeouts {
+        request_ms: 300,
+        ..Timeouts::default()
+    };
+    let (_p, addr) = proxy_with(up, timeouts).await;
+    let mut c = client(addr).await;
+    for round in 0..2 {
+        let started = std::time::Instant::now();
+        let (status, headers, _) = call(&mut c, "GET", "/silent", b"").await;
+        let took = started.elapsed();
+        assert_eq!(status, 504, "round {round}");
+        assert_eq!(headers["x-sluice-error"], "timeout");
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+            "round {round}: {took:?}"
+        );
+        // A quick answer after the timeout: the moved timer must not fire on it.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (status, _, body) = call(&mut c, "GET", "/fine", b"").await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    }
 }

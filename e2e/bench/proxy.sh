@@ -103,6 +103,10 @@
 #   H2_STREAMS (10)      concurrent streams per h2c connection (h2load -m)
 #   TCP_STREAMS (1)      parallel iperf3 streams (iperf3 -P)
 #   WARMUP (2)           seconds of unmeasured load on each proxy before its measured runs
+#   ROUNDS (1)           measured runs of each load per column, interleaved (round 1 on
+#                        every column, then round 2, ...); every figure is the median over
+#                        the rounds. This machine's run-to-run spread (±15-25%, p99 more)
+#                        is larger than some gaps measured: use ROUNDS=3 or 5 for a verdict.
 #   SERVERS ("sluice envoy haproxy")  which proxies to measure
 #   PHASES ("http1 grpc tcp tunnel")  which phases to run (e.g. PHASES=tcp to redo one)
 #   BASELINE (1)         also run every load straight against the backend (`direct` column)
@@ -138,6 +142,7 @@ PROXY_CPU=${PROXY_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 INSTALL=${INSTALL:-1}
 STRICT=${STRICT:-0}
+ROUNDS=${ROUNDS:-1}
 KEEP=${KEEP:-0}
 RESULTS=${RESULTS:-}
 
@@ -1228,11 +1233,14 @@ run_stage() {
             run_load "$c" "$warm"
         done
     fi
+    local round
     for mode in $modes; do
-        for c in "${STAGE_COLUMNS[@]}"; do
-            log "$c: $mode, ${DURATION}s ($phase)"
-            run_load "$c" "$mode"
-            collect "$c" "$mode"
+        for ((round = 1; round <= ROUNDS; round++)); do
+            for c in "${STAGE_COLUMNS[@]}"; do
+                log "$c: $mode, ${DURATION}s ($phase$( ((ROUNDS > 1)) && echo ", round $round of $ROUNDS"))"
+                run_load "$c" "$mode"
+                collect "$c" "$mode"
+            done
         done
     done
     [[ $phase == tunnel-* ]] && record_tunnel_failures
@@ -1284,10 +1292,30 @@ print_table() {
         }' "$1"
 }
 
+# Keep one figure per metric and column: the median of its rounds (the lower middle one
+# of an even count); error and failure counts are summed, so one bad round shows.
+median_rounds() {
+    awk -F'\t' '
+        { k = $1 FS $2; if (!(k in n)) order[++keys] = k; v[k, ++n[k]] = $3 }
+        END {
+            for (i = 1; i <= keys; i++) {
+                k = order[i]; m = n[k]
+                if (k ~ /(errors|failures)_/) {
+                    sum = 0; for (a = 1; a <= m; a++) sum += v[k, a]
+                    print k FS sum; continue
+                }
+                for (a = 1; a <= m; a++) x[a] = v[k, a]
+                for (a = 2; a <= m; a++) for (b = a; b > 1 && x[b - 1] + 0 > x[b] + 0; b--) { t = x[b]; x[b] = x[b - 1]; x[b - 1] = t }
+                print k FS x[int((m + 1) / 2)]
+            }
+        }' "$1" >"$1.median" && mv "$1.median" "$1"
+}
+
 report() {
     local tsv=$WORK/results.tsv
+    median_rounds "$tsv"
     echo
-    echo "Proxy benchmark: one worker per proxy; ${DURATION}s per run; backend $BACKEND; HTTP/1.1 max: wrk -t1," \
+    echo "Proxy benchmark: one worker per proxy; ${DURATION}s per run$( ((ROUNDS > 1)) && echo ", median of $ROUNDS interleaved rounds"); backend $BACKEND; HTTP/1.1 max: wrk -t1," \
         "${CONNECTIONS} connections; gRPC max: h2load ${H2_CLIENTS} connections x ${H2_STREAMS} streams;" \
         "fixed rate ${RATE} req/s: h2load, $(paced_clients "$CONNECTIONS") (HTTP/1.1) and $(paced_clients "$H2_CLIENTS")" \
         "(h2c) paced connections; TCP: iperf3, ${TCP_STREAMS} stream(s)"
