@@ -19,7 +19,7 @@ pub use pool::IdlePool;
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -38,6 +38,11 @@ use crate::service::Service;
 
 /// Read buffer size, per direction.
 const READ_BUF: usize = 16 * 1024;
+/// How long a kept-alive client connection may wait for its next request: longer than
+/// clients keep idle connections in their pools (hyper and Go: 90 s), so that the client
+/// closes first and never sends a request into our close. A new connection gets the
+/// header timeout for its first request.
+const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(300);
 
 /// The buffers of one client connection, reused by each of its requests.
 struct Buffers {
@@ -71,9 +76,19 @@ pub async fn serve(svc: Arc<Service>, mut client: TcpStream) {
     // timeout per request registered an entry and, when no other timer was pending, woke
     // the driver through its eventfd (a syscall and an extra epoll round).
     let deadline = tokio::time::sleep(svc.request_timeout());
-    tokio::pin!(deadline);
+    // The same for the wait between requests.
+    let idle = tokio::time::sleep(HEADER_READ_TIMEOUT);
+    tokio::pin!(deadline, idle);
+    let mut first = true;
     loop {
-        let verdict = match read_request(&mut client, &mut b, &svc.name).await {
+        let limit = if first {
+            HEADER_READ_TIMEOUT
+        } else {
+            KEEP_ALIVE_IDLE
+        };
+        first = false;
+        let read = read_request(&mut client, &mut b, &svc.name, idle.as_mut(), limit);
+        let verdict = match read.await {
             Ok(Some(v)) => v,
             Ok(None) => return,
             Err(e) => {
@@ -116,14 +131,15 @@ pub async fn serve(svc: Arc<Service>, mut client: TcpStream) {
 }
 
 /// Read until the buffer holds a whole request head, and the body of a lean request.
-/// `None`: the client closed (or timed out) between requests or mid-head.
+/// `None`: the client closed, or sent nothing for `idle_limit`, or not a whole head
+/// within the header timeout of its first byte (slowloris).
 async fn read_request(
     client: &mut TcpStream,
     b: &mut Buffers,
     service: &str,
+    mut idle: Pin<&mut Sleep>,
+    idle_limit: Duration,
 ) -> std::io::Result<Option<Verdict>> {
-    // Waiting for a next request has no deadline (keep-alive); once its first byte is
-    // in, the whole head must follow within the header timeout (slowloris).
     let mut deadline = None;
     loop {
         if !b.client.is_empty() {
@@ -146,7 +162,13 @@ async fn read_request(
             b.client.reserve(READ_BUF);
         }
         let n = if b.client.is_empty() {
-            client.read_buf(&mut b.client).await?
+            idle.as_mut()
+                .reset(tokio::time::Instant::now() + idle_limit);
+            tokio::select! {
+                biased;
+                read = client.read_buf(&mut b.client) => read?,
+                () = idle.as_mut() => return Ok(None),
+            }
         } else {
             let at =
                 *deadline.get_or_insert_with(|| tokio::time::Instant::now() + HEADER_READ_TIMEOUT);
