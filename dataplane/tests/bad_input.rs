@@ -7,13 +7,12 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use sluice_dataplane::{AppProtocol, EndpointConfig, ProxyConfig, ServiceConfig};
 use sluice_e2e::echo::{self, EchoConfig, Identity};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 mod support;
-use support::raw;
+use support::{http_proxy, raw};
 
 async fn setup() -> (echo::Bound, sluice_dataplane::Bound, SocketAddr) {
     let backend = echo::build(EchoConfig {
@@ -28,22 +27,7 @@ async fn setup() -> (echo::Bound, sluice_dataplane::Bound, SocketAddr) {
     })
     .await
     .unwrap();
-    let config = ProxyConfig {
-        services: vec![ServiceConfig {
-            name: "web".into(),
-            listen: "127.0.0.1:0".parse().unwrap(),
-            protocol: AppProtocol::Http,
-            endpoints: vec![EndpointConfig::new(backend.http)],
-            timeouts: Default::default(),
-            retry_ratio: 0.2,
-            exported: false,
-        }],
-        ..Default::default()
-    };
-    let proxy = sluice_dataplane::build(&config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let addr = proxy.proxy.addr_of("web").unwrap();
+    let (proxy, addr) = http_proxy(backend.http, Default::default()).await;
     (backend, proxy, addr)
 }
 

@@ -14,12 +14,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use sluice_dataplane::config::Timeouts;
-use sluice_dataplane::{AppProtocol, EndpointConfig, ProxyConfig, ServiceConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 mod support;
-use support::raw;
+use support::{http_proxy, raw};
 
 /// Request heads the upstream received, and how many connections it accepted.
 #[derive(Clone, Default)]
@@ -122,30 +121,7 @@ async fn serve(mut conn: TcpStream, id: usize, seen: Seen) {
 }
 
 async fn proxy(upstream: SocketAddr) -> (sluice_dataplane::Bound, SocketAddr) {
-    proxy_with(upstream, Timeouts::default()).await
-}
-
-async fn proxy_with(
-    upstream: SocketAddr,
-    timeouts: Timeouts,
-) -> (sluice_dataplane::Bound, SocketAddr) {
-    let config = ProxyConfig {
-        services: vec![ServiceConfig {
-            name: "web".into(),
-            listen: "127.0.0.1:0".parse().unwrap(),
-            protocol: AppProtocol::Http,
-            endpoints: vec![EndpointConfig::new(upstream)],
-            timeouts,
-            retry_ratio: 0.2,
-            exported: false,
-        }],
-        ..Default::default()
-    };
-    let bound = sluice_dataplane::build(&config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let addr = bound.proxy.addr_of("web").unwrap();
-    (bound, addr)
+    http_proxy(upstream, Timeouts::default()).await
 }
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
@@ -291,7 +267,7 @@ async fn an_endpoint_that_does_not_answer_is_a_504_each_time_and_the_connection_
         request_ms: 300,
         ..Timeouts::default()
     };
-    let (_p, addr) = proxy_with(up, timeouts).await;
+    let (_p, addr) = http_proxy(up, timeouts).await;
     let mut c = client(addr).await;
     for round in 0..2 {
         let started = std::time::Instant::now();
