@@ -8,6 +8,7 @@
 
 pub mod balance;
 pub mod budget;
+pub mod busy_poll;
 pub mod cluster;
 pub mod config;
 pub mod dial;

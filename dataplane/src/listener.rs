@@ -78,7 +78,10 @@ pub fn spawn_accept<F>(
             tokio::select! {
                 _ = stopped.changed() => return,
                 a = listener.accept() => match a {
-                    Ok((stream, peer)) => serve(stream, peer),
+                    Ok((stream, peer)) => {
+                        crate::busy_poll::activity();
+                        serve(stream, peer)
+                    }
                     Err(e) => {
                         tracing::warn!(listener = what, error = %e, "accept failed");
                         tokio::time::sleep(Duration::from_millis(10)).await;

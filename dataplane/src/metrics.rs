@@ -107,6 +107,11 @@ impl ProxyMetrics {
             "Configurations applied",
             self.reloads.clone(),
         );
+        r.register(
+            "busy_poll_seconds",
+            "Time spent polling instead of sleeping (--busy-poll-us)",
+            crate::busy_poll::SPIN_SECONDS.clone(),
+        );
     }
 
     pub fn failure(&self, service: &str, cluster: &str, reason: &'static str) {

@@ -94,6 +94,7 @@ async fn serve(mut conn: TcpStream, id: usize, seen: Seen) {
                 r
             }
             "/garbage" => b"NOT HTTP AT ALL\r\n\r\n".to_vec(),
+            "/options" => b"HTTP/1.1 200 OK\r\nConnection: x-hop\r\nX-Hop: 1\r\nX-End: 2\r\nContent-Length: 2\r\n\r\nok".to_vec(),
             "/silent" => {
                 // Never answers; keeps the connection open.
                 tokio::time::sleep(Duration::from_secs(30)).await;
@@ -283,5 +284,39 @@ async fn an_endpoint_that_does_not_answer_is_a_504_each_time_and_the_connection_
         tokio::time::sleep(Duration::from_millis(50)).await;
         let (status, _, body) = call(&mut c, "GET", "/fine", b"").await;
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    }
+}
+
+#[tokio::test]
+async fn connection_options_stay_on_their_hop_on_both_paths() {
+    let (up, seen) = upstream().await;
+    let (_p, addr) = proxy(up).await;
+    // The lean path (HTTP/1.1), then hyper's (HTTP/1.0).
+    for version in ["1.1", "1.0"] {
+        let out = raw(
+            addr,
+            format!(
+                "GET /options HTTP/{version}\r\nHost: web\r\nConnection: close, X-Mine\r\nX-Mine: 1\r\nX-Kept: 2\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await;
+        let lower = out.to_ascii_lowercase();
+        assert!(lower.starts_with(&format!("http/{version} 200")), "{out}");
+        assert!(lower.contains("\r\nx-end: 2\r\n"), "{out}");
+        assert!(
+            !lower.contains("x-hop"),
+            "the upstream's option reached the client: {out}"
+        );
+    }
+    let heads = seen.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 2);
+    for h in &heads {
+        let lower = h.to_ascii_lowercase();
+        assert!(lower.contains("\r\nx-kept: 2\r\n"), "{h}");
+        assert!(
+            !lower.contains("x-mine"),
+            "the client's option reached the upstream: {h}"
+        );
     }
 }

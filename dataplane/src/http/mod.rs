@@ -162,6 +162,37 @@ pub const HOP_BY_HOP: [HeaderName; 5] = [
     header::UPGRADE,
 ];
 
+/// Whether the comma-separated header `value` lists `token` (ASCII case-insensitive).
+pub(crate) fn lists_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|b| *b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+/// Whether the header `name` is a connection option: named in a `Connection` header, so
+/// meant for this hop only and never forwarded (RFC 9110 §7.6.1).
+pub(crate) fn connection_option<'a>(
+    connection: impl IntoIterator<Item = &'a [u8]>,
+    name: &str,
+) -> bool {
+    connection
+        .into_iter()
+        .any(|v| lists_token(v, name.as_bytes()))
+}
+
+/// Drop a response's hop-by-hop headers, those named in its `Connection` included.
+fn strip_hop_by_hop(headers: &mut http::HeaderMap) {
+    let options: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim_ascii()).ok())
+        .collect();
+    for name in HOP_BY_HOP.iter().chain(&options) {
+        headers.remove(name);
+    }
+}
+
 /// The request for one attempt on `addr`.
 fn upstream_request(
     parts: &http::request::Parts,
@@ -195,8 +226,12 @@ fn upstream_request(
         })
         .body(Full::new(body.clone()))?;
     let headers = req.headers_mut();
+    let connection = parts.headers.get_all(header::CONNECTION);
     for (k, v) in &parts.headers {
-        if HOP_BY_HOP.contains(k) || (k == header::TE && v != "trailers") {
+        if HOP_BY_HOP.contains(k)
+            || (k == header::TE && v != "trailers")
+            || connection_option(connection.iter().map(HeaderValue::as_bytes), k.as_str())
+        {
             continue;
         }
         if (h2 && k == header::HOST) || k == TRACEPARENT {
@@ -216,6 +251,7 @@ fn upstream_request(
 
 /// Serve one downstream request, as a span of the client's trace (or a new one).
 pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<ProxyBody> {
+    crate::busy_poll::activity();
     let parent = req
         .headers()
         .get(TRACEPARENT)
@@ -315,7 +351,12 @@ async fn forward(
 }
 
 /// The response with its body counted and the endpoint held in flight until it ends.
-fn track(resp: Response<Incoming>, guard: ActiveGuard, ep: &Arc<Endpoint>) -> Response<ProxyBody> {
+fn track(
+    mut resp: Response<Incoming>,
+    guard: ActiveGuard,
+    ep: &Arc<Endpoint>,
+) -> Response<ProxyBody> {
+    strip_hop_by_hop(resp.headers_mut());
     resp.map(|b| {
         Tracked {
             inner: b,

@@ -9,7 +9,7 @@ use http::StatusCode;
 
 use super::body::Framing;
 use crate::http::attempts::LocalError;
-use crate::http::{DRAINING_HEADER, HOP_BY_HOP};
+use crate::http::{DRAINING_HEADER, HOP_BY_HOP, connection_option, lists_token};
 use crate::trace::{TRACEPARENT, TraceParent};
 
 /// Headers per head (hyper's limit too).
@@ -54,9 +54,26 @@ fn hop_by_hop(name: &str) -> bool {
 
 /// Whether a comma-separated header value lists `token`.
 fn lists(value: &[u8], token: &str) -> bool {
-    value
-        .split(|b| *b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+    lists_token(value, token.as_bytes())
+}
+
+/// Whether a `Connection` value names options beyond `close` and `keep-alive`: headers
+/// then have to be checked against it one by one, which most heads can skip.
+fn has_options(connection: &[u8]) -> bool {
+    connection.split(|b| *b == b',').any(|t| {
+        let t = t.trim_ascii();
+        !(t.is_empty() || t.eq_ignore_ascii_case(b"close") || t.eq_ignore_ascii_case(b"keep-alive"))
+    })
+}
+
+/// The values of a head's `Connection` headers.
+fn connection_values<'a>(
+    headers: &'a [httparse::Header<'a>],
+) -> impl Iterator<Item = &'a [u8]> + 'a {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+        .map(|h| h.value)
 }
 
 fn bad_request(detail: impl Into<String>) -> Verdict {
@@ -109,6 +126,7 @@ pub fn request(buf: &[u8], service: &str, out: &mut BytesMut) -> Verdict {
     let mut close = false;
     let mut host = false;
     let mut parent = None;
+    let mut options = false;
     for h in req.headers.iter() {
         let name = h.name;
         if name.eq_ignore_ascii_case("content-length") {
@@ -126,6 +144,7 @@ pub fn request(buf: &[u8], service: &str, out: &mut BytesMut) -> Verdict {
                 return Verdict::HandOver;
             }
             close |= lists(h.value, "close");
+            options |= has_options(h.value);
         } else if name.eq_ignore_ascii_case("transfer-encoding")
             || name.eq_ignore_ascii_case("upgrade")
             || name.eq_ignore_ascii_case("expect")
@@ -152,6 +171,7 @@ pub fn request(buf: &[u8], service: &str, out: &mut BytesMut) -> Verdict {
         if hop_by_hop(h.name)
             || h.name.eq_ignore_ascii_case(TRACEPARENT)
             || (h.name.eq_ignore_ascii_case("te") && !h.value.eq_ignore_ascii_case(b"trailers"))
+            || (options && connection_option(connection_values(req.headers), h.name))
         {
             continue;
         }
@@ -235,6 +255,7 @@ pub fn response(
     let mut chunked = None;
     let mut close = version == 0;
     let mut draining = false;
+    let mut options = false;
     for h in resp.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
             length = Some(
@@ -255,6 +276,7 @@ pub fn response(
             } else if version == 0 && lists(h.value, "keep-alive") {
                 close = false;
             }
+            options |= has_options(h.value);
         } else if h.name.eq_ignore_ascii_case(DRAINING_HEADER) {
             draining = true;
         }
@@ -281,6 +303,12 @@ pub fn response(
             .iter()
             .any(|n| h.name.eq_ignore_ascii_case(n))
             || (chunked.is_some() && h.name.eq_ignore_ascii_case("content-length"))
+            // The framing headers stay whatever Connection says: the body is passed
+            // through as they frame it.
+            || (options
+                && !h.name.eq_ignore_ascii_case("transfer-encoding")
+                && !h.name.eq_ignore_ascii_case("content-length")
+                && connection_option(connection_values(resp.headers), h.name))
         {
             continue;
         }
@@ -335,7 +363,7 @@ mod tests {
 
     #[test]
     fn a_request_head_is_rewritten_for_the_upstream() {
-        let raw = b"GET /a?b=1 HTTP/1.1\r\nHost: web\r\nConnection: keep-alive, x-foo\r\nKeep-Alive: 5\r\nTE: gzip\r\nTraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\nX-A: 1\r\n\r\nnext";
+        let raw = b"GET /a?b=1 HTTP/1.1\r\nHost: web\r\nConnection: keep-alive, x-foo\r\nX-Foo: hop\r\nKeep-Alive: 5\r\nTE: gzip\r\nTraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\nX-A: 1\r\n\r\nnext";
         let (h, up) = lean(raw);
         assert_eq!(h.len, raw.len() - 4);
         assert!(!h.close && h.idempotent && !h.head_method);
@@ -350,6 +378,7 @@ mod tests {
         assert!(!up.contains("b7ad6b7169203331"), "this hop's span: {up}");
         assert!(!up.to_ascii_lowercase().contains("keep-alive"), "{up}");
         assert!(!up.to_ascii_lowercase().contains("te: gzip"), "{up}");
+        assert!(!up.contains("X-Foo"), "a connection option: {up}");
         assert!(up.ends_with("\r\n\r\n"));
     }
 
@@ -442,6 +471,16 @@ mod tests {
         );
         assert!(h.draining && !h.reusable && h.close_client && h.status == 503);
         assert_eq!(out.matches("onnection").count(), 1, "{out}");
+        let (h, out) = complete(
+            b"HTTP/1.1 200 OK\r\nConnection: x-hop, content-length\r\nX-Hop: 1\r\nX-End: 2\r\nContent-Length: 2\r\n\r\n",
+            false,
+            false,
+        );
+        assert_eq!(h.framing, Framing::Length(2));
+        assert_eq!(
+            out, "HTTP/1.1 200 OK\r\nX-End: 2\r\nContent-Length: 2\r\n\r\n",
+            "connection options go, framing stays"
+        );
         let mut out = BytesMut::new();
         assert!(matches!(
             response(

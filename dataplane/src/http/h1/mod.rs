@@ -114,6 +114,7 @@ pub async fn serve(svc: Arc<Service>, mut client: TcpStream) {
                 return;
             }
             Verdict::Lean(req) => {
+                crate::busy_poll::activity();
                 let exchanged = exchange(&svc, &mut client, &mut b, &req, deadline.as_mut());
                 // An instrumented future enters and exits its span at every poll, even a
                 // disabled one: 1% of the proxy's CPU under load.
