@@ -25,6 +25,8 @@ use support::{http_proxy, raw};
 struct Seen {
     heads: Arc<Mutex<Vec<String>>>,
     connections: Arc<AtomicUsize>,
+    /// Half-closed connections (`/half-close`) that the proxy then closed.
+    closed_by_proxy: Arc<AtomicUsize>,
 }
 
 const BIG: usize = 1024 * 1024;
@@ -98,6 +100,20 @@ async fn serve(mut conn: TcpStream, id: usize, seen: Seen) {
             "/silent" => {
                 // Never answers; keeps the connection open.
                 tokio::time::sleep(Duration::from_secs(30)).await;
+                return;
+            }
+            "/half-close" => {
+                // Keep-alive promised, then this side is done: the proxy should close
+                // its end while the connection idles in its pool.
+                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").await;
+                let _ = conn.shutdown().await;
+                let mut rest = [0u8; 64];
+                while let Ok(n) = conn.read(&mut rest).await {
+                    if n == 0 {
+                        seen.closed_by_proxy.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                }
                 return;
             }
             "/then-close" => {
@@ -318,5 +334,23 @@ async fn connection_options_stay_on_their_hop_on_both_paths() {
             !lower.contains("x-mine"),
             "the client's option reached the upstream: {h}"
         );
+    }
+}
+
+#[tokio::test]
+async fn idle_connections_the_upstream_closed_are_reaped_without_traffic() {
+    let (up, seen) = upstream().await;
+    let (_p, addr) = proxy(up).await;
+    let mut c = client(addr).await;
+    let (status, _, body) = call(&mut c, "GET", "/half-close", b"").await;
+    assert_eq!((status, body.as_slice()), (200, &b"ok"[..]));
+    // No more requests: only the pool's reaper can notice the close.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while seen.closed_by_proxy.load(Ordering::Relaxed) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the proxy kept its end of a closed idle connection open"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

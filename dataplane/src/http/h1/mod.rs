@@ -304,7 +304,7 @@ async fn relay(
     b: &mut Buffers,
     ep: &Endpoint,
     guard: ActiveGuard,
-    pool: &IdlePool,
+    pool: &Arc<IdlePool>,
     mut conn: Upstream,
     head: ResponseHead,
 ) -> Next {
