@@ -20,68 +20,89 @@ use std::time::{Duration, Instant};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::Notify;
 
-/// Requests (and accepted connections) seen, as a change marker for the spinners.
-static ACTIVITY: AtomicU64 = AtomicU64::new(0);
-/// Whether busy polling runs at all: [`activity`] costs one load when it does not.
-static ENABLED: AtomicBool = AtomicBool::new(false);
-/// Spinners waiting for activity; [`activity`] wakes them.
-static ASLEEP: AtomicBool = AtomicBool::new(false);
-static WAKE: Notify = Notify::const_new();
+/// The process's busy polling, which the request paths report to.
+static PROCESS: LazyLock<BusyPoll> = LazyLock::new(BusyPoll::default);
 
-/// Seconds spent spinning, for `/metrics` (`sluice_proxy_busy_poll_seconds_total`).
-pub static SPIN_SECONDS: LazyLock<Counter<f64>> = LazyLock::new(Counter::default);
-
-/// Start `spinners` spinners on the current runtime (one per worker thread), each
-/// polling for `window` after the last activity.
+/// Start busy polling for the process: `spinners` spinners on the current runtime (one
+/// per worker thread), each polling for `window` after the last activity. Zero: off.
 pub fn start(window: Duration, spinners: usize) {
-    if window.is_zero() {
-        return;
-    }
-    ENABLED.store(true, Ordering::SeqCst);
-    for _ in 0..spinners.max(1) {
-        tokio::spawn(spin(window));
-    }
-    tracing::info!(window_us = window.as_micros(), spinners, "busy polling");
+    PROCESS.start(window, spinners);
 }
 
 /// A request or connection arrived: keep (or start) polling.
 #[inline]
 pub fn activity() {
-    if !ENABLED.load(Ordering::Relaxed) {
-        return;
-    }
-    ACTIVITY.fetch_add(1, Ordering::SeqCst);
-    if ASLEEP.load(Ordering::SeqCst) {
-        ASLEEP.store(false, Ordering::SeqCst);
-        WAKE.notify_waiters();
-    }
+    PROCESS.activity();
 }
 
-async fn spin(window: Duration) {
-    loop {
-        let started = Instant::now();
-        let mut seen = ACTIVITY.load(Ordering::SeqCst);
-        let mut last = started;
-        loop {
-            tokio::task::yield_now().await;
-            let now = ACTIVITY.load(Ordering::SeqCst);
-            if now != seen {
-                seen = now;
-                last = Instant::now();
-            } else if last.elapsed() >= window {
-                break;
-            }
+/// Seconds spent polling, for `/metrics` (`sluice_proxy_busy_poll_seconds_total`).
+pub fn spin_seconds() -> Counter<f64> {
+    PROCESS.spin_seconds.clone()
+}
+
+/// Spinners and what wakes them.
+#[derive(Default)]
+struct BusyPoll {
+    /// Whether busy polling runs at all: [`activity`] costs one load when it does not.
+    enabled: AtomicBool,
+    /// Requests (and accepted connections) seen, as a change marker for the spinners.
+    activity: AtomicU64,
+    /// Spinners are waiting for activity, which wakes them.
+    asleep: AtomicBool,
+    wake: Notify,
+    spin_seconds: Counter<f64>,
+}
+
+impl BusyPoll {
+    fn start(&'static self, window: Duration, spinners: usize) {
+        if window.is_zero() {
+            return;
         }
-        SPIN_SECONDS.inc_by(started.elapsed().as_secs_f64());
-        // Sleep until the next activity. Registering before the re-check means an
-        // activity in between either shows in the counter or finds ASLEEP set and
-        // wakes this waiter.
-        let woken = WAKE.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        ASLEEP.store(true, Ordering::SeqCst);
-        if ACTIVITY.load(Ordering::SeqCst) == seen {
-            woken.await;
+        self.enabled.store(true, Ordering::SeqCst);
+        for _ in 0..spinners.max(1) {
+            tokio::spawn(self.spin(window));
+        }
+        tracing::info!(window_us = window.as_micros(), spinners, "busy polling");
+    }
+
+    #[inline]
+    fn activity(&self) {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        self.activity.fetch_add(1, Ordering::SeqCst);
+        if self.asleep.load(Ordering::SeqCst) {
+            self.asleep.store(false, Ordering::SeqCst);
+            self.wake.notify_waiters();
+        }
+    }
+
+    async fn spin(&self, window: Duration) {
+        loop {
+            let started = Instant::now();
+            let mut seen = self.activity.load(Ordering::SeqCst);
+            let mut last = started;
+            loop {
+                tokio::task::yield_now().await;
+                let now = self.activity.load(Ordering::SeqCst);
+                if now != seen {
+                    seen = now;
+                    last = Instant::now();
+                } else if last.elapsed() >= window {
+                    break;
+                }
+            }
+            self.spin_seconds.inc_by(started.elapsed().as_secs_f64());
+            // Sleep until the next activity. Registering before the re-check means an
+            // activity in between either shows in the counter or finds `asleep` set and
+            // wakes this waiter.
+            let woken = self.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            self.asleep.store(true, Ordering::SeqCst);
+            if self.activity.load(Ordering::SeqCst) == seen {
+                woken.await;
+            }
         }
     }
 }
@@ -92,24 +113,26 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn spins_after_activity_and_sleeps_without_it() {
-        start(Duration::from_millis(20), 1);
-        activity();
+        // Its own instance: the process's one hears every test's traffic.
+        let bp: &'static BusyPoll = Box::leak(Box::default());
+        bp.start(Duration::from_millis(20), 1);
+        bp.activity();
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let spinning = SPIN_SECONDS.get();
+        let spinning = bp.spin_seconds.get();
         // Asleep after the window: the counter stops moving.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let settled = SPIN_SECONDS.get();
+        let settled = bp.spin_seconds.get();
         assert!(settled > 0.015, "spun {settled} s");
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(
-            SPIN_SECONDS.get(),
+            bp.spin_seconds.get(),
             settled,
             "still spinning (was {spinning})"
         );
-        assert!(ASLEEP.load(Ordering::SeqCst));
+        assert!(bp.asleep.load(Ordering::SeqCst));
         // Activity wakes it for another window.
-        activity();
+        bp.activity();
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(SPIN_SECONDS.get() > settled + 0.015);
+        assert!(bp.spin_seconds.get() > settled + 0.015);
     }
 }

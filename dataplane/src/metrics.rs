@@ -110,7 +110,7 @@ impl ProxyMetrics {
         r.register(
             "busy_poll_seconds",
             "Time spent polling instead of sleeping (--busy-poll-us)",
-            crate::busy_poll::SPIN_SECONDS.clone(),
+            crate::busy_poll::spin_seconds(),
         );
     }
 

@@ -163,10 +163,10 @@ pub const HOP_BY_HOP: [HeaderName; 5] = [
 ];
 
 /// Whether the comma-separated header `value` lists `token` (ASCII case-insensitive).
-pub(crate) fn lists_token(value: &[u8], token: &[u8]) -> bool {
+pub(crate) fn lists_token(value: &[u8], token: &str) -> bool {
     value
         .split(|b| *b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
 /// Whether the header `name` is a connection option: named in a `Connection` header, so
@@ -175,9 +175,7 @@ pub(crate) fn connection_option<'a>(
     connection: impl IntoIterator<Item = &'a [u8]>,
     name: &str,
 ) -> bool {
-    connection
-        .into_iter()
-        .any(|v| lists_token(v, name.as_bytes()))
+    connection.into_iter().any(|v| lists_token(v, name))
 }
 
 /// Drop a response's hop-by-hop headers, those named in its `Connection` included.

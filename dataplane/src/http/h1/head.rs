@@ -52,11 +52,6 @@ fn hop_by_hop(name: &str) -> bool {
         .any(|h| name.eq_ignore_ascii_case(h.as_str()))
 }
 
-/// Whether a comma-separated header value lists `token`.
-fn lists(value: &[u8], token: &str) -> bool {
-    lists_token(value, token.as_bytes())
-}
-
 /// Whether a `Connection` value names options beyond `close` and `keep-alive`: headers
 /// then have to be checked against it one by one, which most heads can skip.
 fn has_options(connection: &[u8]) -> bool {
@@ -140,10 +135,10 @@ pub fn request(buf: &[u8], service: &str, out: &mut BytesMut) -> Verdict {
             }
             host = true;
         } else if name.eq_ignore_ascii_case("connection") {
-            if lists(h.value, "upgrade") {
+            if lists_token(h.value, "upgrade") {
                 return Verdict::HandOver;
             }
-            close |= lists(h.value, "close");
+            close |= lists_token(h.value, "close");
             options |= has_options(h.value);
         } else if name.eq_ignore_ascii_case("transfer-encoding")
             || name.eq_ignore_ascii_case("upgrade")
@@ -271,9 +266,9 @@ pub fn response(
                     .is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked")),
             );
         } else if h.name.eq_ignore_ascii_case("connection") {
-            if lists(h.value, "close") {
+            if lists_token(h.value, "close") {
                 close = true;
-            } else if version == 0 && lists(h.value, "keep-alive") {
+            } else if version == 0 && lists_token(h.value, "keep-alive") {
                 close = false;
             }
             options |= has_options(h.value);

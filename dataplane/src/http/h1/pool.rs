@@ -80,7 +80,8 @@ impl IdlePool {
                 idle.push((conn, now));
             }
         }
-        if !self.reaping.swap(true, Ordering::AcqRel) {
+        // A load first: the common case (a reaper runs) costs no read-modify-write.
+        if !self.reaping.load(Ordering::Acquire) && !self.reaping.swap(true, Ordering::AcqRel) {
             tokio::spawn(reap(Arc::downgrade(self)));
         }
     }
