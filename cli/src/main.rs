@@ -215,6 +215,11 @@ enum Command {
         /// at the cost of CPU while traffic flows. 0: off.
         #[arg(long, default_value_t = 0)]
         busy_poll_us: u64,
+        /// Keep polling sockets while a request awaits its upstream's response, for up
+        /// to this many microseconds after it was sent and at most 50 µs of CPU per
+        /// request: a fast upstream's response is picked up without a wake-up. 0: off.
+        #[arg(long, default_value_t = 200)]
+        poll_upstream_us: u64,
         /// Where to serve /metrics, /readyz and /config_dump.
         #[arg(long, default_value = "127.0.0.1:15000")]
         admin: SocketAddr,
@@ -284,11 +289,15 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
     }
 }
 
-/// `--busy-poll-us`: one spinner per worker thread.
-fn start_busy_poll(us: u64, workers: Option<usize>) {
+/// `--busy-poll-us` and `--poll-upstream-us`: one spinner per worker thread.
+fn start_busy_poll(after_us: u64, upstream_us: u64, workers: Option<usize>) {
     let threads =
         workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    sluice_dataplane::busy_poll::start(std::time::Duration::from_micros(us), threads);
+    sluice_dataplane::busy_poll::start(
+        std::time::Duration::from_micros(after_us),
+        std::time::Duration::from_micros(upstream_us),
+        threads,
+    );
 }
 
 fn main() -> anyhow::Result<()> {
@@ -480,10 +489,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             admin,
             workers,
             busy_poll_us,
+            poll_upstream_us,
             ..
         } => {
             init_tracing();
-            start_busy_poll(busy_poll_us, workers);
+            start_busy_poll(busy_poll_us, poll_upstream_us, workers);
             let transport = match tunnel_transport.as_str() {
                 "h2" => sluice_dataplane::TunnelTransport::H2,
                 "quic" => sluice_dataplane::TunnelTransport::Quic,
@@ -543,11 +553,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             protocol,
             workers,
             busy_poll_us,
+            poll_upstream_us,
             admin,
             ..
         } => {
             init_tracing();
-            start_busy_poll(busy_poll_us, workers);
+            start_busy_poll(busy_poll_us, poll_upstream_us, workers);
             let load = |path: &std::path::Path| sluice_dataplane::ProxyConfig::from_file(path);
             let initial = match (&config, listen) {
                 (Some(path), _) => load(path)?,

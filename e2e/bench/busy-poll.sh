@@ -3,15 +3,19 @@
 #
 #   e2e/bench/busy-poll.sh                     # after cargo build --release
 #   ROUNDS=6 DURATION=10 WINDOW_US=1000 e2e/bench/busy-poll.sh
+#   # polling for due responses (the default) against none, beside HAProxy:
+#   RUN="sluice sluice-bp haproxy" SLUICE_FLAGS="--poll-upstream-us 0" BP_FLAGS= e2e/bench/busy-poll.sh
 #
-# Four columns, each one worker pinned to CPU PROXY_CPU in front of nginx: sluice,
-# sluice --busy-poll-us WINDOW_US, HAProxy (nbthread 1), HAProxy with `busy-polling`.
+# Four columns, each one worker pinned to CPU PROXY_CPU in front of nginx: sluice (its
+# defaults, or SLUICE_FLAGS), sluice-bp (BP_FLAGS: --busy-poll-us WINDOW_US unless set),
+# HAProxy (nbthread 1), HAProxy with `busy-polling`.
 # HAProxy's busy polling never sleeps, so it would take the CPU from whatever shares it:
 # unlike proxy.sh, each proxy runs alone, started before its run and stopped after it.
 # Load: h2load --h1, RATE req/s from RATE/100 paced connections (as proxy.sh's fixed-rate
 # run), ROUNDS interleaved rounds (odd rounds in column order, even ones reversed).
 # Printed per column: p50 and p99 (median over the rounds), p99 over all rounds' requests
-# pooled, and the proxy's CPU in % of a core; ratios sluice/HAProxy in both modes.
+# pooled, and the proxy's CPU in % of a core; ratios of both sluice columns to HAProxy,
+# and of the polling ones.
 #
 # Why: on a VM whose host does not halt-poll for the guest, a vCPU that went idle takes
 # long to wake for the next packet, and that wake-up, not the proxy's work, makes most
@@ -26,9 +30,12 @@ DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-4}
 RATE=${RATE:-5000}
 WINDOW_US=${WINDOW_US:-1000}
+SLUICE_FLAGS=${SLUICE_FLAGS:-}
+BP_FLAGS=${BP_FLAGS---busy-poll-us $WINDOW_US}
 PROXY_CPU=${PROXY_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
-COLUMNS_RUN=(sluice sluice-bp haproxy haproxy-bp)
+# RUN: the columns to run, of: sluice sluice-bp haproxy haproxy-bp.
+read -ra COLUMNS_RUN <<<"${RUN:-sluice sluice-bp haproxy haproxy-bp}"
 
 log() { echo "busy-poll-bench: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -37,7 +44,7 @@ for t in nginx haproxy h2load taskset curl; do
     command -v "$t" >/dev/null || die "$t is missing (e2e/bench/proxy.sh installs it)"
 done
 [[ -x $SLUICE ]] || die "$SLUICE not found: cargo build --release"
-"$SLUICE" proxy --help | grep -q -- --busy-poll-us || die "$SLUICE has no --busy-poll-us: rebuild it"
+"$SLUICE" proxy --help | grep -q -- --poll-upstream-us || die "$SLUICE has no --poll-upstream-us: rebuild it"
 (($(nproc) >= 2)) || die "needs 2 CPUs (proxy and load pinned apart)"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sluice-busy-poll.XXXXXX")
@@ -95,10 +102,10 @@ start() {
     local c=$1 port=$2
     case $c in
     sluice | sluice-bp)
-        local bp=0
-        [[ $c == sluice-bp ]] && bp=$WINDOW_US
+        local bp=()
+        if [[ $c == sluice-bp ]]; then read -ra bp <<<"$BP_FLAGS"; else read -ra bp <<<"$SLUICE_FLAGS"; fi
         taskset -c "$PROXY_CPU" "$SLUICE" proxy --listen "127.0.0.1:$port" --upstream "127.0.0.1:$BACKEND" \
-            --protocol http --workers 1 --busy-poll-us "$bp" --admin "127.0.0.1:$(free_port)" \
+            --protocol http --workers 1 "${bp[@]}" --admin "127.0.0.1:$(free_port)" \
             >"$WORK/$c.out" 2>&1 &
         ;;
     haproxy | haproxy-bp)
@@ -128,7 +135,7 @@ hz=$(getconf CLK_TCK)
 
 for ((round = 1; round <= ROUNDS; round++)); do
     order=("${COLUMNS_RUN[@]}")
-    ((round % 2)) || order=(haproxy-bp haproxy sluice-bp sluice)
+    ((round % 2)) || mapfile -t order < <(printf '%s\n' "${COLUMNS_RUN[@]}" | tac)
     for c in "${order[@]}"; do
         port=$(free_port)
         start "$c" "$port"
@@ -157,7 +164,7 @@ percentiles() {
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-declare -A P50 P99 POOLED CPU
+declare -A P50 P99 POOLED CPU ROUND_P99
 for c in "${COLUMNS_RUN[@]}"; do
     p50s=() p99s=() cpus=()
     for ((round = 1; round <= ROUNDS; round++)); do
@@ -168,19 +175,36 @@ for c in "${COLUMNS_RUN[@]}"; do
     P99[$c]=$(printf '%s\n' "${p99s[@]}" | median)
     CPU[$c]=$(printf '%s\n' "${cpus[@]}" | median)
     read -r _ POOLED[$c] < <(percentiles "$WORK"/"$c".*.log)
+    ROUND_P99[$c]="${p99s[*]}"
     log "$c p99 per round: ${p99s[*]}"
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }'; }
 echo
 echo "Busy polling: HTTP/1.1 at $RATE req/s ($clients paced connections, h2load), one worker per proxy alone on CPU $PROXY_CPU,"
-echo "${DURATION}s per run, $ROUNDS interleaved rounds; sluice-bp: --busy-poll-us $WINDOW_US; haproxy-bp: busy-polling"
+echo "${DURATION}s per run, $ROUNDS interleaved rounds; sluice: ${SLUICE_FLAGS:-defaults}; sluice-bp: ${BP_FLAGS:-defaults}; haproxy-bp: busy-polling"
 echo "$(nproc) CPUs, $(uname -sr); haproxy $(haproxy -v | awk 'NR == 1 { print $3 }')"
-printf '%-28s %9s %9s %9s %10s %15s %18s\n' metric sluice sluice-bp haproxy haproxy-bp sluice/haproxy "sluice-bp/hap-bp"
+printf '%-28s %9s %9s %9s %10s %15s %18s %18s\n' metric sluice sluice-bp haproxy haproxy-bp sluice/haproxy sluice-bp/haproxy "sluice-bp/hap-bp"
 for m in P50:"p50 ms (median of rounds)" P99:"p99 ms (median of rounds)" POOLED:"p99 ms (rounds pooled)" CPU:"proxy CPU % of a core"; do
     key=${m%%:*} label=${m#*:}
     declare -n t=$key
-    printf '%-28s %9s %9s %9s %10s %15s %18s\n' "$label" "${t[sluice]}" "${t[sluice-bp]}" "${t[haproxy]}" "${t[haproxy-bp]}" \
-        "$(ratio "${t[sluice]}" "${t[haproxy]}")" "$(ratio "${t[sluice-bp]}" "${t[haproxy-bp]}")"
+    printf '%-28s %9s %9s %9s %10s %15s %18s %18s\n' "$label" "${t[sluice]:-}" "${t[sluice-bp]:-}" "${t[haproxy]:-}" "${t[haproxy-bp]:-}" \
+        "$(ratio "${t[sluice]:-}" "${t[haproxy]:-}")" "$(ratio "${t[sluice-bp]:-}" "${t[haproxy]:-}")" \
+        "$(ratio "${t[sluice-bp]:-}" "${t[haproxy-bp]:-}")"
     unset -n t
 done
+
+# Paired by round (a round's runs are adjacent in time, so they share the machine's
+# slow spells): in how many rounds a sluice column's p99 was under HAProxy's.
+if [[ -n ${ROUND_P99[haproxy]:-} ]]; then
+    for c in sluice sluice-bp; do
+        [[ -n ${ROUND_P99[$c]:-} ]] || continue
+        awk -v a="${ROUND_P99[$c]}" -v b="${ROUND_P99[haproxy]}" -v c="$c" 'BEGIN {
+            n = split(a, x, " "); split(b, y, " "); lower = 0
+            for (i = 1; i <= n; i++) { r[i] = x[i] / y[i]; if (r[i] < 1) lower++ }
+            for (i = 2; i <= n; i++) { v = r[i]; for (j = i - 1; j >= 1 && r[j] > v; j--) r[j + 1] = r[j]; r[j + 1] = v }
+            m = n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2
+            printf "%s/haproxy p99 paired by round: lower in %d of %d rounds, median ratio %.2fx\n", c, lower, n, m
+        }'
+    done
+fi

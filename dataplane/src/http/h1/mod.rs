@@ -208,11 +208,13 @@ async fn exchange(
         deadline
             .as_mut()
             .reset(tokio::time::Instant::from_std(start) + svc.request_timeout());
+        let due = crate::busy_poll::awaiting_upstream();
         let sent = tokio::select! {
             biased;
             sent = send(&pool, b, req.head_method, req.close) => sent,
             () = deadline.as_mut() => break Err(attempts.timed_out(&ep, start.elapsed())),
         };
+        drop(due);
         match sent {
             Err(failure) => attempts.failed(&ep, failure, start.elapsed()),
             Ok((conn, head)) => {
