@@ -106,7 +106,8 @@
 #   ROUNDS (1)           measured runs of each load per column, interleaved (round 1 on
 #                        every column, then round 2, ...); every figure is the median over
 #                        the rounds (odd rounds in column order, even ones reversed); the
-#                        fixed-rate p99 also over all rounds' requests pooled. This
+#                        fixed-rate p99 also over all rounds' requests pooled, and
+#                        paired by round (in how many rounds sluice's was lower). This
 #                        machine's run-to-run spread (±15-25%, p99 up to 5x in a noisy
 #                        spell) is larger than some gaps measured: for a verdict on p99 use
 #                        many short rounds, e.g. ROUNDS=10 DURATION=5.
@@ -1339,8 +1340,34 @@ median_rounds() {
         }' "$1" >"$1.median" && mv "$1.median" "$1"
 }
 
+# paired_rounds TSV METRIC LABEL: with ROUNDS > 1, in how many rounds sluice's figure was
+# under each reference proxy's, and the median of the per-round ratios. A round's runs of
+# one load are adjacent in time, so they share the machine's slow spells, which the median
+# of rounds and the pooled figure do not cancel.
+paired_rounds() {
+    local tsv=$1 m=$2 label=$3 ref
+    for ref in envoy haproxy; do
+        awk -F'\t' -v m="$m" -v ref="$ref" -v label="$label" '
+            $1 == m && $2 == "sluice" { a[++na] = $3 }
+            $1 == m && $2 == ref { b[++nb] = $3 }
+            END {
+                n = na < nb ? na : nb
+                if (n < 2) exit
+                for (i = 1; i <= n; i++) {
+                    if (a[i] + 0 <= 0 || b[i] + 0 <= 0) exit # a failed run
+                    r[i] = a[i] / b[i]; if (r[i] < 1) lower++
+                }
+                for (i = 2; i <= n; i++) { v = r[i]; for (j = i - 1; j >= 1 && r[j] > v; j--) r[j + 1] = r[j]; r[j + 1] = v }
+                printf "%s paired by round: sluice under %s in %d of %d rounds, median ratio %.2fx\n",
+                    label, ref, lower, n, (n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2)
+            }' "$tsv"
+    done
+}
+
 report() {
-    local tsv=$WORK/results.tsv
+    local tsv=$WORK/results.tsv paired
+    paired=$(paired_rounds "$tsv" h1_p99 "HTTP/1.1 p99 at $RATE req/s"
+        paired_rounds "$tsv" grpc_p99 "gRPC h2c p99 at $RATE req/s")
     median_rounds "$tsv"
     echo
     echo "Proxy benchmark: one worker per proxy; ${DURATION}s per run$( ((ROUNDS > 1)) && echo ", median of $ROUNDS interleaved rounds"); backend $BACKEND; HTTP/1.1 max: wrk -t1," \
@@ -1408,6 +1435,7 @@ tunnel_rss_load_tcp|RSS MiB, pair, TCP load|lo"
         print_table "$tsv" "$trows" "${STAGE_COLUMNS[*]}" "sluice/envoy sluice-quic/envoy"
     fi
     echo
+    [[ -n $paired ]] && printf '%s\n\n' "$paired"
 
     check_targets "$tsv"
     warnings "$tsv"
