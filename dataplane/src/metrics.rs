@@ -109,7 +109,7 @@ impl ProxyMetrics {
         );
         r.register(
             "busy_poll_seconds",
-            "Time spent polling instead of sleeping (--busy-poll-us)",
+            "Time the pollers ran instead of sleeping (--poll-upstream-us, --busy-poll-us)",
             crate::busy_poll::spin_seconds(),
         );
     }
