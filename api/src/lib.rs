@@ -27,11 +27,14 @@ macro_rules! resource {
     };
 }
 
+pub mod liveness;
 pub mod logical_cluster;
 pub mod mcs;
+pub mod names;
 pub mod sluice;
 
 pub use logical_cluster::{LogicalClusterPath, PathError};
+pub use names::{ClusterName, ServiceKey};
 
 /// Annotation put on every object returned by a wildcard (`/clusters/*/`) list or watch.
 pub const LOGICAL_CLUSTER_ANNOTATION: &str = "sluice.dev/logical-cluster";

@@ -27,6 +27,16 @@ pub const LABEL_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
 /// Sluice's value of [`LABEL_MANAGED_BY`].
 pub const MANAGED_BY: &str = "sluice-mcs";
 /// ClusterProperty holding this cluster's id.
+/// The label Kubernetes puts on a Service's own EndpointSlices.
+pub const LABEL_KUBE_SERVICE_NAME: &str = "kubernetes.io/service-name";
+/// Service annotation (copied to the source's MCS slices): the source cluster's share of the
+/// service's traffic, a non-negative integer, relative to the other clusters' weights.
+pub const ANNOTATION_WEIGHT: &str = "sluice.dev/weight";
+/// Service annotation (copied to the source's MCS slices): `"true"` while the source cluster's
+/// endpoints are being drained: no new connections or requests go to them.
+pub const ANNOTATION_DRAINING: &str = "sluice.dev/draining";
+/// The weight of a cluster whose Service states none (or an unreadable one).
+pub const DEFAULT_WEIGHT: u32 = 100;
 pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
 /// The name older implementations (and the DNS specification) use for the cluster id.
 pub const LEGACY_CLUSTER_ID_PROPERTY: &str = "id.k8s.io";
@@ -442,4 +452,35 @@ mod tests {
         assert_eq!(si.spec.r#type, ServiceImportType::Headless);
         assert_eq!(si.spec.ports[0].protocol(), "TCP");
     }
+}
+
+fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// Whether an object was written by Sluice's MCS controller
+/// (`endpointslice.kubernetes.io/managed-by: sluice-mcs`): only those may be deleted by it.
+pub fn is_managed(meta: &ObjectMeta) -> bool {
+    label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY)
+}
+
+/// The service an MCS EndpointSlice or a derived Service belongs to (label
+/// `multicluster.kubernetes.io/service-name`).
+pub fn mcs_service(meta: &ObjectMeta) -> Option<crate::ServiceKey> {
+    Some(crate::ServiceKey::new(
+        meta.namespace.clone()?,
+        label(meta, LABEL_SERVICE_NAME)?,
+    ))
+}
+
+/// The service an EndpointSlice belongs to: `kubernetes.io/service-name` for a Service's
+/// own slices, `multicluster.kubernetes.io/service-name` for MCS ones.
+pub fn slice_service(s: &k8s_openapi::api::discovery::v1::EndpointSlice) -> Option<crate::ServiceKey> {
+    if is_managed(&s.metadata) {
+        return mcs_service(&s.metadata);
+    }
+    Some(crate::ServiceKey::new(
+        s.metadata.namespace.clone()?,
+        label(&s.metadata, LABEL_KUBE_SERVICE_NAME)?,
+    ))
 }

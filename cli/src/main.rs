@@ -74,8 +74,8 @@ enum Command {
         /// Largest request body in bytes.
         #[arg(long, default_value_t = 3 * 1024 * 1024)]
         max_request_bytes: usize,
-        /// Serve one physical cluster (Service ClusterIP allocation, `default` and
-        /// `kube-system` namespaces, the `kubernetes` Service).
+        /// Serve one physical cluster (Service ClusterIP allocation, the `kubernetes`
+        /// Service; no logical-cluster annotation on objects).
         #[arg(long)]
         single_cluster: bool,
         /// Service ClusterIP range in single-cluster mode.
@@ -279,12 +279,10 @@ async fn shutdown_signal() -> anyhow::Result<()> {
 }
 
 /// A kube-rs client from a kubeconfig file (with TCP_NODELAY, see
-/// `sluice_mcs::controller::kube_client`), or `$KUBECONFIG`/`~/.kube/config`.
+/// `sluice_kube::client::build`), or `$KUBECONFIG`/`~/.kube/config`.
 async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
     match kubeconfig {
-        Some(p) => sluice_mcs::controller::kube_client(p)
-            .await
-            .with_context(|| format!("reading {}", p.display())),
+        Some(p) => Ok(sluice_kube::client::from_kubeconfig(p).await?),
         None => Ok(kube::Client::try_default().await?),
     }
 }
@@ -357,12 +355,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             command: DevCommand::Up { state, clusters },
         } => {
             init_tracing();
-            let cfg = sluice_e2e::devup::DevUpConfig {
+            let cfg = sluice_local::devup::DevUpConfig {
                 state,
                 clusters,
                 sluice_bin: std::env::current_exe()?,
             };
-            let running = sluice_e2e::devup::up(&cfg).await?;
+            let running = sluice_local::devup::up(&cfg).await?;
             shutdown_signal().await?;
             eprintln!("dev up: stopping");
             tokio::task::spawn_blocking(move || running.stop()).await?;
@@ -379,7 +377,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             init_tracing();
             let _ = rustls::crypto::ring::default_provider().install_default();
             let client = kube_client(Some(&kubeconfig)).await?;
-            let cfg = sluice_e2e::node::NodeConfig {
+            let cfg = sluice_local::node::NodeConfig {
                 node_name: format!("{cluster}-node"),
                 cluster,
                 index,
@@ -390,10 +388,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let (tx, rx) = tokio::sync::watch::channel(false);
             let admin =
-                sluice_e2e::node::admin::serve(admin, cfg.metrics.clone(), rx.clone()).await?;
+                sluice_local::node::admin::serve(admin, cfg.metrics.clone(), rx.clone()).await?;
             tracing::info!(%admin, "node agent admin endpoint (/metrics, /readyz)");
-            let node = tokio::spawn(sluice_e2e::node::run(client.clone(), cfg, rx.clone()));
-            let controllers = tokio::spawn(sluice_e2e::controllers::run(client, rx));
+            let node = tokio::spawn(sluice_local::node::run(client.clone(), cfg, rx.clone()));
+            let controllers = tokio::spawn(sluice_local::controllers::run(client, rx));
             shutdown_signal().await?;
             let _ = tx.send(true);
             node.await??;
@@ -410,7 +408,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             path,
             timeout,
         } => {
-            use sluice_e2e::loadgen::{LoadgenConfig, Targets, run};
+            use sluice_local::loadgen::{LoadgenConfig, Targets, run};
             let _ = rustls::crypto::ring::default_provider().install_default();
             let targets = match service {
                 Some(svc) => {
@@ -448,7 +446,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Echo => {
-            let bound = sluice_e2e::echo::build(sluice_e2e::echo::EchoConfig::from_env()?).await?;
+            let bound = sluice_local::echo::build(sluice_local::echo::EchoConfig::from_env()?).await?;
             println!("echo: http {} tcp {}", bound.http, bound.tcp);
             shutdown_signal().await?;
             bound.shutdown().await;

@@ -51,13 +51,59 @@ fn pod_spec(spec: &mut Value) {
     }
 }
 
+/// A Namespace's finalizer and phase, and the label kube-apiserver keeps equal to its name
+/// (`kubernetes.io/metadata.name`, which namespace selectors rely on).
+fn namespace(obj: &mut Value) {
+    default(obj, &["spec", "finalizers"], json!(["kubernetes"]));
+    default(obj, &["status", "phase"], json!("Active"));
+    if let Some(name) = obj["metadata"]["name"].as_str().map(str::to_string) {
+        default(obj, &["metadata", "labels"], json!({}));
+        if let Some(labels) = obj["metadata"]["labels"].as_object_mut() {
+            labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+        }
+    }
+}
+
+/// A Secret's `type` (Opaque), and `stringData` merged into `data` (base64) and dropped, as
+/// kube-apiserver's conversion does: `stringData` is write-only and wins over `data`.
+/// Entries that are not strings stay in `stringData`, for validation to refuse.
+fn secret(obj: &mut Value) {
+    use base64::Engine as _;
+    default(obj, &["type"], json!("Opaque"));
+    let Some(string_data) = obj.get_mut("stringData").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let mut encoded = Vec::new();
+    string_data.retain(|k, v| match v.as_str() {
+        Some(text) => {
+            encoded.push((
+                k.clone(),
+                base64::engine::general_purpose::STANDARD.encode(text),
+            ));
+            false
+        }
+        None => true,
+    });
+    let empty = string_data.is_empty();
+    if empty && let Some(o) = obj.as_object_mut() {
+        o.remove("stringData");
+    }
+    if encoded.is_empty() {
+        return;
+    }
+    if !obj["data"].is_object() {
+        obj["data"] = json!({});
+    }
+    if let Some(data) = obj["data"].as_object_mut() {
+        for (k, v) in encoded {
+            data.insert(k, json!(v));
+        }
+    }
+}
+
 /// Apply defaults for `kind` (on create and update).
 pub fn apply(kind: &str, obj: &mut Value) {
     match kind {
-        "Namespace" => {
-            default(obj, &["spec", "finalizers"], json!(["kubernetes"]));
-            default(obj, &["status", "phase"], json!("Active"));
-        }
         "Pod" => {
             if obj["spec"].is_object() {
                 pod_spec(&mut obj["spec"]);
@@ -92,9 +138,23 @@ pub fn apply(kind: &str, obj: &mut Value) {
                 pod_spec(&mut obj["spec"]["template"]["spec"]);
             }
         }
+        "Namespace" => {
+            namespace(obj);
+        }
+        "Secret" => {
+            secret(obj);
+        }
         "Service" => {
             default(obj, &["spec", "type"], json!("ClusterIP"));
             default(obj, &["spec", "sessionAffinity"], json!("None"));
+            // Every Service but ExternalName gets its IP families, headless ones too
+            // (single-stack IPv4 here; kube-apiserver's allocator does the same on a
+            // single-stack cluster).
+            if obj["spec"]["type"] != "ExternalName" {
+                default(obj, &["spec", "ipFamilies"], json!(["IPv4"]));
+                default(obj, &["spec", "ipFamilyPolicy"], json!("SingleStack"));
+                default(obj, &["spec", "internalTrafficPolicy"], json!("Cluster"));
+            }
             if let Some(ports) = obj["spec"].get_mut("ports").and_then(Value::as_array_mut) {
                 for p in ports {
                     default(p, &["protocol"], json!("TCP"));
@@ -129,8 +189,38 @@ mod tests {
         let mut s = json!({"spec": {"ports": [{"port": 80}]}});
         apply("Service", &mut s);
         assert_eq!(s["spec"]["ports"][0]["targetPort"], 80);
+        let mut headless = json!({"spec": {"clusterIP": "None", "selector": {"a": "b"}}});
+        apply("Service", &mut headless);
+        assert_eq!(headless["spec"]["ipFamilies"], json!(["IPv4"]));
+        assert_eq!(headless["spec"]["ipFamilyPolicy"], "SingleStack");
+        let mut external = json!({"spec": {"type": "ExternalName", "externalName": "x.example"}});
+        apply("Service", &mut external);
+        assert!(external["spec"].get("ipFamilies").is_none());
         let mut r = json!({"spec": {"replicas": 3}});
         apply("ReplicaSet", &mut r);
         assert_eq!(r["spec"]["replicas"], 3);
+    }
+
+    #[test]
+    fn secret_string_data_is_merged_into_data() {
+        let mut s = json!({"data": {"a": "b2xk", "b": "eA=="}, "stringData": {"a": "new", "c": "é"}});
+        apply("Secret", &mut s);
+        assert_eq!(s["data"], json!({"a": "bmV3", "b": "eA==", "c": "w6k="}));
+        assert!(s.get("stringData").is_none());
+        assert_eq!(s["type"], "Opaque");
+        let mut only = json!({"stringData": {"k": "v"}});
+        apply("Secret", &mut only);
+        assert_eq!(only["data"], json!({"k": "dg=="}));
+        let mut bad = json!({"stringData": {"k": 1}});
+        apply("Secret", &mut bad);
+        assert_eq!(bad["stringData"], json!({"k": 1}), "left for validation to refuse");
+    }
+
+    #[test]
+    fn namespaces_carry_their_name_label() {
+        let mut ns = json!({"metadata": {"name": "shop", "labels": {"kubernetes.io/metadata.name": "x"}}});
+        apply("Namespace", &mut ns);
+        assert_eq!(ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "shop");
+        assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod auth;
+pub mod bootstrap;
 pub mod codec;
 pub mod controllers;
 pub mod crd;
@@ -145,8 +146,9 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     let mut registry = Registry::with_prefix("sluice_apiserver");
     metrics.register(&mut registry);
     let (gc_tx, gc_rx) = tokio::sync::mpsc::unbounded_channel();
-    if let Some(cidr) = config.single_cluster {
-        single_cluster::bootstrap(&store, cidr, addr.port()).await?;
+    match config.single_cluster {
+        Some(cidr) => bootstrap::single_cluster(&store, cidr.first(), addr.port()).await?,
+        None => bootstrap::logical_clusters(&store).await?,
     }
     let store_for_ips = store.clone();
     let state = Arc::new(ApiState {

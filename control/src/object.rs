@@ -6,13 +6,7 @@ use sluice_api::LogicalClusterPath;
 use crate::resources::ResourceType;
 
 /// `metadata.creationTimestamp` format (RFC 3339, seconds).
-pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .unwrap_or_else(|_| time::OffsetDateTime::now_utc());
-    now.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}
+pub use sluice_kube::time::now_rfc3339;
 
 pub fn meta(obj: &Value) -> &Value {
     &obj["metadata"]
@@ -42,13 +36,19 @@ pub fn random_suffix() -> String {
         .collect()
 }
 
-/// Fields every write sets the same way: kind/apiVersion, logical-cluster annotation.
-pub fn stamp_type(obj: &mut Value, t: &ResourceType, cluster: &LogicalClusterPath) {
+/// Fields every write sets the same way: kind/apiVersion and, in a server of logical
+/// clusters, the logical-cluster annotation (`annotate`: `None` in single-cluster mode,
+/// where kube-apiserver adds nothing of the kind and none must leak into what controllers
+/// compare and copy).
+pub fn stamp_type(obj: &mut Value, t: &ResourceType, annotate: Option<&LogicalClusterPath>) {
     obj["apiVersion"] = json!(t.storage_api_version());
     obj["kind"] = json!(t.kind);
     let m = meta_mut(obj);
     m.remove("resourceVersion");
     m.remove("selfLink");
+    let Some(cluster) = annotate else {
+        return;
+    };
     let annotations = m.entry("annotations").or_insert_with(|| json!({}));
     if !annotations.is_object() {
         *annotations = json!({});
@@ -60,10 +60,10 @@ pub fn stamp_type(obj: &mut Value, t: &ResourceType, cluster: &LogicalClusterPat
 pub fn prepare_create(
     obj: &mut Value,
     t: &ResourceType,
-    cluster: &LogicalClusterPath,
+    annotate: Option<&LogicalClusterPath>,
     namespace: Option<&str>,
 ) {
-    stamp_type(obj, t, cluster);
+    stamp_type(obj, t, annotate);
     let m = meta_mut(obj);
     m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     m.insert("creationTimestamp".into(), json!(now_rfc3339()));
@@ -87,10 +87,10 @@ pub fn prepare_update(
     new: &mut Value,
     old: &Value,
     t: &ResourceType,
-    cluster: &LogicalClusterPath,
+    annotate: Option<&LogicalClusterPath>,
     keep_status: bool,
 ) {
-    stamp_type(new, t, cluster);
+    stamp_type(new, t, annotate);
     let om = &old["metadata"];
     if keep_status {
         match old.get("status") {

@@ -1,22 +1,17 @@
 //! Single-cluster mode: the API server of one local physical cluster. It allocates Service
-//! ClusterIPs from a CIDR (and releases them when Services go), keeps the `default` and
-//! `kube-system` namespaces, and serves the `default/kubernetes` Service.
+//! ClusterIPs from a CIDR and releases them when Services go (the system namespaces and the
+//! `default/kubernetes` Service come from [`crate::bootstrap`]).
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
 use std::sync::Mutex;
 
-use bytes::Bytes;
 use serde_json::{Value, json};
-use sluice_api::LogicalClusterPath;
 use tokio::sync::watch;
 
 use crate::errors::{ApiError, ApiResult, Cause, GroupResource};
-use crate::storage::{EventType, Expect, Op, ResourcePrefix, Store};
-
-/// Namespaces that always exist and cannot be deleted.
-pub const PROTECTED_NAMESPACES: &[&str] = &["default", "kube-system"];
+use crate::storage::{EventType, ResourcePrefix, Store};
 
 /// An IPv4 CIDR such as `127.40.0.0/16`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,66 +248,6 @@ pub async fn run_releaser(
             }
         }
     }
-}
-
-async fn ensure(
-    store: &Store,
-    key: crate::storage::Key,
-    obj: Value,
-) -> Result<(), crate::storage::StorageError> {
-    if store.get(&key).is_some() {
-        return Ok(());
-    }
-    let bytes = Bytes::from(
-        serde_json::to_vec(&obj)
-            .map_err(|e| crate::storage::StorageError::Backend(e.to_string()))?,
-    );
-    match store
-        .write(Op::Put {
-            key,
-            value: bytes,
-            expect: Expect::Absent,
-        })
-        .await
-    {
-        Ok(_) | Err(crate::storage::StorageError::AlreadyExists(_)) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// Create the namespaces and the `kubernetes` Service a cluster always has.
-pub async fn bootstrap(
-    store: &Store,
-    cidr: Ipv4Cidr,
-    api_port: u16,
-) -> Result<(), crate::storage::StorageError> {
-    let root = LogicalClusterPath::root();
-    let t = |resource| {
-        crate::resources::Catalog::builtin()
-            .lookup("", "v1", resource)
-            .cloned()
-    };
-    let (Some(ns_type), Some(svc_type)) = (t("namespaces"), t("services")) else {
-        return Ok(());
-    };
-    for ns in PROTECTED_NAMESPACES {
-        let mut obj = json!({"metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
-        crate::object::prepare_create(&mut obj, &ns_type, &root, None);
-        ensure(store, ns_type.prefix.key(&root, None, ns), obj).await?;
-    }
-    let mut svc = json!({
-        "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
-        "spec": {"type": "ClusterIP", "clusterIP": cidr.first().to_string(), "clusterIPs": [cidr.first().to_string()],
-                 "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "sessionAffinity": "None",
-                 "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": api_port}]},
-    });
-    crate::object::prepare_create(&mut svc, &svc_type, &root, Some("default"));
-    ensure(
-        store,
-        svc_type.prefix.key(&root, Some("default"), "kubernetes"),
-        svc,
-    )
-    .await
 }
 
 #[cfg(test)]

@@ -64,6 +64,15 @@ fn workspaces() -> &'static ResourcePrefix {
 }
 
 impl ApiState {
+    /// The logical-cluster annotation stamped on `cluster`'s objects; none in single-cluster
+    /// mode (a physical cluster's API server adds nothing kube-apiserver does not).
+    pub fn annotation_for<'a>(
+        &self,
+        cluster: &'a sluice_api::LogicalClusterPath,
+    ) -> Option<&'a sluice_api::LogicalClusterPath> {
+        self.ips.is_none().then_some(cluster)
+    }
+
     /// The types served to a request: a cluster's catalog; the built-ins for a wildcard.
     pub fn catalog_for(&self, scope: &ClusterScope) -> Arc<Catalog> {
         match scope {

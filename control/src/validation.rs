@@ -45,7 +45,9 @@ impl NameRule {
                 if name.len() > 63 {
                     out.push("must be no more than 63 characters".to_string());
                 }
-                let ok = sluice_api::logical_cluster::is_dns_label(&name[..name.len().min(63)]);
+                // The characters are judged apart from the length (reported above), so a long
+                // name gets both messages, as from kube; never slice: the name may be any UTF-8.
+                let ok = is_dns_label_chars(name);
                 if self == NameRule::Dns1035Label {
                     if !ok || !name.starts_with(|c: char| c.is_ascii_lowercase()) {
                         out.push(DNS1035_LABEL_MSG.to_string());
@@ -72,10 +74,20 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
         })
 }
 
+/// A DNS-1123 label's characters, whatever its length.
+fn is_dns_label_chars(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// A qualified name part's (or label value's) characters, whatever its length.
 fn is_qualified_name_part(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.len() <= 63
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
         && b.iter()
@@ -111,7 +123,7 @@ pub fn check_label_value(v: &str) -> Vec<String> {
     if v.len() > 63 {
         out.push("must be no more than 63 characters".into());
     }
-    if !v.is_empty() && !is_qualified_name_part(&v[..v.len().min(63)]) {
+    if !v.is_empty() && !is_qualified_name_part(v) {
         out.push(LABEL_VALUE_MSG.into());
     }
     out
@@ -205,12 +217,7 @@ pub fn check_spec(kind: &str, obj: &Value) -> Vec<Cause> {
                     "`selector` does not match template `labels`",
                 ));
             }
-            if spec["template"]["spec"]["containers"]
-                .as_array()
-                .is_none_or(|c| c.is_empty())
-            {
-                causes.push(Cause::required("spec.template.spec.containers"));
-            }
+            check_pod_spec(&spec["template"]["spec"], "spec.template.spec", &mut causes);
             if spec["replicas"].as_i64().is_some_and(|r| r < 0) {
                 causes.push(Cause::invalid(
                     "spec.replicas",
@@ -219,13 +226,7 @@ pub fn check_spec(kind: &str, obj: &Value) -> Vec<Cause> {
                 ));
             }
         }
-        "Pod"
-            if obj["spec"]["containers"]
-                .as_array()
-                .is_none_or(|c| c.is_empty()) =>
-        {
-            causes.push(Cause::required("spec.containers"));
-        }
+        "Pod" => check_pod_spec(&obj["spec"], "spec", &mut causes),
         "Service" => {
             let ty = obj["spec"]["type"].as_str().unwrap_or("ClusterIP");
             let headless = obj["spec"]["clusterIP"].as_str() == Some("None");
@@ -249,6 +250,37 @@ pub fn check_spec(kind: &str, obj: &Value) -> Vec<Cause> {
         _ => {}
     }
     causes
+}
+
+/// A pod spec's containers: at least one, each named by a unique DNS-1123 label (the name
+/// becomes part of log paths and of `kubectl logs -c`, so it is checked before anything
+/// stores it).
+fn check_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let containers = spec["containers"].as_array();
+    if containers.is_none_or(|c| c.is_empty()) {
+        causes.push(Cause::required(format!("{path}.containers")));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for list in ["initContainers", "containers"] {
+        for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
+            let field = format!("{path}.{list}[{i}].name");
+            match c["name"].as_str() {
+                None | Some("") => causes.push(Cause::required(field)),
+                Some(name) => {
+                    for msg in NameRule::Dns1123Label.check(name) {
+                        causes.push(Cause::invalid(field.clone(), name, msg));
+                    }
+                    if !seen.insert(name) {
+                        causes.push(Cause {
+                            reason: "FieldValueDuplicate",
+                            message: format!("Duplicate value: \"{name}\""),
+                            field,
+                        });
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -287,6 +319,33 @@ mod tests {
         assert!(!NameRule::Dns1123Label.check("a.b").is_empty());
         assert!(!NameRule::Dns1035Label.check("1abc").is_empty());
         assert!(NameRule::Dns1035Label.check("abc-1").is_empty());
+    }
+
+    #[test]
+    fn multibyte_characters_across_the_length_limit_are_refused_not_panicked_on() {
+        // 62 ASCII bytes then a 2-byte character: byte 63 falls inside it.
+        let long = format!("{}é", "a".repeat(62));
+        assert!(!check_label_value(&long).is_empty());
+        assert!(!NameRule::Dns1123Label.check(&long).is_empty());
+        assert!(!NameRule::Dns1035Label.check(&long).is_empty());
+        assert!(!check_qualified_name(&long).is_empty());
+        let obj = serde_json::json!({"metadata": {"name": long, "labels": {"a": long}}});
+        assert!(!check_metadata(&obj, NameRule::Dns1123Label, true).is_empty());
+    }
+
+    #[test]
+    fn container_names_are_dns_labels_and_unique() {
+        let pod = |names: &[&str]| {
+            let cs: Vec<Value> = names.iter().map(|n| serde_json::json!({"name": n})).collect();
+            serde_json::json!({"spec": {"containers": cs}})
+        };
+        assert!(check_spec("Pod", &pod(&["web", "sidecar"])).is_empty());
+        for bad in ["../../etc", "a/b", "Web", "", "é"] {
+            let causes = check_spec("Pod", &pod(&[bad]));
+            assert_eq!(causes.len(), 1, "{bad}: {causes:?}");
+            assert_eq!(causes[0].field, "spec.containers[0].name");
+        }
+        assert_eq!(check_spec("Pod", &pod(&["a", "a"]))[0].reason, "FieldValueDuplicate");
     }
 
     #[test]

@@ -379,3 +379,100 @@ fn base64_encode(s: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(s)
 }
+
+/// A label value whose 63rd byte falls inside a multibyte character is refused with a
+/// Status, not a panic; names of any UTF-8 get the same treatment (regression: the
+/// validator sliced at byte 63).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_non_ascii_names_and_labels_are_refused_cleanly() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let long = format!("{}é", "a".repeat(62));
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let revision = server.revision();
+    for body in [
+        json!({"metadata": {"name": "cm", "labels": {"app": long}}}),
+        json!({"metadata": {"name": "cm", "labels": {long.clone(): "x"}}}),
+        json!({"metadata": {"name": long}}),
+    ] {
+        let cm: ConfigMap = serde_json::from_value(body).unwrap();
+        match cms.create(&PostParams::default(), &cm).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}")
+            }
+            other => panic!("expected 422 Invalid, got {other:?}"),
+        }
+    }
+    let ns: Api<Namespace> = Api::all(client.clone());
+    let long_ns: Namespace = serde_json::from_value(json!({"metadata": {"name": long}})).unwrap();
+    assert!(matches!(
+        ns.create(&PostParams::default(), &long_ns).await,
+        Err(kube::Error::Api(s)) if s.code == 422
+    ));
+    assert_eq!(server.revision(), revision, "nothing was written");
+    // Still serving.
+    ns.get("default").await.unwrap();
+}
+
+/// Logs are bytes: a limit that ends inside a multibyte character, and a log that is not
+/// UTF-8, are served as they are (regression: the first panicked, the second was a 500).
+/// Container names are DNS labels, so none can reach outside the pod's log directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_are_served_as_bytes_and_container_names_are_checked() {
+    let logs = tempfile::tempdir().unwrap();
+    let dir = logs.path().to_path_buf();
+    let server = TestServer::start_with(|c| c.pod_logs_dir = Some(dir)).await;
+    let client = server.client().await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
+    let pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "main", "image": "sluice/echo"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let container = logs.path().join("default/p/main");
+    std::fs::create_dir_all(&container).unwrap();
+    std::fs::write(container.join("0.log"), "héllo\n\u{ff}\n".as_bytes()).unwrap();
+    let get = |query: &str| {
+        http::Request::get(format!("/api/v1/namespaces/default/pods/p/log?{query}"))
+            .body(Vec::new())
+            .unwrap()
+    };
+    // "h" then the first byte of "é".
+    let raw = client
+        .send(get("limitBytes=2").map(kube::client::Body::from))
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 200);
+    let body = http_body_util::BodyExt::collect(raw.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    assert_eq!(&body[..], b"h\xc3");
+
+    std::fs::write(container.join("0.log"), b"\xff\xfe\nok\n").unwrap();
+    let raw = client
+        .send(get("tailLines=2").map(kube::client::Body::from))
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 200);
+    let body = http_body_util::BodyExt::collect(raw.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    assert_eq!(&body[..], b"\xff\xfe\nok\n");
+
+    // A container name that is a path is refused before anything stores it.
+    let escape = serde_json::from_value(json!({
+        "metadata": {"name": "escape"},
+        "spec": {"containers": [{"name": "../../x", "image": "sluice/echo"}]}
+    }))
+    .unwrap();
+    match pods.create(&PostParams::default(), &escape).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 422, "{s:?}");
+            assert!(s.message.contains("spec.containers[0].name"), "{s:?}");
+        }
+        other => panic!("expected 422, got {other:?}"),
+    }
+}

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use sluice_e2e::echo::{self, EchoConfig, Identity};
+use sluice_local::echo::{self, EchoConfig, Identity};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

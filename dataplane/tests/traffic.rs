@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use sluice_dataplane::{AppProtocol, EndpointConfig, ProxyConfig, ServiceConfig};
-use sluice_e2e::echo::{self, EchoConfig, Identity};
-use sluice_e2e::loadgen::{self, LoadgenConfig, Protocol, Targets};
+use sluice_local::echo::{self, EchoConfig, Identity};
+use sluice_local::loadgen::{self, LoadgenConfig, Protocol, Targets};
 use support::{get, roundtrip};
 
 async fn backend(i: u8) -> echo::Bound {

@@ -21,8 +21,8 @@ use sluice_dataplane::{
     AppProtocol, EndpointConfig, IngressConfig, IngressRoute, PeerConfig, ProxyConfig,
     ServiceConfig, TunnelConfig, TunnelTransport,
 };
-use sluice_e2e::echo::{self, EchoConfig};
-use sluice_e2e::loadgen::{self, LoadgenConfig, Protocol, Targets};
+use sluice_local::echo::{self, EchoConfig};
+use sluice_local::loadgen::{self, LoadgenConfig, Protocol, Targets};
 use support::{get, roundtrip};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use sluice_api::mcs::ServiceImport;
@@ -109,9 +109,7 @@ where
     K::DynamicType: Default,
 {
     let api: Api<K> = Api::all(client);
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let mut stream = sluice_kube::informer::watch(api, watcher::Config::default()).boxed();
     let mut listing: Option<HashSet<K::Id>> = None;
     let mut synced = false;
     while let Some(event) = stream.next().await {

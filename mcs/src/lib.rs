@@ -9,9 +9,10 @@
 //! the controller keeps across calls, and are re-learnt from the observed ServiceImports
 //! after a restart).
 //!
-//! The IO lives apart: [`controller`] (the running `sluice mcs`), [`informer`] (watches
-//! with a change signal) and [`changes`] (the services they saw change), both also used by
-//! the dataplane's cluster mode, and [`lease`] (member liveness).
+//! The IO lives apart: [`controller`] (the running `sluice mcs`), built on the shared
+//! Kubernetes runtime (`sluice-kube`: informers, change coalescing, leases). The names the
+//! dataplane and DNS server also read (service keys, the MCS EndpointSlice labels and
+//! annotations, the liveness lease) live in `sluice-api`.
 //!
 //! Modules of the core, in the order data flows through them:
 //! - [`model`]: the snapshot and the keys that name things (`ClusterId`, `ServiceKey`, ...).
@@ -24,14 +25,10 @@
 //! - [`conditions`]: ServiceExport and ServiceImport status conditions.
 //! - [`reconcile`]: ties them together and says what each cluster should hold ([`Desired`]).
 
-pub mod changes;
 pub mod conditions;
 pub mod controller;
 pub mod derived;
 pub mod export;
-pub mod index;
-pub mod informer;
-pub mod lease;
 pub mod merge;
 pub mod meta;
 pub mod model;
@@ -56,3 +53,8 @@ pub use slices::{
     ANNOTATION_DRAINING, ANNOTATION_WEIGHT, DEFAULT_WEIGHT, MAX_ENDPOINTS_PER_SLICE, slice_name,
 };
 pub use vip::{VipAllocator, VipError, VipRange};
+
+/// What changed since the controller's last round, by service.
+pub type Changes = sluice_kube::Changes<ServiceKey>;
+/// An informer's objects by the service they belong to.
+pub type ServiceIndex<K> = sluice_kube::Index<K, ServiceKey>;

@@ -1,7 +1,7 @@
 //! The controller's view of the clusterset: one snapshot per member cluster, and the keys
 //! that name things in it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -12,6 +12,7 @@ use sluice_api::mcs::{ServiceExport, ServiceImport};
 use sluice_api::sluice::ImportVips;
 
 use crate::names;
+pub use sluice_api::names::{ClusterName, ServiceKey};
 
 /// The longest cluster id accepted: the id is written as the value of the
 /// `multicluster.kubernetes.io/source-cluster` label, and label values hold at most 63.
@@ -61,55 +62,6 @@ impl fmt::Display for ClusterId {
     }
 }
 
-/// The name of a `Cluster` object in Sluice's registry. Usually equal to the cluster id, but
-/// not always (`spec.clusterId`), and errors are reported on the `Cluster` object.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClusterName(String);
-
-impl ClusterName {
-    pub fn new(name: impl Into<String>) -> Self {
-        Self(name.into())
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ClusterName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Namespace and name of a Service; by namespace sameness also of its ServiceExport and
-/// ServiceImport in every cluster.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ServiceKey {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ServiceKey {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self {
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-
-    /// The key of a namespaced object; `None` when its metadata lacks either part.
-    pub fn from_meta(meta: &ObjectMeta) -> Option<Self> {
-        Some(Self::new(meta.namespace.clone()?, meta.name.clone()?))
-    }
-}
-
-impl fmt::Display for ServiceKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
 /// Namespace and name of an MCS EndpointSlice.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SliceKey {
@@ -140,62 +92,7 @@ impl fmt::Display for SliceKey {
 /// objects changed since the last round, and everything after a membership change, a
 /// lease expiry, a namespace change or a re-list; a round's cost then follows the size of
 /// the change, not of the clusterset.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Scope {
-    All,
-    Services(BTreeSet<ServiceKey>),
-}
-
-impl Default for Scope {
-    /// Nothing: the scope changes accumulate into.
-    fn default() -> Self {
-        Self::Services(BTreeSet::new())
-    }
-}
-
-impl Scope {
-    pub fn contains(&self, key: &ServiceKey) -> bool {
-        match self {
-            Self::All => true,
-            Self::Services(keys) => keys.contains(key),
-        }
-    }
-
-    /// Whether the scope covers no service at all.
-    pub fn is_empty(&self) -> bool {
-        matches!(self, Self::Services(keys) if keys.is_empty())
-    }
-
-    pub fn is_all(&self) -> bool {
-        matches!(self, Self::All)
-    }
-
-    pub fn insert(&mut self, key: ServiceKey) {
-        if let Self::Services(keys) = self {
-            keys.insert(key);
-        }
-    }
-
-    /// Widen this scope by `other`.
-    pub fn extend(&mut self, other: Scope) {
-        match other {
-            Self::All => *self = Self::All,
-            Self::Services(more) => {
-                if let Self::Services(keys) = self {
-                    keys.extend(more);
-                }
-            }
-        }
-    }
-
-    /// How many services the scope names; `None` for all.
-    pub fn len(&self) -> Option<usize> {
-        match self {
-            Self::All => None,
-            Self::Services(keys) => Some(keys.len()),
-        }
-    }
-}
+pub type Scope = sluice_kube::Scope<ServiceKey>;
 
 /// What the controller currently sees in one member cluster: all of it, or only the
 /// services of a [`Scope`] (namespaces are always complete).
@@ -289,7 +186,7 @@ mod tests {
         s.insert(ServiceKey::new("shop", "a"));
         assert!(s.contains(&ServiceKey::new("shop", "a")));
         assert!(!s.contains(&ServiceKey::new("shop", "b")));
-        s.extend(Scope::Services([ServiceKey::new("shop", "b")].into()));
+        s.extend(Scope::Keys([ServiceKey::new("shop", "b")].into()));
         assert_eq!(s.len(), Some(2));
         s.extend(Scope::All);
         assert!(s.is_all() && s.contains(&ServiceKey::new("x", "y")));

@@ -16,7 +16,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use sluice_api::mcs::{
-    ClusterStatus, LABEL_MANAGED_BY, LABEL_SERVICE_NAME, MANAGED_BY, ServiceExportStatus,
+    ClusterStatus, LABEL_MANAGED_BY, MANAGED_BY, ServiceExportStatus,
     ServiceImport, ServiceImportStatus, ServiceImportType,
 };
 use sluice_api::sluice::ImportVips;
@@ -169,32 +169,7 @@ impl ClusterDesired {
     }
 }
 
-/// Whether an object was written by this controller
-/// (`endpointslice.kubernetes.io/managed-by: sluice-mcs`): only those may be deleted.
-pub fn is_managed(meta: &ObjectMeta) -> bool {
-    crate::meta::label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY)
-}
-
-/// The service an MCS EndpointSlice or a derived Service belongs to (label
-/// `multicluster.kubernetes.io/service-name`).
-pub fn mcs_service(meta: &ObjectMeta) -> Option<ServiceKey> {
-    Some(ServiceKey::new(
-        meta.namespace.clone()?,
-        crate::meta::label(meta, LABEL_SERVICE_NAME)?,
-    ))
-}
-
-/// The service an EndpointSlice belongs to: `kubernetes.io/service-name` for a Service's
-/// own slices, `multicluster.kubernetes.io/service-name` for MCS ones.
-pub fn slice_service(s: &EndpointSlice) -> Option<ServiceKey> {
-    if is_managed(&s.metadata) {
-        return mcs_service(&s.metadata);
-    }
-    Some(ServiceKey::new(
-        s.metadata.namespace.clone()?,
-        crate::meta::label(&s.metadata, crate::meta::LABEL_KUBE_SERVICE_NAME)?,
-    ))
-}
+pub use sluice_api::mcs::{is_managed, mcs_service, slice_service};
 
 /// [`reconcile_scoped`] at the current time.
 pub fn reconcile(members: &[MemberSnapshot], vips: &mut VipAllocator, scope: &Scope) -> Desired {

@@ -24,14 +24,7 @@ use crate::export::Source;
 use crate::model::{ClusterId, ServiceKey};
 use crate::names::{sanitize_prefix, stable_hash};
 
-/// Service annotation (copied to the source's MCS slices): the source cluster's share of the
-/// service's traffic, a non-negative integer, relative to the other clusters' weights.
-pub const ANNOTATION_WEIGHT: &str = "sluice.dev/weight";
-/// Service annotation (copied to the source's MCS slices): `"true"` while the source cluster's
-/// endpoints are being drained: no new connections or requests go to them.
-pub const ANNOTATION_DRAINING: &str = "sluice.dev/draining";
-/// The weight of a cluster whose Service states none (or an unreadable one).
-pub const DEFAULT_WEIGHT: u32 = 100;
+pub use sluice_api::mcs::{ANNOTATION_DRAINING, ANNOTATION_WEIGHT, DEFAULT_WEIGHT};
 /// The API server's limit on endpoints per EndpointSlice. Mirrored slices use all of it:
 /// fewer, larger objects to write to every cluster.
 pub const MAX_ENDPOINTS_PER_SLICE: usize = 1000;

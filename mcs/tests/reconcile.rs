@@ -1004,7 +1004,7 @@ fn scoped_rounds_leave_other_services_alone() {
     // Only `a` changed (unexported); the snapshot holds only `a`'s objects, as the
     // controller's scoped snapshots do.
     members[0].exports.remove(&key("a"));
-    let scope = sluice_mcs::Scope::Services([key("a")].into());
+    let scope = sluice_mcs::Scope::Keys([key("a")].into());
     let mut scoped = members.clone();
     for m in &mut scoped {
         m.services.retain(|k, _| scope.contains(k));

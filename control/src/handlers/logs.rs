@@ -34,12 +34,21 @@ fn log_files(dir: &Path) -> Vec<PathBuf> {
     files.into_iter().map(|(_, p)| p).collect()
 }
 
-fn tail(text: &str, lines: usize) -> &str {
-    let trimmed = text.strip_suffix('\n').unwrap_or(text);
-    match trimmed.rmatch_indices('\n').nth(lines.saturating_sub(1)) {
-        Some((i, _)) if lines > 0 => &text[i + 1..],
-        _ if lines == 0 => "",
-        _ => text,
+/// The last `lines` lines of a log. Logs are bytes, not text: a process may write anything.
+fn tail(text: &[u8], lines: usize) -> &[u8] {
+    if lines == 0 {
+        return &[];
+    }
+    let trimmed = text.strip_suffix(b"\n").unwrap_or(text);
+    match trimmed
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(lines - 1)
+    {
+        Some((i, _)) => &text[i + 1..],
+        None => text,
     }
 }
 
@@ -116,13 +125,14 @@ pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -
             })?
         }
     };
-    let text = tokio::fs::read_to_string(&file)
+    let text = tokio::fs::read(&file)
         .await
         .map_err(|e| ApiError::Internal(format!("reading {}: {e}", file.display())))?;
     let mut out = match ctx.query.number::<usize>("tailLines")? {
-        Some(n) => tail(&text, n).to_string(),
+        Some(n) => tail(&text, n).to_vec(),
         None => text.clone(),
     };
+    // As the kubelet does: a byte limit, which may end inside a multibyte character.
     if let Some(limit) = ctx.query.number::<usize>("limitBytes")? {
         out.truncate(limit);
     }
@@ -179,9 +189,10 @@ mod tests {
 
     #[test]
     fn tails() {
-        assert_eq!(tail("a\nb\nc\n", 2), "b\nc\n");
-        assert_eq!(tail("a\nb\nc\n", 5), "a\nb\nc\n");
-        assert_eq!(tail("a\nb\nc", 1), "c");
-        assert_eq!(tail("a\n", 0), "");
+        assert_eq!(tail(b"a\nb\nc\n", 2), b"b\nc\n");
+        assert_eq!(tail(b"a\nb\nc\n", 5), b"a\nb\nc\n");
+        assert_eq!(tail(b"a\nb\nc", 1), b"c");
+        assert_eq!(tail(b"a\n", 0), b"");
+        assert_eq!(tail(b"\xff\xfe\nok\n", 1), b"ok\n");
     }
 }

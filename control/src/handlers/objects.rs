@@ -475,10 +475,26 @@ fn check_namespace(state: &ApiState, scope: &Scope<'_>) -> ApiResult<()> {
 }
 
 /// Effects of a committed write beyond storage: a CRD change changes the catalog.
-fn after_write(state: &ApiState, t: &ResourceType, cluster: &LogicalClusterPath) {
+async fn after_write(
+    state: &ApiState,
+    t: &ResourceType,
+    cluster: &LogicalClusterPath,
+    obj: &Value,
+) -> ApiResult<()> {
     if t.resource == "customresourcedefinitions" {
         state.crds.rebuild(&state.store, cluster);
     }
+    // A new workspace's cluster starts with the system namespaces, before the client hears
+    // the workspace exists.
+    if t.resource == "workspaces"
+        && t.group == sluice_api::sluice::GROUP
+        && let Some(child) = object::name(obj).and_then(|n| cluster.child(n).ok())
+    {
+        crate::bootstrap::ensure_namespaces(&state.store, &child, true)
+            .await
+            .map_err(|e| ApiError::Internal(format!("creating the namespaces of {child}: {e}")))?;
+    }
+    Ok(())
 }
 
 /// Objects of a custom type are stored in the CRD's storage version; a read through
@@ -582,7 +598,12 @@ async fn create_decoded(
         object::meta_mut(&mut obj).insert("name".into(), json!(name));
     }
     crate::defaults::apply(&t.kind, &mut obj);
-    object::prepare_create(&mut obj, t, &cluster, scope.namespace.as_deref());
+    object::prepare_create(
+        &mut obj,
+        t,
+        state.annotation_for(&cluster),
+        scope.namespace.as_deref(),
+    );
     if t.resource == "workspaces"
         && let Some(name) = object::name(&obj)
     {
@@ -637,7 +658,7 @@ async fn create_decoded(
             }
             ApiError::from_storage(e, &t.gr, &name)
         })?;
-    after_write(state, t, &cluster);
+    after_write(state, t, &cluster, &obj).await?;
     stored_response_as(t, StatusCode::CREATED, &obj, committed.revision)
 }
 
@@ -767,7 +788,7 @@ async fn modify(
             &mut new,
             &old,
             t,
-            &cluster,
+            state.annotation_for(&cluster),
             t.has(Subresource::Status) && sub.is_none(),
         );
         if t.resource == "customresourcedefinitions" && sub.is_none() {
@@ -817,7 +838,11 @@ async fn modify(
         let deleting = matches!(op, Op::Delete { .. });
         match state.store.write(op).await {
             Ok(c) => {
-                after_write(state, t, &cluster);
+                if !deleting {
+                    after_write(state, t, &cluster, &new).await?;
+                } else if t.resource == "customresourcedefinitions" {
+                    state.crds.rebuild(&state.store, &cluster);
+                }
                 if deleting {
                     crate::controllers::gc::collect_dependents(&state.gc, &key, &new);
                 }
@@ -1075,7 +1100,7 @@ async fn update_scale(
         }
         let mut new = old.clone();
         set_replicas(t, &mut new, replicas);
-        object::prepare_update(&mut new, &old, t, scope.cluster()?, false);
+        object::prepare_update(&mut new, &old, t, state.annotation_for(scope.cluster()?), false);
         if ctx.dry_run() {
             return Ok(super::json_value(StatusCode::OK, &scale_of(t, &new)));
         }
@@ -1120,7 +1145,7 @@ pub async fn delete_object(
             serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
         if state.ips.is_some()
             && t.resource == "namespaces"
-            && crate::single_cluster::PROTECTED_NAMESPACES.contains(&name)
+            && crate::bootstrap::PROTECTED_NAMESPACES.contains(&name)
         {
             return Err(ApiError::Forbidden(format!(
                 "namespaces \"{name}\" is forbidden: this namespace may not be deleted"

@@ -20,11 +20,15 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_api::mcs::ServiceImport;
 use sluice_api::sluice::Cluster;
-use sluice_mcs::changes::Changes;
-use sluice_mcs::index::ServiceIndex;
-use sluice_mcs::informer::Informer;
-use sluice_mcs::lease::{LEASE_NAMESPACE, renew_forever};
-use sluice_mcs::{Scope, ServiceKey, slice_service};
+use sluice_api::ServiceKey;
+use sluice_api::liveness::{LEASE_NAME, LEASE_NAMESPACE, LEASE_TTL, RENEW_EVERY};
+use sluice_api::mcs::slice_service;
+use sluice_kube::Informer;
+use sluice_kube::lease::{LeaseHolder, renew_forever};
+
+type Changes = sluice_kube::Changes<ServiceKey>;
+type Scope = sluice_kube::Scope<ServiceKey>;
+type ServiceIndex<K> = sluice_kube::Index<K, ServiceKey>;
 use tokio::sync::watch;
 
 use crate::config::{PeerConfig, ServiceConfig, TunnelConfig, TunnelTransport};
@@ -131,7 +135,13 @@ impl ClusterMode {
         });
         let lease = tokio::spawn(renew_forever(
             Api::namespaced(self.client.clone(), LEASE_NAMESPACE),
-            self.cluster.clone(),
+            LEASE_NAMESPACE.to_string(),
+            LeaseHolder {
+                name: LEASE_NAME.to_string(),
+                holder: self.cluster.clone(),
+                ttl: LEASE_TTL,
+                renew_every: RENEW_EVERY,
+            },
         ));
         // Each service's listeners, and the peers they were built with.
         let mut built: BTreeMap<ServiceKey, Vec<ServiceConfig>> = BTreeMap::new();
@@ -171,12 +181,12 @@ impl ClusterMode {
                     all_objects = (services.state(), slices.state(), imports.state());
                     build::group(&all_objects.0, &all_objects.1, &all_objects.2)
                 }
-                Scope::Services(keys) => {
+                Scope::Keys(keys) => {
                     for k in keys {
                         scoped.push((
                             k.clone(),
-                            services.get(k),
-                            imports.get(k),
+                            services.get(&k.namespace, &k.name),
+                            imports.get(&k.namespace, &k.name),
                             slices_by_service.objects(&slices.store, k),
                         ));
                     }

@@ -13,11 +13,12 @@ use kube::{Api, Client};
 use sluice_api::mcs::{ServiceExport, ServiceImport};
 use sluice_api::sluice::ImportVips;
 
-use crate::changes::Changes;
+use crate::Changes;
 use crate::derived::derived_key;
-use crate::index::ServiceIndex;
-use crate::informer::Informer;
-use crate::lease::{LEASE_NAME, LEASE_NAMESPACE, expires_at};
+use crate::ServiceIndex;
+use sluice_api::liveness::{LEASE_NAME, LEASE_NAMESPACE};
+use sluice_kube::Informer;
+use sluice_kube::lease::expires_at;
 use crate::model::{ClusterId, ClusterName, MemberSnapshot, Scope, ServiceKey};
 use crate::reconcile::{is_managed, mcs_service, slice_service};
 
@@ -158,7 +159,7 @@ impl Member {
     pub fn slices_in_scope(&self, scope: &Scope, managed: bool) -> Vec<Arc<EndpointSlice>> {
         let mut out = match scope {
             Scope::All => self.slices.state(),
-            Scope::Services(keys) => keys
+            Scope::Keys(keys) => keys
                 .iter()
                 .flat_map(|k| self.slices_by_service.objects(&self.slices.store, k))
                 .collect(),
@@ -171,9 +172,12 @@ impl Member {
     pub fn derived_in_scope(&self, scope: &Scope) -> Vec<Arc<Service>> {
         let mut out = match scope {
             Scope::All => self.services.state(),
-            Scope::Services(keys) => keys
+            Scope::Keys(keys) => keys
                 .iter()
-                .filter_map(|k| self.services.get(&derived_key(k)))
+                .filter_map(|k| {
+                    let d = derived_key(k);
+                    self.services.get(&d.namespace, &d.name)
+                })
                 .collect(),
         };
         out.retain(|s| is_managed(&s.metadata));
@@ -197,7 +201,7 @@ where
 {
     match scope {
         Scope::All => informer.state(),
-        Scope::Services(keys) => keys.iter().filter_map(|k| informer.get(k)).collect(),
+        Scope::Keys(keys) => keys.iter().filter_map(|k| informer.get(&k.namespace, &k.name)).collect(),
     }
 }
 

@@ -26,8 +26,8 @@ use kube::{Api, Client};
 use sluice_api::sluice::{Cluster, ImportVips};
 use tokio::sync::watch;
 
-use crate::changes::Changes;
-use crate::informer::Informer;
+use crate::Changes;
+use sluice_kube::Informer;
 use crate::model::{ClusterId, ClusterName, MemberSnapshot};
 use crate::reconcile::{ClusterDesired, reconcile};
 use crate::vip::VipAllocator;
@@ -385,32 +385,9 @@ impl Controller {
     }
 }
 
-/// A client from a kubeconfig file (its current context), with `TCP_NODELAY`: kube's
-/// default connector leaves Nagle on, and a request written in two segments then waits
-/// for the server's delayed ACK (40 ms on Linux) — most of an endpoint change's
-/// propagation time when every hop is a write.
+/// A client from a kubeconfig file (its current context).
 pub async fn kube_client(path: &std::path::Path) -> anyhow::Result<Client> {
-    use kube::client::ConfigExt;
-    let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await?;
-    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    let https = config.rustls_https_connector_with_connector(http)?;
-    let client: hyper_util::client::legacy::Client<_, kube::client::Body> =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build(https);
-    let service = tower::ServiceBuilder::new()
-        .layer(config.base_uri_layer())
-        .option_layer(config.auth_layer()?)
-        .layer(config.extra_headers_layer()?)
-        .map_err(tower::BoxError::from)
-        .service(client);
-    Ok(Client::new(service, config.default_namespace))
+    Ok(sluice_kube::client::from_kubeconfig(path).await?)
 }
 
 /// Put the controller's verdict on a `Cluster` object: condition `MCSMember`, False with

@@ -96,7 +96,7 @@ fn node_object(cfg: &NodeConfig) -> Node {
 }
 
 async fn heartbeat(nodes: &Api<Node>, cfg: &NodeConfig) -> kube::Result<()> {
-    let now = sluice_control::object::now_rfc3339();
+    let now = sluice_kube::time::now_rfc3339();
     let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "sluice node agent is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
     nodes
         .patch_status(

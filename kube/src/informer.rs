@@ -1,6 +1,7 @@
-//! Informers: a kube-rs watcher feeding a reflector store, and a signal raised on every
-//! change, so a controller reconciles when something changed and never polls. The MCS
-//! controller and the dataplane's cluster mode both build on this.
+//! Informers: kube-runtime's watcher feeding a reflector store, and a callback after every
+//! event, so a controller reconciles when something changed and never polls. The watcher
+//! retries with backoff and re-lists when its resourceVersion is too old; the callback sees
+//! a re-list as `Init`, `InitApply`..., `InitDone`.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -8,11 +9,27 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
+
+/// The watch every informer runs: kube-runtime's watcher with its default backoff, and
+/// managedFields dropped on the way in (no controller here reads them, and they are most of
+/// an object's size: memory, and the cost of every clone). For a consumer that folds events
+/// into a model of its own instead of a reflector store.
+pub fn watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher(api, config)
+        .default_backoff()
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+}
 
 /// A store kept current by a watch; the watch stops when this is dropped.
 pub struct Informer<K: Resource + 'static>
@@ -57,12 +74,7 @@ where
         let synced = Arc::new(AtomicBool::new(false));
         let flag = synced.clone();
         let task = tokio::spawn(async move {
-            // managedFields are dropped on the way in: nothing here reads them, and they are
-            // most of an object's size (memory, and the cost of every snapshot's clone).
-            let stream = watcher(api, config)
-                .default_backoff()
-                .modify(|o: &mut K| o.meta_mut().managed_fields = None);
-            let mut events = Box::pin(reflector::reflector(writer, stream));
+            let mut events = Box::pin(reflector::reflector(writer, watch(api, config)));
             while let Some(event) = events.next().await {
                 match event {
                     Ok(e) => {
@@ -89,11 +101,14 @@ where
     K: Resource + Clone + 'static,
     K::DynamicType: Default + Hash + Eq + Clone,
 {
-    /// The object named like the service `key` (namespace sameness: its Service,
-    /// ServiceExport, ServiceImport).
-    pub fn get(&self, key: &crate::model::ServiceKey) -> Option<Arc<K>> {
-        self.store
-            .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
+    /// The object `namespace/name` (`namespace` empty for a cluster-scoped one).
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        let r = ObjectRef::new(name);
+        self.store.get(&if namespace.is_empty() {
+            r
+        } else {
+            r.within(namespace)
+        })
     }
 
     /// Whether the first list has arrived.
@@ -105,3 +120,6 @@ where
         self.store.state()
     }
 }
+
+#[cfg(test)]
+mod tests;

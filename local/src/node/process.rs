@@ -11,6 +11,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
+
+/// The waiting reason of a container whose names cannot make a log path.
+const INVALID_NAME: &str = "InvalidContainerName";
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Notify, watch};
 
@@ -78,7 +81,7 @@ impl PodRunner {
 }
 
 fn now() -> String {
-    sluice_control::object::now_rfc3339()
+    sluice_kube::time::now_rfc3339()
 }
 
 /// The argv of a container: built-in images run the `sluice` binary.
@@ -286,12 +289,36 @@ async fn pre_stop(hook: &serde_json::Map<String, Value>, c: &Value, ip: Ipv4Addr
     }
 }
 
-fn log_path(cfg: &NodeConfig, pod: &Value, container: &str, restart: u32) -> PathBuf {
-    cfg.logs_dir
-        .join(pod["metadata"]["namespace"].as_str().unwrap_or("default"))
-        .join(pod["metadata"]["name"].as_str().unwrap_or("pod"))
-        .join(container)
-        .join(format!("{restart}.log"))
+/// Where a container's log goes: `<logs>/<namespace>/<pod>/<container>/<restart>.log`.
+/// Each part must be one plain path component (an API server validates them as DNS names,
+/// but the agent does not trust that: a name like `../x` would write outside its directory).
+fn log_path(
+    cfg: &NodeConfig,
+    pod: &Value,
+    container: &str,
+    restart: u32,
+) -> Result<PathBuf, String> {
+    let meta = &pod["metadata"];
+    let parts = [
+        meta["namespace"].as_str().unwrap_or("default"),
+        meta["name"].as_str().unwrap_or(""),
+        container,
+    ];
+    let mut path = cfg.logs_dir.clone();
+    for part in parts {
+        if !is_path_component(part) {
+            return Err(format!("{part:?} is not a valid name for a log directory"));
+        }
+        path.push(part);
+    }
+    path.push(format!("{restart}.log"));
+    Ok(path)
+}
+
+/// One path component that stays where it is joined: not empty, not `.` or `..`, no
+/// separator or NUL.
+fn is_path_component(s: &str) -> bool {
+    !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\\', '\0'])
 }
 
 fn last_line(path: &PathBuf) -> String {
@@ -342,41 +369,43 @@ async fn run_container(
         ) {
             (Err((reason, message)), _) => Err((reason, message)),
             (_, Err(message)) => Err(("CreateContainerConfigError".to_string(), message)),
-            (Ok(argv), Ok(env)) => {
-                let path = log_path(&cfg, &pod, &name, restarts);
-                let _ = std::fs::create_dir_all(path.parent().unwrap_or(&cfg.logs_dir));
-                let log = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path);
-                match log.and_then(|f| Ok((f.try_clone()?, f))) {
-                    Err(e) => Err((
-                        "RunContainerError".into(),
-                        format!("log file {}: {e}", path.display()),
-                    )),
-                    Ok((out, err)) => {
-                        let mut cmd = tokio::process::Command::new(&argv[0]);
-                        cmd.args(&argv[1..])
-                            .env_clear()
-                            .env("PATH", std::env::var("PATH").unwrap_or_default())
-                            .envs(env)
-                            .stdin(std::process::Stdio::null())
-                            .stdout(out)
-                            .stderr(err)
-                            .process_group(0)
-                            .kill_on_drop(true);
-                        if let Some(dir) = c["workingDir"].as_str().filter(|d| !d.is_empty()) {
-                            cmd.current_dir(dir);
+            (Ok(argv), Ok(env)) => match log_path(&cfg, &pod, &name, restarts) {
+                Err(message) => Err((INVALID_NAME.to_string(), message)),
+                Ok(path) => {
+                    let _ = std::fs::create_dir_all(path.parent().unwrap_or(&cfg.logs_dir));
+                    let log = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&path);
+                    match log.and_then(|f| Ok((f.try_clone()?, f))) {
+                        Err(e) => Err((
+                            "RunContainerError".into(),
+                            format!("log file {}: {e}", path.display()),
+                        )),
+                        Ok((out, err)) => {
+                            let mut cmd = tokio::process::Command::new(&argv[0]);
+                            cmd.args(&argv[1..])
+                                .env_clear()
+                                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                                .envs(env)
+                                .stdin(std::process::Stdio::null())
+                                .stdout(out)
+                                .stderr(err)
+                                .process_group(0)
+                                .kill_on_drop(true);
+                            if let Some(dir) = c["workingDir"].as_str().filter(|d| !d.is_empty()) {
+                                cmd.current_dir(dir);
+                            }
+                            cmd.spawn().map(|child| (child, path)).map_err(|e| {
+                                (
+                                    "RunContainerError".into(),
+                                    format!("exec {:?}: {e}", argv[0]),
+                                )
+                            })
                         }
-                        cmd.spawn().map(|child| (child, path)).map_err(|e| {
-                            (
-                                "RunContainerError".into(),
-                                format!("exec {:?}: {e}", argv[0]),
-                            )
-                        })
                     }
                 }
-            }
+            },
         };
         let (mut child, path) = match spawned {
             Ok(x) => x,
@@ -388,7 +417,7 @@ async fn run_container(
                     s.ready = false;
                     s.started = false;
                 });
-                if reason == "ImageNotBuiltIn" {
+                if reason == "ImageNotBuiltIn" || reason == INVALID_NAME {
                     // Nothing will change until the Pod does.
                     let _ = terminate.changed().await;
                     return;
@@ -667,4 +696,32 @@ async fn run_pod(
         ips.give_back(ip);
     }
     finished.store(true, Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_paths_stay_inside_the_logs_directory() {
+        let cfg = NodeConfig {
+            cluster: "east".into(),
+            index: 0,
+            node_name: "east".into(),
+            logs_dir: PathBuf::from("/logs"),
+            sluice_bin: PathBuf::from("sluice"),
+            max_pods: 1,
+            metrics: Default::default(),
+        };
+        let pod = json!({"metadata": {"namespace": "shop", "name": "web"}});
+        assert_eq!(
+            log_path(&cfg, &pod, "main", 2),
+            Ok(PathBuf::from("/logs/shop/web/main/2.log"))
+        );
+        for bad in ["..", "../../etc", "a/b", "", ".", "nul\0"] {
+            assert!(log_path(&cfg, &pod, bad, 0).is_err(), "{bad:?}");
+        }
+        let escaping = json!({"metadata": {"namespace": "..", "name": "web"}});
+        assert!(log_path(&cfg, &escaping, "main", 0).is_err());
+    }
 }

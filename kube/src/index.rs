@@ -1,6 +1,6 @@
-//! An index of an informer's objects by the service they belong to, kept by the
-//! informer's events: EndpointSlices are found by service (label), not by name, and a
-//! round that covers a few services must not scan every slice of the cluster to find
+//! An index of an informer's objects by a key other than their name, kept by the
+//! informer's events: e.g. EndpointSlices found by the Service they belong to (a label), so
+//! a round that covers a few services does not scan every slice of the cluster to find
 //! theirs.
 
 use std::collections::{HashMap, HashSet};
@@ -11,32 +11,35 @@ use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 
-use crate::model::ServiceKey;
+use crate::changes::Changes;
+use crate::informer::Informer;
 
-struct State<K: Resource>
+struct State<K: Resource, Key>
 where
     K::DynamicType: Hash + Eq + Clone,
 {
-    by_key: HashMap<ServiceKey, HashSet<ObjectRef<K>>>,
-    of: HashMap<ObjectRef<K>, ServiceKey>,
+    by_key: HashMap<Key, HashSet<ObjectRef<K>>>,
+    of: HashMap<ObjectRef<K>, Key>,
     /// Entries of a re-list in progress; they replace everything at its end.
-    relist: Option<Vec<(ObjectRef<K>, ServiceKey)>>,
+    relist: Option<Vec<(ObjectRef<K>, Key)>>,
 }
 
-pub struct ServiceIndex<K: Resource>
+/// Objects of kind `K` by the `Key` that `key_of` reads from each.
+pub struct Index<K: Resource, Key>
 where
     K::DynamicType: Hash + Eq + Clone,
 {
-    key_of: fn(&K) -> Option<ServiceKey>,
-    state: Mutex<State<K>>,
+    key_of: fn(&K) -> Option<Key>,
+    state: Mutex<State<K, Key>>,
 }
 
-impl<K> ServiceIndex<K>
+impl<K, Key> Index<K, Key>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Default + Hash + Eq + Clone,
+    Key: Clone + Eq + Hash + Ord + Send + Sync + 'static,
 {
-    pub fn new(key_of: fn(&K) -> Option<ServiceKey>) -> Arc<Self> {
+    pub fn new(key_of: fn(&K) -> Option<Key>) -> Arc<Self> {
         Arc::new(Self {
             key_of,
             state: Mutex::new(State {
@@ -47,7 +50,7 @@ where
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State<K>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<K, Key>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -81,20 +84,20 @@ where
         }
     }
 
-    /// An informer over `api` that keeps a new index of its objects and records the
-    /// services they belong to in `changes`.
+    /// An informer over `api` that keeps a new index of its objects and records the keys
+    /// they belong to in `changes`.
     pub fn start(
         api: kube::Api<K>,
         what: &str,
-        key_of: fn(&K) -> Option<ServiceKey>,
-        changes: &Arc<crate::changes::Changes>,
-    ) -> (crate::informer::Informer<K>, Arc<Self>)
+        key_of: fn(&K) -> Option<Key>,
+        changes: &Arc<Changes<Key>>,
+    ) -> (Informer<K>, Arc<Self>)
     where
         K: serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync,
     {
         let index = Self::new(key_of);
         let (idx, record) = (index.clone(), changes.recorder(key_of));
-        let informer = crate::informer::Informer::start_with(
+        let informer = Informer::start_with(
             api,
             kube::runtime::watcher::Config::default(),
             what,
@@ -107,7 +110,7 @@ where
     }
 
     /// The objects of `key` in `store`.
-    pub fn objects(&self, store: &Store<K>, key: &ServiceKey) -> Vec<Arc<K>> {
+    pub fn objects(&self, store: &Store<K>, key: &Key) -> Vec<Arc<K>> {
         let state = self.lock();
         state
             .by_key
@@ -119,11 +122,11 @@ where
     }
 }
 
-impl<K: Resource> State<K>
+impl<K: Resource, Key: Clone + Eq + Hash> State<K, Key>
 where
     K::DynamicType: Hash + Eq + Clone,
 {
-    fn insert(&mut self, r: ObjectRef<K>, key: ServiceKey) {
+    fn insert(&mut self, r: ObjectRef<K>, key: Key) {
         self.by_key
             .entry(key.clone())
             .or_default()
@@ -160,6 +163,11 @@ mod tests {
         .unwrap()
     }
 
+    fn service_of(s: &EndpointSlice) -> Option<(String, String)> {
+        let svc = crate::meta::label(&s.metadata, "kubernetes.io/service-name")?;
+        Some((s.metadata.namespace.clone()?, svc.to_string()))
+    }
+
     fn names(v: Vec<Arc<EndpointSlice>>) -> Vec<String> {
         let mut n: Vec<String> = v.iter().filter_map(|s| s.metadata.name.clone()).collect();
         n.sort();
@@ -170,13 +178,13 @@ mod tests {
     fn follows_applies_deletes_relabels_and_relists() {
         let mut writer: Writer<EndpointSlice> = Writer::default();
         let store = writer.as_reader();
-        let index = ServiceIndex::new(crate::reconcile::slice_service);
+        let index = Index::new(service_of);
         let mut feed = |e: Event<EndpointSlice>| {
             writer.apply_watcher_event(&e);
             index.record(&e);
         };
-        let echo = ServiceKey::new("shop", "echo");
-        let db = ServiceKey::new("shop", "db");
+        let echo = ("shop".to_string(), "echo".to_string());
+        let db = ("shop".to_string(), "db".to_string());
         feed(Event::Init);
         feed(Event::InitApply(slice("echo-1", "echo")));
         feed(Event::InitDone);

@@ -213,7 +213,7 @@ async fn reconcile(client: &kube::Client, caches: &Caches, d: &Deployment) -> ku
     let complete = updated == desired
         && int(&new["status"]["availableReplicas"]) == desired
         && sum("replicas") == desired;
-    let now = sluice_control::object::now_rfc3339();
+    let now = sluice_kube::time::now_rfc3339();
     let condition = |ty: &str, ok: bool, reason: &str, message: String| json!({"type": ty, "status": if ok { "True" } else { "False" }, "reason": reason, "message": message, "lastUpdateTime": now, "lastTransitionTime": now});
     let status = json!({
         "observedGeneration": d.metadata.generation,

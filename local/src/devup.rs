@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
 /// What to start.
@@ -228,9 +227,7 @@ fn start_dns(
 }
 
 async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
-    let kc = Kubeconfig::read_from(kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    Ok(kube::Client::try_from(config)?)
+    Ok(sluice_kube::client::from_kubeconfig(kubeconfig).await?)
 }
 
 /// Start everything; return once all parts are up (after printing `ready`). The returned

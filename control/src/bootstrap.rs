@@ -1,0 +1,116 @@
+//! What every cluster has from the start, as kube-apiserver's bootstrap controllers make it:
+//! the system namespaces (`default`, `kube-system`, `kube-public`, `kube-node-lease`) in
+//! every logical cluster — the root at startup, a workspace's child cluster as it is created
+//! (kcp creates `default` in every workspace) — so clients' default-namespace calls work in
+//! a new cluster; and, in single-cluster mode, the `default/kubernetes` Service.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use sluice_api::LogicalClusterPath;
+
+use crate::resources::{Catalog, ResourceType};
+use crate::storage::{Expect, Key, Op, ResourcePrefix, StorageError, Store};
+
+/// The namespaces every cluster has.
+pub const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Namespaces kube-apiserver refuses to delete (in single-cluster mode; in a logical cluster
+/// they go with their workspace).
+pub const PROTECTED_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+fn core_type(resource: &str) -> Option<std::sync::Arc<ResourceType>> {
+    Catalog::builtin().lookup("", "v1", resource).cloned()
+}
+
+/// Store `obj` under `key` unless something is there already.
+async fn ensure(store: &Store, key: Key, obj: &Value) -> Result<(), StorageError> {
+    if store.get(&key).is_some() {
+        return Ok(());
+    }
+    let bytes =
+        Bytes::from(serde_json::to_vec(obj).map_err(|e| StorageError::Backend(e.to_string()))?);
+    match store
+        .write(Op::Put {
+            key,
+            value: bytes,
+            expect: Expect::Absent,
+        })
+        .await
+    {
+        Ok(_) | Err(StorageError::AlreadyExists(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Create the system namespaces of `cluster` that are missing. `annotate`: stamp the
+/// logical-cluster annotation (not in single-cluster mode).
+pub async fn ensure_namespaces(
+    store: &Store,
+    cluster: &LogicalClusterPath,
+    annotate: bool,
+) -> Result<(), StorageError> {
+    let Some(ns_type) = core_type("namespaces") else {
+        return Ok(());
+    };
+    for ns in SYSTEM_NAMESPACES {
+        let mut obj = json!({"metadata": {"name": ns}});
+        crate::defaults::apply(&ns_type.kind, &mut obj);
+        crate::object::prepare_create(&mut obj, &ns_type, annotate.then_some(cluster), None);
+        ensure(store, ns_type.prefix.key(cluster, None, ns), &obj).await?;
+    }
+    Ok(())
+}
+
+/// The logical clusters that workspaces stored in `store` make (`root:<ws>`, nested too).
+pub fn workspace_clusters(store: &Store) -> Vec<LogicalClusterPath> {
+    let prefix = ResourcePrefix::new(sluice_api::sluice::GROUP, "workspaces");
+    let mut out = Vec::new();
+    store.scan(prefix.as_str(), None, |key, _| {
+        if let Some(parts) = key.parts()
+            && let Ok(parent) = parts.cluster.parse::<LogicalClusterPath>()
+            && let Ok(child) = parent.child(parts.name)
+        {
+            out.push(child);
+        }
+        true
+    });
+    out
+}
+
+/// Logical-cluster mode at startup: the root's system namespaces and those of every
+/// workspace (clusters created before these namespaces existed get them now).
+pub async fn logical_clusters(store: &Store) -> Result<(), StorageError> {
+    ensure_namespaces(store, &LogicalClusterPath::root(), true).await?;
+    for cluster in workspace_clusters(store) {
+        ensure_namespaces(store, &cluster, true).await?;
+    }
+    Ok(())
+}
+
+/// Single-cluster mode at startup: the system namespaces and the `kubernetes` Service at
+/// the first address of the Service CIDR.
+pub async fn single_cluster(
+    store: &Store,
+    kubernetes_ip: std::net::Ipv4Addr,
+    api_port: u16,
+) -> Result<(), StorageError> {
+    let root = LogicalClusterPath::root();
+    ensure_namespaces(store, &root, false).await?;
+    let Some(svc_type) = core_type("services") else {
+        return Ok(());
+    };
+    let ip = kubernetes_ip.to_string();
+    let mut svc = json!({
+        "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"type": "ClusterIP", "clusterIP": ip, "clusterIPs": [ip],
+                 "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "sessionAffinity": "None",
+                 "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": api_port}]},
+    });
+    crate::object::prepare_create(&mut svc, &svc_type, None, Some("default"));
+    ensure(
+        store,
+        svc_type.prefix.key(&root, Some("default"), "kubernetes"),
+        &svc,
+    )
+    .await
+}

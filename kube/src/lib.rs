@@ -1,0 +1,30 @@
+//! The Kubernetes runtime every Sluice controller shares, and nothing Sluice-specific:
+//!
+//! - [`client`]: a kube-rs client from a kubeconfig file or the pod's in-cluster config.
+//! - [`informer`]: kube-runtime's watcher feeding a reflector store, with a callback per
+//!   event, so controllers react to watch events and never poll.
+//! - [`scope`] and [`changes`]: what changed since a controller's last round (a set of
+//!   keys, or everything after a re-list), coalesced, with one wake-up for many changes.
+//! - [`index`]: an informer's objects indexed by a key other than their name (e.g. the
+//!   Service an EndpointSlice belongs to).
+//! - [`lease`]: renewing and reading `coordination.k8s.io` Leases (liveness).
+//! - [`meta`] and [`time`]: reading labels and annotations; RFC 3339 timestamps as
+//!   Kubernetes writes them.
+//!
+//! The MCS controller, the DNS server, the dataplane's cluster mode, the local clusters'
+//! controllers and the syncer build on this crate instead of on each other.
+
+pub mod changes;
+pub mod client;
+pub mod index;
+pub mod informer;
+pub mod lease;
+pub mod meta;
+pub mod scope;
+pub mod time;
+
+pub use changes::Changes;
+pub use client::ClientError;
+pub use index::Index;
+pub use informer::Informer;
+pub use scope::Scope;
