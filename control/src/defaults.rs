@@ -114,7 +114,9 @@ pub fn apply(kind: &str, obj: &mut Value) {
             if kind != "DaemonSet" {
                 default(obj, &["spec", "replicas"], json!(1));
             }
-            default(obj, &["spec", "revisionHistoryLimit"], json!(10));
+            if kind != "ReplicaSet" {
+                default(obj, &["spec", "revisionHistoryLimit"], json!(10));
+            }
             if kind == "Deployment" {
                 default(obj, &["spec", "progressDeadlineSeconds"], json!(600));
                 default(obj, &["spec", "strategy", "type"], json!("RollingUpdate"));
@@ -133,6 +135,34 @@ pub fn apply(kind: &str, obj: &mut Value) {
             }
             if kind == "StatefulSet" {
                 default(obj, &["spec", "podManagementPolicy"], json!("OrderedReady"));
+                default(obj, &["spec", "updateStrategy", "type"], json!("RollingUpdate"));
+                if obj["spec"]["updateStrategy"]["type"] == "RollingUpdate" {
+                    default(
+                        obj,
+                        &["spec", "updateStrategy", "rollingUpdate", "partition"],
+                        json!(0),
+                    );
+                }
+                default(
+                    obj,
+                    &["spec", "persistentVolumeClaimRetentionPolicy"],
+                    json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+                );
+            }
+            if kind == "DaemonSet" {
+                default(obj, &["spec", "updateStrategy", "type"], json!("RollingUpdate"));
+                if obj["spec"]["updateStrategy"]["type"] == "RollingUpdate" {
+                    default(
+                        obj,
+                        &["spec", "updateStrategy", "rollingUpdate", "maxUnavailable"],
+                        json!(1),
+                    );
+                    default(
+                        obj,
+                        &["spec", "updateStrategy", "rollingUpdate", "maxSurge"],
+                        json!(0),
+                    );
+                }
             }
             if obj["spec"]["template"]["spec"].is_object() {
                 pod_spec(&mut obj["spec"]["template"]["spec"]);
@@ -147,12 +177,26 @@ pub fn apply(kind: &str, obj: &mut Value) {
         "Service" => {
             default(obj, &["spec", "type"], json!("ClusterIP"));
             default(obj, &["spec", "sessionAffinity"], json!("None"));
-            // Every Service but ExternalName gets its IP families, headless ones too
-            // (single-stack IPv4 here; kube-apiserver's allocator does the same on a
-            // single-stack cluster).
+            // Every Service but ExternalName gets its IP families, as kube-apiserver's
+            // allocator gives them on a single-stack IPv4 cluster: a headless Service without
+            // a selector may be dual-stack (its endpoints are the user's), others IPv4 only.
             if obj["spec"]["type"] != "ExternalName" {
-                default(obj, &["spec", "ipFamilies"], json!(["IPv4"]));
-                default(obj, &["spec", "ipFamilyPolicy"], json!("SingleStack"));
+                let headless = obj["spec"]["clusterIP"] == "None";
+                let selectorless = obj["spec"]["selector"]
+                    .as_object()
+                    .is_none_or(|s| s.is_empty());
+                if headless && selectorless {
+                    default(obj, &["spec", "ipFamilyPolicy"], json!("RequireDualStack"));
+                    let single = obj["spec"]["ipFamilyPolicy"] == "SingleStack";
+                    default(
+                        obj,
+                        &["spec", "ipFamilies"],
+                        if single { json!(["IPv4"]) } else { json!(["IPv4", "IPv6"]) },
+                    );
+                } else {
+                    default(obj, &["spec", "ipFamilies"], json!(["IPv4"]));
+                    default(obj, &["spec", "ipFamilyPolicy"], json!("SingleStack"));
+                }
                 default(obj, &["spec", "internalTrafficPolicy"], json!("Cluster"));
             }
             if let Some(ports) = obj["spec"].get_mut("ports").and_then(Value::as_array_mut) {
@@ -193,6 +237,19 @@ mod tests {
         apply("Service", &mut headless);
         assert_eq!(headless["spec"]["ipFamilies"], json!(["IPv4"]));
         assert_eq!(headless["spec"]["ipFamilyPolicy"], "SingleStack");
+        let mut selectorless = json!({"spec": {"clusterIP": "None"}});
+        apply("Service", &mut selectorless);
+        assert_eq!(selectorless["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
+        assert_eq!(selectorless["spec"]["ipFamilyPolicy"], "RequireDualStack");
+        let mut sts = json!({"spec": {}});
+        apply("StatefulSet", &mut sts);
+        assert_eq!(sts["spec"]["updateStrategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}));
+        let mut ds = json!({"spec": {}});
+        apply("DaemonSet", &mut ds);
+        assert_eq!(ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"], 1);
+        let mut rs = json!({"spec": {}});
+        apply("ReplicaSet", &mut rs);
+        assert!(rs["spec"].get("revisionHistoryLimit").is_none(), "not a ReplicaSet field");
         let mut external = json!({"spec": {"type": "ExternalName", "externalName": "x.example"}});
         apply("Service", &mut external);
         assert!(external["spec"].get("ipFamilies").is_none());
