@@ -44,8 +44,9 @@ fn first_commands(k: &Kubectl) {
         jsonpath(k, &["get", "secret", "creds"], "{.data.user} {.data.password} {.type}"),
         "YWRtaW4= czNjcjN0 Opaque"
     );
-    let secret = k.ok(&["get", "secret", "creds", "-o", "json"]);
-    assert!(!secret.contains("stringData"), "{secret}");
+    let secret: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "secret", "creds", "-o", "json"])).unwrap();
+    assert!(secret.get("stringData").is_none(), "{secret}");
 
     // A headless Service gets its IP families like any other.
     k.apply_stdin(
@@ -113,4 +114,196 @@ fn a_physical_clusters_objects_carry_no_logical_cluster_annotation() {
     assert_eq!(namespaces, "default kube-node-lease kube-public kube-system");
     let refused = k.fails(&["delete", "namespace", "kube-public"]);
     assert!(refused.contains("may not be deleted"), "{refused}");
+}
+
+/// Kinds of ordinary manifests, as the Kubernetes documentation's examples write them.
+const WORKLOAD_KINDS: &str = r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: pi}
+spec:
+  template:
+    spec:
+      containers:
+      - name: pi
+        image: perl:5.34.0
+        command: ["perl", "-Mbignum=bpi", "-wle", "print bpi(2000)"]
+      restartPolicy: Never
+  backoffLimit: 4
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: hello}
+spec:
+  schedule: "* * * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          containers:
+          - name: hello
+            image: busybox:1.28
+            command: [/bin/sh, -c, date; echo Hello from the Kubernetes cluster]
+          restartPolicy: OnFailure
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: php-apache}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: php-apache}
+  minReplicas: 1
+  maxReplicas: 10
+  metrics:
+  - type: Resource
+    resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: zk-pdb}
+spec:
+  minAvailable: 2
+  selector: {matchLabels: {app: zookeeper}}
+---
+apiVersion: v1
+kind: ReplicationController
+metadata: {name: nginx}
+spec:
+  replicas: 3
+  selector: {app: nginx}
+  template:
+    metadata: {name: nginx, labels: {app: nginx}}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx
+        ports: [{containerPort: 80}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: test-network-policy}
+spec:
+  podSelector: {matchLabels: {role: db}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {role: frontend}}}]
+    ports: [{port: 6379}]
+---
+apiVersion: v1
+kind: LimitRange
+metadata: {name: cpu-resource-constraint}
+spec:
+  limits:
+  - default: {cpu: 500m}
+    defaultRequest: {cpu: 500m}
+    type: Container
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: pods-high}
+spec:
+  hard: {cpu: "1000", memory: 200Gi, pods: "10"}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: task-pv-volume, labels: {type: local}}
+spec:
+  storageClassName: manual
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /mnt/data}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: standard}
+provisioner: kubernetes.io/no-provisioner
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: external-lb}
+spec: {controller: example.com/ingress-controller}
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high-priority}
+value: 1000000
+globalDefault: false
+description: "This priority class should be used for XYZ service pods only."
+"#;
+
+#[test]
+fn the_kinds_of_ordinary_manifests_are_served_with_kube_defaults() {
+    for bin in kubectls() {
+        let dir = tempfile::tempdir().unwrap();
+        let control = Control::start(dir.path(), &[]);
+        let k = Kubectl::new(&bin, &control.kubeconfig, &dir.path().join("cache"));
+        k.apply_stdin(WORKLOAD_KINDS);
+        for (what, name) in [
+            ("job", "pi"),
+            ("cronjob", "hello"),
+            ("hpa", "php-apache"),
+            ("pdb", "zk-pdb"),
+            ("rc", "nginx"),
+            ("networkpolicy", "test-network-policy"),
+            ("limitrange", "cpu-resource-constraint"),
+            ("quota", "pods-high"),
+            ("pv", "task-pv-volume"),
+            ("storageclass", "standard"),
+            ("ingressclass", "external-lb"),
+            ("priorityclass", "high-priority"),
+        ] {
+            assert_eq!(
+                jsonpath(&k, &["get", what, name], "{.metadata.name}"),
+                name,
+                "{what}"
+            );
+        }
+        // kube-apiserver's defaults and the Job's generated selector.
+        let uid = jsonpath(&k, &["get", "job", "pi"], "{.metadata.uid}");
+        assert_eq!(
+            jsonpath(
+                &k,
+                &["get", "job", "pi"],
+                "{.spec.selector.matchLabels.batch\\.kubernetes\\.io/controller-uid} {.spec.template.metadata.labels.job-name} {.spec.completions} {.spec.backoffLimit}"
+            ),
+            format!("{uid} pi 1 4")
+        );
+        assert_eq!(
+            jsonpath(
+                &k,
+                &["get", "cronjob", "hello"],
+                "{.spec.concurrencyPolicy} {.spec.successfulJobsHistoryLimit} {.spec.failedJobsHistoryLimit}"
+            ),
+            "Allow 3 1"
+        );
+        assert_eq!(
+            jsonpath(&k, &["get", "networkpolicy", "test-network-policy"], "{.spec.policyTypes}"),
+            "[\"Ingress\"]"
+        );
+        assert_eq!(
+            jsonpath(&k, &["get", "pv", "task-pv-volume"], "{.spec.persistentVolumeReclaimPolicy}"),
+            "Retain"
+        );
+        // kubectl's own generators, and scaling through the scale subresource.
+        k.ok(&["create", "job", "once", "--image=sluice/echo"]);
+        k.ok(&["create", "cronjob", "tick", "--image=sluice/echo", "--schedule=*/5 * * * *"]);
+        k.ok(&["scale", "rc", "nginx", "--replicas=5"]);
+        assert_eq!(jsonpath(&k, &["get", "rc", "nginx"], "{.spec.replicas}"), "5");
+        // A Job whose pods would restart forever is refused, as by kube-apiserver.
+        let out = k
+            .command(&["apply", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(
+                    b"apiVersion: batch/v1\nkind: Job\nmetadata: {name: forever}\nspec:\n  template:\n    spec:\n      containers: [{name: c, image: x}]\n",
+                )?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("spec.template.spec.restartPolicy"), "{err}");
+    }
 }

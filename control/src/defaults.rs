@@ -51,6 +51,61 @@ fn pod_spec(spec: &mut Value) {
     }
 }
 
+fn template_pod_spec(template: &mut Value) {
+    if template["spec"].is_object() {
+        pod_spec(&mut template["spec"]);
+    }
+}
+
+/// A Job's spec (also a CronJob's job template): one pod at a time to one completion when
+/// neither is given, six retries, pods replaced once terminated or failed.
+fn job_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    if spec["completions"].is_null() && spec["parallelism"].is_null() {
+        spec["completions"] = json!(1);
+        spec["parallelism"] = json!(1);
+    }
+    default(spec, &["parallelism"], json!(1));
+    default(spec, &["completionMode"], json!("NonIndexed"));
+    if spec["backoffLimitPerIndex"].is_null() {
+        default(spec, &["backoffLimit"], json!(6));
+    }
+    default(spec, &["suspend"], json!(false));
+    if spec["podFailurePolicy"].is_null() {
+        default(spec, &["podReplacementPolicy"], json!("TerminatingOrFailed"));
+    }
+    template_pod_spec(&mut spec["template"]);
+}
+
+/// What kube-apiserver sets on create once the object has its uid: a Job's selector (unless
+/// `manualSelector`), and the labels on its pod template that the selector matches.
+pub fn on_create(kind: &str, obj: &mut Value) {
+    if kind != "Job" || obj["spec"]["manualSelector"] == true || !obj["spec"].is_object() {
+        return;
+    }
+    let (Some(uid), Some(name)) = (
+        obj["metadata"]["uid"].as_str().map(str::to_string),
+        obj["metadata"]["name"].as_str().map(str::to_string),
+    ) else {
+        return;
+    };
+    obj["spec"]["selector"] =
+        json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+    default(obj, &["spec", "template", "metadata", "labels"], json!({}));
+    if let Some(labels) = obj["spec"]["template"]["metadata"]["labels"].as_object_mut() {
+        for (k, v) in [
+            ("batch.kubernetes.io/controller-uid", &uid),
+            ("batch.kubernetes.io/job-name", &name),
+            ("controller-uid", &uid),
+            ("job-name", &name),
+        ] {
+            labels.insert(k.into(), json!(v));
+        }
+    }
+}
+
 /// A Namespace's finalizer and phase, and the label kube-apiserver keeps equal to its name
 /// (`kubernetes.io/metadata.name`, which namespace selectors rely on).
 fn namespace(obj: &mut Value) {
@@ -174,6 +229,68 @@ pub fn apply(kind: &str, obj: &mut Value) {
         "Secret" => {
             secret(obj);
         }
+        "ReplicationController" => {
+            default(obj, &["spec", "replicas"], json!(1));
+            // An empty selector and labels come from the template's labels.
+            let labels = obj["spec"]["template"]["metadata"]["labels"].clone();
+            if labels.as_object().is_some_and(|l| !l.is_empty()) {
+                if obj["spec"]["selector"].as_object().is_none_or(|s| s.is_empty()) {
+                    obj["spec"]["selector"] = labels.clone();
+                }
+                if obj["metadata"]["labels"].as_object().is_none_or(|l| l.is_empty()) {
+                    obj["metadata"]["labels"] = labels;
+                }
+            }
+            template_pod_spec(&mut obj["spec"]["template"]);
+        }
+        "PodTemplate" => template_pod_spec(&mut obj["template"]),
+        "Job" => job_spec(&mut obj["spec"]),
+        "CronJob" => {
+            default(obj, &["spec", "concurrencyPolicy"], json!("Allow"));
+            default(obj, &["spec", "suspend"], json!(false));
+            default(obj, &["spec", "successfulJobsHistoryLimit"], json!(3));
+            default(obj, &["spec", "failedJobsHistoryLimit"], json!(1));
+            if obj["spec"]["jobTemplate"]["spec"].is_object() {
+                job_spec(&mut obj["spec"]["jobTemplate"]["spec"]);
+            }
+        }
+        "HorizontalPodAutoscaler" => {
+            default(obj, &["spec", "minReplicas"], json!(1));
+            if obj["spec"]["metrics"].as_array().is_none_or(|m| m.is_empty()) && obj["spec"].is_object() {
+                obj["spec"]["metrics"] = json!([{"type": "Resource", "resource": {"name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": 80}}}]);
+            }
+        }
+        "NetworkPolicy" => {
+            if obj["spec"]["policyTypes"].as_array().is_none_or(|p| p.is_empty()) && obj["spec"].is_object() {
+                let egress = obj["spec"]["egress"].as_array().is_some_and(|e| !e.is_empty());
+                obj["spec"]["policyTypes"] =
+                    if egress { json!(["Ingress", "Egress"]) } else { json!(["Ingress"]) };
+            }
+            for dir in ["ingress", "egress"] {
+                for rule in obj["spec"][dir].as_array_mut().into_iter().flatten() {
+                    for port in rule["ports"].as_array_mut().into_iter().flatten() {
+                        default(port, &["protocol"], json!("TCP"));
+                    }
+                }
+            }
+        }
+        "PersistentVolume" => {
+            default(obj, &["spec", "persistentVolumeReclaimPolicy"], json!("Retain"));
+            default(obj, &["spec", "volumeMode"], json!("Filesystem"));
+            default(obj, &["status", "phase"], json!("Pending"));
+        }
+        "PersistentVolumeClaim" => {
+            default(obj, &["spec", "volumeMode"], json!("Filesystem"));
+            default(obj, &["status", "phase"], json!("Pending"));
+        }
+        "StorageClass" => {
+            default(obj, &["reclaimPolicy"], json!("Delete"));
+            default(obj, &["volumeBindingMode"], json!("Immediate"));
+        }
+        "PriorityClass" => {
+            default(obj, &["preemptionPolicy"], json!("PreemptLowerPriority"));
+        }
         "Service" => {
             default(obj, &["spec", "type"], json!("ClusterIP"));
             default(obj, &["spec", "sessionAffinity"], json!("None"));
@@ -279,5 +396,25 @@ mod tests {
         apply("Namespace", &mut ns);
         assert_eq!(ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "shop");
         assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+    }
+
+    #[test]
+    fn jobs_get_their_defaults_and_a_selector_of_their_uid() {
+        let mut job = json!({"metadata": {"name": "pi", "uid": "u-1"},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "perl:5"}]}}}});
+        apply("Job", &mut job);
+        on_create("Job", &mut job);
+        assert_eq!(job["spec"]["completions"], 1);
+        assert_eq!(job["spec"]["parallelism"], 1);
+        assert_eq!(job["spec"]["backoffLimit"], 6);
+        assert_eq!(job["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"], "u-1");
+        assert_eq!(job["spec"]["template"]["metadata"]["labels"]["job-name"], "pi");
+        let mut parallel = json!({"spec": {"parallelism": 3, "template": {}}});
+        apply("Job", &mut parallel);
+        assert!(parallel["spec"]["completions"].is_null(), "a work queue has no completion count");
+        let mut cj = json!({"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {}}}}});
+        apply("CronJob", &mut cj);
+        assert_eq!(cj["spec"]["successfulJobsHistoryLimit"], 3);
+        assert_eq!(cj["spec"]["jobTemplate"]["spec"]["backoffLimit"], 6);
     }
 }

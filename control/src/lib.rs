@@ -3,6 +3,7 @@
 //! [`build`] starts a server from a [`Config`] and returns a [`Bound`] handle; the `sluice`
 //! binary and the tests both use it, binding port 0 in tests.
 
+pub mod admission;
 pub mod apply;
 pub mod auth;
 pub mod bootstrap;
@@ -16,6 +17,7 @@ pub mod jsonpath;
 pub mod metrics;
 pub mod object;
 pub mod patch;
+pub mod pipeline;
 pub mod pki;
 pub mod request;
 pub mod resources;
@@ -25,6 +27,7 @@ pub mod server;
 pub mod single_cluster;
 pub mod state;
 pub mod storage;
+pub mod table;
 pub mod validation;
 
 use std::net::SocketAddr;
@@ -150,7 +153,9 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         Some(cidr) => bootstrap::single_cluster(&store, cidr.first(), addr.port()).await?,
         None => bootstrap::logical_clusters(&store).await?,
     }
-    let store_for_ips = store.clone();
+    let ips = config
+        .single_cluster
+        .map(|cidr| Arc::new(single_cluster::IpAllocator::new(cidr, &store)));
     let state = Arc::new(ApiState {
         store,
         crds: Default::default(),
@@ -163,9 +168,8 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         ready: AtomicBool::new(false),
         gc: gc_tx.clone(),
         pod_logs_dir: config.pod_logs_dir.clone(),
-        ips: config
-            .single_cluster
-            .map(|cidr| Arc::new(single_cluster::IpAllocator::new(cidr, &store_for_ips))),
+        hooks: admission::builtin(ips.clone()),
+        ips,
     });
     let url = format!("https://{host}:{}", addr.port());
     std::fs::write(config.data_dir.join("server.url"), &url)

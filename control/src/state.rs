@@ -50,6 +50,8 @@ pub struct ApiState {
     pub ready: AtomicBool,
     /// Work for the garbage collector.
     pub gc: crate::controllers::gc::GcQueue,
+    /// Per-resource admission hooks of the object pipeline.
+    pub hooks: crate::pipeline::hooks::Hooks,
     /// Service ClusterIP allocation (single-cluster mode only).
     pub ips: Option<Arc<crate::single_cluster::IpAllocator>>,
     /// Where a local cluster's node agent writes container logs.

@@ -227,6 +227,17 @@ pub fn check_spec(kind: &str, obj: &Value) -> Vec<Cause> {
             }
         }
         "Pod" => check_pod_spec(&obj["spec"], "spec", &mut causes),
+        "ReplicationController" => {
+            check_pod_spec(&obj["spec"]["template"]["spec"], "spec.template.spec", &mut causes)
+        }
+        "PodTemplate" => check_pod_spec(&obj["template"]["spec"], "template.spec", &mut causes),
+        "Job" => check_job_spec(&obj["spec"], "spec", &mut causes),
+        "CronJob" => {
+            if obj["spec"]["schedule"].as_str().is_none_or(str::is_empty) {
+                causes.push(Cause::required("spec.schedule"));
+            }
+            check_job_spec(&obj["spec"]["jobTemplate"]["spec"], "spec.jobTemplate.spec", &mut causes);
+        }
         "Service" => {
             let ty = obj["spec"]["type"].as_str().unwrap_or("ClusterIP");
             let headless = obj["spec"]["clusterIP"].as_str() == Some("None");
@@ -250,6 +261,23 @@ pub fn check_spec(kind: &str, obj: &Value) -> Vec<Cause> {
         _ => {}
     }
     causes
+}
+
+/// A Job's pod template: a pod spec whose pods end (restartPolicy `OnFailure` or `Never`).
+fn check_job_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let pod = &spec["template"]["spec"];
+    let pod_path = format!("{path}.template.spec");
+    check_pod_spec(pod, &pod_path, causes);
+    let policy = pod["restartPolicy"].as_str().unwrap_or("Always");
+    if !matches!(policy, "OnFailure" | "Never") {
+        causes.push(Cause {
+            reason: "FieldValueNotSupported",
+            field: format!("{pod_path}.restartPolicy"),
+            message: format!(
+                "Unsupported value: \"{policy}\": supported values: \"OnFailure\", \"Never\""
+            ),
+        });
+    }
 }
 
 /// A pod spec's containers: at least one, each named by a unique DNS-1123 label (the name

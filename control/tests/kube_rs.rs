@@ -311,12 +311,26 @@ async fn watch_events_in_order_and_wildcard() {
         .list(&ListParams::default())
         .await
         .unwrap();
-    let mut clusters: Vec<String> = all
+    // Every logical cluster also has the system namespaces (default, kube-system, ...).
+    let mut clusters: Vec<(String, String)> = all
         .items
         .iter()
-        .map(|n| n.metadata.annotations.as_ref().unwrap()["sluice.dev/logical-cluster"].clone())
+        .map(|n| {
+            (
+                n.metadata.annotations.as_ref().unwrap()["sluice.dev/logical-cluster"].clone(),
+                n.metadata.name.clone().unwrap(),
+            )
+        })
+        .filter(|(_, name)| !name.starts_with("kube-") && name != "default")
         .collect();
     clusters.sort();
-    assert_eq!(clusters, ["root", "root:team"]);
+    assert_eq!(
+        clusters,
+        [
+            ("root".to_string(), "shop".to_string()),
+            ("root:team".to_string(), "shop".to_string())
+        ]
+    );
+    assert_eq!(all.items.len(), 2 + 2 * 4);
     server.bound.shutdown().await;
 }

@@ -30,8 +30,10 @@ async fn metrics_and_health() {
 
     let text = client.request_text(get("/metrics")).await.unwrap();
     for needle in [
-        "sluice_apiserver_requests_total{verb=\"POST\",resource=\"namespaces\",code=\"201\"} 1",
-        "sluice_apiserver_requests_total{verb=\"GET\",resource=\"namespaces\",code=\"404\"} 1",
+        "sluice_apiserver_requests_total{verb=\"create\",resource=\"namespaces\",code=\"201\"} 1",
+        "sluice_apiserver_requests_total{verb=\"get\",resource=\"namespaces\",code=\"404\"} 1",
+        "sluice_apiserver_requests_total{verb=\"list\",resource=\"namespaces\",code=\"200\"} 1",
+        "sluice_apiserver_requests_total{verb=\"watch\",resource=\"namespaces\",code=\"200\"} 1",
         "sluice_apiserver_request_duration_seconds_bucket",
         "sluice_apiserver_open_watches{resource=\"namespaces\"} 1",
         "sluice_apiserver_storage_revision",

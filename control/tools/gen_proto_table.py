@@ -26,6 +26,13 @@ ROOTS = [
     "io.k8s.api.discovery.v1.EndpointSlice", "io.k8s.api.networking.v1.Ingress",
     "io.k8s.api.coordination.v1.Lease", "io.k8s.api.autoscaling.v1.Scale",
     "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions", "io.k8s.api.core.v1.Binding",
+    "io.k8s.api.batch.v1.Job", "io.k8s.api.batch.v1.CronJob",
+    "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler", "io.k8s.api.policy.v1.PodDisruptionBudget",
+    "io.k8s.api.core.v1.ReplicationController", "io.k8s.api.core.v1.PersistentVolume",
+    "io.k8s.api.storage.v1.StorageClass", "io.k8s.api.networking.v1.NetworkPolicy",
+    "io.k8s.api.networking.v1.IngressClass", "io.k8s.api.core.v1.LimitRange",
+    "io.k8s.api.core.v1.ResourceQuota", "io.k8s.api.scheduling.v1.PriorityClass",
+    "io.k8s.api.core.v1.PodTemplate",
 ]
 
 ATTR = re.compile(r'#\[prost\((.*)\)\]')

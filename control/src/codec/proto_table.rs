@@ -177,6 +177,224 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 1, json: "replicas", kind: I32, repeated: false, message: "" },
         Field { tag: 2, json: "selector", kind: Str, repeated: false, message: "" },
     ]),
+    ("io.k8s.api.autoscaling.v2.ContainerResourceMetricSource", &[
+        Field { tag: 1, json: "name", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "target", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricTarget" },
+        Field { tag: 3, json: "container", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.ContainerResourceMetricStatus", &[
+        Field { tag: 1, json: "name", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "current", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricValueStatus" },
+        Field { tag: 3, json: "container", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.CrossVersionObjectReference", &[
+        Field { tag: 1, json: "kind", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "name", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "apiVersion", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.ExternalMetricSource", &[
+        Field { tag: 1, json: "metric", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricIdentifier" },
+        Field { tag: 2, json: "target", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricTarget" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.ExternalMetricStatus", &[
+        Field { tag: 1, json: "metric", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricIdentifier" },
+        Field { tag: 2, json: "current", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricValueStatus" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerSpec" },
+        Field { tag: 3, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior", &[
+        Field { tag: 1, json: "scaleUp", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.HpaScalingRules" },
+        Field { tag: 2, json: "scaleDown", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.HpaScalingRules" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerCondition", &[
+        Field { tag: 1, json: "type", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "status", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "lastTransitionTime", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
+        Field { tag: 4, json: "reason", kind: Str, repeated: false, message: "" },
+        Field { tag: 5, json: "message", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerSpec", &[
+        Field { tag: 1, json: "scaleTargetRef", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.CrossVersionObjectReference" },
+        Field { tag: 2, json: "minReplicas", kind: I32, repeated: false, message: "" },
+        Field { tag: 3, json: "maxReplicas", kind: I32, repeated: false, message: "" },
+        Field { tag: 4, json: "metrics", kind: Msg, repeated: true, message: "io.k8s.api.autoscaling.v2.MetricSpec" },
+        Field { tag: 5, json: "behavior", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus", &[
+        Field { tag: 1, json: "observedGeneration", kind: I64, repeated: false, message: "" },
+        Field { tag: 2, json: "lastScaleTime", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
+        Field { tag: 3, json: "currentReplicas", kind: I32, repeated: false, message: "" },
+        Field { tag: 4, json: "desiredReplicas", kind: I32, repeated: false, message: "" },
+        Field { tag: 5, json: "currentMetrics", kind: Msg, repeated: true, message: "io.k8s.api.autoscaling.v2.MetricStatus" },
+        Field { tag: 6, json: "conditions", kind: Msg, repeated: true, message: "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerCondition" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.HpaScalingPolicy", &[
+        Field { tag: 1, json: "type", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "value", kind: I32, repeated: false, message: "" },
+        Field { tag: 3, json: "periodSeconds", kind: I32, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.HpaScalingRules", &[
+        Field { tag: 3, json: "stabilizationWindowSeconds", kind: I32, repeated: false, message: "" },
+        Field { tag: 1, json: "selectPolicy", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "policies", kind: Msg, repeated: true, message: "io.k8s.api.autoscaling.v2.HpaScalingPolicy" },
+        Field { tag: 4, json: "tolerance", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.MetricIdentifier", &[
+        Field { tag: 1, json: "name", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "selector", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.MetricSpec", &[
+        Field { tag: 1, json: "type", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "object", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.ObjectMetricSource" },
+        Field { tag: 3, json: "pods", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.PodsMetricSource" },
+        Field { tag: 4, json: "resource", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.ResourceMetricSource" },
+        Field { tag: 7, json: "containerResource", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.ContainerResourceMetricSource" },
+        Field { tag: 5, json: "external", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.ExternalMetricSource" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.MetricStatus", &[
+        Field { tag: 1, json: "type", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "object", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.ObjectMetricStatus" },
+        Field { tag: 3, json: "pods", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.PodsMetricStatus" },
+        Field { tag: 4, json: "resource", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.ResourceMetricStatus" },
+        Field { tag: 7, json: "containerResource", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.ContainerResourceMetricStatus" },
+        Field { tag: 5, json: "external", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.ExternalMetricStatus" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.MetricTarget", &[
+        Field { tag: 1, json: "type", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "value", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+        Field { tag: 3, json: "averageValue", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+        Field { tag: 4, json: "averageUtilization", kind: I32, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.MetricValueStatus", &[
+        Field { tag: 1, json: "value", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+        Field { tag: 2, json: "averageValue", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+        Field { tag: 3, json: "averageUtilization", kind: I32, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.ObjectMetricSource", &[
+        Field { tag: 1, json: "describedObject", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.CrossVersionObjectReference" },
+        Field { tag: 2, json: "target", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricTarget" },
+        Field { tag: 3, json: "metric", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricIdentifier" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.ObjectMetricStatus", &[
+        Field { tag: 1, json: "metric", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricIdentifier" },
+        Field { tag: 2, json: "current", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricValueStatus" },
+        Field { tag: 3, json: "describedObject", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.CrossVersionObjectReference" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.PodsMetricSource", &[
+        Field { tag: 1, json: "metric", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricIdentifier" },
+        Field { tag: 2, json: "target", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricTarget" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.PodsMetricStatus", &[
+        Field { tag: 1, json: "metric", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricIdentifier" },
+        Field { tag: 2, json: "current", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricValueStatus" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.ResourceMetricSource", &[
+        Field { tag: 1, json: "name", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "target", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricTarget" },
+    ]),
+    ("io.k8s.api.autoscaling.v2.ResourceMetricStatus", &[
+        Field { tag: 1, json: "name", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "current", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v2.MetricValueStatus" },
+    ]),
+    ("io.k8s.api.batch.v1.CronJob", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.batch.v1.CronJobSpec" },
+        Field { tag: 3, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.batch.v1.CronJobStatus" },
+    ]),
+    ("io.k8s.api.batch.v1.CronJobSpec", &[
+        Field { tag: 1, json: "schedule", kind: Str, repeated: false, message: "" },
+        Field { tag: 8, json: "timeZone", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "startingDeadlineSeconds", kind: I64, repeated: false, message: "" },
+        Field { tag: 3, json: "concurrencyPolicy", kind: Str, repeated: false, message: "" },
+        Field { tag: 4, json: "suspend", kind: Bool, repeated: false, message: "" },
+        Field { tag: 5, json: "jobTemplate", kind: Msg, repeated: false, message: "io.k8s.api.batch.v1.JobTemplateSpec" },
+        Field { tag: 6, json: "successfulJobsHistoryLimit", kind: I32, repeated: false, message: "" },
+        Field { tag: 7, json: "failedJobsHistoryLimit", kind: I32, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.batch.v1.CronJobStatus", &[
+        Field { tag: 1, json: "active", kind: Msg, repeated: true, message: "io.k8s.api.core.v1.ObjectReference" },
+        Field { tag: 4, json: "lastScheduleTime", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
+        Field { tag: 5, json: "lastSuccessfulTime", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
+    ]),
+    ("io.k8s.api.batch.v1.Job", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.batch.v1.JobSpec" },
+        Field { tag: 3, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.batch.v1.JobStatus" },
+    ]),
+    ("io.k8s.api.batch.v1.JobCondition", &[
+        Field { tag: 1, json: "type", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "status", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "lastProbeTime", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
+        Field { tag: 4, json: "lastTransitionTime", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
+        Field { tag: 5, json: "reason", kind: Str, repeated: false, message: "" },
+        Field { tag: 6, json: "message", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.batch.v1.JobSpec", &[
+        Field { tag: 1, json: "parallelism", kind: I32, repeated: false, message: "" },
+        Field { tag: 2, json: "completions", kind: I32, repeated: false, message: "" },
+        Field { tag: 3, json: "activeDeadlineSeconds", kind: I64, repeated: false, message: "" },
+        Field { tag: 11, json: "podFailurePolicy", kind: Msg, repeated: false, message: "io.k8s.api.batch.v1.PodFailurePolicy" },
+        Field { tag: 16, json: "successPolicy", kind: Msg, repeated: false, message: "io.k8s.api.batch.v1.SuccessPolicy" },
+        Field { tag: 7, json: "backoffLimit", kind: I32, repeated: false, message: "" },
+        Field { tag: 12, json: "backoffLimitPerIndex", kind: I32, repeated: false, message: "" },
+        Field { tag: 13, json: "maxFailedIndexes", kind: I32, repeated: false, message: "" },
+        Field { tag: 4, json: "selector", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector" },
+        Field { tag: 5, json: "manualSelector", kind: Bool, repeated: false, message: "" },
+        Field { tag: 6, json: "template", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.PodTemplateSpec" },
+        Field { tag: 8, json: "ttlSecondsAfterFinished", kind: I32, repeated: false, message: "" },
+        Field { tag: 9, json: "completionMode", kind: Str, repeated: false, message: "" },
+        Field { tag: 10, json: "suspend", kind: Bool, repeated: false, message: "" },
+        Field { tag: 14, json: "podReplacementPolicy", kind: Str, repeated: false, message: "" },
+        Field { tag: 15, json: "managedBy", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.batch.v1.JobStatus", &[
+        Field { tag: 1, json: "conditions", kind: Msg, repeated: true, message: "io.k8s.api.batch.v1.JobCondition" },
+        Field { tag: 2, json: "startTime", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
+        Field { tag: 3, json: "completionTime", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
+        Field { tag: 4, json: "active", kind: I32, repeated: false, message: "" },
+        Field { tag: 5, json: "succeeded", kind: I32, repeated: false, message: "" },
+        Field { tag: 6, json: "failed", kind: I32, repeated: false, message: "" },
+        Field { tag: 11, json: "terminating", kind: I32, repeated: false, message: "" },
+        Field { tag: 7, json: "completedIndexes", kind: Str, repeated: false, message: "" },
+        Field { tag: 10, json: "failedIndexes", kind: Str, repeated: false, message: "" },
+        Field { tag: 8, json: "uncountedTerminatedPods", kind: Msg, repeated: false, message: "io.k8s.api.batch.v1.UncountedTerminatedPods" },
+        Field { tag: 9, json: "ready", kind: I32, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.batch.v1.JobTemplateSpec", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.batch.v1.JobSpec" },
+    ]),
+    ("io.k8s.api.batch.v1.PodFailurePolicy", &[
+        Field { tag: 1, json: "rules", kind: Msg, repeated: true, message: "io.k8s.api.batch.v1.PodFailurePolicyRule" },
+    ]),
+    ("io.k8s.api.batch.v1.PodFailurePolicyOnExitCodesRequirement", &[
+        Field { tag: 1, json: "containerName", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "operator", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "values", kind: I32, repeated: true, message: "" },
+    ]),
+    ("io.k8s.api.batch.v1.PodFailurePolicyOnPodConditionsPattern", &[
+        Field { tag: 1, json: "type", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "status", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.batch.v1.PodFailurePolicyRule", &[
+        Field { tag: 1, json: "action", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "onExitCodes", kind: Msg, repeated: false, message: "io.k8s.api.batch.v1.PodFailurePolicyOnExitCodesRequirement" },
+        Field { tag: 3, json: "onPodConditions", kind: Msg, repeated: true, message: "io.k8s.api.batch.v1.PodFailurePolicyOnPodConditionsPattern" },
+    ]),
+    ("io.k8s.api.batch.v1.SuccessPolicy", &[
+        Field { tag: 1, json: "rules", kind: Msg, repeated: true, message: "io.k8s.api.batch.v1.SuccessPolicyRule" },
+    ]),
+    ("io.k8s.api.batch.v1.SuccessPolicyRule", &[
+        Field { tag: 1, json: "succeededIndexes", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "succeededCount", kind: I32, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.batch.v1.UncountedTerminatedPods", &[
+        Field { tag: 1, json: "succeeded", kind: Str, repeated: true, message: "" },
+        Field { tag: 2, json: "failed", kind: Str, repeated: true, message: "" },
+    ]),
     ("io.k8s.api.coordination.v1.Lease", &[
         Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
         Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.coordination.v1.LeaseSpec" },
@@ -217,6 +435,12 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 5, json: "readOnly", kind: Bool, repeated: false, message: "" },
         Field { tag: 6, json: "kind", kind: Str, repeated: false, message: "" },
     ]),
+    ("io.k8s.api.core.v1.AzureFilePersistentVolumeSource", &[
+        Field { tag: 1, json: "secretName", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "shareName", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "readOnly", kind: Bool, repeated: false, message: "" },
+        Field { tag: 4, json: "secretNamespace", kind: Str, repeated: false, message: "" },
+    ]),
     ("io.k8s.api.core.v1.AzureFileVolumeSource", &[
         Field { tag: 1, json: "secretName", kind: Str, repeated: false, message: "" },
         Field { tag: 2, json: "shareName", kind: Str, repeated: false, message: "" },
@@ -225,6 +449,18 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
     ("io.k8s.api.core.v1.Binding", &[
         Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
         Field { tag: 2, json: "target", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.ObjectReference" },
+    ]),
+    ("io.k8s.api.core.v1.CSIPersistentVolumeSource", &[
+        Field { tag: 1, json: "driver", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "volumeHandle", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "readOnly", kind: Bool, repeated: false, message: "" },
+        Field { tag: 4, json: "fsType", kind: Str, repeated: false, message: "" },
+        Field { tag: 5, json: "volumeAttributes", kind: MapStr, repeated: false, message: "" },
+        Field { tag: 6, json: "controllerPublishSecretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SecretReference" },
+        Field { tag: 7, json: "nodeStageSecretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SecretReference" },
+        Field { tag: 8, json: "nodePublishSecretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SecretReference" },
+        Field { tag: 9, json: "controllerExpandSecretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SecretReference" },
+        Field { tag: 10, json: "nodeExpandSecretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SecretReference" },
     ]),
     ("io.k8s.api.core.v1.CSIVolumeSource", &[
         Field { tag: 1, json: "driver", kind: Str, repeated: false, message: "" },
@@ -237,6 +473,14 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 1, json: "add", kind: Str, repeated: true, message: "" },
         Field { tag: 2, json: "drop", kind: Str, repeated: true, message: "" },
     ]),
+    ("io.k8s.api.core.v1.CephFsPersistentVolumeSource", &[
+        Field { tag: 1, json: "monitors", kind: Str, repeated: true, message: "" },
+        Field { tag: 2, json: "path", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "user", kind: Str, repeated: false, message: "" },
+        Field { tag: 4, json: "secretFile", kind: Str, repeated: false, message: "" },
+        Field { tag: 5, json: "secretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SecretReference" },
+        Field { tag: 6, json: "readOnly", kind: Bool, repeated: false, message: "" },
+    ]),
     ("io.k8s.api.core.v1.CephFsVolumeSource", &[
         Field { tag: 1, json: "monitors", kind: Str, repeated: true, message: "" },
         Field { tag: 2, json: "path", kind: Str, repeated: false, message: "" },
@@ -244,6 +488,12 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 4, json: "secretFile", kind: Str, repeated: false, message: "" },
         Field { tag: 5, json: "secretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.LocalObjectReference" },
         Field { tag: 6, json: "readOnly", kind: Bool, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.core.v1.CinderPersistentVolumeSource", &[
+        Field { tag: 1, json: "volumeID", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "fsType", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "readOnly", kind: Bool, repeated: false, message: "" },
+        Field { tag: 4, json: "secretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SecretReference" },
     ]),
     ("io.k8s.api.core.v1.CinderVolumeSource", &[
         Field { tag: 1, json: "volumeID", kind: Str, repeated: false, message: "" },
@@ -523,6 +773,13 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 3, json: "key", kind: Str, repeated: false, message: "" },
         Field { tag: 4, json: "optional", kind: Bool, repeated: false, message: "" },
     ]),
+    ("io.k8s.api.core.v1.FlexPersistentVolumeSource", &[
+        Field { tag: 1, json: "driver", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "fsType", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "secretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SecretReference" },
+        Field { tag: 4, json: "readOnly", kind: Bool, repeated: false, message: "" },
+        Field { tag: 5, json: "options", kind: MapStr, repeated: false, message: "" },
+    ]),
     ("io.k8s.api.core.v1.FlexVolumeSource", &[
         Field { tag: 1, json: "driver", kind: Str, repeated: false, message: "" },
         Field { tag: 2, json: "fsType", kind: Str, repeated: false, message: "" },
@@ -544,6 +801,12 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 1, json: "repository", kind: Str, repeated: false, message: "" },
         Field { tag: 2, json: "revision", kind: Str, repeated: false, message: "" },
         Field { tag: 3, json: "directory", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.core.v1.GlusterfsPersistentVolumeSource", &[
+        Field { tag: 1, json: "endpoints", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "path", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "readOnly", kind: Bool, repeated: false, message: "" },
+        Field { tag: 4, json: "endpointsNamespace", kind: Str, repeated: false, message: "" },
     ]),
     ("io.k8s.api.core.v1.GlusterfsVolumeSource", &[
         Field { tag: 1, json: "endpoints", kind: Str, repeated: false, message: "" },
@@ -580,6 +843,19 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 1, json: "reference", kind: Str, repeated: false, message: "" },
         Field { tag: 2, json: "pullPolicy", kind: Str, repeated: false, message: "" },
     ]),
+    ("io.k8s.api.core.v1.IscsiPersistentVolumeSource", &[
+        Field { tag: 1, json: "targetPortal", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "iqn", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "lun", kind: I32, repeated: false, message: "" },
+        Field { tag: 4, json: "iscsiInterface", kind: Str, repeated: false, message: "" },
+        Field { tag: 5, json: "fsType", kind: Str, repeated: false, message: "" },
+        Field { tag: 6, json: "readOnly", kind: Bool, repeated: false, message: "" },
+        Field { tag: 7, json: "portals", kind: Str, repeated: true, message: "" },
+        Field { tag: 8, json: "chapAuthDiscovery", kind: Bool, repeated: false, message: "" },
+        Field { tag: 11, json: "chapAuthSession", kind: Bool, repeated: false, message: "" },
+        Field { tag: 10, json: "secretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SecretReference" },
+        Field { tag: 12, json: "initiatorName", kind: Str, repeated: false, message: "" },
+    ]),
     ("io.k8s.api.core.v1.IscsiVolumeSource", &[
         Field { tag: 1, json: "targetPortal", kind: Str, repeated: false, message: "" },
         Field { tag: 2, json: "iqn", kind: Str, repeated: false, message: "" },
@@ -609,6 +885,21 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 3, json: "tcpSocket", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.TcpSocketAction" },
         Field { tag: 4, json: "sleep", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SleepAction" },
     ]),
+    ("io.k8s.api.core.v1.LimitRange", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.LimitRangeSpec" },
+    ]),
+    ("io.k8s.api.core.v1.LimitRangeItem", &[
+        Field { tag: 1, json: "type", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "max", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+        Field { tag: 3, json: "min", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+        Field { tag: 4, json: "default", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+        Field { tag: 5, json: "defaultRequest", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+        Field { tag: 6, json: "maxLimitRequestRatio", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+    ]),
+    ("io.k8s.api.core.v1.LimitRangeSpec", &[
+        Field { tag: 1, json: "limits", kind: Msg, repeated: true, message: "io.k8s.api.core.v1.LimitRangeItem" },
+    ]),
     ("io.k8s.api.core.v1.LinuxContainerUser", &[
         Field { tag: 1, json: "uid", kind: I64, repeated: false, message: "" },
         Field { tag: 2, json: "gid", kind: I64, repeated: false, message: "" },
@@ -625,6 +916,10 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
     ]),
     ("io.k8s.api.core.v1.LocalObjectReference", &[
         Field { tag: 1, json: "name", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.core.v1.LocalVolumeSource", &[
+        Field { tag: 1, json: "path", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "fsType", kind: Str, repeated: false, message: "" },
     ]),
     ("io.k8s.api.core.v1.ModifyVolumeStatus", &[
         Field { tag: 1, json: "targetVolumeAttributesClassName", kind: Str, repeated: false, message: "" },
@@ -764,6 +1059,11 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 6, json: "resourceVersion", kind: Str, repeated: false, message: "" },
         Field { tag: 7, json: "fieldPath", kind: Str, repeated: false, message: "" },
     ]),
+    ("io.k8s.api.core.v1.PersistentVolume", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.PersistentVolumeSpec" },
+        Field { tag: 3, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.PersistentVolumeStatus" },
+    ]),
     ("io.k8s.api.core.v1.PersistentVolumeClaim", &[
         Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
         Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.PersistentVolumeClaimSpec" },
@@ -805,6 +1105,48 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
     ("io.k8s.api.core.v1.PersistentVolumeClaimVolumeSource", &[
         Field { tag: 1, json: "claimName", kind: Str, repeated: false, message: "" },
         Field { tag: 2, json: "readOnly", kind: Bool, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.core.v1.PersistentVolumeSource", &[
+        Field { tag: 1, json: "gcePersistentDisk", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.GcePersistentDiskVolumeSource" },
+        Field { tag: 2, json: "awsElasticBlockStore", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.AwsElasticBlockStoreVolumeSource" },
+        Field { tag: 3, json: "hostPath", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.HostPathVolumeSource" },
+        Field { tag: 4, json: "glusterfs", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.GlusterfsPersistentVolumeSource" },
+        Field { tag: 5, json: "nfs", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.NfsVolumeSource" },
+        Field { tag: 6, json: "rbd", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.RbdPersistentVolumeSource" },
+        Field { tag: 7, json: "iscsi", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.IscsiPersistentVolumeSource" },
+        Field { tag: 8, json: "cinder", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.CinderPersistentVolumeSource" },
+        Field { tag: 9, json: "cephfs", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.CephFsPersistentVolumeSource" },
+        Field { tag: 10, json: "fc", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.FcVolumeSource" },
+        Field { tag: 11, json: "flocker", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.FlockerVolumeSource" },
+        Field { tag: 12, json: "flexVolume", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.FlexPersistentVolumeSource" },
+        Field { tag: 13, json: "azureFile", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.AzureFilePersistentVolumeSource" },
+        Field { tag: 14, json: "vsphereVolume", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.VsphereVirtualDiskVolumeSource" },
+        Field { tag: 15, json: "quobyte", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.QuobyteVolumeSource" },
+        Field { tag: 16, json: "azureDisk", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.AzureDiskVolumeSource" },
+        Field { tag: 17, json: "photonPersistentDisk", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.PhotonPersistentDiskVolumeSource" },
+        Field { tag: 18, json: "portworxVolume", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.PortworxVolumeSource" },
+        Field { tag: 19, json: "scaleIo", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.ScaleIoPersistentVolumeSource" },
+        Field { tag: 20, json: "local", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.LocalVolumeSource" },
+        Field { tag: 21, json: "storageos", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.StorageOsPersistentVolumeSource" },
+        Field { tag: 22, json: "csi", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.CSIPersistentVolumeSource" },
+    ]),
+    ("io.k8s.api.core.v1.PersistentVolumeSpec", &[
+        Field { tag: 1, json: "capacity", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+        Field { tag: 2, json: "persistentVolumeSource", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.PersistentVolumeSource" },
+        Field { tag: 3, json: "accessModes", kind: Str, repeated: true, message: "" },
+        Field { tag: 4, json: "claimRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.ObjectReference" },
+        Field { tag: 5, json: "persistentVolumeReclaimPolicy", kind: Str, repeated: false, message: "" },
+        Field { tag: 6, json: "storageClassName", kind: Str, repeated: false, message: "" },
+        Field { tag: 7, json: "mountOptions", kind: Str, repeated: true, message: "" },
+        Field { tag: 8, json: "volumeMode", kind: Str, repeated: false, message: "" },
+        Field { tag: 9, json: "nodeAffinity", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.VolumeNodeAffinity" },
+        Field { tag: 10, json: "volumeAttributesClassName", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.core.v1.PersistentVolumeStatus", &[
+        Field { tag: 1, json: "phase", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "message", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "reason", kind: Str, repeated: false, message: "" },
+        Field { tag: 4, json: "lastPhaseTransitionTime", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
     ]),
     ("io.k8s.api.core.v1.PhotonPersistentDiskVolumeSource", &[
         Field { tag: 1, json: "pdID", kind: Str, repeated: false, message: "" },
@@ -964,6 +1306,10 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 19, json: "allocatedResources", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
         Field { tag: 20, json: "resources", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.ResourceRequirements" },
     ]),
+    ("io.k8s.api.core.v1.PodTemplate", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "template", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.PodTemplateSpec" },
+    ]),
     ("io.k8s.api.core.v1.PodTemplateSpec", &[
         Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
         Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.PodSpec" },
@@ -1009,6 +1355,16 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 5, json: "group", kind: Str, repeated: false, message: "" },
         Field { tag: 6, json: "tenant", kind: Str, repeated: false, message: "" },
     ]),
+    ("io.k8s.api.core.v1.RbdPersistentVolumeSource", &[
+        Field { tag: 1, json: "monitors", kind: Str, repeated: true, message: "" },
+        Field { tag: 2, json: "image", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "fsType", kind: Str, repeated: false, message: "" },
+        Field { tag: 4, json: "pool", kind: Str, repeated: false, message: "" },
+        Field { tag: 5, json: "user", kind: Str, repeated: false, message: "" },
+        Field { tag: 6, json: "keyring", kind: Str, repeated: false, message: "" },
+        Field { tag: 7, json: "secretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SecretReference" },
+        Field { tag: 8, json: "readOnly", kind: Bool, repeated: false, message: "" },
+    ]),
     ("io.k8s.api.core.v1.RbdVolumeSource", &[
         Field { tag: 1, json: "monitors", kind: Str, repeated: true, message: "" },
         Field { tag: 2, json: "image", kind: Str, repeated: false, message: "" },
@@ -1018,6 +1374,32 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 6, json: "keyring", kind: Str, repeated: false, message: "" },
         Field { tag: 7, json: "secretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.LocalObjectReference" },
         Field { tag: 8, json: "readOnly", kind: Bool, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.core.v1.ReplicationController", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.ReplicationControllerSpec" },
+        Field { tag: 3, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.ReplicationControllerStatus" },
+    ]),
+    ("io.k8s.api.core.v1.ReplicationControllerCondition", &[
+        Field { tag: 1, json: "type", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "status", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "lastTransitionTime", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
+        Field { tag: 4, json: "reason", kind: Str, repeated: false, message: "" },
+        Field { tag: 5, json: "message", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.core.v1.ReplicationControllerSpec", &[
+        Field { tag: 1, json: "replicas", kind: I32, repeated: false, message: "" },
+        Field { tag: 4, json: "minReadySeconds", kind: I32, repeated: false, message: "" },
+        Field { tag: 2, json: "selector", kind: MapStr, repeated: false, message: "" },
+        Field { tag: 3, json: "template", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.PodTemplateSpec" },
+    ]),
+    ("io.k8s.api.core.v1.ReplicationControllerStatus", &[
+        Field { tag: 1, json: "replicas", kind: I32, repeated: false, message: "" },
+        Field { tag: 2, json: "fullyLabeledReplicas", kind: I32, repeated: false, message: "" },
+        Field { tag: 4, json: "readyReplicas", kind: I32, repeated: false, message: "" },
+        Field { tag: 5, json: "availableReplicas", kind: I32, repeated: false, message: "" },
+        Field { tag: 3, json: "observedGeneration", kind: I64, repeated: false, message: "" },
+        Field { tag: 6, json: "conditions", kind: Msg, repeated: true, message: "io.k8s.api.core.v1.ReplicationControllerCondition" },
     ]),
     ("io.k8s.api.core.v1.ResourceClaim", &[
         Field { tag: 1, json: "name", kind: Str, repeated: false, message: "" },
@@ -1032,6 +1414,20 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 1, json: "resourceID", kind: Str, repeated: false, message: "" },
         Field { tag: 2, json: "health", kind: Str, repeated: false, message: "" },
     ]),
+    ("io.k8s.api.core.v1.ResourceQuota", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.ResourceQuotaSpec" },
+        Field { tag: 3, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.ResourceQuotaStatus" },
+    ]),
+    ("io.k8s.api.core.v1.ResourceQuotaSpec", &[
+        Field { tag: 1, json: "hard", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+        Field { tag: 2, json: "scopes", kind: Str, repeated: true, message: "" },
+        Field { tag: 3, json: "scopeSelector", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.ScopeSelector" },
+    ]),
+    ("io.k8s.api.core.v1.ResourceQuotaStatus", &[
+        Field { tag: 1, json: "hard", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+        Field { tag: 2, json: "used", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
+    ]),
     ("io.k8s.api.core.v1.ResourceRequirements", &[
         Field { tag: 1, json: "limits", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
         Field { tag: 2, json: "requests", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.api.resource.Quantity" },
@@ -1040,6 +1436,18 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
     ("io.k8s.api.core.v1.ResourceStatus", &[
         Field { tag: 1, json: "name", kind: Str, repeated: false, message: "" },
         Field { tag: 2, json: "resources", kind: Msg, repeated: true, message: "io.k8s.api.core.v1.ResourceHealth" },
+    ]),
+    ("io.k8s.api.core.v1.ScaleIoPersistentVolumeSource", &[
+        Field { tag: 1, json: "gateway", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "system", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "secretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SecretReference" },
+        Field { tag: 4, json: "sslEnabled", kind: Bool, repeated: false, message: "" },
+        Field { tag: 5, json: "protectionDomain", kind: Str, repeated: false, message: "" },
+        Field { tag: 6, json: "storagePool", kind: Str, repeated: false, message: "" },
+        Field { tag: 7, json: "storageMode", kind: Str, repeated: false, message: "" },
+        Field { tag: 8, json: "volumeName", kind: Str, repeated: false, message: "" },
+        Field { tag: 9, json: "fsType", kind: Str, repeated: false, message: "" },
+        Field { tag: 10, json: "readOnly", kind: Bool, repeated: false, message: "" },
     ]),
     ("io.k8s.api.core.v1.ScaleIoVolumeSource", &[
         Field { tag: 1, json: "gateway", kind: Str, repeated: false, message: "" },
@@ -1052,6 +1460,14 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 8, json: "volumeName", kind: Str, repeated: false, message: "" },
         Field { tag: 9, json: "fsType", kind: Str, repeated: false, message: "" },
         Field { tag: 10, json: "readOnly", kind: Bool, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.core.v1.ScopeSelector", &[
+        Field { tag: 1, json: "matchExpressions", kind: Msg, repeated: true, message: "io.k8s.api.core.v1.ScopedResourceSelectorRequirement" },
+    ]),
+    ("io.k8s.api.core.v1.ScopedResourceSelectorRequirement", &[
+        Field { tag: 1, json: "scopeName", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "operator", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "values", kind: Str, repeated: true, message: "" },
     ]),
     ("io.k8s.api.core.v1.SeLinuxOptions", &[
         Field { tag: 1, json: "user", kind: Str, repeated: false, message: "" },
@@ -1083,6 +1499,10 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 1, json: "localObjectReference", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.LocalObjectReference" },
         Field { tag: 2, json: "items", kind: Msg, repeated: true, message: "io.k8s.api.core.v1.KeyToPath" },
         Field { tag: 4, json: "optional", kind: Bool, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.core.v1.SecretReference", &[
+        Field { tag: 1, json: "name", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "namespace", kind: Str, repeated: false, message: "" },
     ]),
     ("io.k8s.api.core.v1.SecretVolumeSource", &[
         Field { tag: 1, json: "secretName", kind: Str, repeated: false, message: "" },
@@ -1160,6 +1580,13 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
     ("io.k8s.api.core.v1.SleepAction", &[
         Field { tag: 1, json: "seconds", kind: I64, repeated: false, message: "" },
     ]),
+    ("io.k8s.api.core.v1.StorageOsPersistentVolumeSource", &[
+        Field { tag: 1, json: "volumeName", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "volumeNamespace", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "fsType", kind: Str, repeated: false, message: "" },
+        Field { tag: 4, json: "readOnly", kind: Bool, repeated: false, message: "" },
+        Field { tag: 5, json: "secretRef", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.ObjectReference" },
+    ]),
     ("io.k8s.api.core.v1.StorageOsVolumeSource", &[
         Field { tag: 1, json: "volumeName", kind: Str, repeated: false, message: "" },
         Field { tag: 2, json: "volumeNamespace", kind: Str, repeated: false, message: "" },
@@ -1187,6 +1614,13 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 3, json: "value", kind: Str, repeated: false, message: "" },
         Field { tag: 4, json: "effect", kind: Str, repeated: false, message: "" },
         Field { tag: 5, json: "tolerationSeconds", kind: I64, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.core.v1.TopologySelectorLabelRequirement", &[
+        Field { tag: 1, json: "key", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "values", kind: Str, repeated: true, message: "" },
+    ]),
+    ("io.k8s.api.core.v1.TopologySelectorTerm", &[
+        Field { tag: 1, json: "matchLabelExpressions", kind: Msg, repeated: true, message: "io.k8s.api.core.v1.TopologySelectorLabelRequirement" },
     ]),
     ("io.k8s.api.core.v1.TopologySpreadConstraint", &[
         Field { tag: 1, json: "maxSkew", kind: I32, repeated: false, message: "" },
@@ -1231,6 +1665,9 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 2, json: "mountPath", kind: Str, repeated: false, message: "" },
         Field { tag: 3, json: "readOnly", kind: Bool, repeated: false, message: "" },
         Field { tag: 4, json: "recursiveReadOnly", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.core.v1.VolumeNodeAffinity", &[
+        Field { tag: 1, json: "required", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.NodeSelector" },
     ]),
     ("io.k8s.api.core.v1.VolumeProjection", &[
         Field { tag: 1, json: "secret", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.SecretProjection" },
@@ -1351,6 +1788,21 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 4, json: "service", kind: Msg, repeated: false, message: "io.k8s.api.networking.v1.IngressServiceBackend" },
         Field { tag: 3, json: "resource", kind: Msg, repeated: false, message: "io.k8s.api.core.v1.TypedLocalObjectReference" },
     ]),
+    ("io.k8s.api.networking.v1.IngressClass", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.networking.v1.IngressClassSpec" },
+    ]),
+    ("io.k8s.api.networking.v1.IngressClassParametersReference", &[
+        Field { tag: 1, json: "apiGroup", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "kind", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "name", kind: Str, repeated: false, message: "" },
+        Field { tag: 4, json: "scope", kind: Str, repeated: false, message: "" },
+        Field { tag: 5, json: "namespace", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.networking.v1.IngressClassSpec", &[
+        Field { tag: 1, json: "controller", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "parameters", kind: Msg, repeated: false, message: "io.k8s.api.networking.v1.IngressClassParametersReference" },
+    ]),
     ("io.k8s.api.networking.v1.IngressLoadBalancerIngress", &[
         Field { tag: 1, json: "ip", kind: Str, repeated: false, message: "" },
         Field { tag: 2, json: "hostname", kind: Str, repeated: false, message: "" },
@@ -1388,9 +1840,78 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 1, json: "hosts", kind: Str, repeated: true, message: "" },
         Field { tag: 2, json: "secretName", kind: Str, repeated: false, message: "" },
     ]),
+    ("io.k8s.api.networking.v1.IpBlock", &[
+        Field { tag: 1, json: "cidr", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "except", kind: Str, repeated: true, message: "" },
+    ]),
+    ("io.k8s.api.networking.v1.NetworkPolicy", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.networking.v1.NetworkPolicySpec" },
+    ]),
+    ("io.k8s.api.networking.v1.NetworkPolicyEgressRule", &[
+        Field { tag: 1, json: "ports", kind: Msg, repeated: true, message: "io.k8s.api.networking.v1.NetworkPolicyPort" },
+        Field { tag: 2, json: "to", kind: Msg, repeated: true, message: "io.k8s.api.networking.v1.NetworkPolicyPeer" },
+    ]),
+    ("io.k8s.api.networking.v1.NetworkPolicyIngressRule", &[
+        Field { tag: 1, json: "ports", kind: Msg, repeated: true, message: "io.k8s.api.networking.v1.NetworkPolicyPort" },
+        Field { tag: 2, json: "from", kind: Msg, repeated: true, message: "io.k8s.api.networking.v1.NetworkPolicyPeer" },
+    ]),
+    ("io.k8s.api.networking.v1.NetworkPolicyPeer", &[
+        Field { tag: 1, json: "podSelector", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector" },
+        Field { tag: 2, json: "namespaceSelector", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector" },
+        Field { tag: 3, json: "ipBlock", kind: Msg, repeated: false, message: "io.k8s.api.networking.v1.IpBlock" },
+    ]),
+    ("io.k8s.api.networking.v1.NetworkPolicyPort", &[
+        Field { tag: 1, json: "protocol", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "port", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.util.intstr.IntOrString" },
+        Field { tag: 3, json: "endPort", kind: I32, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.networking.v1.NetworkPolicySpec", &[
+        Field { tag: 1, json: "podSelector", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector" },
+        Field { tag: 2, json: "ingress", kind: Msg, repeated: true, message: "io.k8s.api.networking.v1.NetworkPolicyIngressRule" },
+        Field { tag: 3, json: "egress", kind: Msg, repeated: true, message: "io.k8s.api.networking.v1.NetworkPolicyEgressRule" },
+        Field { tag: 4, json: "policyTypes", kind: Str, repeated: true, message: "" },
+    ]),
     ("io.k8s.api.networking.v1.ServiceBackendPort", &[
         Field { tag: 1, json: "name", kind: Str, repeated: false, message: "" },
         Field { tag: 2, json: "number", kind: I32, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.policy.v1.PodDisruptionBudget", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.policy.v1.PodDisruptionBudgetSpec" },
+        Field { tag: 3, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.policy.v1.PodDisruptionBudgetStatus" },
+    ]),
+    ("io.k8s.api.policy.v1.PodDisruptionBudgetSpec", &[
+        Field { tag: 1, json: "minAvailable", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.util.intstr.IntOrString" },
+        Field { tag: 2, json: "selector", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector" },
+        Field { tag: 3, json: "maxUnavailable", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.util.intstr.IntOrString" },
+        Field { tag: 4, json: "unhealthyPodEvictionPolicy", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.policy.v1.PodDisruptionBudgetStatus", &[
+        Field { tag: 1, json: "observedGeneration", kind: I64, repeated: false, message: "" },
+        Field { tag: 2, json: "disruptedPods", kind: MapMsg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
+        Field { tag: 3, json: "disruptionsAllowed", kind: I32, repeated: false, message: "" },
+        Field { tag: 4, json: "currentHealthy", kind: I32, repeated: false, message: "" },
+        Field { tag: 5, json: "desiredHealthy", kind: I32, repeated: false, message: "" },
+        Field { tag: 6, json: "expectedPods", kind: I32, repeated: false, message: "" },
+        Field { tag: 7, json: "conditions", kind: Msg, repeated: true, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Condition" },
+    ]),
+    ("io.k8s.api.scheduling.v1.PriorityClass", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "value", kind: I32, repeated: false, message: "" },
+        Field { tag: 3, json: "globalDefault", kind: Bool, repeated: false, message: "" },
+        Field { tag: 4, json: "description", kind: Str, repeated: false, message: "" },
+        Field { tag: 5, json: "preemptionPolicy", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.storage.v1.StorageClass", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "provisioner", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "parameters", kind: MapStr, repeated: false, message: "" },
+        Field { tag: 4, json: "reclaimPolicy", kind: Str, repeated: false, message: "" },
+        Field { tag: 5, json: "mountOptions", kind: Str, repeated: true, message: "" },
+        Field { tag: 6, json: "allowVolumeExpansion", kind: Bool, repeated: false, message: "" },
+        Field { tag: 7, json: "volumeBindingMode", kind: Str, repeated: false, message: "" },
+        Field { tag: 8, json: "allowedTopologies", kind: Msg, repeated: true, message: "io.k8s.api.core.v1.TopologySelectorTerm" },
     ]),
     ("io.k8s.apimachinery.pkg.api.resource.Quantity", &[
         Field { tag: 1, json: "string", kind: Str, repeated: false, message: "" },

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 use tokio::sync::watch;
 
-use crate::handlers::objects::delete_object;
+use crate::pipeline::delete as delete_object;
 use crate::object;
 use crate::state::SharedState;
 use crate::storage::{Expect, Key, Op, ResourcePrefix, Revision};

@@ -6,7 +6,6 @@ pub mod logs;
 pub mod objects;
 pub mod openapi;
 pub mod system;
-pub mod table;
 pub mod watch;
 
 use std::convert::Infallible;
@@ -95,20 +94,24 @@ pub async fn read_body(body: hyper::body::Incoming, limit: usize) -> ApiResult<B
     }
 }
 
-fn verb_of(method: &Method, route: &Route, query: &Query) -> &'static str {
+/// The Kubernetes verb of a request, as RBAC and audit name it (`get`, `list`, `watch`,
+/// `create`, `update`, `patch`, `apply`, `delete`, `deletecollection`), for metrics and
+/// spans; HTTP methods do not tell a list from a get or a watch, or an apply from a patch.
+fn verb_of(method: &Method, route: &Route, query: &Query, content_type: &str) -> &'static str {
     match route {
         Route::Resource(r) => match *method {
-            Method::GET if r.name.is_none() && (r.legacy_watch || query.flag("watch")) => "WATCH",
-            Method::GET if r.name.is_none() => "LIST",
-            Method::GET => "GET",
-            Method::POST => "POST",
-            Method::PUT => "PUT",
-            Method::PATCH => "PATCH",
-            Method::DELETE if r.name.is_none() => "DELETECOLLECTION",
-            Method::DELETE => "DELETE",
-            _ => "OTHER",
+            Method::GET if r.name.is_none() && (r.legacy_watch || query.flag("watch")) => "watch",
+            Method::GET if r.name.is_none() => "list",
+            Method::GET => "get",
+            Method::POST => "create",
+            Method::PUT => "update",
+            Method::PATCH if content_type.starts_with("application/apply-patch") => "apply",
+            Method::PATCH => "patch",
+            Method::DELETE if r.name.is_none() => "deletecollection",
+            Method::DELETE => "delete",
+            _ => "other",
         },
-        _ => "GET",
+        _ => "get",
     }
 }
 
@@ -125,7 +128,12 @@ pub async fn handle(
         Ok(t) => t,
         Err(e) => return error_response(&e),
     };
-    let verb = verb_of(&parts.method, &target.route, &query);
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let verb = verb_of(&parts.method, &target.route, &query, content_type);
     let resource = match &target.route {
         Route::Resource(r) => r.resource.clone(),
         _ => String::new(),
@@ -177,7 +185,7 @@ pub async fn handle(
     };
     let code = resp.status().as_u16();
     span.record("code", code);
-    if verb != "WATCH" {
+    if verb != "watch" {
         state
             .metrics
             .requests

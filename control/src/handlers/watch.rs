@@ -149,7 +149,7 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
 
     let api_version = t.api_version();
     let state2 = state.clone();
-    let mut table = super::table::wants_table(ctx.accept()).map(|v| TableFrames {
+    let mut table = crate::table::wants_table(ctx.accept()).map(|v| TableFrames {
         version: v,
         include_object: ctx
             .query
@@ -252,7 +252,7 @@ fn event_frame(
         return frame(kind, object);
     };
     let rv = obj["metadata"]["resourceVersion"].clone();
-    let rendered = super::table::table(
+    let rendered = crate::table::table(
         t,
         tf.version,
         &[obj],

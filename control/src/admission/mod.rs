@@ -1,0 +1,36 @@
+//! The API server's own admission hooks (see [`crate::pipeline::hooks`]): what
+//! kube-apiserver's registry strategies and admission plugins do for particular resources.
+
+mod cluster_ip;
+mod crd;
+mod namespace;
+mod pod;
+mod workspace;
+
+use std::sync::Arc;
+
+use crate::pipeline::hooks::Hooks;
+use crate::single_cluster::IpAllocator;
+
+/// The built-in hooks; `ips` in single-cluster mode (Service ClusterIP allocation, and the
+/// namespaces kube-apiserver refuses to delete).
+pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
+    let mut hooks = Hooks::default();
+    hooks.register(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        Arc::new(crd::CrdHook),
+    );
+    hooks.register(
+        sluice_api::sluice::GROUP,
+        "workspaces",
+        Arc::new(workspace::WorkspaceHook),
+    );
+    hooks.register("", "namespaces", Arc::new(namespace::NamespaceLifecycle));
+    hooks.register("", "pods", Arc::new(pod::GracefulPods));
+    if let Some(ips) = ips {
+        hooks.register("", "services", Arc::new(cluster_ip::ClusterIpHook(ips)));
+        hooks.register("", "namespaces", Arc::new(namespace::ProtectedNamespaces));
+    }
+    hooks
+}

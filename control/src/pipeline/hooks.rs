@@ -1,0 +1,113 @@
+//! Admission hooks: per-resource steps of the object pipeline, registered by group and
+//! resource instead of branches on resource names. A hook may change an object before it is
+//! validated (defaults that need state, reservations such as a ClusterIP), add validation
+//! causes, refuse a deletion, undo a reservation when the write does not persist, and act
+//! after a commit (rebuild a catalog, create what a new object implies).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+use sluice_api::LogicalClusterPath;
+
+use crate::errors::{ApiResult, Cause};
+use crate::resources::{ResourceType, Subresource};
+use crate::state::ApiState;
+
+/// What a hook knows about the write it takes part in.
+pub struct HookCx<'a> {
+    pub state: &'a ApiState,
+    pub t: &'a ResourceType,
+    pub cluster: &'a LogicalClusterPath,
+}
+
+/// What was committed.
+#[derive(Clone, Copy)]
+pub enum Committed<'a> {
+    /// Created or updated (still present).
+    Written(&'a Value),
+    /// Removed from storage.
+    Deleted(&'a Value),
+}
+
+/// How deleting an object proceeds when it is not simply removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deletion {
+    /// Its contents go first: it is marked, and a controller removes the contents and then
+    /// it (`terminating`: its `status.phase` says `Terminating` meanwhile).
+    Container { terminating: bool },
+    /// It ends gracefully: marked with a grace period, removed by whoever stops it.
+    Graceful { seconds: i64 },
+}
+
+pub type HookFuture<'a> = Pin<Box<dyn Future<Output = ApiResult<()>> + Send + 'a>>;
+
+/// One resource's admission step. Every method has a do-nothing default.
+pub trait Hook: Send + Sync {
+    /// A new object, after defaults and server metadata, before validation.
+    fn admit_create(&self, _cx: &HookCx<'_>, _obj: &mut Value) -> ApiResult<()> {
+        Ok(())
+    }
+
+    /// An update (of the main resource when `sub` is `None`), before validation.
+    fn admit_update(
+        &self,
+        _cx: &HookCx<'_>,
+        _old: &Value,
+        _new: &mut Value,
+        _sub: Option<Subresource>,
+    ) -> ApiResult<()> {
+        Ok(())
+    }
+
+    /// Validation beyond the type's generic checks.
+    fn validate(&self, _obj: &Value) -> Vec<Cause> {
+        Vec::new()
+    }
+
+    /// Whether `obj` may be deleted.
+    fn admit_delete(&self, _cx: &HookCx<'_>, _name: &str, _obj: &Value) -> ApiResult<()> {
+        Ok(())
+    }
+
+    /// How deleting `obj` proceeds (DeleteOptions in `options`); `None`: as any object
+    /// (removed, or marked while it has finalizers).
+    fn deletion(&self, _obj: &Value, _options: &Value) -> Option<Deletion> {
+        None
+    }
+
+    /// A create or update admitted by this hook did not persist (dry run, failed write):
+    /// give back what it reserved.
+    fn release(&self, _obj: &Value) {}
+
+    /// After the write reached storage.
+    fn committed<'a>(&'a self, _cx: &'a HookCx<'a>, _what: Committed<'a>) -> HookFuture<'a> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// The hooks of every resource, by `(group, resource)`.
+#[derive(Default, Clone)]
+pub struct Hooks {
+    by_resource: HashMap<(String, String), Vec<Arc<dyn Hook>>>,
+}
+
+impl Hooks {
+    /// Register `hook` for `group`/`resource` (after the ones registered before it).
+    pub fn register(&mut self, group: &str, resource: &str, hook: Arc<dyn Hook>) {
+        self.by_resource
+            .entry((group.to_string(), resource.to_string()))
+            .or_default()
+            .push(hook);
+    }
+
+    /// The hooks of type `t`, in registration order.
+    pub fn of(&self, t: &ResourceType) -> &[Arc<dyn Hook>] {
+        self.by_resource
+            .get(&(t.group.clone(), t.resource.clone()))
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+}

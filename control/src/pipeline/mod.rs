@@ -1,0 +1,857 @@
+//! The object pipeline every write goes through, whatever the client or protocol:
+//! decode → defaults → admission → validation → persist → after-commit. HTTP handlers are
+//! thin adapters over it (they turn requests into [`Write`]s and results into responses);
+//! the garbage collector and termination controllers call it directly. Per-resource steps
+//! are [`hooks`] registered by group and resource (see [`crate::admission`]).
+
+pub mod decode;
+pub mod hooks;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use sluice_api::LogicalClusterPath;
+
+pub use decode::{check_decoded, decode_body};
+use hooks::{Committed, Deletion, HookCx};
+
+use crate::errors::{ApiError, ApiResult, Cause};
+use crate::object;
+use crate::patch::{self, PatchError, PatchType};
+use crate::resources::{ResourceType, Subresource};
+use crate::state::ApiState;
+use crate::storage::{Expect, Key, Op, Revision, StorageError, cache::with_resource_version};
+use crate::validation::{self, NameRule};
+
+/// How many times an unconditional update or a patch is retried on a write race.
+const WRITE_RETRIES: usize = 16;
+
+/// What to do with fields a type does not know (`fieldValidation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// Refuse the request.
+    Strict,
+    /// Drop them and say so in a warning.
+    #[default]
+    Warn,
+    /// Drop them silently.
+    Ignore,
+}
+
+impl FieldValidation {
+    /// From the query parameter; kube's default is `Warn`.
+    pub fn parse(value: Option<&str>) -> Self {
+        match value {
+            Some("Strict") => Self::Strict,
+            Some("Ignore") => Self::Ignore,
+            _ => Self::Warn,
+        }
+    }
+}
+
+/// One write's parameters and what it reports besides its result.
+#[derive(Debug, Default)]
+pub struct Write {
+    /// The field manager that owns what this write sets.
+    pub manager: String,
+    /// Admit and validate, but persist nothing.
+    pub dry_run: bool,
+    pub field_validation: FieldValidation,
+    /// Warnings for the client (unknown fields under `Warn`).
+    pub warnings: Vec<String>,
+}
+
+/// Where a write goes: a resource type in one logical cluster (and namespace).
+pub struct Target {
+    pub t: Arc<ResourceType>,
+    pub cluster: LogicalClusterPath,
+    pub namespace: Option<String>,
+}
+
+impl Target {
+    pub fn key(&self, name: &str) -> Key {
+        self.t
+            .prefix
+            .key(&self.cluster, self.namespace.as_deref(), name)
+    }
+}
+
+/// The outcome of a write.
+pub enum Written {
+    /// Committed at `revision` (or, in a dry run, what would have been).
+    Object { object: Value, revision: Revision },
+    /// Nothing changed: the stored bytes, as they are.
+    Unchanged(Bytes),
+}
+
+impl Written {
+    fn stored(object: Value, revision: Revision) -> Self {
+        Self::Object { object, revision }
+    }
+
+    fn dry_run(object: Value, revision: Revision) -> Self {
+        Self::Object { object, revision }
+    }
+
+    fn unchanged(bytes: Bytes) -> Self {
+        Self::Unchanged(bytes)
+    }
+
+    /// The object as stored, with its resourceVersion.
+    pub fn into_bytes(self) -> ApiResult<Bytes> {
+        match self {
+            Self::Object { object, revision } => {
+                let bytes =
+                    serde_json::to_vec(&object).map_err(|e| ApiError::Internal(e.to_string()))?;
+                Ok(with_resource_version(&bytes, revision))
+            }
+            Self::Unchanged(bytes) => Ok(bytes),
+        }
+    }
+}
+
+pub fn parse_json(bytes: &[u8]) -> ApiResult<Value> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::BadRequest(format!("error decoding object: {e}")))
+}
+
+pub fn invalid(t: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
+    ApiError::Invalid {
+        gr: t.gr.clone(),
+        kind: t.kind.to_string(),
+        name: name.to_string(),
+        causes,
+    }
+}
+
+/// The generic checks (metadata, the type's own rules, a custom type's schema) and the
+/// hooks' checks.
+fn validate(state: &ApiState, t: &ResourceType, obj: &Value) -> ApiResult<()> {
+    let mut causes =
+        validation::check_metadata(obj, NameRule::for_resource(&t.resource), t.namespaced);
+    causes.extend(validation::check_spec(&t.kind, obj));
+    if let Some(schema) = t.custom().and_then(|c| c.schema.as_ref()) {
+        let mut body = obj.clone();
+        if let Some(o) = body.as_object_mut() {
+            o.remove("metadata");
+            o.remove("apiVersion");
+            o.remove("kind");
+        }
+        crate::crd::structural::validate(schema, &body, "", &mut causes, 0);
+    }
+    for hook in state.hooks.of(t) {
+        causes.extend(hook.validate(obj));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(t, object::name(obj).unwrap_or(""), causes))
+    }
+}
+
+/// New content may only go into a namespace that exists and is not terminating.
+fn check_namespace(state: &ApiState, target: &Target) -> ApiResult<()> {
+    let (Some(ns), cluster) = (&target.namespace, &target.cluster) else {
+        return Ok(());
+    };
+    let key = crate::storage::ResourcePrefix::new("", "namespaces").key(cluster, None, ns);
+    let entry = state.store.get(&key).ok_or_else(|| {
+        ApiError::not_found(
+            &crate::errors::GroupResource {
+                group: String::new(),
+                resource: "namespaces".into(),
+            },
+            ns,
+        )
+    })?;
+    let v: Value = serde_json::from_slice(&entry.value).unwrap_or_default();
+    if object::is_deleting(&v) {
+        return Err(ApiError::Forbidden(format!(
+            "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+            target.t.gr,
+            v["metadata"]["name"].as_str().unwrap_or("")
+        )));
+    }
+    Ok(())
+}
+
+/// Who owns the fields of a write.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// A create, update or patch: the request's field manager takes what it changed.
+    Update,
+    /// Server-side apply already set managedFields.
+    Applied,
+}
+
+/// The field-ownership view of a type's schema.
+pub fn ownership_schema<'a>(state: &'a ApiState, t: &'a ResourceType) -> crate::apply::Schema<'a> {
+    let root = match t.custom() {
+        Some(c) => c.schema.as_ref(),
+        None => state.schemas.definition(&t.definition),
+    };
+    crate::apply::Schema {
+        set: state.schemas,
+        root,
+    }
+}
+
+/// Create `obj`: defaults, server metadata, admission, validation, persist, after-commit.
+pub async fn create(
+    state: &ApiState,
+    target: &Target,
+    mut obj: Value,
+    ownership: Ownership,
+    w: &mut Write,
+) -> ApiResult<Written> {
+    let t = &*target.t;
+    let cluster = target.cluster.clone();
+    if let (Some(ns), Some(body_ns)) = (&target.namespace, obj["metadata"]["namespace"].as_str())
+        && ns != body_ns
+    {
+        return Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ));
+    }
+    if object::name(&obj).is_none_or(str::is_empty)
+        && let Some(g) = obj["metadata"]["generateName"]
+            .as_str()
+            .filter(|g| !g.is_empty())
+    {
+        let name = format!("{g}{}", object::random_suffix());
+        object::meta_mut(&mut obj).insert("name".into(), json!(name));
+    }
+    crate::defaults::apply(&t.kind, &mut obj);
+    object::prepare_create(
+        &mut obj,
+        t,
+        state.annotation_for(&cluster),
+        target.namespace.as_deref(),
+    );
+    crate::defaults::on_create(&t.kind, &mut obj);
+    let cx = HookCx {
+        state,
+        t,
+        cluster: &cluster,
+    };
+    if ownership == Ownership::Update {
+        crate::apply::record_update(
+            &ownership_schema(state, t),
+            None,
+            &mut obj,
+            &w.manager,
+            &t.api_version(),
+            None,
+        );
+    }
+    validate(state, t, &obj)?;
+    check_namespace(state, target)?;
+    let hooks = state.hooks.of(t);
+    for (i, hook) in hooks.iter().enumerate() {
+        if let Err(e) = hook.admit_create(&cx, &mut obj) {
+            hooks[..i].iter().for_each(|h| h.release(&obj));
+            return Err(e);
+        }
+    }
+    let release = |obj: &Value| hooks.iter().for_each(|h| h.release(obj));
+    let name = object::name(&obj).unwrap_or("").to_string();
+    if w.dry_run {
+        release(&obj);
+        return Ok(Written::dry_run(obj, state.store.revision()));
+    }
+    let bytes =
+        Bytes::from(serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?);
+    let committed = state
+        .store
+        .write(Op::Put {
+            key: target.key(&name),
+            value: bytes,
+            expect: Expect::Absent,
+        })
+        .await
+        .map_err(|e| {
+            release(&obj);
+            ApiError::from_storage(e, &t.gr, &name)
+        })?;
+    for hook in hooks {
+        hook.committed(&cx, Committed::Written(&obj)).await?;
+    }
+    Ok(Written::stored(obj, committed.revision))
+}
+
+/// Server-side apply of `applied` by `manager`: creates the object when there is none,
+/// merges into it otherwise. Returns whether it created.
+pub async fn apply(
+    state: &ApiState,
+    target: &Target,
+    name: &str,
+    mut applied: Value,
+    manager: String,
+    force: bool,
+    w: &mut Write,
+) -> ApiResult<(Written, bool)> {
+    let t = &*target.t;
+    check_decoded(state, t, &mut applied, w)?;
+    crate::apply::strip_managed(&mut applied);
+    if object::name(&applied).is_some_and(|n| n != name) {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            object::name(&applied).unwrap_or("")
+        )));
+    }
+    if state.store.get(&target.key(name)).is_none() {
+        let mut created = crate::apply::apply(
+            &ownership_schema(state, t),
+            None,
+            &applied,
+            &manager,
+            &t.api_version(),
+            force,
+        )
+        .map_err(|c| apply_conflict(t, name, &c))?;
+        object::meta_mut(&mut created).insert("name".into(), json!(name));
+        match create(state, target, created, Ownership::Applied, w).await {
+            // Created by someone else meanwhile: apply onto it below.
+            Err(ApiError::AlreadyExists { .. }) => {}
+            other => return other.map(|written| (written, true)),
+        }
+    }
+    let change = Change::Apply {
+        applied,
+        manager,
+        force,
+    };
+    Ok((modify(state, target, name, change, w).await?, false))
+}
+
+/// What a write does to the current object.
+pub enum Change<'a> {
+    /// PUT of the main resource or of `status`.
+    Replace {
+        new: Value,
+        sub: Option<Subresource>,
+    },
+    /// PATCH of the main resource or of `status`.
+    Patch {
+        pt: PatchType,
+        body: &'a [u8],
+        sub: Option<Subresource>,
+    },
+    /// Server-side apply of a configuration.
+    Apply {
+        applied: Value,
+        manager: String,
+        force: bool,
+    },
+}
+
+pub fn apply_patch(
+    state: &ApiState,
+    t: &ResourceType,
+    current: &Value,
+    pt: PatchType,
+    body: &[u8],
+) -> ApiResult<Value> {
+    let result = match pt {
+        PatchType::Json => patch::json_patch(current, body),
+        PatchType::Merge => patch::merge_patch(current, body),
+        PatchType::Strategic if t.custom().is_some() => {
+            return Err(ApiError::UnsupportedMediaType(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into(),
+            ));
+        }
+        PatchType::Strategic => patch::strategic_patch(state.schemas, &t.definition, current, body),
+        PatchType::Apply => {
+            return Err(ApiError::Internal(
+                "apply patches are handled by server-side apply".into(),
+            ));
+        }
+    };
+    result.map_err(|e| match e {
+        PatchError::Malformed(m) => ApiError::BadRequest(m),
+        PatchError::Apply(m) => invalid(
+            t,
+            object::name(current).unwrap_or(""),
+            vec![Cause::invalid("patch", "", m)],
+        ),
+    })
+}
+
+/// Read-modify-write with optimistic concurrency; retried on races unless the client
+/// pinned a resourceVersion.
+pub async fn modify(
+    state: &ApiState,
+    target: &Target,
+    name: &str,
+    change: Change<'_>,
+    w: &mut Write,
+) -> ApiResult<Written> {
+    let t = &*target.t;
+    let cluster = target.cluster.clone();
+    let key = target.key(name);
+    let cx = HookCx {
+        state,
+        t,
+        cluster: &cluster,
+    };
+    let hooks = state.hooks.of(t);
+    for _ in 0..WRITE_RETRIES {
+        let entry = state
+            .store
+            .get(&key)
+            .ok_or_else(|| ApiError::not_found(&t.gr, name))?;
+        let old: Value =
+            serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let (mut new, sub) = match &change {
+            Change::Replace { new, sub } => (new.clone(), *sub),
+            Change::Patch { pt, body, sub } => {
+                let mut patched = apply_patch(state, t, &old, *pt, body)?;
+                check_decoded(state, t, &mut patched, w)?;
+                (patched, *sub)
+            }
+            Change::Apply {
+                applied,
+                manager,
+                force,
+            } => {
+                let merged = crate::apply::apply(
+                    &ownership_schema(state, t),
+                    Some(&old),
+                    applied,
+                    manager,
+                    &t.api_version(),
+                    *force,
+                )
+                .map_err(|c| apply_conflict(t, name, &c))?;
+                (merged, None)
+            }
+        };
+        let pinned = new["metadata"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string);
+        if let Some(rv) = &pinned
+            && *rv != entry.revision.to_string()
+        {
+            return Err(ApiError::conflict(&t.gr, name));
+        }
+        if object::name(&new).is_some_and(|n| n != name) {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                object::name(&new).unwrap_or("")
+            )));
+        }
+        if sub == Some(Subresource::Status) {
+            let mut merged = old.clone();
+            merged["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+            if merged["status"].is_null()
+                && let Some(o) = merged.as_object_mut()
+            {
+                o.remove("status");
+            }
+            new = merged;
+        } else {
+            crate::defaults::apply(&t.kind, &mut new);
+        }
+        object::prepare_update(
+            &mut new,
+            &old,
+            t,
+            state.annotation_for(&cluster),
+            t.has(Subresource::Status) && sub.is_none(),
+        );
+        for hook in hooks {
+            hook.admit_update(&cx, &old, &mut new, sub)?;
+        }
+        if !matches!(change, Change::Apply { .. }) {
+            let subresource = (sub == Some(Subresource::Status)).then_some("status");
+            crate::apply::record_update(
+                &ownership_schema(state, t),
+                Some(&old),
+                &mut new,
+                &w.manager,
+                &t.api_version(),
+                subresource,
+            );
+        }
+        validate(state, t, &new)?;
+        if object::spec_changed(&new, &old)
+            || new["metadata"] != old["metadata"]
+            || new.get("status") != old.get("status")
+        {
+            // fallthrough to write
+        } else {
+            return Ok(Written::unchanged(entry.value.clone()));
+        }
+        if w.dry_run {
+            return Ok(Written::dry_run(new, entry.revision));
+        }
+        let op = if object::is_deleting(&new) && object::finalizers(&new) == 0 {
+            Op::Delete {
+                key: key.clone(),
+                expect: Expect::At(entry.revision),
+            }
+        } else {
+            let bytes = Bytes::from(
+                serde_json::to_vec(&new).map_err(|e| ApiError::Internal(e.to_string()))?,
+            );
+            Op::Put {
+                key: key.clone(),
+                value: bytes,
+                expect: Expect::At(entry.revision),
+            }
+        };
+        let deleting = matches!(op, Op::Delete { .. });
+        match state.store.write(op).await {
+            Ok(c) => {
+                let what = if deleting {
+                    crate::controllers::gc::collect_dependents(&state.gc, &key, &new);
+                    Committed::Deleted(&new)
+                } else {
+                    Committed::Written(&new)
+                };
+                for hook in hooks {
+                    hook.committed(&cx, what.clone()).await?;
+                }
+                return Ok(Written::stored(new, c.revision));
+            }
+            Err(StorageError::Conflict { .. }) if pinned.is_none() => continue,
+            Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
+        }
+    }
+    Err(ApiError::conflict(&t.gr, name))
+}
+
+pub fn apply_conflict(t: &ResourceType, name: &str, conflicts: &[crate::apply::Conflict]) -> ApiError {
+    ApiError::ApplyConflict {
+        gr: t.gr.clone(),
+        name: name.to_string(),
+        message: crate::apply::conflict_message(conflicts),
+        causes: conflicts
+            .iter()
+            .map(|c| Cause {
+                reason: "FieldManagerConflict",
+                field: c.path.clone(),
+                message: format!("conflict with \"{}\" using {}", c.manager, c.api_version),
+            })
+            .collect(),
+    }
+}
+
+/// `autoscaling/v1` Scale view of a workload (custom resources: the CRD's scale paths).
+pub fn scale_of(t: &ResourceType, obj: &Value) -> Value {
+    let scale = t.custom().and_then(|c| c.scale.as_ref());
+    let first_int =
+        |p: &crate::jsonpath::JsonPath| p.eval(obj).first().and_then(|v| v.as_i64()).unwrap_or(0);
+    let (spec_replicas, status_replicas, selector) = match scale {
+        Some(s) => (
+            first_int(&s.spec_replicas),
+            first_int(&s.status_replicas),
+            s.label_selector
+                .as_ref()
+                .and_then(|p| {
+                    p.eval(obj)
+                        .first()
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string)
+                })
+                .unwrap_or_default(),
+        ),
+        None => (
+            obj["spec"]["replicas"].as_i64().unwrap_or(0),
+            obj["status"]["replicas"].as_i64().unwrap_or(0),
+            obj["spec"]["selector"]["matchLabels"]
+                .as_object()
+                // A ReplicationController's selector is a plain map.
+                .or_else(|| {
+                    (t.kind == "ReplicationController")
+                        .then(|| obj["spec"]["selector"].as_object())
+                        .flatten()
+                })
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default(),
+        ),
+    };
+    let m = &obj["metadata"];
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": m["name"], "namespace": m["namespace"], "uid": m["uid"],
+            "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"],
+        },
+        "spec": {"replicas": spec_replicas},
+        "status": {"replicas": status_replicas, "selector": selector},
+    })
+}
+
+/// Set the desired replicas of a workload (custom resources: at the CRD's spec path).
+fn set_replicas(t: &ResourceType, obj: &mut Value, replicas: i64) {
+    let path: Vec<String> = match t.custom().and_then(|c| c.scale.as_ref()) {
+        Some(s) => s.spec_replicas_field.clone(),
+        None => vec!["spec".into(), "replicas".into()],
+    };
+    let mut cur = obj;
+    for (i, seg) in path.iter().enumerate() {
+        if i + 1 == path.len() {
+            cur[seg.as_str()] = json!(replicas);
+        } else {
+            if !cur[seg.as_str()].is_object() {
+                cur[seg.as_str()] = json!({});
+            }
+            cur = &mut cur[seg.as_str()];
+        }
+    }
+}
+
+/// How a scale write gives the wanted Scale.
+pub enum Patcher<'a> {
+    Replace(&'a [u8]),
+    Patch(PatchType, &'a [u8]),
+}
+
+/// Write a workload's replicas through its Scale; returns the Scale written.
+pub async fn update_scale(
+    state: &ApiState,
+    target: &Target,
+    name: &str,
+    how: Patcher<'_>,
+    dry_run: bool,
+) -> ApiResult<Value> {
+    let t = &*target.t;
+    let key = target.key(name);
+    for _ in 0..WRITE_RETRIES {
+        let entry = state
+            .store
+            .get(&key)
+            .ok_or_else(|| ApiError::not_found(&t.gr, name))?;
+        let old: Value =
+            serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let current = scale_of(t, &old);
+        let wanted = match &how {
+            Patcher::Replace(body) => parse_json(body)?,
+            Patcher::Patch(PatchType::Json, body) => patch::json_patch(&current, body)
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?,
+            Patcher::Patch(PatchType::Apply, _) => {
+                return Err(ApiError::UnsupportedMediaType(
+                    "server-side apply is not supported yet".into(),
+                ));
+            }
+            Patcher::Patch(_, body) => patch::merge_patch(&current, body)
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?,
+        };
+        let pinned = wanted["metadata"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string);
+        if pinned
+            .as_ref()
+            .is_some_and(|rv| *rv != entry.revision.to_string())
+        {
+            return Err(ApiError::conflict(&t.gr, name));
+        }
+        let replicas = wanted["spec"]["replicas"].as_i64().unwrap_or(0);
+        if replicas < 0 {
+            return Err(invalid(
+                t,
+                name,
+                vec![Cause::invalid(
+                    "spec.replicas",
+                    &replicas.to_string(),
+                    "must be greater than or equal to 0",
+                )],
+            ));
+        }
+        let mut new = old.clone();
+        set_replicas(t, &mut new, replicas);
+        object::prepare_update(&mut new, &old, t, state.annotation_for(&target.cluster), false);
+        if dry_run {
+            return Ok(scale_of(t, &new));
+        }
+        let bytes =
+            Bytes::from(serde_json::to_vec(&new).map_err(|e| ApiError::Internal(e.to_string()))?);
+        match state
+            .store
+            .write(Op::Put {
+                key: key.clone(),
+                value: bytes,
+                expect: Expect::At(entry.revision),
+            })
+            .await
+        {
+            Ok(c) => {
+                object::set_resource_version(&mut new, c.revision.0);
+                return Ok(scale_of(t, &new));
+            }
+            Err(StorageError::Conflict { .. }) if pinned.is_none() => continue,
+            Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
+        }
+    }
+    Err(ApiError::conflict(&t.gr, name))
+}
+
+/// Delete one object: immediately, or by marking it (finalizers; namespaces and
+/// workspaces, whose contents a controller removes first).
+///
+/// Returns the object as stored at the deletion (or as marked), with its resourceVersion.
+/// Used by the API's DELETE and by the garbage collector and termination controllers.
+pub async fn delete(
+    state: &ApiState,
+    t: &ResourceType,
+    key: &Key,
+    name: &str,
+    options: &Value,
+    dry_run: bool,
+) -> ApiResult<Bytes> {
+    let cluster: LogicalClusterPath = key
+        .cluster()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(LogicalClusterPath::root);
+    let cx = HookCx {
+        state,
+        t,
+        cluster: &cluster,
+    };
+    for _ in 0..WRITE_RETRIES {
+        let entry = state
+            .store
+            .get(key)
+            .ok_or_else(|| ApiError::not_found(&t.gr, name))?;
+        let mut obj: Value =
+            serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+        for hook in state.hooks.of(t) {
+            hook.admit_delete(&cx, name, &obj)?;
+        }
+        let pre = &options["preconditions"];
+        if let Some(uid) = pre["uid"].as_str()
+            && obj["metadata"]["uid"].as_str() != Some(uid)
+        {
+            return Err(ApiError::Conflict {
+                gr: t.gr.clone(),
+                name: name.to_string(),
+                detail: format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    obj["metadata"]["uid"].as_str().unwrap_or("")
+                ),
+            });
+        }
+        if let Some(rv) = pre["resourceVersion"].as_str()
+            && rv != entry.revision.to_string()
+        {
+            return Err(ApiError::Conflict {
+                gr: t.gr.clone(),
+                name: name.to_string(),
+                detail: format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    entry.revision
+                ),
+            });
+        }
+        let deletion = state
+            .hooks
+            .of(t)
+            .iter()
+            .find_map(|h| h.deletion(&obj, options));
+        let container = matches!(deletion, Some(Deletion::Container { .. }));
+        let policy = options["propagationPolicy"].as_str().unwrap_or(
+            if options["orphanDependents"] == true {
+                "Orphan"
+            } else {
+                "Background"
+            },
+        );
+        let gc_finalizer = match policy {
+            "Foreground" => Some(crate::controllers::gc::FOREGROUND),
+            "Orphan" => Some(crate::controllers::gc::ORPHAN),
+            "Background" => None,
+            other => {
+                return Err(ApiError::BadRequest(format!(
+                    "propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+                )));
+            }
+        };
+        if let (Some(f), false) = (gc_finalizer, container || object::is_deleting(&obj)) {
+            let list = object::meta_mut(&mut obj)
+                .entry("finalizers")
+                .or_insert_with(|| json!([]));
+            if let Some(l) = list.as_array_mut()
+                && !l.iter().any(|x| x == f)
+            {
+                l.push(json!(f));
+            }
+        }
+        // Marked rather than removed: an object that ends gracefully (a Pod on a node),
+        // one with finalizers, or a container of other objects.
+        let grace = match deletion {
+            Some(Deletion::Graceful { seconds }) => Some(seconds),
+            _ => None,
+        };
+        let marks = grace.is_some() || object::finalizers(&obj) > 0 || container;
+        let grace_seconds = grace.unwrap_or(0);
+        if marks {
+            if object::is_deleting(&obj) {
+                return Ok(entry.value.clone());
+            }
+            let meta = object::meta_mut(&mut obj);
+            meta.insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(grace_seconds));
+            if matches!(deletion, Some(Deletion::Container { terminating: true })) {
+                obj["status"]["phase"] = json!("Terminating");
+            }
+            if dry_run {
+                return Ok(Bytes::from(serde_json::to_vec(&obj).unwrap_or_default()));
+            }
+            let bytes = Bytes::from(
+                serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?,
+            );
+            match state
+                .store
+                .write(Op::Put {
+                    key: key.clone(),
+                    value: bytes.clone(),
+                    expect: Expect::At(entry.revision),
+                })
+                .await
+            {
+                Ok(c) => {
+                    if gc_finalizer.is_some() {
+                        let _ = state
+                            .gc
+                            .send(crate::controllers::gc::GcTask::Finalize { key: key.clone() });
+                    }
+                    return Ok(with_resource_version(&bytes, c.revision));
+                }
+                Err(StorageError::Conflict { .. }) => continue,
+                Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
+            }
+        }
+        if dry_run {
+            return Ok(entry.value.clone());
+        }
+        match state
+            .store
+            .write(Op::Delete {
+                key: key.clone(),
+                expect: Expect::At(entry.revision),
+            })
+            .await
+        {
+            Ok(c) => {
+                crate::controllers::gc::collect_dependents(&state.gc, key, &obj);
+                for hook in state.hooks.of(t) {
+                    hook.committed(&cx, Committed::Deleted(&obj)).await?;
+                }
+                return Ok(with_resource_version(&entry.value, c.revision));
+            }
+            Err(StorageError::Conflict { .. }) => continue,
+            Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
+        }
+    }
+    Err(ApiError::conflict(&t.gr, name))
+}
+
