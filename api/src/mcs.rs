@@ -475,7 +475,9 @@ pub fn mcs_service(meta: &ObjectMeta) -> Option<crate::ServiceKey> {
 
 /// The service an EndpointSlice belongs to: `kubernetes.io/service-name` for a Service's
 /// own slices, `multicluster.kubernetes.io/service-name` for MCS ones.
-pub fn slice_service(s: &k8s_openapi::api::discovery::v1::EndpointSlice) -> Option<crate::ServiceKey> {
+pub fn slice_service(
+    s: &k8s_openapi::api::discovery::v1::EndpointSlice,
+) -> Option<crate::ServiceKey> {
     if is_managed(&s.metadata) {
         return mcs_service(&s.metadata);
     }

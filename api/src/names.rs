@@ -54,4 +54,3 @@ impl fmt::Display for ServiceKey {
         write!(f, "{}/{}", self.namespace, self.name)
     }
 }
-

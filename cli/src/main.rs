@@ -446,7 +446,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Echo => {
-            let bound = sluice_local::echo::build(sluice_local::echo::EchoConfig::from_env()?).await?;
+            let bound =
+                sluice_local::echo::build(sluice_local::echo::EchoConfig::from_env()?).await?;
             println!("echo: http {} tcp {}", bound.http, bound.tcp);
             shutdown_signal().await?;
             bound.shutdown().await;

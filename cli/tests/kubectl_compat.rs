@@ -18,7 +18,10 @@ fn jsonpath(k: &Kubectl, args: &[&str], path: &str) -> String {
 fn first_commands(k: &Kubectl) {
     let namespaces = jsonpath(k, &["get", "namespaces"], "{.items[*].metadata.name}");
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        assert!(namespaces.split(' ').any(|n| n == ns), "{ns} in {namespaces}");
+        assert!(
+            namespaces.split(' ').any(|n| n == ns),
+            "{ns} in {namespaces}"
+        );
     }
     assert_eq!(
         jsonpath(
@@ -30,7 +33,12 @@ fn first_commands(k: &Kubectl) {
     );
     // No -n: the default namespace.
     k.ok(&["create", "deployment", "web", "--image=sluice/echo"]);
-    k.ok(&["create", "configmap", "settings", "--from-literal=mode=fast"]);
+    k.ok(&[
+        "create",
+        "configmap",
+        "settings",
+        "--from-literal=mode=fast",
+    ]);
     assert_eq!(
         jsonpath(k, &["get", "deployment", "web"], "{.metadata.namespace}"),
         "default"
@@ -41,7 +49,11 @@ fn first_commands(k: &Kubectl) {
         "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\ndata: {user: b2xk}\nstringData: {user: admin, password: s3cr3t}\n",
     );
     assert_eq!(
-        jsonpath(k, &["get", "secret", "creds"], "{.data.user} {.data.password} {.type}"),
+        jsonpath(
+            k,
+            &["get", "secret", "creds"],
+            "{.data.user} {.data.password} {.type}"
+        ),
         "YWRtaW4= czNjcjN0 Opaque"
     );
     let secret: serde_json::Value =
@@ -69,7 +81,9 @@ fn every_logical_cluster_has_the_system_namespaces_and_kube_defaults() {
         let control = Control::start(dir.path(), &[]);
         let root = Kubectl::new(&bin, &control.kubeconfig, &dir.path().join("cache"));
         first_commands(&root);
-        root.apply_stdin("apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: shop}\n");
+        root.apply_stdin(
+            "apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: shop}\n",
+        );
         let shop = Kubectl::new(
             &bin,
             &control.workspace_kubeconfig("root:shop"),
@@ -77,7 +91,9 @@ fn every_logical_cluster_has_the_system_namespaces_and_kube_defaults() {
         );
         first_commands(&shop);
         // A nested workspace too.
-        shop.apply_stdin("apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: team}\n");
+        shop.apply_stdin(
+            "apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: team}\n",
+        );
         let team = Kubectl::new(
             &bin,
             &control.workspace_kubeconfig("root:shop:team"),
@@ -96,7 +112,12 @@ fn a_physical_clusters_objects_carry_no_logical_cluster_annotation() {
         &["--single-cluster", "--service-cidr", "127.41.0.0/16"],
     );
     let k = Kubectl::new(&bin, &control.kubeconfig, &dir.path().join("cache"));
-    k.ok(&["create", "configmap", "settings", "--from-literal=mode=fast"]);
+    k.ok(&[
+        "create",
+        "configmap",
+        "settings",
+        "--from-literal=mode=fast",
+    ]);
     k.ok(&["label", "configmap", "settings", "tier=web"]);
     for what in [
         &["configmap", "settings"][..],
@@ -107,11 +128,17 @@ fn a_physical_clusters_objects_carry_no_logical_cluster_annotation() {
         args.extend_from_slice(what);
         args.extend(["-o", "json"]);
         let out = k.ok(&args);
-        assert!(!out.contains("sluice.dev/logical-cluster"), "{what:?}: {out}");
+        assert!(
+            !out.contains("sluice.dev/logical-cluster"),
+            "{what:?}: {out}"
+        );
     }
     // The system namespaces a physical cluster has, and the ones it keeps.
     let namespaces = jsonpath(&k, &["get", "namespaces"], "{.items[*].metadata.name}");
-    assert_eq!(namespaces, "default kube-node-lease kube-public kube-system");
+    assert_eq!(
+        namespaces,
+        "default kube-node-lease kube-public kube-system"
+    );
     let refused = k.fails(&["delete", "namespace", "kube-public"]);
     assert!(refused.contains("may not be deleted"), "{refused}");
 }
@@ -275,18 +302,35 @@ fn the_kinds_of_ordinary_manifests_are_served_with_kube_defaults() {
             "Allow 3 1"
         );
         assert_eq!(
-            jsonpath(&k, &["get", "networkpolicy", "test-network-policy"], "{.spec.policyTypes}"),
+            jsonpath(
+                &k,
+                &["get", "networkpolicy", "test-network-policy"],
+                "{.spec.policyTypes}"
+            ),
             "[\"Ingress\"]"
         );
         assert_eq!(
-            jsonpath(&k, &["get", "pv", "task-pv-volume"], "{.spec.persistentVolumeReclaimPolicy}"),
+            jsonpath(
+                &k,
+                &["get", "pv", "task-pv-volume"],
+                "{.spec.persistentVolumeReclaimPolicy}"
+            ),
             "Retain"
         );
         // kubectl's own generators, and scaling through the scale subresource.
         k.ok(&["create", "job", "once", "--image=sluice/echo"]);
-        k.ok(&["create", "cronjob", "tick", "--image=sluice/echo", "--schedule=*/5 * * * *"]);
+        k.ok(&[
+            "create",
+            "cronjob",
+            "tick",
+            "--image=sluice/echo",
+            "--schedule=*/5 * * * *",
+        ]);
         k.ok(&["scale", "rc", "nginx", "--replicas=5"]);
-        assert_eq!(jsonpath(&k, &["get", "rc", "nginx"], "{.spec.replicas}"), "5");
+        assert_eq!(
+            jsonpath(&k, &["get", "rc", "nginx"], "{.spec.replicas}"),
+            "5"
+        );
         // A Job whose pods would restart forever is refused, as by kube-apiserver.
         let out = k
             .command(&["apply", "-f", "-"])

@@ -12,7 +12,8 @@ use crate::resources::{Catalog, ResourceType};
 use crate::storage::{Expect, Key, Op, ResourcePrefix, StorageError, Store};
 
 /// The namespaces every cluster has.
-pub const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const SYSTEM_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Namespaces kube-apiserver refuses to delete (in single-cluster mode; in a logical cluster
 /// they go with their workspace).

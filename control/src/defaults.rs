@@ -74,7 +74,11 @@ fn job_spec(spec: &mut Value) {
     }
     default(spec, &["suspend"], json!(false));
     if spec["podFailurePolicy"].is_null() {
-        default(spec, &["podReplacementPolicy"], json!("TerminatingOrFailed"));
+        default(
+            spec,
+            &["podReplacementPolicy"],
+            json!("TerminatingOrFailed"),
+        );
     }
     template_pod_spec(&mut spec["template"]);
 }
@@ -91,8 +95,7 @@ pub fn on_create(kind: &str, obj: &mut Value) {
     ) else {
         return;
     };
-    obj["spec"]["selector"] =
-        json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+    obj["spec"]["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
     default(obj, &["spec", "template", "metadata", "labels"], json!({}));
     if let Some(labels) = obj["spec"]["template"]["metadata"]["labels"].as_object_mut() {
         for (k, v) in [
@@ -190,7 +193,11 @@ pub fn apply(kind: &str, obj: &mut Value) {
             }
             if kind == "StatefulSet" {
                 default(obj, &["spec", "podManagementPolicy"], json!("OrderedReady"));
-                default(obj, &["spec", "updateStrategy", "type"], json!("RollingUpdate"));
+                default(
+                    obj,
+                    &["spec", "updateStrategy", "type"],
+                    json!("RollingUpdate"),
+                );
                 if obj["spec"]["updateStrategy"]["type"] == "RollingUpdate" {
                     default(
                         obj,
@@ -205,7 +212,11 @@ pub fn apply(kind: &str, obj: &mut Value) {
                 );
             }
             if kind == "DaemonSet" {
-                default(obj, &["spec", "updateStrategy", "type"], json!("RollingUpdate"));
+                default(
+                    obj,
+                    &["spec", "updateStrategy", "type"],
+                    json!("RollingUpdate"),
+                );
                 if obj["spec"]["updateStrategy"]["type"] == "RollingUpdate" {
                     default(
                         obj,
@@ -234,10 +245,16 @@ pub fn apply(kind: &str, obj: &mut Value) {
             // An empty selector and labels come from the template's labels.
             let labels = obj["spec"]["template"]["metadata"]["labels"].clone();
             if labels.as_object().is_some_and(|l| !l.is_empty()) {
-                if obj["spec"]["selector"].as_object().is_none_or(|s| s.is_empty()) {
+                if obj["spec"]["selector"]
+                    .as_object()
+                    .is_none_or(|s| s.is_empty())
+                {
                     obj["spec"]["selector"] = labels.clone();
                 }
-                if obj["metadata"]["labels"].as_object().is_none_or(|l| l.is_empty()) {
+                if obj["metadata"]["labels"]
+                    .as_object()
+                    .is_none_or(|l| l.is_empty())
+                {
                     obj["metadata"]["labels"] = labels;
                 }
             }
@@ -256,16 +273,29 @@ pub fn apply(kind: &str, obj: &mut Value) {
         }
         "HorizontalPodAutoscaler" => {
             default(obj, &["spec", "minReplicas"], json!(1));
-            if obj["spec"]["metrics"].as_array().is_none_or(|m| m.is_empty()) && obj["spec"].is_object() {
+            if obj["spec"]["metrics"]
+                .as_array()
+                .is_none_or(|m| m.is_empty())
+                && obj["spec"].is_object()
+            {
                 obj["spec"]["metrics"] = json!([{"type": "Resource", "resource": {"name": "cpu",
                     "target": {"type": "Utilization", "averageUtilization": 80}}}]);
             }
         }
         "NetworkPolicy" => {
-            if obj["spec"]["policyTypes"].as_array().is_none_or(|p| p.is_empty()) && obj["spec"].is_object() {
-                let egress = obj["spec"]["egress"].as_array().is_some_and(|e| !e.is_empty());
-                obj["spec"]["policyTypes"] =
-                    if egress { json!(["Ingress", "Egress"]) } else { json!(["Ingress"]) };
+            if obj["spec"]["policyTypes"]
+                .as_array()
+                .is_none_or(|p| p.is_empty())
+                && obj["spec"].is_object()
+            {
+                let egress = obj["spec"]["egress"]
+                    .as_array()
+                    .is_some_and(|e| !e.is_empty());
+                obj["spec"]["policyTypes"] = if egress {
+                    json!(["Ingress", "Egress"])
+                } else {
+                    json!(["Ingress"])
+                };
             }
             for dir in ["ingress", "egress"] {
                 for rule in obj["spec"][dir].as_array_mut().into_iter().flatten() {
@@ -276,7 +306,11 @@ pub fn apply(kind: &str, obj: &mut Value) {
             }
         }
         "PersistentVolume" => {
-            default(obj, &["spec", "persistentVolumeReclaimPolicy"], json!("Retain"));
+            default(
+                obj,
+                &["spec", "persistentVolumeReclaimPolicy"],
+                json!("Retain"),
+            );
             default(obj, &["spec", "volumeMode"], json!("Filesystem"));
             default(obj, &["status", "phase"], json!("Pending"));
         }
@@ -308,7 +342,11 @@ pub fn apply(kind: &str, obj: &mut Value) {
                     default(
                         obj,
                         &["spec", "ipFamilies"],
-                        if single { json!(["IPv4"]) } else { json!(["IPv4", "IPv6"]) },
+                        if single {
+                            json!(["IPv4"])
+                        } else {
+                            json!(["IPv4", "IPv6"])
+                        },
                     );
                 } else {
                     default(obj, &["spec", "ipFamilies"], json!(["IPv4"]));
@@ -360,13 +398,22 @@ mod tests {
         assert_eq!(selectorless["spec"]["ipFamilyPolicy"], "RequireDualStack");
         let mut sts = json!({"spec": {}});
         apply("StatefulSet", &mut sts);
-        assert_eq!(sts["spec"]["updateStrategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}));
+        assert_eq!(
+            sts["spec"]["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+        );
         let mut ds = json!({"spec": {}});
         apply("DaemonSet", &mut ds);
-        assert_eq!(ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"], 1);
+        assert_eq!(
+            ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
+            1
+        );
         let mut rs = json!({"spec": {}});
         apply("ReplicaSet", &mut rs);
-        assert!(rs["spec"].get("revisionHistoryLimit").is_none(), "not a ReplicaSet field");
+        assert!(
+            rs["spec"].get("revisionHistoryLimit").is_none(),
+            "not a ReplicaSet field"
+        );
         let mut external = json!({"spec": {"type": "ExternalName", "externalName": "x.example"}});
         apply("Service", &mut external);
         assert!(external["spec"].get("ipFamilies").is_none());
@@ -377,7 +424,8 @@ mod tests {
 
     #[test]
     fn secret_string_data_is_merged_into_data() {
-        let mut s = json!({"data": {"a": "b2xk", "b": "eA=="}, "stringData": {"a": "new", "c": "é"}});
+        let mut s =
+            json!({"data": {"a": "b2xk", "b": "eA=="}, "stringData": {"a": "new", "c": "é"}});
         apply("Secret", &mut s);
         assert_eq!(s["data"], json!({"a": "bmV3", "b": "eA==", "c": "w6k="}));
         assert!(s.get("stringData").is_none());
@@ -387,14 +435,22 @@ mod tests {
         assert_eq!(only["data"], json!({"k": "dg=="}));
         let mut bad = json!({"stringData": {"k": 1}});
         apply("Secret", &mut bad);
-        assert_eq!(bad["stringData"], json!({"k": 1}), "left for validation to refuse");
+        assert_eq!(
+            bad["stringData"],
+            json!({"k": 1}),
+            "left for validation to refuse"
+        );
     }
 
     #[test]
     fn namespaces_carry_their_name_label() {
-        let mut ns = json!({"metadata": {"name": "shop", "labels": {"kubernetes.io/metadata.name": "x"}}});
+        let mut ns =
+            json!({"metadata": {"name": "shop", "labels": {"kubernetes.io/metadata.name": "x"}}});
         apply("Namespace", &mut ns);
-        assert_eq!(ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "shop");
+        assert_eq!(
+            ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "shop"
+        );
         assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
     }
 
@@ -407,12 +463,22 @@ mod tests {
         assert_eq!(job["spec"]["completions"], 1);
         assert_eq!(job["spec"]["parallelism"], 1);
         assert_eq!(job["spec"]["backoffLimit"], 6);
-        assert_eq!(job["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"], "u-1");
-        assert_eq!(job["spec"]["template"]["metadata"]["labels"]["job-name"], "pi");
+        assert_eq!(
+            job["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"],
+            "u-1"
+        );
+        assert_eq!(
+            job["spec"]["template"]["metadata"]["labels"]["job-name"],
+            "pi"
+        );
         let mut parallel = json!({"spec": {"parallelism": 3, "template": {}}});
         apply("Job", &mut parallel);
-        assert!(parallel["spec"]["completions"].is_null(), "a work queue has no completion count");
-        let mut cj = json!({"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {}}}}});
+        assert!(
+            parallel["spec"]["completions"].is_null(),
+            "a work queue has no completion count"
+        );
+        let mut cj =
+            json!({"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {}}}}});
         apply("CronJob", &mut cj);
         assert_eq!(cj["spec"]["successfulJobsHistoryLimit"], 3);
         assert_eq!(cj["spec"]["jobTemplate"]["spec"]["backoffLimit"], 6);

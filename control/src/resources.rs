@@ -6,7 +6,9 @@ use std::sync::{Arc, OnceLock};
 use k8s_openapi::api::{apps::v1 as apps, coordination::v1 as coordination, core::v1 as core};
 use k8s_openapi::api::{autoscaling::v2 as autoscaling, batch::v1 as batch};
 use k8s_openapi::api::{discovery::v1 as discovery, networking::v1 as networking};
-use k8s_openapi::api::{policy::v1 as policy, scheduling::v1 as scheduling, storage::v1 as storage};
+use k8s_openapi::api::{
+    policy::v1 as policy, scheduling::v1 as scheduling, storage::v1 as storage,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::de::DeserializeOwned;
@@ -284,7 +286,16 @@ fn builtins() -> Vec<ResourceType> {
             &[],
             STATUS,
         ),
-        rt::<core::LimitRange>("", "v1", "limitranges", "LimitRange", true, &["limits"], &[], &[]),
+        rt::<core::LimitRange>(
+            "",
+            "v1",
+            "limitranges",
+            "LimitRange",
+            true,
+            &["limits"],
+            &[],
+            &[],
+        ),
         rt::<core::ResourceQuota>(
             "",
             "v1",
@@ -296,7 +307,16 @@ fn builtins() -> Vec<ResourceType> {
             STATUS,
         ),
         rt::<batch::Job>("batch", "v1", "jobs", "Job", true, &[], ALL, STATUS),
-        rt::<batch::CronJob>("batch", "v1", "cronjobs", "CronJob", true, &["cj"], ALL, STATUS),
+        rt::<batch::CronJob>(
+            "batch",
+            "v1",
+            "cronjobs",
+            "CronJob",
+            true,
+            &["cj"],
+            ALL,
+            STATUS,
+        ),
         rt::<autoscaling::HorizontalPodAutoscaler>(
             "autoscaling",
             "v2",

@@ -227,16 +227,22 @@ pub fn check_spec(kind: &str, obj: &Value) -> Vec<Cause> {
             }
         }
         "Pod" => check_pod_spec(&obj["spec"], "spec", &mut causes),
-        "ReplicationController" => {
-            check_pod_spec(&obj["spec"]["template"]["spec"], "spec.template.spec", &mut causes)
-        }
+        "ReplicationController" => check_pod_spec(
+            &obj["spec"]["template"]["spec"],
+            "spec.template.spec",
+            &mut causes,
+        ),
         "PodTemplate" => check_pod_spec(&obj["template"]["spec"], "template.spec", &mut causes),
         "Job" => check_job_spec(&obj["spec"], "spec", &mut causes),
         "CronJob" => {
             if obj["spec"]["schedule"].as_str().is_none_or(str::is_empty) {
                 causes.push(Cause::required("spec.schedule"));
             }
-            check_job_spec(&obj["spec"]["jobTemplate"]["spec"], "spec.jobTemplate.spec", &mut causes);
+            check_job_spec(
+                &obj["spec"]["jobTemplate"]["spec"],
+                "spec.jobTemplate.spec",
+                &mut causes,
+            );
         }
         "Service" => {
             let ty = obj["spec"]["type"].as_str().unwrap_or("ClusterIP");
@@ -364,7 +370,10 @@ mod tests {
     #[test]
     fn container_names_are_dns_labels_and_unique() {
         let pod = |names: &[&str]| {
-            let cs: Vec<Value> = names.iter().map(|n| serde_json::json!({"name": n})).collect();
+            let cs: Vec<Value> = names
+                .iter()
+                .map(|n| serde_json::json!({"name": n}))
+                .collect();
             serde_json::json!({"spec": {"containers": cs}})
         };
         assert!(check_spec("Pod", &pod(&["web", "sidecar"])).is_empty());
@@ -373,7 +382,10 @@ mod tests {
             assert_eq!(causes.len(), 1, "{bad}: {causes:?}");
             assert_eq!(causes[0].field, "spec.containers[0].name");
         }
-        assert_eq!(check_spec("Pod", &pod(&["a", "a"]))[0].reason, "FieldValueDuplicate");
+        assert_eq!(
+            check_spec("Pod", &pod(&["a", "a"]))[0].reason,
+            "FieldValueDuplicate"
+        );
     }
 
     #[test]

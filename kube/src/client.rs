@@ -71,8 +71,6 @@ pub async fn from_kubeconfig_or_in_cluster(
 ) -> Result<kube::Client, ClientError> {
     match kubeconfig {
         Some(path) => from_kubeconfig(path).await,
-        None => {
-            build(kube::Config::incluster().map_err(ClientError::InCluster)?)
-        }
+        None => build(kube::Config::incluster().map_err(ClientError::InCluster)?),
     }
 }

@@ -62,7 +62,10 @@ pub async fn renew_forever(leases: Api<Lease>, namespace: String, lease: LeaseHo
         };
         body["apiVersion"] = "coordination.k8s.io/v1".into();
         body["kind"] = "Lease".into();
-        if let Err(e) = leases.patch(&lease.name, &params, &Patch::Apply(body)).await {
+        if let Err(e) = leases
+            .patch(&lease.name, &params, &Patch::Apply(body))
+            .await
+        {
             tracing::warn!(lease = %lease.name, error = %e, "renewing the lease failed");
         }
     }
@@ -82,7 +85,10 @@ mod tests {
         };
         let t0: Timestamp = "2026-11-24T00:00:00Z".parse().expect("time");
         let lease = renewal("kube-system", &spec, t0);
-        let at = |s: i64| t0.checked_add(SignedDuration::from_millis(s)).expect("time");
+        let at = |s: i64| {
+            t0.checked_add(SignedDuration::from_millis(s))
+                .expect("time")
+        };
         assert_eq!(expires_at(&lease), Some(at(3000)));
         assert!(!is_expired(&lease, at(2999)));
         assert!(is_expired(&lease, at(3000)));

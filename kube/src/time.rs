@@ -15,6 +15,9 @@ mod tests {
     fn whole_seconds_in_utc() {
         let t = super::now_rfc3339();
         assert!(t.ends_with('Z') && !t.contains('.'), "{t}");
-        assert!(::time::OffsetDateTime::parse(&t, &::time::format_description::well_known::Rfc3339).is_ok());
+        assert!(
+            ::time::OffsetDateTime::parse(&t, &::time::format_description::well_known::Rfc3339)
+                .is_ok()
+        );
     }
 }

@@ -3,7 +3,8 @@
 //! KEP-1645: properties that cannot be merged come from the oldest export, and every export
 //! is told about the conflict. Ports are the exception: the import carries their union, and
 //! a port that clashes with an older export's port is left out (so it routes only to the
-//! clusters that expose it the way the import does).
+//! clusters that expose it the way the import does). Exports whose port sets differ are in
+//! conflict even when the union is clean, as the MCS conformance suite requires.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -270,6 +271,30 @@ fn union_ports<'a>(
                     ),
                 ),
             }
+        }
+    }
+    // As the MCS conformance suite (v0.5.0) requires: the import carries the union, and an
+    // export that lacks some of its ports is in conflict (traffic to such a port can only
+    // reach the clusters that expose it).
+    for source in sources {
+        let own: Vec<ServicePort> = contributed
+            .get(source.cluster())
+            .into_iter()
+            .flatten()
+            .map(|p| import_port(p))
+            .collect();
+        for missing in union.iter().filter(|u| {
+            !own.iter()
+                .any(|p| p.name == u.name && p.protocol() == u.protocol() && p.port == u.port)
+        }) {
+            details.note(
+                ConflictKind::Port,
+                format!(
+                    "cluster {} does not export {} of the ServiceImport",
+                    source.cluster(),
+                    show_port(missing)
+                ),
+            );
         }
     }
     (union, contributed)

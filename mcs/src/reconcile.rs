@@ -16,8 +16,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use sluice_api::mcs::{
-    ClusterStatus, LABEL_MANAGED_BY, MANAGED_BY, ServiceExportStatus,
-    ServiceImport, ServiceImportStatus, ServiceImportType,
+    ClusterStatus, LABEL_MANAGED_BY, MANAGED_BY, ServiceExportStatus, ServiceImport,
+    ServiceImportStatus, ServiceImportType,
 };
 use sluice_api::sluice::ImportVips;
 

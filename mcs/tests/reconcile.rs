@@ -1135,3 +1135,49 @@ fn a_cluster_served_by_kube_proxy_gets_derived_services() {
     let d3 = run(&members, &mut vips, T2);
     assert_eq!(of(&d3, "west").stale_services([&observed]), vec![dkey]);
 }
+
+/// MCS conformance (v0.5.0, "should expose the union of the constituent service ports and
+/// raise a conflict"): ports that merge cleanly still differ between the exports, so each
+/// export reports a PortConflict while the import carries the union.
+#[test]
+fn a_clean_port_union_of_differing_exports_is_still_a_conflict() {
+    let mut members = east_exports_echo();
+    serve(
+        &mut members[1],
+        service("echo", T1, &[("http", 80, 8080), ("stcp", 142, 142)]),
+        "127.21.1.1",
+    );
+    members[1].exports.insert(key("echo"), export("echo", T1));
+    let d = run(&members, &mut VipAllocator::new(), T2);
+    let names: Vec<Option<&str>> = import(&d, "east", "echo")
+        .spec
+        .ports
+        .iter()
+        .map(|p| p.name.as_deref())
+        .collect();
+    assert!(
+        names.contains(&Some("http")) && names.contains(&Some("stcp")),
+        "{names:?}"
+    );
+    for cluster in ["east", "west"] {
+        let c = condition(&d, cluster, "echo", CONDITION_CONFLICT);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "PortConflict")
+        );
+        assert!(c.message.contains("does not export"), "{}", c.message);
+    }
+    // Identical port sets: no conflict.
+    let mut same = east_exports_echo();
+    serve(
+        &mut same[1],
+        service("echo", T1, &[("http", 80, 8080)]),
+        "127.21.1.1",
+    );
+    same[1].exports.insert(key("echo"), export("echo", T1));
+    let d = run(&same, &mut VipAllocator::new(), T2);
+    assert_eq!(
+        condition(&d, "east", "echo", CONDITION_CONFLICT).status,
+        "False"
+    );
+}

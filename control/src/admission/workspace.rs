@@ -38,9 +38,7 @@ impl Hook for WorkspaceHook {
             };
             crate::bootstrap::ensure_namespaces(&cx.state.store, &child, true)
                 .await
-                .map_err(|e| {
-                    ApiError::Internal(format!("creating the namespaces of {child}: {e}"))
-                })
+                .map_err(|e| ApiError::Internal(format!("creating the namespaces of {child}: {e}")))
         })
     }
 }

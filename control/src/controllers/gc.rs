@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 use tokio::sync::{mpsc, watch};
 
-use crate::pipeline::delete as delete_object;
 use crate::object;
+use crate::pipeline::delete as delete_object;
 use crate::state::SharedState;
 use crate::storage::{Expect, Key, Op};
 

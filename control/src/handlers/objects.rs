@@ -525,7 +525,8 @@ async fn delete(
         || options["dryRun"]
             .as_array()
             .is_some_and(|a| a.iter().any(|v| v == "All"));
-    let bytes = pipeline::delete(state, scope.t, &scope.key(name)?, name, &options, dry_run).await?;
+    let bytes =
+        pipeline::delete(state, scope.t, &scope.key(name)?, name, &options, dry_run).await?;
     Ok(json(StatusCode::OK, bytes))
 }
 

@@ -110,4 +110,3 @@ pub fn check_decoded(
         SchemaKind::Custom(_) => Ok(()),
     }
 }
-

@@ -523,7 +523,11 @@ pub async fn modify(
     Err(ApiError::conflict(&t.gr, name))
 }
 
-pub fn apply_conflict(t: &ResourceType, name: &str, conflicts: &[crate::apply::Conflict]) -> ApiError {
+pub fn apply_conflict(
+    t: &ResourceType,
+    name: &str,
+    conflicts: &[crate::apply::Conflict],
+) -> ApiError {
     ApiError::ApplyConflict {
         gr: t.gr.clone(),
         name: name.to_string(),
@@ -669,7 +673,13 @@ pub async fn update_scale(
         }
         let mut new = old.clone();
         set_replicas(t, &mut new, replicas);
-        object::prepare_update(&mut new, &old, t, state.annotation_for(&target.cluster), false);
+        object::prepare_update(
+            &mut new,
+            &old,
+            t,
+            state.annotation_for(&target.cluster),
+            false,
+        );
         if dry_run {
             return Ok(scale_of(t, &new));
         }
@@ -854,4 +864,3 @@ pub async fn delete(
     }
     Err(ApiError::conflict(&t.gr, name))
 }
-

@@ -19,9 +19,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
-use sluice_api::mcs::{LABEL_SOURCE_CLUSTER, ServiceImport, ServiceImportType};
 use sluice_api::ServiceKey;
 use sluice_api::mcs::{ANNOTATION_DRAINING, ANNOTATION_WEIGHT, is_managed, slice_service};
+use sluice_api::mcs::{LABEL_SOURCE_CLUSTER, ServiceImport, ServiceImportType};
 use sluice_kube::meta::{annotation, label};
 
 use crate::config::{

@@ -18,11 +18,11 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::watcher;
 use kube::{Api, Client};
-use sluice_api::mcs::ServiceImport;
-use sluice_api::sluice::Cluster;
 use sluice_api::ServiceKey;
 use sluice_api::liveness::{LEASE_NAME, LEASE_NAMESPACE, LEASE_TTL, RENEW_EVERY};
+use sluice_api::mcs::ServiceImport;
 use sluice_api::mcs::slice_service;
+use sluice_api::sluice::Cluster;
 use sluice_kube::Informer;
 use sluice_kube::lease::{LeaseHolder, renew_forever};
 

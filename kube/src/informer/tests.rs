@@ -12,9 +12,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::{StreamExt as _, stream};
 use http::{Request, Response};
+use http_body::Frame;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
-use http_body::Frame;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::watcher;
 use serde_json::json;
@@ -26,7 +26,10 @@ use crate::scope::Scope;
 /// What the fake server answers, in order: a list's items, or a watch's lines (after which
 /// the watch stays open and silent).
 enum Answer {
-    List { rv: &'static str, names: Vec<&'static str> },
+    List {
+        rv: &'static str,
+        names: Vec<&'static str>,
+    },
     Watch(Vec<serde_json::Value>),
 }
 
@@ -111,17 +114,26 @@ async fn a_watch_error_is_followed_by_a_relist_that_resyncs_the_store() {
     let gone = json!({"type": "ERROR", "object": {"apiVersion": "v1", "kind": "Status",
         "status": "Failure", "reason": "Expired", "code": 410, "message": "too old resource version"}});
     let (client, seen) = scripted(vec![
-        Answer::List { rv: "1", names: vec!["a", "b"] },
+        Answer::List {
+            rv: "1",
+            names: vec!["a", "b"],
+        },
         Answer::Watch(vec![
             json!({"type": "ADDED", "object": configmap("c", "2")}),
             gone,
         ]),
-        Answer::List { rv: "5", names: vec!["b", "d"] },
+        Answer::List {
+            rv: "5",
+            names: vec!["b", "d"],
+        },
         Answer::Watch(vec![]),
     ]);
     let changes = std::sync::Arc::new(Changes::<String>::default());
     let relists = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let (record, count) = (changes.recorder(|c: &ConfigMap| c.metadata.name.clone()), relists.clone());
+    let (record, count) = (
+        changes.recorder(|c: &ConfigMap| c.metadata.name.clone()),
+        relists.clone(),
+    );
     let informer = Informer::start_with(
         kube::Api::<ConfigMap>::namespaced(client, "shop"),
         watcher::Config::default(),
@@ -137,13 +149,25 @@ async fn a_watch_error_is_followed_by_a_relist_that_resyncs_the_store() {
     assert!(informer.is_ready());
     until(|| names(&informer) == ["b", "d"]).await;
     assert!(informer.get("shop", "d").is_some());
-    assert!(informer.get("shop", "a").is_none(), "deleted while the watch was down");
-    assert!(informer.get("shop", "c").is_none());
-    assert_eq!(changes.take(), Scope::All, "a re-list widens the next round");
-    let uris = seen.lock().unwrap().clone();
-    assert_eq!(uris.iter().filter(|u| !u.contains("watch=true")).count(), 2, "{uris:?}");
     assert!(
-        uris.iter().any(|u| u.contains("watch=true") && u.contains("resourceVersion=5")),
+        informer.get("shop", "a").is_none(),
+        "deleted while the watch was down"
+    );
+    assert!(informer.get("shop", "c").is_none());
+    assert_eq!(
+        changes.take(),
+        Scope::All,
+        "a re-list widens the next round"
+    );
+    let uris = seen.lock().unwrap().clone();
+    assert_eq!(
+        uris.iter().filter(|u| !u.contains("watch=true")).count(),
+        2,
+        "{uris:?}"
+    );
+    assert!(
+        uris.iter()
+            .any(|u| u.contains("watch=true") && u.contains("resourceVersion=5")),
         "the second watch starts from the re-list's revision: {uris:?}"
     );
 }
@@ -153,7 +177,10 @@ async fn a_watch_error_is_followed_by_a_relist_that_resyncs_the_store() {
 #[tokio::test]
 async fn watch_events_reach_the_store_and_name_their_keys() {
     let (client, _) = scripted(vec![
-        Answer::List { rv: "1", names: vec!["a"] },
+        Answer::List {
+            rv: "1",
+            names: vec!["a"],
+        },
         Answer::Watch(vec![
             json!({"type": "ADDED", "object": configmap("b", "2")}),
             json!({"type": "DELETED", "object": configmap("a", "3")}),

@@ -1,7 +1,7 @@
 //! The controllers a local physical cluster needs (the kube-controller-manager's part):
 //! ReplicaSets keep their Pods, Deployments roll ReplicaSets, EndpointSlices follow Pods.
 //!
-//! Reflectors keep local caches; every change (and a periodic tick) triggers a
+//! Informers (the shared runtime's) keep local caches; every change triggers a
 //! level-triggered pass over all objects: each controller computes the desired state from
 //! the caches and writes only differences.
 
@@ -14,15 +14,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use sluice_kube::Informer;
 use tokio::sync::{Notify, watch};
 
 /// Read-only caches of the cluster.
@@ -61,9 +61,16 @@ impl Expectations {
     pub fn satisfied(&mut self, key: &str) {
         self.0.remove(key);
     }
+
+    /// When the earliest pending expectation lapses: the loop looks again then, even if
+    /// no watch event comes (the write it waited for may never show).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.0.values().map(|t| *t + Self::WAIT).min()
+    }
 }
 
-fn cache<K>(client: &kube::Client, notify: Arc<Notify>) -> (Store<K>, tokio::task::JoinHandle<()>)
+/// An informer on every object of kind `K` that wakes the loop through `notify`.
+fn informer<K>(client: &kube::Client, notify: &Arc<Notify>, what: &str) -> Informer<K>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -73,18 +80,12 @@ where
         + Sync
         + 'static,
 {
-    let (reader, writer) = reflector::store::<K>();
-    let stream = reflector::reflector(
-        writer,
-        watcher(Api::<K>::all(client.clone()), watcher::Config::default()),
+    Informer::start(
+        Api::<K>::all(client.clone()),
+        watcher::Config::default(),
+        notify.clone(),
+        what,
     )
-    .default_backoff()
-    .touched_objects()
-    .for_each(move |_| {
-        notify.notify_one();
-        async {}
-    });
-    (reader, tokio::spawn(stream))
 }
 
 pub fn value<T: serde::Serialize>(o: &T) -> Value {
@@ -130,51 +131,61 @@ pub fn owned_by(
         .is_some_and(|r| r.iter().any(|o| o.uid == uid && o.controller == Some(true)))
 }
 
-/// Run the controllers until `shutdown` flips.
+/// Run the controllers until `shutdown` flips. They are level-triggered: every watch
+/// event (coalesced) starts a pass that compares the caches with what should be and
+/// writes only differences; besides events, a pass runs when an expectation lapses, and a
+/// slow resync repairs what no event reported.
 pub async fn run(client: kube::Client, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    const RESYNC: Duration = Duration::from_secs(30);
     let notify = Arc::new(Notify::new());
-    let (pods, t1) = cache::<Pod>(&client, notify.clone());
-    let (replicasets, t2) = cache::<ReplicaSet>(&client, notify.clone());
-    let (deployments, t3) = cache::<Deployment>(&client, notify.clone());
-    let (services, t4) = cache::<Service>(&client, notify.clone());
-    let (statefulsets, t6) = cache::<StatefulSet>(&client, notify.clone());
-    // Slice changes do not wake the loop: the controllers only compare against them, most
-    // slices in a clusterset are other controllers' (MCS), and the tick repairs drift.
-    let (slices, t5) = cache::<EndpointSlice>(&client, Arc::new(Notify::new()));
+    let pods = informer::<Pod>(&client, &notify, "pods");
+    let replicasets = informer::<ReplicaSet>(&client, &notify, "replicasets");
+    let deployments = informer::<Deployment>(&client, &notify, "deployments");
+    let services = informer::<Service>(&client, &notify, "services");
+    let statefulsets = informer::<StatefulSet>(&client, &notify, "statefulsets");
+    let slices = informer::<EndpointSlice>(&client, &notify, "endpointslices");
     for ready in [
-        pods.wait_until_ready().await,
-        replicasets.wait_until_ready().await,
-        deployments.wait_until_ready().await,
+        pods.store.wait_until_ready().await,
+        replicasets.store.wait_until_ready().await,
+        deployments.store.wait_until_ready().await,
+        services.store.wait_until_ready().await,
+        slices.store.wait_until_ready().await,
+        statefulsets.store.wait_until_ready().await,
     ] {
         ready?;
     }
-    services.wait_until_ready().await?;
-    slices.wait_until_ready().await?;
-    statefulsets.wait_until_ready().await?;
     let caches = Caches {
-        pods,
-        replicasets,
-        deployments,
-        statefulsets,
-        services,
-        slices,
+        pods: pods.store.clone(),
+        replicasets: replicasets.store.clone(),
+        deployments: deployments.store.clone(),
+        statefulsets: statefulsets.store.clone(),
+        services: services.store.clone(),
+        slices: slices.store.clone(),
     };
     let mut rs_expect = Expectations::default();
     let mut sts_expect = Expectations::default();
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut resync = tokio::time::interval(RESYNC);
     loop {
+        let lapse = [rs_expect.next_deadline(), sts_expect.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
+        let lapsed = async {
+            match lapse {
+                Some(t) => tokio::time::sleep_until(t.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = shutdown.changed() => break,
             _ = notify.notified() => {}
-            _ = tick.tick() => {}
+            _ = lapsed => {}
+            _ = resync.tick() => {}
         }
         deployment::reconcile_all(&client, &caches).await;
         replicaset::reconcile_all(&client, &caches, &mut rs_expect).await;
         statefulset::reconcile_all(&client, &caches, &mut sts_expect).await;
         endpointslice::reconcile_all(&client, &caches).await;
-    }
-    for t in [t1, t2, t3, t4, t5, t6] {
-        t.abort();
     }
     Ok(())
 }

@@ -12,10 +12,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -122,18 +121,14 @@ pub async fn run(
         Ok(_) | Err(kube::Error::Api(_)) => {}
         Err(e) => return Err(e.into()),
     }
-    let pods: Api<Pod> = Api::all(client.clone());
-    let (reader, writer) = reflector::store::<Pod>();
     let changed = Arc::new(tokio::sync::Notify::new());
-    let notify = changed.clone();
-    let stream = reflector(writer, watcher(pods.clone(), watcher::Config::default()))
-        .default_backoff()
-        .touched_objects()
-        .for_each(move |_| {
-            notify.notify_one();
-            async {}
-        });
-    let watch_task = tokio::spawn(stream);
+    let informer = sluice_kube::Informer::start(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default(),
+        changed.clone(),
+        "pods",
+    );
+    let reader = informer.store.clone();
     reader.wait_until_ready().await?;
     cfg.metrics
         .ready
@@ -142,18 +137,28 @@ pub async fn run(
     // Addresses of Pods that were running before a restart stay theirs.
     let mut runners: HashMap<String, PodRunner> = HashMap::new();
     let mut beat = tokio::time::interval(Duration::from_secs(10));
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    // Passes run on watch events; a pass whose binding or deletion failed runs again after
+    // a second, since no event may come to retry it.
+    let mut retry: Option<tokio::time::Instant> = None;
     loop {
+        let retried = async {
+            match retry {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = shutdown.changed() => break,
             _ = changed.notified() => {}
-            _ = tick.tick() => {}
+            _ = retried => {}
             _ = beat.tick() => {
                 if let Err(e) = heartbeat(&nodes, &cfg).await {
                     tracing::warn!(error = %e, "node heartbeat failed");
                 }
             }
         }
+        retry = None;
+        let failed = || Some(tokio::time::Instant::now() + Duration::from_secs(1));
         let mut seen = BTreeSet::new();
         for pod in reader.state() {
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
@@ -170,6 +175,7 @@ pub async fn run(
                         .await
                     {
                         tracing::debug!(pod = %key, error = %e, "binding failed");
+                        retry = failed();
                     }
                     continue;
                 }
@@ -179,17 +185,26 @@ pub async fn run(
             seen.insert(key.clone());
             let deleting = pod.metadata.deletion_timestamp.is_some();
             match runners.get_mut(&key) {
-                Some(r) if r.uid() == pod.metadata.uid.as_deref().unwrap_or("") => {
+                Some(r)
+                    if r.uid() == pod.metadata.uid.as_deref().unwrap_or("")
+                        && !(deleting && r.finished()) =>
+                {
                     if deleting {
                         r.terminate(grace_of(&pod));
                     }
                 }
                 _ if deleting => {
+                    // (A runner that finished before the deletion came stops nothing.)
+                    runners.remove(&key);
                     // Nothing runs here (finished, or never started): delete for good.
                     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-                    let _ = api
+                    match api
                         .delete(&name, &DeleteParams::default().grace_period(0))
-                        .await;
+                        .await
+                    {
+                        Ok(_) | Err(kube::Error::Api(_)) => {}
+                        Err(_) => retry = failed(),
+                    }
                 }
                 _ => {
                     if let Some(old) = runners.remove(&key) {
@@ -216,7 +231,7 @@ pub async fn run(
         r.terminate(Duration::from_secs(2));
         r.wait().await;
     }
-    watch_task.abort();
+    drop(informer);
     Ok(())
 }
 

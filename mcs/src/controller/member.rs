@@ -14,13 +14,13 @@ use sluice_api::mcs::{ServiceExport, ServiceImport};
 use sluice_api::sluice::ImportVips;
 
 use crate::Changes;
-use crate::derived::derived_key;
 use crate::ServiceIndex;
+use crate::derived::derived_key;
+use crate::model::{ClusterId, ClusterName, MemberSnapshot, Scope, ServiceKey};
+use crate::reconcile::{is_managed, mcs_service, slice_service};
 use sluice_api::liveness::{LEASE_NAME, LEASE_NAMESPACE};
 use sluice_kube::Informer;
 use sluice_kube::lease::expires_at;
-use crate::model::{ClusterId, ClusterName, MemberSnapshot, Scope, ServiceKey};
-use crate::reconcile::{is_managed, mcs_service, slice_service};
 
 pub struct Member {
     pub name: ClusterName,
@@ -201,7 +201,10 @@ where
 {
     match scope {
         Scope::All => informer.state(),
-        Scope::Keys(keys) => keys.iter().filter_map(|k| informer.get(&k.namespace, &k.name)).collect(),
+        Scope::Keys(keys) => keys
+            .iter()
+            .filter_map(|k| informer.get(&k.namespace, &k.name))
+            .collect(),
     }
 }
 

@@ -27,12 +27,12 @@ use sluice_api::sluice::{Cluster, ImportVips};
 use tokio::sync::watch;
 
 use crate::Changes;
-use sluice_kube::Informer;
 use crate::model::{ClusterId, ClusterName, MemberSnapshot};
 use crate::reconcile::{ClusterDesired, reconcile};
 use crate::vip::VipAllocator;
 use member::Member;
 use metrics::ControllerMetrics;
+use sluice_kube::Informer;
 use write::Writer;
 
 /// Writes in flight per member cluster.
