@@ -429,31 +429,6 @@ pub fn crds() -> Vec<Value> {
     ]
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_crd_has_one_storage_version() {
-        for crd in crds() {
-            let versions = crd["spec"]["versions"].as_array().unwrap();
-            assert_eq!(versions.iter().filter(|v| v["storage"] == true).count(), 1);
-            assert_eq!(versions.len(), 2);
-        }
-    }
-
-    #[test]
-    fn import_round_trips_through_serde() {
-        let v = json!({
-            "metadata": {"name": "echo", "namespace": "shop"},
-            "spec": {"type": "Headless", "ports": [{"name": "http", "port": 8080}]}
-        });
-        let si: ServiceImport = serde_json::from_value(v).unwrap();
-        assert_eq!(si.spec.r#type, ServiceImportType::Headless);
-        assert_eq!(si.spec.ports[0].protocol(), "TCP");
-    }
-}
-
 fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     meta.labels.as_ref()?.get(key).map(String::as_str)
 }
@@ -485,4 +460,29 @@ pub fn slice_service(
         s.metadata.namespace.clone()?,
         label(&s.metadata, LABEL_KUBE_SERVICE_NAME)?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_crd_has_one_storage_version() {
+        for crd in crds() {
+            let versions = crd["spec"]["versions"].as_array().unwrap();
+            assert_eq!(versions.iter().filter(|v| v["storage"] == true).count(), 1);
+            assert_eq!(versions.len(), 2);
+        }
+    }
+
+    #[test]
+    fn import_round_trips_through_serde() {
+        let v = json!({
+            "metadata": {"name": "echo", "namespace": "shop"},
+            "spec": {"type": "Headless", "ports": [{"name": "http", "port": 8080}]}
+        });
+        let si: ServiceImport = serde_json::from_value(v).unwrap();
+        assert_eq!(si.spec.r#type, ServiceImportType::Headless);
+        assert_eq!(si.spec.ports[0].protocol(), "TCP");
+    }
 }

@@ -594,6 +594,16 @@ impl Drop for Case<'_> {
 }
 
 impl Case<'_> {
+    /// Cluster 0's ServiceImport comes to hold the stored Service's `spec.<field>`.
+    fn await_si_field_as_service(&self, field: &str) {
+        let want = self.service["spec"][field].clone();
+        self.await_si(0, |si| {
+            check(si["spec"][field] == want, || {
+                format!("{field} {}, the Service's {want}", si["spec"][field])
+            })
+        });
+    }
+
     fn name(&self, c: usize) -> &'static str {
         CLUSTERS[c]
     }
@@ -1003,15 +1013,7 @@ fn conformance_service_imports() {
         let mut svc = hello_service();
         svc["spec"]["internalTrafficPolicy"] = json!("Cluster");
         let t = cs.case("SI-6", svc, Some(hello_deployment(1)), Some(hello_export()));
-        let want = t.service["spec"]["internalTrafficPolicy"].clone();
-        t.await_si(0, |si| {
-            check(si["spec"]["internalTrafficPolicy"] == want, || {
-                format!(
-                    "internalTrafficPolicy {}, the Service's {want}",
-                    si["spec"]["internalTrafficPolicy"]
-                )
-            })
-        });
+        t.await_si_field_as_service("internalTrafficPolicy");
     }
 
     // SI-7 [ClusterIP, Required] "The TrafficDistribution for a ClusterSetIP ServiceImport
@@ -1021,15 +1023,7 @@ fn conformance_service_imports() {
         svc["spec"]["trafficDistribution"] = json!("PreferClose");
         let t = cs.case("SI-7", svc, Some(hello_deployment(1)), Some(hello_export()));
         // As upstream: the value the API server stored is the expectation.
-        let want = t.service["spec"]["trafficDistribution"].clone();
-        t.await_si(0, |si| {
-            check(si["spec"]["trafficDistribution"] == want, || {
-                format!(
-                    "trafficDistribution {}, the Service's {want}",
-                    si["spec"]["trafficDistribution"]
-                )
-            })
-        });
+        t.await_si_field_as_service("trafficDistribution");
     }
 
     // SI-8 [ClusterIP, Required] "An IP should be allocated for a ClusterSetIP

@@ -433,34 +433,22 @@ async fn logs_are_served_as_bytes_and_container_names_are_checked() {
     let container = logs.path().join("default/p/main");
     std::fs::create_dir_all(&container).unwrap();
     std::fs::write(container.join("0.log"), "héllo\n\u{ff}\n".as_bytes()).unwrap();
-    let get = |query: &str| {
-        http::Request::get(format!("/api/v1/namespaces/default/pods/p/log?{query}"))
-            .body(Vec::new())
+    // The raw bytes of a log request (kube-rs' request_text would insist on UTF-8).
+    let log = async |query: &str| {
+        let req = http::Request::get(format!("/api/v1/namespaces/default/pods/p/log?{query}"))
+            .body(kube::client::Body::from(Vec::new()))
+            .unwrap();
+        let raw = client.send(req).await.unwrap();
+        assert_eq!(raw.status(), 200);
+        http_body_util::BodyExt::collect(raw.into_body())
+            .await
             .unwrap()
+            .to_bytes()
     };
     // "h" then the first byte of "é".
-    let raw = client
-        .send(get("limitBytes=2").map(kube::client::Body::from))
-        .await
-        .unwrap();
-    assert_eq!(raw.status(), 200);
-    let body = http_body_util::BodyExt::collect(raw.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    assert_eq!(&body[..], b"h\xc3");
-
+    assert_eq!(&log("limitBytes=2").await[..], b"h\xc3");
     std::fs::write(container.join("0.log"), b"\xff\xfe\nok\n").unwrap();
-    let raw = client
-        .send(get("tailLines=2").map(kube::client::Body::from))
-        .await
-        .unwrap();
-    assert_eq!(raw.status(), 200);
-    let body = http_body_util::BodyExt::collect(raw.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    assert_eq!(&body[..], b"\xff\xfe\nok\n");
+    assert_eq!(&log("tailLines=2").await[..], b"\xff\xfe\nok\n");
 
     // A container name that is a path is refused before anything stores it.
     let escape = serde_json::from_value(json!({

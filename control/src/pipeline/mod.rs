@@ -512,7 +512,7 @@ pub async fn modify(
                     Committed::Written(&new)
                 };
                 for hook in hooks {
-                    hook.committed(&cx, what.clone()).await?;
+                    hook.committed(&cx, what).await?;
                 }
                 return Ok(Written::stored(new, c.revision));
             }
