@@ -1,7 +1,7 @@
 //! Admission hooks: per-resource steps of the object pipeline, registered by group and
-//! resource instead of branches on resource names. A hook may change an object before it is
-//! validated (defaults that need state, reservations such as a ClusterIP), add validation
-//! causes, refuse a deletion, undo a reservation when the write does not persist, and act
+//! resource instead of branches on resource names. A hook may add validation causes, change
+//! a validated object before it is persisted (state-dependent fields, reservations such as
+//! a ClusterIP), refuse a deletion, undo a reservation when the write does not persist, and act
 //! after a commit (rebuild a catalog, create what a new object implies).
 
 use std::collections::HashMap;
@@ -46,12 +46,14 @@ pub type HookFuture<'a> = Pin<Box<dyn Future<Output = ApiResult<()>> + Send + 'a
 
 /// One resource's admission step. Every method has a do-nothing default.
 pub trait Hook: Send + Sync {
-    /// A new object, after defaults and server metadata, before validation.
+    /// A new object, after defaults, server metadata and validation, just before it is
+    /// persisted (a refusal here releases what earlier hooks reserved).
     fn admit_create(&self, _cx: &HookCx<'_>, _obj: &mut Value) -> ApiResult<()> {
         Ok(())
     }
 
-    /// An update (of the main resource when `sub` is `None`), before validation.
+    /// An update (of the main resource when `sub` is `None`), after validation, just
+    /// before it is persisted.
     fn admit_update(
         &self,
         _cx: &HookCx<'_>,

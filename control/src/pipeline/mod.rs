@@ -1,5 +1,7 @@
 //! The object pipeline every write goes through, whatever the client or protocol:
-//! decode → defaults → admission → validation → persist → after-commit. HTTP handlers are
+//! decode → defaults → server metadata → validation → admission → persist → after-commit.
+//! Admission comes after validation so that what a hook reserves (a ClusterIP) is only
+//! reserved for an object that will be written. HTTP handlers are
 //! thin adapters over it (they turn requests into [`Write`]s and results into responses);
 //! the garbage collector and termination controllers call it directly. Per-resource steps
 //! are [`hooks`] registered by group and resource (see [`crate::admission`]).
@@ -86,18 +88,6 @@ pub enum Written {
 }
 
 impl Written {
-    fn stored(object: Value, revision: Revision) -> Self {
-        Self::Object { object, revision }
-    }
-
-    fn dry_run(object: Value, revision: Revision) -> Self {
-        Self::Object { object, revision }
-    }
-
-    fn unchanged(bytes: Bytes) -> Self {
-        Self::Unchanged(bytes)
-    }
-
     /// The object as stored, with its resourceVersion.
     pub fn into_bytes(self) -> ApiResult<Bytes> {
         match self {
@@ -109,6 +99,22 @@ impl Written {
             Self::Unchanged(bytes) => Ok(bytes),
         }
     }
+}
+
+/// The stored entry under `key` and its object; NotFound names `name`.
+fn current(
+    state: &ApiState,
+    t: &ResourceType,
+    key: &Key,
+    name: &str,
+) -> ApiResult<(Arc<crate::storage::cache::Entry>, Value)> {
+    let entry = state
+        .store
+        .get(key)
+        .ok_or_else(|| ApiError::not_found(&t.gr, name))?;
+    let obj =
+        serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok((entry, obj))
 }
 
 pub fn parse_json(bytes: &[u8]) -> ApiResult<Value> {
@@ -259,7 +265,10 @@ pub async fn create(
     let name = object::name(&obj).unwrap_or("").to_string();
     if w.dry_run {
         release(&obj);
-        return Ok(Written::dry_run(obj, state.store.revision()));
+        return Ok(Written::Object {
+            object: obj,
+            revision: state.store.revision(),
+        });
     }
     let bytes =
         Bytes::from(serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?);
@@ -278,7 +287,10 @@ pub async fn create(
     for hook in hooks {
         hook.committed(&cx, Committed::Written(&obj)).await?;
     }
-    Ok(Written::stored(obj, committed.revision))
+    Ok(Written::Object {
+        object: obj,
+        revision: committed.revision,
+    })
 }
 
 /// Server-side apply of `applied` by `manager`: creates the object when there is none,
@@ -398,12 +410,7 @@ pub async fn modify(
     };
     let hooks = state.hooks.of(t);
     for _ in 0..WRITE_RETRIES {
-        let entry = state
-            .store
-            .get(&key)
-            .ok_or_else(|| ApiError::not_found(&t.gr, name))?;
-        let old: Value =
-            serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let (entry, old) = current(state, t, &key, name)?;
         let (mut new, sub) = match &change {
             Change::Replace { new, sub } => (new.clone(), *sub),
             Change::Patch { pt, body, sub } => {
@@ -461,9 +468,6 @@ pub async fn modify(
             state.annotation_for(&cluster),
             t.has(Subresource::Status) && sub.is_none(),
         );
-        for hook in hooks {
-            hook.admit_update(&cx, &old, &mut new, sub)?;
-        }
         if !matches!(change, Change::Apply { .. }) {
             let subresource = (sub == Some(Subresource::Status)).then_some("status");
             crate::apply::record_update(
@@ -476,16 +480,22 @@ pub async fn modify(
             );
         }
         validate(state, t, &new)?;
+        for hook in hooks {
+            hook.admit_update(&cx, &old, &mut new, sub)?;
+        }
         if object::spec_changed(&new, &old)
             || new["metadata"] != old["metadata"]
             || new.get("status") != old.get("status")
         {
             // fallthrough to write
         } else {
-            return Ok(Written::unchanged(entry.value.clone()));
+            return Ok(Written::Unchanged(entry.value.clone()));
         }
         if w.dry_run {
-            return Ok(Written::dry_run(new, entry.revision));
+            return Ok(Written::Object {
+                object: new,
+                revision: entry.revision,
+            });
         }
         let op = if object::is_deleting(&new) && object::finalizers(&new) == 0 {
             Op::Delete {
@@ -514,7 +524,10 @@ pub async fn modify(
                 for hook in hooks {
                     hook.committed(&cx, what).await?;
                 }
-                return Ok(Written::stored(new, c.revision));
+                return Ok(Written::Object {
+                    object: new,
+                    revision: c.revision,
+                });
             }
             Err(StorageError::Conflict { .. }) if pinned.is_none() => continue,
             Err(e) => return Err(ApiError::from_storage(e, &t.gr, name)),
@@ -631,12 +644,7 @@ pub async fn update_scale(
     let t = &*target.t;
     let key = target.key(name);
     for _ in 0..WRITE_RETRIES {
-        let entry = state
-            .store
-            .get(&key)
-            .ok_or_else(|| ApiError::not_found(&t.gr, name))?;
-        let old: Value =
-            serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let (entry, old) = current(state, t, &key, name)?;
         let current = scale_of(t, &old);
         let wanted = match &how {
             Patcher::Replace(body) => parse_json(body)?,
@@ -728,12 +736,7 @@ pub async fn delete(
         cluster: &cluster,
     };
     for _ in 0..WRITE_RETRIES {
-        let entry = state
-            .store
-            .get(key)
-            .ok_or_else(|| ApiError::not_found(&t.gr, name))?;
-        let mut obj: Value =
-            serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+        let (entry, mut obj) = current(state, t, key, name)?;
         for hook in state.hooks.of(t) {
             hook.admit_delete(&cx, name, &obj)?;
         }
