@@ -558,9 +558,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             init_tracing();
             start_busy_poll(busy_poll_us, poll_upstream_us, workers);
-            let load = |path: &std::path::Path| sluice_dataplane::ProxyConfig::from_file(path);
             let initial = match (&config, listen) {
-                (Some(path), _) => load(path)?,
+                (Some(path), _) => sluice_dataplane::ProxyConfig::from_file(path)?,
                 (None, Some(listen)) => sluice_dataplane::ProxyConfig {
                     services: vec![sluice_dataplane::ServiceConfig {
                         name: "default".into(),
@@ -590,37 +589,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 shutdown_signal().await?;
                 return Ok(());
             };
-            // Reload on SIGHUP and when the file changes; a bad file is reported and the
-            // running configuration stays.
-            use tokio::signal::unix::{SignalKind, signal};
-            let mut hup = signal(SignalKind::hangup())?;
-            let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
-            let modified =
-                |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-            let mut seen = modified(&path);
-            let stop = shutdown_signal();
-            tokio::pin!(stop);
-            loop {
-                let forced = tokio::select! {
-                    r = &mut stop => { r?; return Ok(()); }
-                    _ = hup.recv() => true,
-                    _ = tick.tick() => false,
-                };
-                let now = modified(&path);
-                if !forced && now == seen {
-                    continue;
-                }
-                seen = now;
-                match load(&path)
-                    .map_err(anyhow::Error::from)
-                    .and_then(|c| bound.proxy.apply(&c).map_err(anyhow::Error::from))
-                {
-                    Ok(()) => tracing::info!(config = %path.display(), "configuration applied"),
-                    Err(e) => {
-                        tracing::error!(error = %e, "configuration rejected; keeping the running one")
-                    }
-                }
-            }
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let reload = tokio::spawn(sluice_dataplane::reload::watch_file(
+                bound.proxy.clone(),
+                path,
+                stopped,
+            ));
+            shutdown_signal().await?;
+            let _ = stop.send(true);
+            reload.await??;
         }
         Command::Tunnel {
             command:
@@ -631,24 +608,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     days,
                 },
         } => {
-            use sluice_dataplane::tunnel::{ca::Authority, identity::SpiffeId};
-            std::fs::create_dir_all(&out)?;
-            let (crt, key) = (out.join("ca.crt"), out.join("ca.key"));
-            let ca = match (std::fs::read_to_string(&crt), std::fs::read_to_string(&key)) {
-                (Ok(c), Ok(k)) => Authority::from_pem(c, k),
-                _ => {
-                    let ca = Authority::generate(&format!("{clusterset} clusterset CA"))?;
-                    sluice_control::pki::write_private(&key, ca.key_pem())?;
-                    std::fs::write(&crt, ca.cert_pem())?;
-                    ca
-                }
-            };
-            for c in &clusters {
-                let id = SpiffeId::new(&clusterset, c, "proxy")?;
-                let issued = ca.issue(&id, days)?;
-                std::fs::write(out.join(format!("{c}.crt")), &issued.cert_pem)?;
-                sluice_control::pki::write_private(&out.join(format!("{c}.key")), &issued.key_pem)?;
-                println!("{c}: {id}");
+            for id in sluice_dataplane::tunnel::certs::issue(&out, &clusterset, &clusters, days)? {
+                println!("{}: {id}", id.cluster());
             }
         }
         Command::Mcs {

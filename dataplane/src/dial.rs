@@ -12,8 +12,8 @@ use hyper_util::client::legacy::connect::{Connected, Connection};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::tunnel::pool::Peer;
-use crate::tunnel::{TunnelError, TunnelStream};
+use crate::reason::Reason;
+use crate::tunnel::{Peer, TunnelError, TunnelStream};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DialError {
@@ -26,13 +26,12 @@ pub enum DialError {
 }
 
 impl DialError {
-    /// The metrics label.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Self::Connect(..) => "connect",
-            Self::Timeout(_) => "timeout",
-            Self::Tunnel(TunnelError::Timeout(_)) => "timeout",
-            Self::Tunnel(_) => "connect",
+            Self::Connect(..) => Reason::Connect,
+            Self::Timeout(_) => Reason::Timeout,
+            Self::Tunnel(TunnelError::Timeout(_)) => Reason::Timeout,
+            Self::Tunnel(_) => Reason::Connect,
         }
     }
 }

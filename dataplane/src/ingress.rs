@@ -6,15 +6,16 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
-use bytes::Bytes;
-use http::header::{self, HeaderValue};
-use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http::header;
+use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::sync::watch;
 
-use crate::http::ProxyBody;
-use crate::listener::{serve_http, spawn_accept};
+use crate::accept::{bind, spawn_accept};
+use crate::http::forward::handle;
+use crate::http::local::{self, LocalError, ProxyBody};
+use crate::http::server::serve_http;
+use crate::reason::Reason;
 use crate::service::Service;
 
 /// The live service behind a route (the listener's handle: it follows a service replaced
@@ -69,7 +70,7 @@ pub struct Ingress {
 
 impl Ingress {
     pub fn start(listen: SocketAddr) -> std::io::Result<Self> {
-        let listener = crate::listener::bind(listen)?;
+        let listener = bind(listen)?;
         let addr = listener.local_addr()?;
         let routes = Routes::default();
         let (stop, stopped) = watch::channel(false);
@@ -93,21 +94,13 @@ impl Ingress {
 async fn route(routes: Routes, req: Request<Incoming>) -> Response<ProxyBody> {
     let host = host_of(&req);
     match host.as_deref().and_then(|h| routes.get(h)) {
-        Some(svc) => crate::http::handle(svc, req).await,
+        Some(svc) => handle(svc, req).await,
         None => {
             let detail = match host {
-                Some(h) => format!("no route for host {h:?}\n"),
-                None => "the request names no host\n".to_string(),
+                Some(h) => format!("no route for host {h:?}"),
+                None => "the request names no host".to_string(),
             };
-            let mut r = Response::new(
-                Full::new(Bytes::from(detail))
-                    .map_err(|never| match never {})
-                    .boxed(),
-            );
-            *r.status_mut() = StatusCode::NOT_FOUND;
-            r.headers_mut()
-                .insert("x-sluice-error", HeaderValue::from_static("no_route"));
-            r
+            local::response(LocalError::new(Reason::NoRoute, detail))
         }
     }
 }

@@ -1,26 +1,17 @@
-//! Accepting connections for a service and handing each to L4 or L7 by protocol.
+//! A service's listener: its accepted connections go to L4 ([`crate::tcp`]) or L7
+//! ([`crate::http`]) by protocol, sniffed when the service says `detect`.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use http::{Request, Response};
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::accept::{bind, spawn_accept};
 use crate::config::{AppProtocol, ServiceConfig};
-use crate::http::ProxyBody;
 use crate::service::Service;
 
-/// A client must send its request headers within this time (slowloris).
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Largest request head (HTTP/1.1) and header list (HTTP/2).
-pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// How long detection waits for a client's first bytes before treating it as TCP.
 const DETECT_TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -55,43 +46,6 @@ impl Running {
     }
 }
 
-/// A non-blocking tokio listener on `addr` (port 0: any free port).
-pub fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
-    let std = std::net::TcpListener::bind(addr)?;
-    std.set_nonblocking(true)?;
-    tokio::net::TcpListener::from_std(std)
-}
-
-/// Accept on `listener` until `stopped` turns true, handing each connection to `serve`
-/// (which spawns what it needs). Accept errors (EMFILE and friends) back off instead of
-/// spinning. Every listener of the proxy — services, ingress, gateway — accepts here.
-pub fn spawn_accept<F>(
-    listener: tokio::net::TcpListener,
-    mut stopped: watch::Receiver<bool>,
-    what: &'static str,
-    serve: F,
-) where
-    F: Fn(TcpStream, SocketAddr) + Send + 'static,
-{
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = stopped.changed() => return,
-                a = listener.accept() => match a {
-                    Ok((stream, peer)) => {
-                        crate::busy_poll::activity();
-                        serve(stream, peer)
-                    }
-                    Err(e) => {
-                        tracing::warn!(listener = what, error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                },
-            }
-        }
-    });
-}
-
 /// Bind the service's listener and start accepting.
 pub fn start(config: &ServiceConfig, svc: Service) -> std::io::Result<Running> {
     let listener = bind(config.listen)?;
@@ -122,9 +76,10 @@ async fn connection(svc: Arc<Service>, stream: TcpStream) {
         p => p,
     };
     match protocol {
-        AppProtocol::Tcp | AppProtocol::Detect => crate::tcp::proxy(svc, stream).await,
-        AppProtocol::Http => serve_service(svc, stream, false).await,
-        AppProtocol::H2c | AppProtocol::Grpc => serve_service(svc, stream, true).await,
+        AppProtocol::Tcp | AppProtocol::Detect => crate::tcp::serve(svc, stream).await,
+        AppProtocol::Http | AppProtocol::H2c | AppProtocol::Grpc => {
+            crate::http::serve(svc, stream).await
+        }
     }
 }
 
@@ -171,59 +126,6 @@ fn looks_http(b: &[u8]) -> Option<bool> {
         }
     }
     if undecided { None } else { Some(false) }
-}
-
-async fn serve_service(svc: Arc<Service>, stream: TcpStream, h2_only: bool) {
-    if h2_only {
-        serve_http(stream, true, move |req| {
-            crate::http::handle(svc.clone(), req)
-        })
-        .await
-    } else {
-        crate::http::h1::serve(svc, stream).await
-    }
-}
-
-/// Serve HTTP/1.1 and HTTP/2 on `stream` with the limits every client-facing listener
-/// gets (header size and read timeout, HTTP/2 reset floods).
-pub async fn serve_http<I, F, Fut>(stream: I, h2_only: bool, handler: F)
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
-{
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
-        .max_buf_size(MAX_HEADER_BYTES)
-        .keep_alive(true);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(1024)
-        .max_header_list_size(MAX_HEADER_BYTES as u32)
-        // CVE-2023-44487 (rapid reset): a client that resets streams faster than they
-        // are served gets GOAWAY.
-        .max_pending_accept_reset_streams(Some(64))
-        .max_local_error_reset_streams(Some(256));
-    let builder = if h2_only {
-        builder.http2_only()
-    } else {
-        builder
-    };
-    let handler = Arc::new(handler);
-    let service = service_fn(move |req| {
-        let handler = handler.clone();
-        async move { Ok::<_, Infallible>(handler(req).await) }
-    });
-    if let Err(e) = builder
-        .serve_connection(TokioIo::new(stream), service)
-        .await
-    {
-        tracing::debug!(error = %e, "client connection ended with an error");
-    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::reason::Reason;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EndpointLabels {
     pub service: String,
@@ -18,7 +20,7 @@ pub struct EndpointLabels {
 pub struct FailureLabels {
     pub service: String,
     pub cluster: String,
-    /// `connect`, `reset`, `timeout`, `draining`, `no_endpoint`, `bad_request`.
+    /// [`Reason::label`].
     pub reason: &'static str,
 }
 
@@ -114,12 +116,12 @@ impl ProxyMetrics {
         );
     }
 
-    pub fn failure(&self, service: &str, cluster: &str, reason: &'static str) {
+    pub fn failure(&self, service: &str, cluster: &str, reason: Reason) {
         self.failures
             .get_or_create(&FailureLabels {
                 service: service.to_string(),
                 cluster: cluster.to_string(),
-                reason,
+                reason: reason.label(),
             })
             .inc();
     }
@@ -184,7 +186,7 @@ pub struct PeerLabels {
 pub struct PeerFailureLabels {
     pub peer: String,
     pub transport: &'static str,
-    /// `connect`, `handshake`, `refused`, `not_exported`, `unreachable`, `closed`.
+    /// [`Reason::label`].
     pub reason: &'static str,
 }
 
@@ -198,8 +200,8 @@ pub struct GatewayLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RejectLabels {
     pub transport: &'static str,
-    /// `handshake` (untrusted, expired, not TLS), `not_exported`, `bad_request`,
-    /// `unreachable`, `method`.
+    /// [`Reason::label`]: `handshake` (untrusted, expired, not TLS), `not_exported`,
+    /// `bad_request`, `unreachable`, `method`.
     pub reason: &'static str,
 }
 
@@ -254,19 +256,22 @@ impl TunnelMetrics {
         );
     }
 
-    pub fn open_failure(&self, peer: &str, transport: &'static str, reason: &'static str) {
+    pub fn open_failure(&self, peer: &str, transport: &'static str, reason: Reason) {
         self.open_failures
             .get_or_create(&PeerFailureLabels {
                 peer: peer.to_string(),
                 transport,
-                reason,
+                reason: reason.label(),
             })
             .inc();
     }
 
-    pub fn rejected(&self, transport: &'static str, reason: &'static str) {
+    pub fn rejected(&self, transport: &'static str, reason: Reason) {
         self.gateway_rejected
-            .get_or_create(&RejectLabels { transport, reason })
+            .get_or_create(&RejectLabels {
+                transport,
+                reason: reason.label(),
+            })
             .inc();
     }
 }

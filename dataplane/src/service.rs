@@ -53,10 +53,14 @@ impl Service {
         Duration::from_millis(self.request_ms.load(Ordering::Relaxed))
     }
 
+    /// Whether clients speak HTTP/2 only (h2c and gRPC services).
+    pub fn h2_only(&self) -> bool {
+        matches!(self.protocol, AppProtocol::H2c | AppProtocol::Grpc)
+    }
+
     /// Whether upstream requests use HTTP/2: always for h2c/gRPC services, else the
     /// client's version.
     pub fn upstream_h2(&self, downstream: Version) -> bool {
-        matches!(self.protocol, AppProtocol::H2c | AppProtocol::Grpc)
-            || downstream == Version::HTTP_2
+        self.h2_only() || downstream == Version::HTTP_2
     }
 }

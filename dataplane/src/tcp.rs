@@ -1,5 +1,7 @@
 //! L4: a connection is balanced once, then bytes flow both ways until either side closes.
 //! A connection to a draining endpoint keeps running; only new connections avoid it.
+//! A failed connect is retried on another endpoint, spending the service's retry budget
+//! as HTTP retries do.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,33 +9,40 @@ use std::time::Instant;
 
 use tokio::net::TcpStream;
 
+use crate::dial::dial;
+use crate::reason::Reason;
 use crate::service::Service;
 
 /// Buffer per direction: large enough for bulk transfers at loopback speed.
 const BUFFER: usize = 64 * 1024;
+/// Connect attempts per connection (the first and two retries).
 const MAX_ATTEMPTS: usize = 3;
 
-pub async fn proxy(svc: Arc<Service>, mut inbound: TcpStream) {
+/// Serve one client connection of a TCP service.
+pub async fn serve(svc: Arc<Service>, mut inbound: TcpStream) {
     let mut tried: Vec<SocketAddr> = Vec::with_capacity(MAX_ATTEMPTS);
+    svc.budget.request();
     for attempt in 0..MAX_ATTEMPTS {
+        if attempt > 0 {
+            if !svc.budget.try_retry() {
+                break;
+            }
+            svc.metrics.retry(&svc.name);
+        }
         let Some(ep) = svc.balancer.pick(&tried) else {
             break;
         };
-        if attempt > 0 {
-            svc.metrics.retry(&svc.name);
-        }
         tried.push(ep.address);
         let start = Instant::now();
-        let mut outbound =
-            match crate::dial::dial(ep.address, ep.via.as_ref(), svc.connect_timeout()).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(endpoint = %ep.address, error = %e, "connect failed");
-                    ep.failure(start.elapsed());
-                    svc.metrics.failure(&svc.name, &ep.cluster, e.reason());
-                    continue;
-                }
-            };
+        let mut outbound = match dial(ep.address, ep.via.as_ref(), svc.connect_timeout()).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(endpoint = %ep.address, error = %e, "connect failed");
+                ep.failure(start.elapsed());
+                svc.metrics.failure(&svc.name, &ep.cluster, e.reason());
+                continue;
+            }
+        };
         ep.success(start.elapsed());
         let _ = inbound.set_nodelay(true);
         let _guard = ep.start();
@@ -46,10 +55,10 @@ pub async fn proxy(svc: Arc<Service>, mut inbound: TcpStream) {
             }
             Err(e) => {
                 tracing::debug!(endpoint = %ep.address, error = %e, "connection ended with an error");
-                svc.metrics.failure(&svc.name, &ep.cluster, "reset");
+                svc.metrics.failure(&svc.name, &ep.cluster, Reason::Reset);
             }
         }
         return;
     }
-    svc.metrics.failure(&svc.name, "", "no_endpoint");
+    svc.metrics.failure(&svc.name, "", Reason::NoEndpoint);
 }

@@ -427,7 +427,10 @@ async fn bad_peers_and_garbage_are_refused_while_the_gateway_serves() {
     // stream, not a hang, and its connection keeps working for the next stream.
     {
         use sluice_dataplane::tunnel::frame::{self, Verdict};
-        use sluice_dataplane::tunnel::{ALPN_QUIC, identity::client_config, pool::quic_transport};
+        use sluice_dataplane::tunnel::{
+            identity::client_config,
+            transport::{ALPN_QUIC, quic_transport},
+        };
         let tls = client_config(&good, &pki.bundle(), "west", ALPN_QUIC).unwrap();
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
         let mut config = quinn::ClientConfig::new(Arc::new(crypto));

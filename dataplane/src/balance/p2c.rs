@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rand::Rng;
 
-use super::Endpoint;
+use super::endpoint::Endpoint;
 
 fn draw<R: Rng>(candidates: &[&Arc<Endpoint>], total: u64, rng: &mut R) -> usize {
     let mut x = rng.random_range(0..total);

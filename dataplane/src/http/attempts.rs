@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::StatusCode;
-
+use super::local::LocalError;
 use crate::balance::Endpoint;
+use crate::reason::Reason;
 use crate::service::Service;
 
 /// Attempts per request (the first and two retries).
@@ -26,30 +26,11 @@ pub enum Failure {
 }
 
 impl Failure {
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Failure::Connect => "connect",
-            Failure::Reset => "reset",
-            Failure::Draining => "draining",
-        }
-    }
-}
-
-/// A response the proxy makes itself; each path writes it in its own way.
-#[derive(Debug)]
-pub struct LocalError {
-    pub status: StatusCode,
-    /// The `x-sluice-error` header and the metrics label.
-    pub reason: &'static str,
-    pub detail: String,
-}
-
-impl LocalError {
-    pub fn new(status: StatusCode, reason: &'static str, detail: impl Into<String>) -> Self {
-        Self {
-            status,
-            reason,
-            detail: detail.into(),
+            Failure::Connect => Reason::Connect,
+            Failure::Reset => Reason::Reset,
+            Failure::Draining => Reason::Draining,
         }
     }
 }
@@ -127,10 +108,9 @@ impl<'a> Attempts<'a> {
         ep.failure(elapsed);
         self.svc
             .metrics
-            .failure(&self.svc.name, &ep.cluster, "timeout");
+            .failure(&self.svc.name, &ep.cluster, Reason::Timeout);
         LocalError::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            "timeout",
+            Reason::Timeout,
             format!(
                 "{} did not answer within {:?}",
                 ep.address,
@@ -144,18 +124,15 @@ impl<'a> Attempts<'a> {
     pub fn exhausted(self) -> LocalError {
         match self.last {
             None => {
-                self.svc.metrics.failure(&self.svc.name, "", "no_endpoint");
+                self.svc
+                    .metrics
+                    .failure(&self.svc.name, "", Reason::NoEndpoint);
                 LocalError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "no_endpoint",
+                    Reason::NoEndpoint,
                     format!("no serving endpoint for {}", self.svc.name),
                 )
             }
-            Some((f, addr)) => LocalError::new(
-                StatusCode::BAD_GATEWAY,
-                f.reason(),
-                format!("{addr}: {}", f.reason()),
-            ),
+            Some((f, addr)) => LocalError::new(f.reason(), format!("{addr}: {}", f.reason())),
         }
     }
 }

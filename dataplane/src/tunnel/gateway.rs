@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -21,13 +21,16 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tracing::Instrument;
 
+use super::allow::Allowlist;
+use super::error::TunnelError;
 use super::frame::{self, Verdict};
 use super::identity::{Identity, SpiffeId, TrustBundle, server_config};
-use super::{
-    ALPN_H2, ALPN_QUIC, Allowlist, CONNECTION_WINDOW, HANDSHAKE_TIMEOUT, KEEPALIVE,
-    KEEPALIVE_TIMEOUT, STREAM_WINDOW, STREAMS_PER_CONNECTION, TunnelError,
+use super::transport::{
+    ALPN_H2, ALPN_QUIC, CONNECTION_WINDOW, HANDSHAKE_TIMEOUT, KEEPALIVE, KEEPALIVE_TIMEOUT,
+    STREAM_WINDOW, STREAMS_PER_CONNECTION, quic_transport,
 };
 use crate::metrics::{GatewayLabels, TunnelMetrics};
+use crate::reason::Reason;
 
 /// Copy buffer per direction.
 const BUFFER: usize = 64 * 1024;
@@ -53,7 +56,7 @@ fn configs(
     let quic_crypto = quinn::crypto::rustls::QuicServerConfig::try_from(quic_tls)
         .map_err(|e| TunnelError::Handshake(listen, e.to_string()))?;
     let mut quic_config = quinn::ServerConfig::with_crypto(Arc::new(quic_crypto));
-    quic_config.transport_config(Arc::new(super::pool::quic_transport()));
+    quic_config.transport_config(Arc::new(quic_transport()));
     Ok((tls, quic_config))
 }
 
@@ -144,7 +147,7 @@ fn accept_tcp(
     metrics: TunnelMetrics,
     stopped: watch::Receiver<bool>,
 ) {
-    crate::listener::spawn_accept(listener, stopped, "gateway", move |stream, peer| {
+    crate::accept::spawn_accept(listener, stopped, "gateway", move |stream, peer| {
         let acceptor = tls.read().unwrap_or_else(|p| p.into_inner()).clone();
         tokio::spawn(tcp_connection(
             stream,
@@ -169,12 +172,12 @@ async fn tcp_connection(
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             tracing::info!(%peer, error = %e, "gateway: TLS handshake refused");
-            metrics.rejected("h2", "handshake");
+            metrics.rejected("h2", Reason::Handshake);
             return;
         }
         Err(_) => {
             tracing::info!(%peer, "gateway: TLS handshake timed out");
-            metrics.rejected("h2", "handshake");
+            metrics.rejected("h2", Reason::Handshake);
             return;
         }
     };
@@ -200,11 +203,13 @@ async fn tcp_connection(
     }
 }
 
-fn refuse(status: StatusCode, reason: &'static str, detail: String) -> Response<Full<Bytes>> {
+fn refuse(reason: Reason, detail: String) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from(detail)));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert("x-sluice-error", http::HeaderValue::from_static(reason));
+    *r.status_mut() = reason.status();
+    r.headers_mut().insert(
+        "x-sluice-error",
+        http::HeaderValue::from_static(reason.label()),
+    );
     r
 }
 
@@ -216,7 +221,7 @@ async fn admit(
     transport: &'static str,
 ) -> Result<TcpStream, (Verdict, String)> {
     if !allow.contains(&target) {
-        metrics.rejected(transport, "not_exported");
+        metrics.rejected(transport, Reason::NotExported);
         return Err((
             Verdict::NotExported,
             format!("{target} is not an endpoint of an exported service"),
@@ -228,11 +233,11 @@ async fn admit(
             Ok(s)
         }
         Ok(Err(e)) => {
-            metrics.rejected(transport, "unreachable");
+            metrics.rejected(transport, Reason::Unreachable);
             Err((Verdict::Unreachable, format!("{target}: {e}")))
         }
         Err(_) => {
-            metrics.rejected(transport, "unreachable");
+            metrics.rejected(transport, Reason::Unreachable);
             Err((Verdict::Unreachable, format!("{target}: connect timed out")))
         }
     }
@@ -245,22 +250,17 @@ async fn connect(
     source: String,
 ) -> Response<Full<Bytes>> {
     if req.method() != Method::CONNECT {
-        metrics.rejected("h2", "method");
-        return refuse(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method",
-            "the gateway accepts only CONNECT".into(),
-        );
+        metrics.rejected("h2", Reason::Method);
+        return refuse(Reason::Method, "the gateway accepts only CONNECT".into());
     }
     let Some(target) = req
         .uri()
         .authority()
         .and_then(|a| a.as_str().parse::<SocketAddr>().ok())
     else {
-        metrics.rejected("h2", "bad_request");
+        metrics.rejected("h2", Reason::BadRequest);
         return refuse(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
+            Reason::BadRequest,
             format!(
                 "CONNECT target {:?} is not an ip:port",
                 req.uri().to_string()
@@ -270,9 +270,9 @@ async fn connect(
     let upstream = match admit(target, &allow, &metrics, "h2").await {
         Ok(s) => s,
         Err((Verdict::NotExported, m)) => {
-            return refuse(StatusCode::FORBIDDEN, "not_exported", m);
+            return refuse(Reason::NotExported, m);
         }
-        Err((_, m)) => return refuse(StatusCode::BAD_GATEWAY, "unreachable", m),
+        Err((_, m)) => return refuse(Reason::Unreachable, m),
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
@@ -323,11 +323,11 @@ async fn accept_quic(
                 Ok(Ok(c)) => c,
                 Ok(Err(e)) => {
                     tracing::info!(%peer, error = %e, "gateway: QUIC handshake refused");
-                    metrics.rejected("quic", "handshake");
+                    metrics.rejected("quic", Reason::Handshake);
                     return;
                 }
                 Err(_) => {
-                    metrics.rejected("quic", "handshake");
+                    metrics.rejected("quic", Reason::Handshake);
                     return;
                 }
             };
@@ -357,13 +357,13 @@ async fn quic_stream(
     {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
-            metrics.rejected("quic", "bad_request");
+            metrics.rejected("quic", Reason::BadRequest);
             let _ = frame::write_verdict(&mut send, Verdict::BadRequest, &e.to_string()).await;
             let _ = send.finish();
             return;
         }
         Err(_) => {
-            metrics.rejected("quic", "bad_request");
+            metrics.rejected("quic", Reason::BadRequest);
             let _ = send.reset(quinn::VarInt::from_u32(1));
             return;
         }

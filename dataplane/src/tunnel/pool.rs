@@ -8,47 +8,35 @@
 //! stops choosing endpoints behind it.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::Empty;
 use hyper::client::conn::http2::SendRequest;
+use hyper::upgrade::Upgraded;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use prometheus_client::metrics::gauge::Gauge;
 use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::error::TunnelError;
 use super::frame::{self, Verdict};
 use super::identity::{Identity, TrustBundle, client_config};
-use super::{
+use super::transport::{
     ALPN_H2, ALPN_QUIC, CONNECTION_WINDOW, CONNECTIONS_PER_PEER, HANDSHAKE_TIMEOUT, KEEPALIVE,
-    KEEPALIVE_TIMEOUT, STREAM_WINDOW, STREAMS_PER_CONNECTION, StreamIo, TunnelError, TunnelStream,
-    transport_label,
+    KEEPALIVE_TIMEOUT, STREAM_WINDOW, STREAMS_PER_CONNECTION, quic_transport, transport_label,
 };
 use crate::config::{PeerConfig, TunnelTransport};
 use crate::metrics::{PeerLabels, TunnelMetrics};
 
 /// How often the probe checks that a connection is open.
 const PROBE_INTERVAL: Duration = Duration::from_millis(100);
-
-/// QUIC transport settings for both ends: keepalives as for HTTP/2, the stream cap, and
-/// windows for bulk transfers.
-pub fn quic_transport() -> quinn::TransportConfig {
-    let mut t = quinn::TransportConfig::default();
-    t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(STREAMS_PER_CONNECTION));
-    t.max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
-    t.keep_alive_interval(Some(KEEPALIVE));
-    if let Ok(idle) = quinn::IdleTimeout::try_from(KEEPALIVE + KEEPALIVE_TIMEOUT) {
-        t.max_idle_timeout(Some(idle));
-    }
-    t.stream_receive_window(quinn::VarInt::from_u32(STREAM_WINDOW));
-    t.receive_window(quinn::VarInt::from_u32(CONNECTION_WINDOW));
-    t.send_window(u64::from(CONNECTION_WINDOW));
-    t
-}
 
 enum Client {
     H2(tokio_rustls::TlsConnector),
@@ -405,5 +393,57 @@ async fn probe(peer: Weak<Peer>) {
             }
         }
         tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
+
+enum StreamIo {
+    H2(TokioIo<Upgraded>),
+    Quic(tokio::io::Join<quinn::RecvStream, quinn::SendStream>),
+}
+
+/// One proxied connection through a peer's gateway; counts against its tunnel
+/// connection's stream cap until dropped.
+pub struct TunnelStream {
+    io: StreamIo,
+    _guard: StreamGuard,
+}
+
+impl AsyncRead for TunnelStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match &mut self.get_mut().io {
+            StreamIo::H2(io) => Pin::new(io).poll_read(cx, buf),
+            StreamIo::Quic(io) => Pin::new(io).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for TunnelStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match &mut self.get_mut().io {
+            StreamIo::H2(io) => Pin::new(io).poll_write(cx, buf),
+            StreamIo::Quic(io) => Pin::new(io).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match &mut self.get_mut().io {
+            StreamIo::H2(io) => Pin::new(io).poll_flush(cx),
+            StreamIo::Quic(io) => Pin::new(io).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match &mut self.get_mut().io {
+            StreamIo::H2(io) => Pin::new(io).poll_shutdown(cx),
+            StreamIo::Quic(io) => Pin::new(io).poll_shutdown(cx),
+        }
     }
 }

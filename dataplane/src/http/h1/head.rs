@@ -5,17 +5,18 @@
 use std::fmt::Write as _;
 
 use bytes::{BufMut, BytesMut};
-use http::StatusCode;
 
 use super::body::Framing;
-use crate::http::attempts::LocalError;
-use crate::http::{DRAINING_HEADER, HOP_BY_HOP, connection_option, lists_token};
+use crate::http::attempts::idempotent;
+use crate::http::headers::{DRAINING_HEADER, HOP_BY_HOP, connection_option, lists_token};
+use crate::http::local::LocalError;
+use crate::reason::Reason;
 use crate::trace::{TRACEPARENT, TraceParent};
 
 /// Headers per head (hyper's limit too).
 pub const MAX_HEADERS: usize = 100;
 /// Request bodies up to this size are buffered by the lean path (for retries); larger
-/// ones go to the hyper path, which buffers up to [`crate::http::MAX_BODY`].
+/// ones go to the hyper path, which buffers up to [`crate::http::forward::MAX_BODY`].
 pub const LEAN_BODY: u64 = 64 * 1024;
 
 /// What to do with the bytes a client sent so far.
@@ -72,11 +73,7 @@ fn connection_values<'a>(
 }
 
 fn bad_request(detail: impl Into<String>) -> Verdict {
-    Verdict::Reject(LocalError::new(
-        StatusCode::BAD_REQUEST,
-        "bad_request",
-        detail,
-    ))
+    Verdict::Reject(LocalError::new(Reason::BadRequest, detail))
 }
 
 /// Parse a content length: digits only, and the same value if repeated.
@@ -104,8 +101,7 @@ pub fn request(buf: &[u8], service: &str, out: &mut BytesMut) -> Verdict {
         Err(httparse::Error::Version) => return Verdict::HandOver,
         Err(httparse::Error::TooManyHeaders) => {
             return Verdict::Reject(LocalError::new(
-                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                "bad_request",
+                Reason::HeadersTooLarge,
                 format!("more than {MAX_HEADERS} headers"),
             ));
         }
@@ -189,7 +185,7 @@ pub fn request(buf: &[u8], service: &str, out: &mut BytesMut) -> Verdict {
     Verdict::Lean(RequestHead {
         len,
         content_length: content_length as usize,
-        idempotent: crate::http::attempts::idempotent(method),
+        idempotent: idempotent(method),
         head_method: method == "HEAD",
         close,
         span,
@@ -326,15 +322,15 @@ pub fn response(
     }))
 }
 
-/// A local error as an HTTP/1.1 response (the hyper path's [`crate::http::local`]).
+/// A local error as an HTTP/1.1 response (the hyper path's [`crate::http::local::response`]).
 pub fn local(e: &LocalError, head_method: bool, close: bool, out: &mut BytesMut) {
     out.clear();
     let _ = write!(
         out,
         "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\nx-sluice-error: {}\r\ncontent-length: {}\r\n{}\r\n",
-        e.status.as_u16(),
-        e.status.canonical_reason().unwrap_or(""),
-        e.reason,
+        e.status().as_u16(),
+        e.status().canonical_reason().unwrap_or(""),
+        e.reason.label(),
         e.detail.len() + 1,
         if close { "connection: close\r\n" } else { "" },
     );
@@ -347,6 +343,7 @@ pub fn local(e: &LocalError, head_method: bool, close: bool, out: &mut BytesMut)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::StatusCode;
 
     fn lean(raw: &[u8]) -> (RequestHead, String) {
         let mut out = BytesMut::new();
@@ -408,7 +405,7 @@ mod tests {
         ] {
             let v = request(raw, "web", &mut BytesMut::new());
             assert!(
-                matches!(v, Verdict::Reject(ref e) if e.status == StatusCode::BAD_REQUEST),
+                matches!(v, Verdict::Reject(ref e) if e.status() == StatusCode::BAD_REQUEST),
                 "{}",
                 String::from_utf8_lossy(raw)
             );

@@ -12,10 +12,7 @@
 
 mod body;
 mod head;
-mod pool;
 mod prefixed;
-
-pub use pool::IdlePool;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -30,10 +27,15 @@ use tracing::Instrument;
 use self::body::{BodyScan, Framing};
 use self::head::{RequestHead, Response, ResponseHead, Verdict};
 use self::prefixed::Prefixed;
+use super::attempts::{Attempts, Failure};
+use super::forward;
+use super::idle::IdlePool;
+use super::local::LocalError;
+use super::server::{HEADER_READ_TIMEOUT, MAX_HEADER_BYTES, serve_http};
+use super::upstream::pool_of;
 use crate::balance::{ActiveGuard, Endpoint};
 use crate::dial::Upstream;
-use crate::http::attempts::{Attempts, Failure, LocalError};
-use crate::listener::{HEADER_READ_TIMEOUT, MAX_HEADER_BYTES};
+use crate::reason::Reason;
 use crate::service::Service;
 
 /// Read buffer size, per direction.
@@ -99,7 +101,7 @@ pub async fn serve(svc: Arc<Service>, mut client: TcpStream) {
         match verdict {
             Verdict::Partial => return,
             Verdict::Reject(e) => {
-                svc.metrics.failure(&svc.name, "", "bad_request");
+                svc.metrics.failure(&svc.name, "", e.reason);
                 head::local(&e, false, true, &mut b.response);
                 let _ = client.write_all(&b.response).await;
                 return;
@@ -107,10 +109,7 @@ pub async fn serve(svc: Arc<Service>, mut client: TcpStream) {
             Verdict::HandOver => {
                 let io = Prefixed::new(b.client.split().freeze(), client);
                 let svc = svc.clone();
-                crate::listener::serve_http(io, false, move |req| {
-                    crate::http::handle(svc.clone(), req)
-                })
-                .await;
+                serve_http(io, false, move |req| forward::handle(svc.clone(), req)).await;
                 return;
             }
             Verdict::Lean(req) => {
@@ -147,8 +146,7 @@ async fn read_request(
             match head::request(&b.client, service, &mut b.request) {
                 Verdict::Partial if b.client.len() >= MAX_HEADER_BYTES => {
                     return Ok(Some(Verdict::Reject(LocalError::new(
-                        http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                        "bad_request",
+                        Reason::HeadersTooLarge,
                         format!("request head over {MAX_HEADER_BYTES} bytes"),
                     ))));
                 }
@@ -201,7 +199,7 @@ async fn exchange(
         let Some(ep) = attempts.next_endpoint() else {
             break Err(attempts.exhausted());
         };
-        let pool = crate::http::idle_pool_of(&ep, svc.connect_timeout());
+        let pool = pool_of(&ep, svc.connect_timeout()).lean.clone();
         let guard = ep.start();
         ep.metrics.to_endpoint.inc_by(req.content_length as u64);
         let start = Instant::now();

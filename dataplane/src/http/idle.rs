@@ -5,8 +5,8 @@
 //! not block) and dropped. While the pool holds connections a reaper task looks at them
 //! every [`REAP_EVERY`] and closes those the endpoint closed or that idled past the
 //! timeout, so that a proxy whose traffic stopped keeps no half-closed sockets. The pool
-//! lives in the endpoint's pool slot, so draining the endpoint drops it and closes the
-//! idle connections.
+//! lives in the endpoint's attachment slot with the rest of its upstream pools, so draining the
+//! endpoint drops it and closes the idle connections.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, ReadBuf};
 
 use crate::dial::{DialError, Upstream, dial};
-use crate::tunnel::pool::Peer;
+use crate::tunnel::Peer;
 
 /// Idle connections kept per endpoint; more are closed when they come back.
 const MAX_IDLE: usize = 256;

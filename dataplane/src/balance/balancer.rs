@@ -1,0 +1,175 @@
+//! The endpoints of one service and the pick among them.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use super::endpoint::Endpoint;
+use super::p2c;
+use crate::config::EndpointConfig;
+use crate::metrics::ProxyMetrics;
+use crate::tunnel::Tunnels;
+
+/// The endpoints of one service.
+#[derive(Debug)]
+pub struct Balancer {
+    service: String,
+    metrics: ProxyMetrics,
+    endpoints: RwLock<Arc<[Arc<Endpoint>]>>,
+}
+
+impl Balancer {
+    pub fn new(
+        service: &str,
+        metrics: ProxyMetrics,
+        configs: &[EndpointConfig],
+        tunnels: &Tunnels,
+    ) -> Self {
+        let b = Self {
+            service: service.to_string(),
+            metrics,
+            endpoints: RwLock::new(Arc::from(Vec::new())),
+        };
+        b.update(configs, tunnels);
+        b
+    }
+
+    pub fn endpoints(&self) -> Arc<[Arc<Endpoint>]> {
+        self.endpoints
+            .read()
+            .map(|e| e.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// Apply a new endpoint list: same address (and path) keeps its state; gone ones
+    /// drain.
+    pub fn update(&self, configs: &[EndpointConfig], tunnels: &Tunnels) {
+        let old = self.endpoints();
+        let mut next: Vec<Arc<Endpoint>> = Vec::with_capacity(configs.len());
+        for c in configs {
+            let via = c.via.as_deref().and_then(|p| tunnels.peer(p));
+            let same_path = |e: &Endpoint| match (&e.via, &via) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            };
+            match old
+                .iter()
+                .find(|e| e.address == c.address && e.cluster == c.cluster && same_path(e))
+            {
+                Some(e) => {
+                    e.apply(c);
+                    e.restore();
+                    next.push(e.clone());
+                }
+                None => next.push(Arc::new(Endpoint::new(
+                    c,
+                    via,
+                    self.metrics.endpoint(&self.service, &c.cluster),
+                ))),
+            }
+        }
+        for e in old.iter() {
+            if !next.iter().any(|n| Arc::ptr_eq(n, e)) {
+                e.remove();
+            }
+        }
+        let mut w = self.endpoints.write().unwrap_or_else(|p| p.into_inner());
+        *w = Arc::from(next);
+    }
+
+    /// An endpoint for a new request or connection, not one of `tried`: serving (not
+    /// draining, weight > 0), not ejected unless every candidate is.
+    pub fn pick(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
+        let all = self.endpoints();
+        let now = Instant::now();
+        let mut candidates: Vec<&Arc<Endpoint>> = all
+            .iter()
+            .filter(|e| !e.draining() && e.weight() > 0 && !tried.contains(&e.address))
+            .collect();
+        // Ejected endpoints drop out, unless that would leave none.
+        if candidates.iter().any(|e| !e.ejected(now)) {
+            candidates.retain(|e| !e.ejected(now));
+        }
+        p2c::choose(&candidates, &mut rand::rng()).cloned()
+    }
+
+    /// In-flight requests and open connections per source cluster (the drain gate).
+    pub fn active_by_cluster(&self) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64)> = Vec::new();
+        for e in self.endpoints().iter() {
+            match out.iter_mut().find(|(c, _)| *c == e.cluster) {
+                Some((_, n)) => *n += e.active(),
+                None => out.push((e.cluster.clone(), e.active())),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn ep(port: u16, weight: u32, draining: bool) -> EndpointConfig {
+        EndpointConfig {
+            address: ([127, 0, 0, 1], port).into(),
+            weight,
+            draining,
+            cluster: "east".into(),
+            via: None,
+        }
+    }
+
+    #[test]
+    fn weights_set_the_shares() {
+        let b = Balancer::new(
+            "s",
+            ProxyMetrics::default(),
+            &[ep(1, 90, false), ep(2, 10, false)],
+            &Tunnels::default(),
+        );
+        let mut first = 0;
+        for _ in 0..10_000 {
+            if b.pick(&[]).unwrap().address.port() == 1 {
+                first += 1;
+            }
+        }
+        assert!((8_500..9_700).contains(&first), "{first}");
+    }
+
+    #[test]
+    fn draining_and_zero_weight_get_nothing_and_state_survives_updates() {
+        let b = Balancer::new(
+            "s",
+            ProxyMetrics::default(),
+            &[ep(1, 100, false), ep(2, 0, false)],
+            &Tunnels::default(),
+        );
+        let kept = b.pick(&[]).unwrap();
+        let _g = kept.start();
+        b.update(&[ep(1, 100, true), ep(3, 100, false)], &Tunnels::default());
+        for _ in 0..100 {
+            assert_eq!(b.pick(&[]).unwrap().address.port(), 3);
+        }
+        assert_eq!(b.endpoints()[0].active(), 1, "same endpoint object kept");
+        assert!(b.pick(&[([127, 0, 0, 1], 3).into()]).is_none());
+    }
+
+    #[test]
+    fn ejection_never_takes_the_last_endpoints() {
+        let b = Balancer::new(
+            "s",
+            ProxyMetrics::default(),
+            &[ep(1, 100, false)],
+            &Tunnels::default(),
+        );
+        let e = b.pick(&[]).unwrap();
+        for _ in 0..10 {
+            e.failure(Duration::from_millis(1));
+        }
+        assert!(b.pick(&[]).is_some());
+    }
+}
