@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use support::Control;
 
@@ -30,14 +29,8 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 async fn client(kubeconfig: &std::path::Path, cluster: Option<&str>, url: &str) -> kube::Client {
-    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    if let Some(c) = cluster {
-        config.cluster_url = format!("{url}/clusters/{c}").parse().unwrap();
-    }
-    kube::Client::try_from(config).unwrap()
+    let server = cluster.map(|c| format!("{url}/clusters/{c}"));
+    sluice_test_support::client::client(kubeconfig, server.as_deref()).await
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -10,15 +10,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use support::Control;
 
 async fn client(kubeconfig: &std::path::Path) -> kube::Client {
-    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .unwrap();
+    let mut config = sluice_test_support::client::config(kubeconfig, None).await;
     config.connect_timeout = Some(Duration::from_secs(2));
     config.read_timeout = Some(Duration::from_secs(5));
     kube::Client::try_from(config).unwrap()

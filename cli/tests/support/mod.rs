@@ -1,6 +1,6 @@
 //! Test support: run the real `sluice` binary and the real `kubectl` against it.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -184,17 +184,7 @@ impl Kubectl {
     }
 }
 
-/// Poll `f` until it returns true or `timeout` passes.
-pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f()
-}
+pub use sluice_test_support::poll::eventually_blocking as eventually;
 
 /// `sluice dev up` in a temporary state directory; SIGTERMed on drop.
 pub struct DevUp {

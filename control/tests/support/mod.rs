@@ -1,10 +1,7 @@
 //! In-process test server (`build(config) -> Bound` on port 0) and kube-rs clients for it.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use std::time::Duration;
-
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use sluice_control::{Bound, Config};
 
 pub struct TestServer {
@@ -44,30 +41,5 @@ impl TestServer {
     }
 }
 
-pub async fn client_for(kubeconfig: &std::path::Path, server: Option<&str>) -> kube::Client {
-    let kc = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("kube config");
-    if let Some(s) = server {
-        config.cluster_url = s.parse().expect("url");
-    }
-    config.read_timeout = Some(Duration::from_secs(60));
-    kube::Client::try_from(config).expect("client")
-}
-
-/// Poll an async condition until true or `timeout` passes.
-pub async fn eventually<F, Fut>(timeout: Duration, mut f: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = std::time::Instant::now();
-    while start.elapsed() < timeout {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    f().await
-}
+pub use sluice_test_support::client::client as client_for;
+pub use sluice_test_support::poll::eventually;

@@ -1,7 +1,7 @@
 //! A single-cluster API server in process, a DNS server against it, and a real hickory
 //! client (UDP and TCP) to ask it.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -13,7 +13,6 @@ use hickory_net::udp::UdpClientStream;
 use hickory_proto::op::Message;
 use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
@@ -32,11 +31,7 @@ impl Cluster {
             sluice_control::Config::new(dir.path(), "127.0.0.1:0".parse().expect("addr"));
         config.single_cluster = Some("127.40.0.0/16".parse().expect("cidr"));
         let control = sluice_control::build(config).await.expect("control");
-        let kc = Kubeconfig::read_from(&control.admin_kubeconfig).expect("kubeconfig");
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .expect("config");
-        let client = kube::Client::try_from(cfg).expect("client");
+        let client = sluice_test_support::client::client(&control.admin_kubeconfig, None).await;
         Self {
             control,
             client,
@@ -169,18 +164,4 @@ pub fn answers(m: &Message) -> Vec<String> {
     out
 }
 
-/// Poll until `f` holds (or a deadline passes); the time it took.
-pub async fn until<F, Fut>(timeout: Duration, mut f: F) -> Option<Duration>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = std::time::Instant::now();
-    while start.elapsed() < timeout {
-        if f().await {
-            return Some(start.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    None
-}
+pub use sluice_test_support::poll::until;

@@ -1,6 +1,6 @@
 //! Every record form of the MCS DNS specification and of `cluster.local`, asked with
 //! hickory's client over UDP and TCP, against objects in a real API server; and the
-//! same answers through BIND's `dig` and Knot's `kdig` (dns/tests/dig.sh).
+//! same answers through BIND's `dig` and Knot's `kdig` (e2e/tests/dig.sh).
 
 #![allow(clippy::unwrap_used)]
 

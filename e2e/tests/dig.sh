@@ -2,7 +2,7 @@
 # Query a running DNS server with real resolvers' tools (BIND's dig and Knot's kdig) and
 # compare each answer with the expected one.
 #
-#   dns/tests/dig.sh HOST PORT CASES
+#   e2e/tests/dig.sh HOST PORT CASES
 #
 # CASES has one case a line (blank lines and lines starting with # are skipped):
 #
