@@ -96,7 +96,7 @@ async fn main() {
     let mut clients = Vec::new();
     for c in CLUSTERS {
         let path = dev.state.join(format!("clusters/{c}.kubeconfig"));
-        clients.push(sluice_mcs::controller::kube_client(&path).await.unwrap());
+        clients.push(sluice_kube::client::from_kubeconfig(&path).await.unwrap());
     }
     let admins: Vec<String> = (0..3)
         .map(|i| format!("127.{}.0.1:15000", 20 + i))

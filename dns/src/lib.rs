@@ -19,7 +19,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use hickory_proto::rr::Name;
 use hickory_server::server::Server;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -94,38 +93,54 @@ impl Drop for Bound {
     }
 }
 
-fn zone_name(zone: &str) -> anyhow::Result<Name> {
+/// Why the DNS server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("zone {0:?} is not a DNS name: {1}")]
+    Zone(String, String),
+    #[error("binding {0} {1}: {2}")]
+    Bind(&'static str, SocketAddr, std::io::Error),
+    #[error("no port free for both UDP and TCP near {0}: {1}")]
+    NoCommonPort(SocketAddr, std::io::Error),
+}
+
+fn zone_name(zone: &str) -> Result<Name, BuildError> {
     let name = Name::from_ascii(format!("{}.", zone.trim_end_matches('.')))
-        .with_context(|| format!("zone {zone:?} is not a DNS name"))?;
+        .map_err(|e| BuildError::Zone(zone.to_string(), e.to_string()))?;
     Ok(name.to_lowercase())
 }
 
 /// Bind UDP then TCP on the same port (for port 0, retry until both are free).
 async fn bind(
     listen: SocketAddr,
-) -> anyhow::Result<(tokio::net::UdpSocket, tokio::net::TcpListener)> {
+) -> Result<(tokio::net::UdpSocket, tokio::net::TcpListener), BuildError> {
     let mut last = None;
     for _ in 0..20 {
         let udp = tokio::net::UdpSocket::bind(listen)
             .await
-            .with_context(|| format!("bind udp {listen}"))?;
-        let addr = udp.local_addr()?;
+            .map_err(|e| BuildError::Bind("udp", listen, e))?;
+        let addr = udp
+            .local_addr()
+            .map_err(|e| BuildError::Bind("udp", listen, e))?;
         match tokio::net::TcpListener::bind(addr).await {
             Ok(tcp) => return Ok((udp, tcp)),
             Err(e) if listen.port() == 0 => last = Some(e),
-            Err(e) => return Err(e).with_context(|| format!("bind tcp {addr}")),
+            Err(e) => return Err(BuildError::Bind("tcp", addr, e)),
         }
     }
-    Err(anyhow::anyhow!(
-        "no port free for both udp and tcp: {last:?}"
+    Err(BuildError::NoCommonPort(
+        listen,
+        last.unwrap_or_else(|| std::io::Error::other("no attempt")),
     ))
 }
 
 /// Start the informers and the server; returns once the sockets are bound (answers are
 /// SERVFAIL until the informers have listed: see `/readyz`).
-pub async fn build(config: Config) -> anyhow::Result<Bound> {
+pub async fn build(config: Config) -> Result<Bound, BuildError> {
     let (udp, tcp) = bind(config.listen).await?;
-    let addr = udp.local_addr()?;
+    let addr = udp
+        .local_addr()
+        .map_err(|e| BuildError::Bind("udp", config.listen, e))?;
     let mut zones = Zones::new(
         zone_name(&config.zone)?,
         config.cluster_zone.as_deref().map(zone_name).transpose()?,
@@ -158,7 +173,7 @@ pub async fn build(config: Config) -> anyhow::Result<Bound> {
     let (admin_stop, admin_rx) = watch::channel(false);
     let admin = sluice_observe::serve(config.admin, state.clone(), admin_rx)
         .await
-        .with_context(|| format!("bind admin {}", config.admin))?;
+        .map_err(|e| BuildError::Bind("admin", config.admin, e))?;
 
     let handler = DnsHandler {
         state: state.clone(),

@@ -8,10 +8,41 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
+
+/// Why the local clusterset did not come up.
+#[derive(Debug, thiserror::Error)]
+pub enum DevUpError {
+    #[error("--clusters needs 1 to 20 names")]
+    ClusterCount,
+    #[error("cluster name {0:?} is not a DNS label")]
+    ClusterName(String),
+    #[error("starting {0}: {1}")]
+    Spawn(String, std::io::Error),
+    #[error("{0} did not start: {1:?}")]
+    DidNotStart(String, String),
+    #[error("{0} was not ready within {1:?}")]
+    NotReady(String, Duration),
+    #[error("cluster {0}: the node agent did not register within 30 s")]
+    NodeNotRegistered(String),
+    #[error("issuing tunnel certificates failed")]
+    Certs,
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+    #[error(transparent)]
+    Client(#[from] sluice_kube::client::ClientError),
+    #[error("registering the clusters: {0}")]
+    Register(#[from] kube::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+/// An IO error's context: what was being done.
+fn io(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> DevUpError {
+    move |e| DevUpError::Io(what.to_string(), e)
+}
 
 /// What to start.
 #[derive(Clone, Debug)]
@@ -41,8 +72,10 @@ pub fn descriptor(name: &str, index: u8, api: &str, dns: &str, gateway: &str) ->
 struct Children(Vec<(String, Child)>);
 
 impl Children {
-    fn spawn(&mut self, what: &str, cmd: &mut Command) -> anyhow::Result<&mut Child> {
-        let child = cmd.spawn().with_context(|| format!("starting {what}"))?;
+    fn spawn(&mut self, what: &str, cmd: &mut Command) -> Result<&mut Child, DevUpError> {
+        let child = cmd
+            .spawn()
+            .map_err(|e| DevUpError::Spawn(what.to_string(), e))?;
         self.0.push((what.to_string(), child));
         let last = self.0.len() - 1;
         Ok(&mut self.0[last].1)
@@ -85,14 +118,17 @@ fn start_announcing(
     what: &str,
     cmd: &mut Command,
     prefix: &str,
-) -> anyhow::Result<String> {
+) -> Result<String, DevUpError> {
     let child = children.spawn(what, cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()))?;
-    let stdout = child.stdout.take().context("stdout")?;
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
+    if let Some(stdout) = child.stdout.take() {
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .map_err(io(format!("reading {what}'s output")))?;
+    }
     line.strip_prefix(prefix)
         .map(|l| l.trim().to_string())
-        .with_context(|| format!("{what} did not start: {line:?}"))
+        .ok_or_else(|| DevUpError::DidNotStart(what.to_string(), line.clone()))
 }
 
 /// Start a cluster's dataplane in cluster mode, its gateway on `127.(20+i).0.1:15443`;
@@ -104,7 +140,7 @@ fn start_dataplane(
     name: &str,
     index: u8,
     kubeconfig: &Path,
-) -> anyhow::Result<(String, String)> {
+) -> Result<(String, String), DevUpError> {
     let mut cmd = Command::new(bin);
     cmd.arg("proxy")
         .arg("--kubeconfig")
@@ -133,12 +169,15 @@ fn start_dataplane(
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
         [_, "gateway", gw, "admin", admin] => Ok((gw.to_string(), admin.to_string())),
-        _ => anyhow::bail!("cluster {name} dataplane did not start: {line:?}"),
+        _ => Err(DevUpError::DidNotStart(
+            format!("cluster {name} dataplane"),
+            line,
+        )),
     }
 }
 
 /// Wait until `http://addr/readyz` answers 200.
-async fn wait_ready(what: &str, addr: &str, within: Duration) -> anyhow::Result<()> {
+async fn wait_ready(what: &str, addr: &str, within: Duration) -> Result<(), DevUpError> {
     let deadline = Instant::now() + within;
     loop {
         if let Ok(mut s) = tokio::net::TcpStream::connect(addr).await {
@@ -153,7 +192,7 @@ async fn wait_ready(what: &str, addr: &str, within: Duration) -> anyhow::Result<
             }
         }
         if Instant::now() > deadline {
-            anyhow::bail!("{what} was not ready within {within:?}");
+            return Err(DevUpError::NotReady(what.to_string(), within));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -165,7 +204,7 @@ fn start_api(
     what: &str,
     bin: &Path,
     args: &[String],
-) -> anyhow::Result<String> {
+) -> Result<String, DevUpError> {
     let line = start_announcing(
         children,
         what,
@@ -175,7 +214,7 @@ fn start_api(
     line.split_whitespace()
         .next()
         .map(str::to_string)
-        .with_context(|| format!("{what} did not start: {line:?}"))
+        .ok_or_else(|| DevUpError::DidNotStart(what.to_string(), line.clone()))
 }
 
 /// The first nameserver of /etc/resolv.conf: where a local cluster's DNS forwards names
@@ -196,7 +235,7 @@ fn start_dns(
     name: &str,
     index: u8,
     kubeconfig: &Path,
-) -> anyhow::Result<String> {
+) -> Result<String, DevUpError> {
     let port = if nix::unistd::geteuid().is_root() {
         53
     } else {
@@ -223,28 +262,28 @@ fn start_dns(
     line.split_whitespace()
         .next()
         .map(str::to_string)
-        .with_context(|| format!("cluster {name} DNS did not start: {line:?}"))
+        .ok_or_else(|| DevUpError::DidNotStart(format!("cluster {name} DNS"), line.clone()))
 }
 
-async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+async fn client(kubeconfig: &Path) -> Result<kube::Client, DevUpError> {
     Ok(sluice_kube::client::from_kubeconfig(kubeconfig).await?)
 }
 
 /// Start everything; return once all parts are up (after printing `ready`). The returned
 /// guard stops everything when dropped or when [`DevUp::stop`] is called.
-pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
+pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
     let started = Instant::now();
     let _ = rustls::crypto::ring::default_provider().install_default();
     if cfg.clusters.is_empty() || cfg.clusters.len() > 20 {
-        anyhow::bail!("--clusters needs 1 to 20 names");
+        return Err(DevUpError::ClusterCount);
     }
     for name in &cfg.clusters {
         if !sluice_api::logical_cluster::is_dns_label(name) {
-            anyhow::bail!("cluster name {name:?} is not a DNS label");
+            return Err(DevUpError::ClusterName(name.clone()));
         }
     }
     let clusters_dir = cfg.state.join("clusters");
-    std::fs::create_dir_all(&clusters_dir)?;
+    std::fs::create_dir_all(&clusters_dir).map_err(io(clusters_dir.display()))?;
     let mut children = Children(Vec::new());
     let bin = &cfg.sluice_bin;
     let control_dir = cfg.state.join("control");
@@ -262,7 +301,8 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
     std::fs::copy(
         control_dir.join("admin.kubeconfig"),
         cfg.state.join("control.kubeconfig"),
-    )?;
+    )
+    .map_err(io("copying the control plane's kubeconfig"))?;
     eprintln!("dev up: control plane at {control_url}");
     // Tunnel certificates: a clusterset CA and one SPIFFE certificate per cluster.
     let certs = Command::new(bin)
@@ -272,9 +312,9 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
         .arg(cfg.state.join("tunnel"))
         .stdout(Stdio::null())
         .status()
-        .context("issuing tunnel certificates")?;
+        .map_err(|e| DevUpError::Spawn("sluice tunnel certs".into(), e))?;
     if !certs.success() {
-        anyhow::bail!("issuing tunnel certificates failed");
+        return Err(DevUpError::Certs);
     }
     let mut apis = Vec::new();
     let mut admins = Vec::new();
@@ -299,7 +339,8 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
             ],
         )?;
         let kubeconfig = clusters_dir.join(format!("{name}.kubeconfig"));
-        std::fs::copy(dir.join("api").join("admin.kubeconfig"), &kubeconfig)?;
+        std::fs::copy(dir.join("api").join("admin.kubeconfig"), &kubeconfig)
+            .map_err(io(format!("copying cluster {name}'s kubeconfig")))?;
         children.spawn(
             &format!("cluster {name} node agent"),
             Command::new(bin)
@@ -326,7 +367,8 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
         std::fs::write(
             clusters_dir.join(format!("{name}.json")),
             serde_json::to_vec_pretty(&descriptor(name, index, &addr, &dns, &gateway))?,
-        )?;
+        )
+        .map_err(io(format!("writing cluster {name}'s descriptor")))?;
         eprintln!(
             "dev up: cluster {name} (index {index}) API at {api}, DNS at {dns}, gateway at {gateway}"
         );
@@ -380,7 +422,7 @@ pub async fn up(cfg: &DevUpConfig) -> anyhow::Result<DevUp> {
             .unwrap_or(true)
         {
             if Instant::now() > deadline {
-                anyhow::bail!("cluster {name}: the node agent did not register within 30 s");
+                return Err(DevUpError::NodeNotRegistered(name.clone()));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

@@ -35,20 +35,21 @@ pub struct EchoConfig {
 impl EchoConfig {
     /// From the environment a Pod gets: `POD_IP`, `POD_NAME`, `POD_NAMESPACE`,
     /// `SLUICE_CLUSTER`, `ECHO_HTTP_PORT`, `ECHO_TCP_PORT`.
-    pub fn from_env() -> anyhow::Result<Self> {
+    pub fn from_env() -> Result<Self, EchoError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let bad =
+            |k: &'static str| move |e: &dyn std::fmt::Display| EchoError::Env(k, e.to_string());
+        let port = |k: &'static str, default: u16| match var(k) {
+            Some(p) => p.parse::<u16>().map_err(|e| bad(k)(&e)),
+            None => Ok(default),
+        };
         Ok(Self {
             ip: var("POD_IP")
                 .unwrap_or_else(|| "127.0.0.1".into())
-                .parse()?,
-            http_port: var("ECHO_HTTP_PORT")
-                .map(|p| p.parse())
-                .transpose()?
-                .unwrap_or(8080),
-            tcp_port: var("ECHO_TCP_PORT")
-                .map(|p| p.parse())
-                .transpose()?
-                .unwrap_or(9000),
+                .parse()
+                .map_err(|e| bad("POD_IP")(&e))?,
+            http_port: port("ECHO_HTTP_PORT", 8080)?,
+            tcp_port: port("ECHO_TCP_PORT", 9000)?,
             identity: Identity {
                 cluster: var("SLUICE_CLUSTER").unwrap_or_default(),
                 pod: var("POD_NAME").unwrap_or_else(|| "echo".into()),
@@ -166,13 +167,29 @@ async fn answer(
     Ok(resp)
 }
 
-pub async fn build(config: EchoConfig) -> anyhow::Result<Bound> {
-    let http = TcpListener::bind((config.ip, config.http_port)).await?;
-    let tcp = TcpListener::bind((config.ip, config.tcp_port)).await?;
+/// Why the echo server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EchoError {
+    #[error("environment variable {0}: {1}")]
+    Env(&'static str, String),
+    #[error("binding {0}:{1}: {2}")]
+    Bind(std::net::IpAddr, u16, std::io::Error),
+}
+
+pub async fn build(config: EchoConfig) -> Result<Bound, EchoError> {
+    let bind = |port: u16| async move {
+        let l = TcpListener::bind((config.ip, port))
+            .await
+            .map_err(|e| EchoError::Bind(config.ip, port, e))?;
+        let addr = l
+            .local_addr()
+            .map_err(|e| EchoError::Bind(config.ip, port, e))?;
+        Ok::<_, EchoError>((l, addr))
+    };
+    let (http, bound_http) = bind(config.http_port).await?;
+    let (tcp, bound_tcp) = bind(config.tcp_port).await?;
     let (shutdown, rx) = watch::channel(false);
     let identity = Arc::new(config.identity);
-    let bound_http = http.local_addr()?;
-    let bound_tcp = tcp.local_addr()?;
     let mut http_rx = rx.clone();
     let http_task = tokio::spawn(async move {
         let mut conns = tokio::task::JoinSet::new();

@@ -131,11 +131,21 @@ pub fn owned_by(
         .is_some_and(|r| r.iter().any(|o| o.uid == uid && o.controller == Some(true)))
 }
 
+/// Why the built-in controllers stopped before they were told to.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllersError {
+    #[error("an informer stopped before it synced")]
+    Stopped,
+}
+
 /// Run the controllers until `shutdown` flips. They are level-triggered: every watch
 /// event (coalesced) starts a pass that compares the caches with what should be and
 /// writes only differences; besides events, a pass runs when an expectation lapses, and a
 /// slow resync repairs what no event reported.
-pub async fn run(client: kube::Client, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+pub async fn run(
+    client: kube::Client,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), ControllersError> {
     const RESYNC: Duration = Duration::from_secs(30);
     let notify = Arc::new(Notify::new());
     let pods = informer::<Pod>(&client, &notify, "pods");
@@ -152,7 +162,7 @@ pub async fn run(client: kube::Client, mut shutdown: watch::Receiver<bool>) -> a
         slices.store.wait_until_ready().await,
         statefulsets.store.wait_until_ready().await,
     ] {
-        ready?;
+        ready.map_err(|_| ControllersError::Stopped)?;
     }
     let caches = Caches {
         pods: pods.store.clone(),

@@ -107,19 +107,28 @@ async fn heartbeat(nodes: &Api<Node>, cfg: &NodeConfig) -> kube::Result<()> {
         .map(|_| ())
 }
 
+/// Why the node agent stopped before it was told to.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("registering the Node: {0}")]
+    Register(kube::Error),
+    #[error("the Pod informer stopped before it synced")]
+    Stopped,
+}
+
 /// Run the agent until `shutdown` flips; then stop every container it runs.
 pub async fn run(
     client: kube::Client,
     cfg: NodeConfig,
     mut shutdown: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
+) -> Result<(), NodeError> {
     let nodes: Api<Node> = Api::all(client.clone());
     match nodes
         .create(&PostParams::default(), &node_object(&cfg))
         .await
     {
         Ok(_) | Err(kube::Error::Api(_)) => {}
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(NodeError::Register(e)),
     }
     let changed = Arc::new(tokio::sync::Notify::new());
     let informer = sluice_kube::Informer::start(
@@ -129,7 +138,10 @@ pub async fn run(
         "pods",
     );
     let reader = informer.store.clone();
-    reader.wait_until_ready().await?;
+    reader
+        .wait_until_ready()
+        .await
+        .map_err(|_| NodeError::Stopped)?;
     cfg.metrics
         .ready
         .store(true, std::sync::atomic::Ordering::Release);

@@ -258,7 +258,7 @@ impl Controller {
                     ImportVips::DerivedService
                 });
             let path = config.kubeconfigs.join(format!("{name}.kubeconfig"));
-            let client = match kube_client(&path).await {
+            let client = match sluice_kube::client::from_kubeconfig(&path).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(cluster = %name, kubeconfig = %path.display(), error = %e, "cannot reach member cluster");
@@ -383,11 +383,6 @@ impl Controller {
         }
         ok
     }
-}
-
-/// A client from a kubeconfig file (its current context).
-pub async fn kube_client(path: &std::path::Path) -> anyhow::Result<Client> {
-    Ok(sluice_kube::client::from_kubeconfig(path).await?)
 }
 
 /// Put the controller's verdict on a `Cluster` object: condition `MCSMember`, False with
