@@ -351,3 +351,73 @@ fn the_kinds_of_ordinary_manifests_are_served_with_kube_defaults() {
         assert!(err.contains("spec.template.spec.restartPolicy"), "{err}");
     }
 }
+
+/// Kinds without an OpenAPI v3 entry send kubectl to `/openapi/v2` in protobuf: a kind
+/// nobody serves gets kubectl's own `no matches for kind`, a `kind: List` is created item
+/// by item, and kubectl validates each item against the v2 definitions (an unknown field
+/// in an item is refused before anything is written), as with kube-apiserver.
+#[test]
+fn unserved_kinds_and_lists_go_through_openapi_v2_in_protobuf() {
+    for bin in kubectls() {
+        let dir = tempfile::tempdir().unwrap();
+        let control = Control::start(dir.path(), &[]);
+        let k = Kubectl::new(&bin, &control.kubeconfig, &dir.path().join("cache"));
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path.display().to_string()
+        };
+
+        let widget = write(
+            "widget.yaml",
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec: {}\n",
+        );
+        let err = k.fails(&["apply", "-f", &widget]);
+        assert!(
+            err.contains("no matches for kind \"Widget\" in version \"example.com/v1\""),
+            "{bin}: {err}"
+        );
+
+        let list = write(
+            "list.yaml",
+            "apiVersion: v1\nkind: List\nitems:\n\
+             - {apiVersion: v1, kind: ConfigMap, metadata: {name: a}, data: {x: \"1\"}}\n\
+             - {apiVersion: v1, kind: ConfigMap, metadata: {name: b}}\n",
+        );
+        k.ok(&["create", "-f", &list]);
+        assert_eq!(
+            jsonpath(
+                &k,
+                &["get", "configmaps", "a", "b"],
+                "{.items[*].metadata.name}"
+            ),
+            "a b"
+        );
+        k.ok(&["apply", "-f", &list]);
+
+        let bad = write(
+            "bad.yaml",
+            "apiVersion: v1\nkind: List\nitems:\n\
+             - {apiVersion: v1, kind: ConfigMap, metadata: {name: c}, bogus: 1}\n",
+        );
+        let err = k.fails(&["apply", "-f", &bad]);
+        assert!(
+            err.contains("unknown field \"bogus\" in io.k8s.api.core.v1.ConfigMap"),
+            "{bin}: {err}"
+        );
+        k.fails(&["get", "configmap", "c"]);
+
+        // A realistic List validates against the v2 definitions without false alarms.
+        let app = write(
+            "app.yaml",
+            "apiVersion: v1\nkind: List\nitems:\n\
+             - apiVersion: apps/v1\n  kind: Deployment\n  metadata: {name: web, labels: {app: web}}\n  spec:\n    replicas: 2\n    selector: {matchLabels: {app: web}}\n    strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 25%, maxUnavailable: 1}}\n    template:\n      metadata: {labels: {app: web}}\n      spec:\n        containers:\n        - name: web\n          image: nginx:1.27\n          ports: [{containerPort: 80, protocol: TCP, name: http}]\n          resources: {limits: {cpu: 500m, memory: 128Mi}}\n          readinessProbe: {httpGet: {path: /, port: http}}\n\
+             - apiVersion: v1\n  kind: Service\n  metadata: {name: web}\n  spec:\n    selector: {app: web}\n    ports: [{port: 80, targetPort: http}]\n",
+        );
+        k.ok(&["apply", "-f", &app]);
+        assert_eq!(
+            jsonpath(&k, &["get", "deployment", "web"], "{.spec.replicas}"),
+            "2"
+        );
+    }
+}

@@ -4,6 +4,7 @@ use http::{HeaderValue, StatusCode, header};
 
 use super::{Ctx, Resp, json, json_value};
 use crate::errors::{ApiError, ApiResult};
+use crate::schema::gnostic;
 use crate::state::ApiState;
 
 pub fn v3_root(state: &ApiState, ctx: &Ctx) -> Resp {
@@ -38,24 +39,31 @@ pub fn v3(state: &ApiState, ctx: &Ctx, group: &str, version: &str) -> ApiResult<
     Ok(r)
 }
 
-/// JSON only: a client that accepts nothing but the protobuf encoding gets 406 and
-/// falls back (kubectl then uses its compiled-in types for strategic merge patches).
+/// The Swagger 2.0 document, as JSON or in gnostic's protobuf (kubectl asks for the
+/// latter when a kind has no OpenAPI v3 entry); anything else is 406.
 pub fn v2(state: &ApiState, ctx: &Ctx) -> ApiResult<Resp> {
     let accept = ctx.accept();
-    let json_ok = accept.is_empty()
-        || accept.split(',').any(|t| {
-            let t = t.trim();
-            t.starts_with("application/json") || t.starts_with("*/*")
-        });
-    if !json_ok {
+    let accepts = |prefix: &str| accept.split(',').any(|t| t.trim().starts_with(prefix));
+    let json_ok = accept.is_empty() || accepts("application/json") || accepts("*/*");
+    let protobuf = !json_ok && (accepts(gnostic::CONTENT_TYPE) || accepts(gnostic::ACCEPT_LEGACY));
+    if !json_ok && !protobuf {
         return Err(ApiError::NotAcceptable(format!(
-            "only application/json is supported, not {accept:?}"
+            "only application/json and {} are supported, not {accept:?}",
+            gnostic::CONTENT_TYPE
         )));
     }
-    Ok(json(
-        StatusCode::OK,
-        state
-            .openapi
-            .v2(state.schemas, crate::resources::Catalog::builtin()),
-    ))
+    let body = state.openapi.v2(
+        state.schemas,
+        crate::resources::Catalog::builtin(),
+        protobuf,
+    );
+    if !protobuf {
+        return Ok(json(StatusCode::OK, body));
+    }
+    let mut r = json(StatusCode::OK, body);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(gnostic::CONTENT_TYPE),
+    );
+    Ok(r)
 }

@@ -4,7 +4,9 @@
 //! strict field validation and pruning, and the strategic merge patch engine.
 
 pub mod fields;
+pub mod gnostic;
 pub mod openapi;
+pub mod swagger;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

@@ -206,26 +206,6 @@ fn scale_schema() -> Value {
     })
 }
 
-/// The v2 (swagger) document of the whole catalog, JSON only.
-pub fn v2_document(set: &SchemaSet, catalog: &Catalog) -> Value {
-    let mut paths = Map::new();
-    for (group, versions) in catalog.groups() {
-        for version in versions {
-            if let Some(doc) = v3_document(set, catalog, &group, &version)
-                && let Some(p) = doc["paths"].as_object()
-            {
-                for (k, v) in p {
-                    paths.insert(k.clone(), v.clone());
-                }
-            }
-        }
-    }
-    let text = serde_json::to_string(&json!({"swagger": "2.0", "info": {"title": "Sluice", "version": env!("CARGO_PKG_VERSION")}, "paths": paths, "definitions": set.components}))
-        .unwrap_or_default()
-        .replace("#/components/schemas/", "#/definitions/");
-    serde_json::from_str(&text).unwrap_or(Value::Null)
-}
-
 /// A serialized document and its content hash.
 type Document = (Bytes, String);
 
@@ -234,7 +214,8 @@ type Document = (Bytes, String);
 pub struct OpenApiCache {
     /// Keyed by catalog generation (0 for built-in group-versions), group and version.
     v3: Mutex<HashMap<(u64, String, String), Option<Document>>>,
-    v2: Mutex<Option<Bytes>>,
+    /// The Swagger 2.0 document as JSON and in protobuf.
+    v2: Mutex<Option<(Bytes, Bytes)>>,
 }
 
 fn hash_hex(b: &[u8]) -> String {
@@ -290,13 +271,21 @@ impl OpenApiCache {
         json!({"paths": paths})
     }
 
-    pub fn v2(&self, set: &SchemaSet, catalog: &Catalog) -> Bytes {
+    /// The Swagger 2.0 document: JSON, or gnostic's protobuf when `protobuf`.
+    pub fn v2(&self, set: &SchemaSet, catalog: &Catalog, protobuf: bool) -> Bytes {
         let mut cache = self.v2.lock().unwrap_or_else(|p| p.into_inner());
-        cache
-            .get_or_insert_with(|| {
-                Bytes::from(serde_json::to_vec(&v2_document(set, catalog)).unwrap_or_default())
-            })
-            .clone()
+        let (json, proto) = cache.get_or_insert_with(|| {
+            let doc = super::swagger::document(set, catalog);
+            (
+                Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()),
+                Bytes::from(super::gnostic::encode(&doc)),
+            )
+        });
+        if protobuf {
+            proto.clone()
+        } else {
+            json.clone()
+        }
     }
 }
 
