@@ -32,6 +32,7 @@ pub mod logical_cluster;
 pub mod mcs;
 pub mod names;
 pub mod sluice;
+pub mod sync;
 
 pub use logical_cluster::{LogicalClusterPath, PathError};
 pub use names::{ClusterName, ServiceKey};

@@ -16,7 +16,7 @@ use crate::model::{ClusterId, MemberSnapshot, ServiceKey};
 use crate::reconcile::is_managed;
 
 /// Namespace label marking a namespace Sluice placed: its Services are exported implicitly.
-pub const LABEL_LOGICAL_CLUSTER: &str = sluice_api::LOGICAL_CLUSTER_ANNOTATION;
+pub const LABEL_LOGICAL_CLUSTER: &str = sluice_api::sync::LABEL_LOGICAL_CLUSTER;
 /// Service annotation; `"false"` opts the Service out of implicit export. An explicit
 /// ServiceExport still exports it: the user asked for both, and the object is the stronger
 /// statement.
@@ -224,7 +224,7 @@ mod tests {
             "shop".into(),
             Namespace {
                 metadata: ObjectMeta {
-                    labels: Some([(LABEL_LOGICAL_CLUSTER.into(), "root:shop".into())].into()),
+                    labels: Some([(LABEL_LOGICAL_CLUSTER.into(), "root.shop".into())].into()),
                     ..Default::default()
                 },
                 ..Default::default()

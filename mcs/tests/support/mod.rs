@@ -47,7 +47,7 @@ pub fn member(cluster: &str, index: u8) -> MemberSnapshot {
 pub fn namespace(ns: &str, placed: bool) -> Namespace {
     let mut v = json!({"metadata": {"name": ns}});
     if placed {
-        v["metadata"]["labels"] = json!({ LABEL_LOGICAL_CLUSTER: "root:shop" });
+        v["metadata"]["labels"] = json!({ LABEL_LOGICAL_CLUSTER: "root.shop" });
     }
     serde_json::from_value(v).unwrap()
 }

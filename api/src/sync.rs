@@ -1,0 +1,125 @@
+//! The syncer's contract, shared by the placement controllers (which label what goes
+//! where), the syncer (which copies it down) and the MCS controller (which exports the
+//! Services of synced namespaces): label names and the downstream names of upstream
+//! namespaces.
+//!
+//! A namespace `ns` of logical cluster `root:shop` lives in every physical cluster under
+//! one name, [`downstream_namespace`]: deterministic, a valid DNS label, and the same in
+//! every cluster (MCS namespace sameness), so a Service keeps its clusterset name wherever
+//! it runs.
+
+use crate::LogicalClusterPath;
+use crate::names::ClusterName;
+
+/// Prefix of the state label: `state.sluice.dev/<cluster>` on an upstream object places
+/// it on that physical cluster.
+pub const STATE_LABEL_PREFIX: &str = "state.sluice.dev/";
+/// The value of a state label for an object that is to be synced.
+pub const STATE_SYNC: &str = "Sync";
+/// Label on a downstream namespace: the logical cluster it belongs to, encoded as a label
+/// value ([`logical_cluster_label_value`]). The MCS controller exports the Services of
+/// namespaces that carry it.
+pub const LABEL_LOGICAL_CLUSTER: &str = "sluice.dev/logical-cluster";
+/// Annotation on a downstream namespace: the logical cluster path, as written.
+pub const ANNOTATION_LOGICAL_CLUSTER: &str = "sluice.dev/logical-cluster";
+/// Annotation on a downstream namespace: the upstream namespace's name.
+pub const ANNOTATION_UPSTREAM_NAMESPACE: &str = "sluice.dev/upstream-namespace";
+/// Label on everything the syncer created downstream (so it finds what to delete).
+pub const LABEL_SYNCED: &str = "sluice.dev/synced";
+/// The syncer's server-side apply field manager, upstream and downstream.
+pub const FIELD_MANAGER: &str = "sluice-syncer";
+
+/// The state label key for `cluster`.
+pub fn state_label(cluster: &ClusterName) -> String {
+    format!("{STATE_LABEL_PREFIX}{cluster}")
+}
+
+/// A logical cluster path as a label value: `root:shop` → `root.shop` (segments are DNS
+/// labels, so the dots are unambiguous); a path too long for a label value (63) is cut and
+/// ends in a hash of the whole path, so that two long paths do not collide.
+pub fn logical_cluster_label_value(path: &LogicalClusterPath) -> String {
+    let dotted = path.as_str().replace(':', ".");
+    if dotted.len() <= 63 {
+        return dotted;
+    }
+    let hash = hash10(path.as_str());
+    let keep = dotted[..52].trim_end_matches(['.', '-']);
+    format!("{keep}-{hash}")
+}
+
+/// The downstream name of upstream namespace `namespace` of logical cluster `path`: the
+/// namespace's name (cut to fit), a dash, and ten characters of a hash of both, so that
+/// `default` of every logical cluster gets a namespace of its own.
+pub fn downstream_namespace(path: &LogicalClusterPath, namespace: &str) -> String {
+    let hash = hash10(&format!("{path}/{namespace}"));
+    let mut head: String = namespace
+        .chars()
+        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')
+        .take(52)
+        .collect();
+    while head.ends_with('-') {
+        head.pop();
+    }
+    if head.is_empty() || head.starts_with('-') {
+        return format!("s-{hash}");
+    }
+    format!("{head}-{hash}")
+}
+
+/// Ten base-32 characters (a-z, 2-7) of FNV-1a 64 over `s`: stable across Rust versions
+/// and machines, as names that live in clusters must be.
+fn hash10(s: &str) -> String {
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (0..10)
+        .map(|i| ALPHABET[((h >> (i * 5)) & 31) as usize] as char)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::logical_cluster::is_dns_label;
+
+    fn path(s: &str) -> LogicalClusterPath {
+        s.parse().expect("path")
+    }
+
+    #[test]
+    fn downstream_namespaces_are_labels_stable_and_distinct() {
+        let a = downstream_namespace(&path("root:shop"), "default");
+        assert!(a.starts_with("default-"), "{a}");
+        assert!(is_dns_label(&a));
+        assert_eq!(a, downstream_namespace(&path("root:shop"), "default"));
+        assert_ne!(a, downstream_namespace(&path("root:shop:x"), "default"));
+        assert_ne!(a, downstream_namespace(&path("root"), "default"));
+        // A name that is as long as a namespace may be.
+        let long = "n".repeat(63);
+        let d = downstream_namespace(&path("root:shop"), &long);
+        assert!(is_dns_label(&d), "{d}");
+        // Pinned: a change to the naming would strand every synced namespace.
+        assert_eq!(hash10("root:shop/default"), hash10("root:shop/default"));
+        assert_eq!(hash10(""), "fzieccs44u");
+        assert_eq!(a, "default-hputbbiank");
+    }
+
+    #[test]
+    fn logical_cluster_label_values_are_valid() {
+        assert_eq!(logical_cluster_label_value(&path("root:shop")), "root.shop");
+        let long = format!("root:{}:{}", "a".repeat(40), "b".repeat(40));
+        let v = logical_cluster_label_value(&path(&long));
+        assert!(v.len() <= 63, "{v}");
+        assert!(
+            v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+        );
+        assert_eq!(
+            state_label(&ClusterName::new("east")),
+            "state.sluice.dev/east"
+        );
+    }
+}

@@ -1,0 +1,357 @@
+//! What an upstream object becomes downstream: the same object in its downstream
+//! namespace, without what belongs to the upstream server (identity, versions, managed
+//! fields, owner references, finalizers, status) or to the cluster that allocates it
+//! (Service cluster IPs and node ports, a Job's generated selector, a claim's bound
+//! volume), labelled as synced.
+
+use serde_json::{Map, Value};
+use sluice_api::sync::{
+    ANNOTATION_LOGICAL_CLUSTER, ANNOTATION_UPSTREAM_NAMESPACE, LABEL_LOGICAL_CLUSTER, LABEL_SYNCED,
+    STATE_LABEL_PREFIX, downstream_namespace, logical_cluster_label_value,
+};
+use sluice_api::{LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath, PathError};
+
+/// Why an upstream object cannot be synced.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum TransformError {
+    #[error(
+        "the object carries no {LOGICAL_CLUSTER_ANNOTATION} annotation (not read through a wildcard watch)"
+    )]
+    NoLogicalCluster,
+    #[error(transparent)]
+    BadLogicalCluster(#[from] PathError),
+    #[error("the object has no namespace: only namespaced kinds travel")]
+    NotNamespaced,
+    #[error("the object has no name")]
+    NoName,
+    #[error("a {0} Secret is made by each cluster for itself")]
+    ClusterOwnedSecret(String),
+}
+
+/// Where an upstream object came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    pub logical_cluster: LogicalClusterPath,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Metadata the upstream server owns, never copied.
+const SERVER_METADATA: [&str; 10] = [
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "ownerReferences",
+    "finalizers",
+    "selfLink",
+];
+
+/// Annotations that describe the upstream copy, not the object.
+const UPSTREAM_ANNOTATIONS: [&str; 2] = [
+    LOGICAL_CLUSTER_ANNOTATION,
+    "kubectl.kubernetes.io/last-applied-configuration",
+];
+
+/// The downstream form of `upstream` (a whole object as JSON) and where it came from.
+pub fn downstream(upstream: &Value) -> Result<(Origin, Value), TransformError> {
+    let meta = &upstream["metadata"];
+    let path: LogicalClusterPath = meta["annotations"][LOGICAL_CLUSTER_ANNOTATION]
+        .as_str()
+        .ok_or(TransformError::NoLogicalCluster)?
+        .parse()?;
+    let namespace = meta["namespace"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .ok_or(TransformError::NotNamespaced)?;
+    let name = meta["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .ok_or(TransformError::NoName)?;
+    let kind = upstream["kind"].as_str().unwrap_or_default();
+    if kind == "Secret"
+        && let Some(t) = upstream["type"].as_str()
+        && t == "kubernetes.io/service-account-token"
+    {
+        return Err(TransformError::ClusterOwnedSecret(t.to_string()));
+    }
+
+    let mut out = upstream.clone();
+    let Some(obj) = out.as_object_mut() else {
+        return Err(TransformError::NoName);
+    };
+    obj.remove("status");
+    let mut m = Map::new();
+    m.insert("name".into(), Value::from(name));
+    m.insert(
+        "namespace".into(),
+        Value::from(downstream_namespace(&path, namespace)),
+    );
+    if let Some(src) = meta.as_object() {
+        for (k, v) in src {
+            if !SERVER_METADATA.contains(&k.as_str())
+                && !["name", "namespace", "labels", "annotations", "generateName"]
+                    .contains(&k.as_str())
+            {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    let mut labels: Map<String, Value> = meta["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !k.starts_with(STATE_LABEL_PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    labels.insert(LABEL_SYNCED.into(), Value::from("true"));
+    m.insert("labels".into(), Value::Object(labels));
+    let annotations: Map<String, Value> = meta["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !UPSTREAM_ANNOTATIONS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !annotations.is_empty() {
+        m.insert("annotations".into(), Value::Object(annotations));
+    }
+    obj.insert("metadata".into(), Value::Object(m));
+    strip_cluster_owned(kind, obj);
+    Ok((
+        Origin {
+            logical_cluster: path,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        },
+        out,
+    ))
+}
+
+/// The downstream namespace of `origin`'s namespace: labelled with its logical cluster (so
+/// the MCS controller exports its Services) and annotated with where it comes from.
+pub fn namespace_object(origin: &Origin) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": downstream_namespace(&origin.logical_cluster, &origin.namespace),
+            "labels": {
+                LABEL_SYNCED: "true",
+                LABEL_LOGICAL_CLUSTER: logical_cluster_label_value(&origin.logical_cluster),
+            },
+            "annotations": {
+                ANNOTATION_LOGICAL_CLUSTER: origin.logical_cluster.as_str(),
+                ANNOTATION_UPSTREAM_NAMESPACE: origin.namespace,
+            },
+        },
+    })
+}
+
+/// Drop what the downstream cluster allocates for itself.
+fn strip_cluster_owned(kind: &str, obj: &mut Map<String, Value>) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    match kind {
+        "Service" => {
+            // A headless Service stays headless: `None` is a choice, not an allocation.
+            if spec.get("clusterIP").and_then(Value::as_str) != Some("None") {
+                spec.remove("clusterIP");
+                spec.remove("clusterIPs");
+            }
+            spec.remove("healthCheckNodePort");
+            for port in spec
+                .get_mut("ports")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(p) = port.as_object_mut() {
+                    p.remove("nodePort");
+                }
+            }
+        }
+        "PersistentVolumeClaim" => {
+            spec.remove("volumeName");
+        }
+        "Job" => strip_generated_selector(spec),
+        "CronJob" => {
+            if let Some(job) = spec
+                .get_mut("jobTemplate")
+                .and_then(|t| t.get_mut("spec"))
+                .and_then(Value::as_object_mut)
+            {
+                strip_generated_selector(job);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Labels by which a Job's generated selector names its own uid.
+const JOB_UID_LABELS: [&str; 4] = [
+    "controller-uid",
+    "batch.kubernetes.io/controller-uid",
+    "job-name",
+    "batch.kubernetes.io/job-name",
+];
+
+/// A Job's selector and pod labels that the API server generated from the upstream uid:
+/// the downstream server generates its own.
+fn strip_generated_selector(job: &mut Map<String, Value>) {
+    if job.get("manualSelector").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    job.remove("selector");
+    if let Some(labels) = job
+        .get_mut("template")
+        .and_then(|t| t.get_mut("metadata"))
+        .and_then(|m| m.get_mut("labels"))
+        .and_then(Value::as_object_mut)
+    {
+        for l in JOB_UID_LABELS {
+            labels.remove(l);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn with_meta(kind: &str, extra: Value) -> Value {
+        let mut v = json!({
+            "apiVersion": "v1",
+            "kind": kind,
+            "metadata": {
+                "name": "web",
+                "namespace": "default",
+                "uid": "u-1",
+                "resourceVersion": "42",
+                "generation": 3,
+                "creationTimestamp": "2026-11-24T00:00:00Z",
+                "managedFields": [{"manager": "kubectl"}],
+                "ownerReferences": [{"uid": "u-0", "kind": "Deployment", "name": "x", "apiVersion": "apps/v1"}],
+                "finalizers": ["sluice.dev/east"],
+                "labels": {"app": "web", "state.sluice.dev/east": "Sync"},
+                "annotations": {
+                    "sluice.dev/logical-cluster": "root:shop",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{}",
+                    "team": "a",
+                },
+            },
+            "status": {"x": 1},
+        });
+        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            for (k, x) in e {
+                o.insert(k.clone(), x.clone());
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn upstream_identity_and_status_stay_upstream() {
+        let (origin, down) =
+            downstream(&with_meta("ConfigMap", json!({"data": {"a": "b"}}))).expect("transform");
+        assert_eq!(origin.logical_cluster.as_str(), "root:shop");
+        assert_eq!(origin.namespace, "default");
+        assert_eq!(
+            down,
+            json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "web",
+                    "namespace": sluice_api::sync::downstream_namespace(&origin.logical_cluster, "default"),
+                    "labels": {"app": "web", "sluice.dev/synced": "true"},
+                    "annotations": {"team": "a"},
+                },
+                "data": {"a": "b"},
+            })
+        );
+    }
+
+    #[test]
+    fn cluster_allocated_fields_are_left_to_the_cluster() {
+        let svc = with_meta(
+            "Service",
+            json!({"spec": {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"], "type": "NodePort",
+                "ports": [{"port": 80, "nodePort": 30080}]}}),
+        );
+        let (_, down) = downstream(&svc).expect("service");
+        assert_eq!(
+            down["spec"],
+            json!({"type": "NodePort", "ports": [{"port": 80}]})
+        );
+        let headless = with_meta(
+            "Service",
+            json!({"spec": {"clusterIP": "None", "clusterIPs": ["None"]}}),
+        );
+        let (_, down) = downstream(&headless).expect("headless");
+        assert_eq!(down["spec"]["clusterIP"], "None");
+
+        let job = with_meta(
+            "Job",
+            json!({"spec": {"selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u-1"}},
+                "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "u-1", "job-name": "web", "app": "w"}}}}}),
+        );
+        let (_, down) = downstream(&job).expect("job");
+        assert_eq!(
+            down["spec"],
+            json!({"template": {"metadata": {"labels": {"app": "w"}}}})
+        );
+    }
+
+    #[test]
+    fn the_downstream_namespace_says_where_it_comes_from() {
+        let (origin, down) = downstream(&with_meta("ConfigMap", json!({}))).expect("cm");
+        let ns = namespace_object(&origin);
+        assert_eq!(ns["metadata"]["name"], down["metadata"]["namespace"]);
+        assert_eq!(
+            ns["metadata"]["labels"]["sluice.dev/logical-cluster"],
+            "root.shop"
+        );
+        assert_eq!(
+            ns["metadata"]["annotations"]["sluice.dev/logical-cluster"],
+            "root:shop"
+        );
+        assert_eq!(
+            ns["metadata"]["annotations"]["sluice.dev/upstream-namespace"],
+            "default"
+        );
+    }
+
+    #[test]
+    fn objects_that_cannot_travel_say_why() {
+        let mut v = with_meta("ConfigMap", json!({}));
+        v["metadata"]["annotations"] = json!({});
+        assert_eq!(
+            downstream(&v).unwrap_err(),
+            TransformError::NoLogicalCluster
+        );
+        let mut v = with_meta("ConfigMap", json!({}));
+        v["metadata"]["annotations"]["sluice.dev/logical-cluster"] = json!("shop");
+        assert!(matches!(
+            downstream(&v),
+            Err(TransformError::BadLogicalCluster(_))
+        ));
+        let token = with_meta(
+            "Secret",
+            json!({"type": "kubernetes.io/service-account-token"}),
+        );
+        assert!(matches!(
+            downstream(&token),
+            Err(TransformError::ClusterOwnedSecret(_))
+        ));
+        let mut v = with_meta("ConfigMap", json!({}));
+        v["metadata"]["namespace"] = json!("");
+        assert_eq!(downstream(&v).unwrap_err(), TransformError::NotNamespaced);
+    }
+}
