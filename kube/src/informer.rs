@@ -69,7 +69,26 @@ where
         what: &str,
         on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
     ) -> Self {
-        let (store, writer) = reflector::store();
+        Self::start_typed(api, K::DynamicType::default(), config, what, on_event)
+    }
+}
+
+impl<K> Informer<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Hash + Eq + Clone,
+{
+    /// [`Informer::start_with`] for a kind known only at run time (`DynamicObject` with
+    /// its `ApiResource`).
+    pub fn start_typed(
+        api: Api<K>,
+        dyntype: K::DynamicType,
+        config: watcher::Config,
+        what: &str,
+        on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    ) -> Self {
+        let writer = reflector::store::Writer::new(dyntype);
+        let store = writer.as_reader();
         let what = what.to_string();
         let synced = Arc::new(AtomicBool::new(false));
         let flag = synced.clone();
@@ -110,7 +129,14 @@ where
             r.within(namespace)
         })
     }
+}
 
+/// Reading what needs no key: any kind, dynamic ones included.
+impl<K> Informer<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Hash + Eq + Clone,
+{
     /// Whether the first list has arrived.
     pub fn is_ready(&self) -> bool {
         self.synced.load(Ordering::Acquire)

@@ -11,6 +11,8 @@ use sluice_api::sync::{
 };
 use sluice_api::{LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath, PathError};
 
+use crate::kinds::SyncedKind;
+
 /// Why an upstream object cannot be synced.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum TransformError {
@@ -56,8 +58,9 @@ const UPSTREAM_ANNOTATIONS: [&str; 2] = [
     "kubectl.kubernetes.io/last-applied-configuration",
 ];
 
-/// The downstream form of `upstream` (a whole object as JSON) and where it came from.
-pub fn downstream(upstream: &Value) -> Result<(Origin, Value), TransformError> {
+/// The downstream form of `upstream` (a whole object as JSON, of kind `kind`: list items
+/// may carry no `apiVersion`/`kind` of their own) and where it came from.
+pub fn downstream(upstream: &Value, kind: &SyncedKind) -> Result<(Origin, Value), TransformError> {
     let meta = &upstream["metadata"];
     let path: LogicalClusterPath = meta["annotations"][LOGICAL_CLUSTER_ANNOTATION]
         .as_str()
@@ -71,8 +74,8 @@ pub fn downstream(upstream: &Value) -> Result<(Origin, Value), TransformError> {
         .as_str()
         .filter(|n| !n.is_empty())
         .ok_or(TransformError::NoName)?;
-    let kind = upstream["kind"].as_str().unwrap_or_default();
-    if kind == "Secret"
+    let kind_name = kind.kind;
+    if kind_name == "Secret"
         && let Some(t) = upstream["type"].as_str()
         && t == "kubernetes.io/service-account-token"
     {
@@ -84,6 +87,8 @@ pub fn downstream(upstream: &Value) -> Result<(Origin, Value), TransformError> {
         return Err(TransformError::NoName);
     };
     obj.remove("status");
+    obj.insert("apiVersion".into(), Value::from(kind.api_version()));
+    obj.insert("kind".into(), Value::from(kind_name));
     let mut m = Map::new();
     m.insert("name".into(), Value::from(name));
     m.insert(
@@ -120,7 +125,7 @@ pub fn downstream(upstream: &Value) -> Result<(Origin, Value), TransformError> {
         m.insert("annotations".into(), Value::Object(annotations));
     }
     obj.insert("metadata".into(), Value::Object(m));
-    strip_cluster_owned(kind, obj);
+    strip_cluster_owned(kind_name, obj);
     Ok((
         Origin {
             logical_cluster: path,
@@ -224,6 +229,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::kinds::BUILTIN;
+
+    fn kind(name: &str) -> &'static SyncedKind {
+        BUILTIN.iter().find(|k| k.kind == name).expect("kind")
+    }
+
+    fn downstream(v: &Value) -> Result<(Origin, Value), TransformError> {
+        super::downstream(v, kind(v["kind"].as_str().expect("kind")))
+    }
 
     fn with_meta(kind: &str, extra: Value) -> Value {
         let mut v = json!({

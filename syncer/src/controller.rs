@@ -1,0 +1,234 @@
+//! The sync loop: informers on both sides for every kind that travels, and a pass after
+//! any event that makes downstream what upstream says — apply what is missing or drifted,
+//! delete what is no longer placed — writing nothing when both agree.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::runtime::watcher;
+use serde_json::Value;
+use sluice_api::ClusterName;
+use sluice_api::sync::{FIELD_MANAGER, LABEL_SYNCED, downstream_namespace, state_label};
+use sluice_kube::Informer;
+use tokio::sync::{Notify, watch};
+
+use crate::drift::contained;
+use crate::kinds::{BUILTIN, SyncedKind};
+use crate::transform::{Origin, downstream, namespace_object};
+
+/// After a failed write, the pass runs again this much later.
+const RETRY: Duration = Duration::from_secs(1);
+/// A pass runs at least this often, to repair what no event reported.
+const RESYNC: Duration = Duration::from_secs(60);
+
+/// What a syncer syncs: from the control plane (a client whose base URL is the wildcard
+/// `/clusters/*`) to one physical cluster.
+pub struct Config {
+    pub upstream: kube::Client,
+    pub downstream: kube::Client,
+    pub cluster: ClusterName,
+}
+
+/// Why the syncer stopped before it was told to.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("the stop signal's sender is gone")]
+    Orphaned,
+}
+
+struct KindSync {
+    kind: &'static SyncedKind,
+    resource: ApiResource,
+    up: Informer<DynamicObject>,
+    down: Informer<DynamicObject>,
+}
+
+fn resource(k: &SyncedKind) -> ApiResource {
+    ApiResource {
+        group: k.group.into(),
+        version: k.version.into(),
+        api_version: k.api_version(),
+        kind: k.kind.into(),
+        plural: k.plural.into(),
+    }
+}
+
+/// Run until `stop` turns true.
+pub async fn run(config: Config, mut stop: watch::Receiver<bool>) -> Result<(), SyncError> {
+    let changed = Arc::new(Notify::new());
+    let placed = state_label(&config.cluster);
+    let synced = format!("{LABEL_SYNCED}=true");
+    let kinds: Vec<KindSync> = BUILTIN
+        .iter()
+        .map(|kind| {
+            let resource = resource(kind);
+            let notify = changed.clone();
+            let up = Informer::start_typed(
+                Api::all_with(config.upstream.clone(), &resource),
+                resource.clone(),
+                watcher::Config::default().labels(&placed),
+                kind.plural,
+                move |_| notify.notify_one(),
+            );
+            let notify = changed.clone();
+            let down = Informer::start_typed(
+                Api::all_with(config.downstream.clone(), &resource),
+                resource.clone(),
+                watcher::Config::default().labels(&synced),
+                kind.plural,
+                move |_| notify.notify_one(),
+            );
+            KindSync {
+                kind,
+                resource,
+                up,
+                down,
+            }
+        })
+        .collect();
+    let namespaces = Informer::<Namespace>::start(
+        Api::all(config.downstream.clone()),
+        watcher::Config::default().labels(&synced),
+        changed.clone(),
+        "namespaces",
+    );
+    let mut retry = false;
+    loop {
+        let wait = if retry { RETRY } else { RESYNC };
+        tokio::select! {
+            r = stop.changed() => {
+                if r.is_err() {
+                    return Err(SyncError::Orphaned);
+                }
+                if *stop.borrow() {
+                    return Ok(());
+                }
+            }
+            _ = changed.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+        if !namespaces.is_ready() {
+            continue;
+        }
+        retry = !pass(&config, &kinds, &namespaces).await;
+    }
+}
+
+/// One pass over every kind whose informers have listed; false if a write failed.
+async fn pass(config: &Config, kinds: &[KindSync], namespaces: &Informer<Namespace>) -> bool {
+    let mut ok = true;
+    let mut origins: BTreeMap<String, Origin> = BTreeMap::new();
+    let mut desired: Vec<(&KindSync, Value)> = Vec::new();
+    for k in kinds.iter().filter(|k| k.up.is_ready()) {
+        for obj in k.up.state() {
+            let Ok(json) = serde_json::to_value(&*obj) else {
+                continue;
+            };
+            match downstream(&json, k.kind) {
+                Ok((origin, d)) => {
+                    let ns = downstream_namespace(&origin.logical_cluster, &origin.namespace);
+                    origins.entry(ns).or_insert(origin);
+                    desired.push((k, d));
+                }
+                Err(e) => {
+                    tracing::warn!(kind = k.kind.kind, name = ?obj.metadata.name, error = %e, "not synced");
+                }
+            }
+        }
+    }
+
+    // Namespaces first: objects cannot be created in a namespace that is not there.
+    let ns_api: Api<Namespace> = Api::all(config.downstream.clone());
+    for (name, origin) in &origins {
+        let want = namespace_object(origin);
+        let have = namespaces
+            .state()
+            .into_iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+            .and_then(|n| serde_json::to_value(&*n).ok());
+        if have.is_some_and(|h| contained(&want["metadata"], &h["metadata"])) {
+            continue;
+        }
+        if let Err(e) = ns_api
+            .patch(name, &apply_params(), &Patch::Apply(&want))
+            .await
+        {
+            tracing::warn!(namespace = %name, error = %e, "creating the namespace failed");
+            ok = false;
+        }
+    }
+
+    let mut wanted: BTreeSet<(&str, String, String)> = BTreeSet::new();
+    for (k, d) in &desired {
+        let ns = d["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = d["metadata"]["name"].as_str().unwrap_or_default();
+        wanted.insert((k.kind.plural, ns.to_string(), name.to_string()));
+        if !k.down.is_ready() {
+            continue;
+        }
+        let have = k
+            .down
+            .state()
+            .into_iter()
+            .find(|o| {
+                o.metadata.namespace.as_deref() == Some(ns)
+                    && o.metadata.name.as_deref() == Some(name)
+            })
+            .and_then(|o| serde_json::to_value(&*o).ok());
+        if have.is_some_and(|h| in_place(d, &h)) {
+            continue;
+        }
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(config.downstream.clone(), ns, &k.resource);
+        match api.patch(name, &apply_params(), &Patch::Apply(d)).await {
+            Ok(_) => tracing::info!(kind = k.kind.kind, namespace = ns, name, "applied"),
+            Err(e) => {
+                tracing::warn!(kind = k.kind.kind, namespace = ns, name, error = %e, "apply failed");
+                ok = false;
+            }
+        }
+    }
+
+    // What is synced downstream but no longer placed (or gone upstream) goes.
+    for k in kinds
+        .iter()
+        .filter(|k| k.up.is_ready() && k.down.is_ready())
+    {
+        for o in k.down.state() {
+            let ns = o.metadata.namespace.clone().unwrap_or_default();
+            let name = o.metadata.name.clone().unwrap_or_default();
+            if wanted.contains(&(k.kind.plural, ns.clone(), name.clone())) {
+                continue;
+            }
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(config.downstream.clone(), &ns, &k.resource);
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => tracing::info!(kind = k.kind.kind, namespace = %ns, %name, "deleted"),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => {
+                    tracing::warn!(kind = k.kind.kind, namespace = %ns, %name, error = %e, "delete failed");
+                    ok = false;
+                }
+            }
+        }
+    }
+    ok
+}
+
+/// Whether `have` already says everything `want` says (see [`crate::drift`]).
+fn in_place(want: &Value, have: &Value) -> bool {
+    let mut want = want.clone();
+    // The downstream server names the object's identity itself; compare the rest.
+    if let Some(m) = want.as_object_mut() {
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    contained(&want, have)
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(FIELD_MANAGER).force()
+}
