@@ -248,6 +248,24 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:0")]
         admin: SocketAddr,
     },
+    /// The syncer of one physical cluster: copies what is placed on it (label
+    /// `state.sluice.dev/<cluster>`) from every logical cluster of the control plane down
+    /// to the cluster, and reverts drift.
+    Syncer {
+        /// Kubeconfig of the control plane; the syncer reads every logical cluster
+        /// (`/clusters/*`) through it.
+        #[arg(long)]
+        control: PathBuf,
+        /// This physical cluster's name in the control plane's registry.
+        #[arg(long)]
+        cluster: String,
+        /// Kubeconfig of the physical cluster (default: in-cluster configuration).
+        #[arg(long)]
+        downstream: Option<PathBuf>,
+        /// Where to serve /metrics and /readyz.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        admin: SocketAddr,
+    },
     /// Print a kubeconfig for a logical cluster of a control plane.
     Kubeconfig {
         #[arg(long, default_value = ".sluice/control")]
@@ -652,6 +670,42 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "items": sluice_api::mcs::crds(),
             });
             println!("{}", serde_json::to_string_pretty(&list)?);
+        }
+        Command::Syncer {
+            control,
+            cluster,
+            downstream,
+            admin,
+        } => {
+            init_tracing();
+            let mut config = sluice_kube::client::config_from_kubeconfig(&control, None).await?;
+            // Every logical cluster: the server's root with `/clusters/*`, whatever logical
+            // cluster the kubeconfig names.
+            let base = config.cluster_url.to_string();
+            let root = base
+                .split("/clusters/")
+                .next()
+                .unwrap_or(&base)
+                .trim_end_matches('/');
+            config.cluster_url = format!("{root}/clusters/*").parse()?;
+            let upstream = sluice_kube::client::build(config)?;
+            let downstream =
+                sluice_kube::client::from_kubeconfig_or_in_cluster(downstream.as_deref()).await?;
+            let syncer = sluice_syncer::controller::Syncer::new();
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let admin = sluice_observe::serve(admin, syncer.clone(), stopped.clone()).await?;
+            println!("syncer: cluster {cluster} admin {admin}");
+            let run = tokio::spawn(syncer.run(
+                sluice_syncer::controller::Config {
+                    upstream,
+                    downstream,
+                    cluster: sluice_api::ClusterName::new(cluster),
+                },
+                stopped,
+            ));
+            shutdown_signal().await?;
+            let _ = stop.send(true);
+            run.await??;
         }
         Command::Kubeconfig {
             data_dir,

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -17,6 +18,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::drift::contained;
 use crate::kinds::{BUILTIN, SyncedKind};
+use crate::metrics::SyncMetrics;
 use crate::transform::{Origin, downstream, namespace_object};
 
 /// After a failed write, the pass runs again this much later.
@@ -56,8 +58,56 @@ fn resource(k: &SyncedKind) -> ApiResource {
     }
 }
 
-/// Run until `stop` turns true.
-pub async fn run(config: Config, mut stop: watch::Receiver<bool>) -> Result<(), SyncError> {
+/// A syncer's state apart from its loop: metrics and readiness, for the admin endpoint.
+pub struct Syncer {
+    metrics: SyncMetrics,
+    registry: prometheus_client::registry::Registry,
+    /// Every informer listed and one pass completed.
+    ready: AtomicBool,
+}
+
+impl sluice_observe::AdminSource for Syncer {
+    fn registry(&self) -> &prometheus_client::registry::Registry {
+        &self.registry
+    }
+
+    fn ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+}
+
+impl Syncer {
+    pub fn new() -> Arc<Self> {
+        let metrics = SyncMetrics::default();
+        let mut registry = prometheus_client::registry::Registry::with_prefix("sluice_syncer");
+        metrics.register(&mut registry);
+        Arc::new(Self {
+            metrics,
+            registry,
+            ready: AtomicBool::new(false),
+        })
+    }
+
+    /// Run until `stop` turns true.
+    pub async fn run(
+        self: Arc<Self>,
+        config: Config,
+        stop: watch::Receiver<bool>,
+    ) -> Result<(), SyncError> {
+        run_loop(&self, config, stop).await
+    }
+}
+
+/// Run a syncer without an admin endpoint until `stop` turns true.
+pub async fn run(config: Config, stop: watch::Receiver<bool>) -> Result<(), SyncError> {
+    Syncer::new().run(config, stop).await
+}
+
+async fn run_loop(
+    syncer: &Syncer,
+    config: Config,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), SyncError> {
     let changed = Arc::new(Notify::new());
     let placed = state_label(&config.cluster);
     let synced = format!("{LABEL_SYNCED}=true");
@@ -113,12 +163,21 @@ pub async fn run(config: Config, mut stop: watch::Receiver<bool>) -> Result<(), 
         if !namespaces.is_ready() {
             continue;
         }
-        retry = !pass(&config, &kinds, &namespaces).await;
+        retry = !pass(syncer, &config, &kinds, &namespaces).await;
+        syncer.metrics.passes.inc();
+        if !retry && kinds.iter().all(|k| k.up.is_ready() && k.down.is_ready()) {
+            syncer.ready.store(true, Ordering::Release);
+        }
     }
 }
 
 /// One pass over every kind whose informers have listed; false if a write failed.
-async fn pass(config: &Config, kinds: &[KindSync], namespaces: &Informer<Namespace>) -> bool {
+async fn pass(
+    syncer: &Syncer,
+    config: &Config,
+    kinds: &[KindSync],
+    namespaces: &Informer<Namespace>,
+) -> bool {
     let mut ok = true;
     let mut origins: BTreeMap<String, Origin> = BTreeMap::new();
     let mut desired: Vec<(&KindSync, Value)> = Vec::new();
@@ -134,12 +193,14 @@ async fn pass(config: &Config, kinds: &[KindSync], namespaces: &Informer<Namespa
                     desired.push((k, d));
                 }
                 Err(e) => {
+                    syncer.metrics.not_synced.inc();
                     tracing::warn!(kind = k.kind.kind, name = ?obj.metadata.name, error = %e, "not synced");
                 }
             }
         }
     }
 
+    syncer.metrics.placed.set(desired.len() as i64);
     // Namespaces first: objects cannot be created in a namespace that is not there.
     let ns_api: Api<Namespace> = Api::all(config.downstream.clone());
     for (name, origin) in &origins {
@@ -152,10 +213,11 @@ async fn pass(config: &Config, kinds: &[KindSync], namespaces: &Informer<Namespa
         if have.is_some_and(|h| contained(&want["metadata"], &h["metadata"])) {
             continue;
         }
-        if let Err(e) = ns_api
+        let written = ns_api
             .patch(name, &apply_params(), &Patch::Apply(&want))
-            .await
-        {
+            .await;
+        syncer.metrics.write("Namespace", "apply", written.is_ok());
+        if let Err(e) = written {
             tracing::warn!(namespace = %name, error = %e, "creating the namespace failed");
             ok = false;
         }
@@ -183,7 +245,9 @@ async fn pass(config: &Config, kinds: &[KindSync], namespaces: &Informer<Namespa
         }
         let api: Api<DynamicObject> =
             Api::namespaced_with(config.downstream.clone(), ns, &k.resource);
-        match api.patch(name, &apply_params(), &Patch::Apply(d)).await {
+        let written = api.patch(name, &apply_params(), &Patch::Apply(d)).await;
+        syncer.metrics.write(k.kind.kind, "apply", written.is_ok());
+        match written {
             Ok(_) => tracing::info!(kind = k.kind.kind, namespace = ns, name, "applied"),
             Err(e) => {
                 tracing::warn!(kind = k.kind.kind, namespace = ns, name, error = %e, "apply failed");
@@ -205,9 +269,14 @@ async fn pass(config: &Config, kinds: &[KindSync], namespaces: &Informer<Namespa
             }
             let api: Api<DynamicObject> =
                 Api::namespaced_with(config.downstream.clone(), &ns, &k.resource);
-            match api.delete(&name, &DeleteParams::default()).await {
+            let deleted = api.delete(&name, &DeleteParams::default()).await;
+            let gone = matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 404);
+            syncer
+                .metrics
+                .write(k.kind.kind, "delete", deleted.is_ok() || gone);
+            match deleted {
                 Ok(_) => tracing::info!(kind = k.kind.kind, namespace = %ns, %name, "deleted"),
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(_) if gone => {}
                 Err(e) => {
                     tracing::warn!(kind = k.kind.kind, namespace = %ns, %name, error = %e, "delete failed");
                     ok = false;
