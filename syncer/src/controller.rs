@@ -206,9 +206,7 @@ async fn pass(
     for (name, origin) in &origins {
         let want = namespace_object(origin);
         let have = namespaces
-            .state()
-            .into_iter()
-            .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+            .get("", name)
             .and_then(|n| serde_json::to_value(&*n).ok());
         if have.is_some_and(|h| contained(&want["metadata"], &h["metadata"])) {
             continue;
@@ -223,6 +221,24 @@ async fn pass(
         }
     }
 
+    // What is downstream now, by kind, namespace and name: one scan per pass.
+    let mut actual: BTreeMap<(&str, &str, &str), Value> = BTreeMap::new();
+    let stores: Vec<(&str, Vec<Arc<DynamicObject>>)> = kinds
+        .iter()
+        .filter(|k| k.down.is_ready())
+        .map(|k| (k.kind.plural, k.down.state()))
+        .collect();
+    for (plural, objects) in &stores {
+        for o in objects {
+            if let (Some(ns), Some(name), Ok(v)) = (
+                o.metadata.namespace.as_deref(),
+                o.metadata.name.as_deref(),
+                serde_json::to_value(&**o),
+            ) {
+                actual.insert((plural, ns, name), v);
+            }
+        }
+    }
     let mut wanted: BTreeSet<(&str, String, String)> = BTreeSet::new();
     for (k, d) in &desired {
         let ns = d["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -231,16 +247,8 @@ async fn pass(
         if !k.down.is_ready() {
             continue;
         }
-        let have = k
-            .down
-            .state()
-            .into_iter()
-            .find(|o| {
-                o.metadata.namespace.as_deref() == Some(ns)
-                    && o.metadata.name.as_deref() == Some(name)
-            })
-            .and_then(|o| serde_json::to_value(&*o).ok());
-        if have.is_some_and(|h| in_place(d, &h)) {
+        let have = actual.get(&(k.kind.plural, ns, name));
+        if have.is_some_and(|h| in_place(d, h)) {
             continue;
         }
         let api: Api<DynamicObject> =
