@@ -20,8 +20,9 @@ pub const STATE_SYNC: &str = "Sync";
 /// value ([`logical_cluster_label_value`]). The MCS controller exports the Services of
 /// namespaces that carry it.
 pub const LABEL_LOGICAL_CLUSTER: &str = "sluice.dev/logical-cluster";
-/// Annotation on a downstream namespace: the logical cluster path, as written.
-pub const ANNOTATION_LOGICAL_CLUSTER: &str = "sluice.dev/logical-cluster";
+/// Annotation on a downstream namespace: the logical cluster path, as written (the same
+/// annotation a wildcard list puts on every object).
+pub const ANNOTATION_LOGICAL_CLUSTER: &str = crate::LOGICAL_CLUSTER_ANNOTATION;
 /// Annotation on a downstream namespace: the upstream namespace's name.
 pub const ANNOTATION_UPSTREAM_NAMESPACE: &str = "sluice.dev/upstream-namespace";
 /// Label on everything the syncer created downstream (so it finds what to delete).

@@ -162,6 +162,18 @@ async fn placed_objects_are_synced_kept_and_removed() {
         .await,
         "unplaced and deleted objects removed downstream"
     );
+    // Nothing is placed in the namespace any more: it goes too.
+    assert!(
+        eventually(WITHIN, || async {
+            match down_ns.get_opt(&ns).await {
+                Ok(None) => true,
+                Ok(Some(n)) => n.metadata.deletion_timestamp.is_some(),
+                Err(_) => false,
+            }
+        })
+        .await,
+        "the emptied namespace removed downstream"
+    );
 
     let _ = stop.send(true);
     syncer.await.unwrap().unwrap();

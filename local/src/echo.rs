@@ -37,19 +37,23 @@ impl EchoConfig {
     /// `SLUICE_CLUSTER`, `ECHO_HTTP_PORT`, `ECHO_TCP_PORT`.
     pub fn from_env() -> Result<Self, EchoError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let bad =
-            |k: &'static str| move |e: &dyn std::fmt::Display| EchoError::Env(k, e.to_string());
-        let port = |k: &'static str, default: u16| match var(k) {
-            Some(p) => p.parse::<u16>().map_err(|e| bad(k)(&e)),
-            None => Ok(default),
-        };
+        fn parse<T: std::str::FromStr>(
+            k: &'static str,
+            v: Option<String>,
+            default: T,
+        ) -> Result<T, EchoError>
+        where
+            T::Err: std::fmt::Display,
+        {
+            v.map_or(Ok(default), |v| {
+                v.parse()
+                    .map_err(|e: T::Err| EchoError::Env(k, e.to_string()))
+            })
+        }
         Ok(Self {
-            ip: var("POD_IP")
-                .unwrap_or_else(|| "127.0.0.1".into())
-                .parse()
-                .map_err(|e| bad("POD_IP")(&e))?,
-            http_port: port("ECHO_HTTP_PORT", 8080)?,
-            tcp_port: port("ECHO_TCP_PORT", 9000)?,
+            ip: parse("POD_IP", var("POD_IP"), [127, 0, 0, 1].into())?,
+            http_port: parse("ECHO_HTTP_PORT", var("ECHO_HTTP_PORT"), 8080)?,
+            tcp_port: parse("ECHO_TCP_PORT", var("ECHO_TCP_PORT"), 9000)?,
             identity: Identity {
                 cluster: var("SLUICE_CLUSTER").unwrap_or_default(),
                 pod: var("POD_NAME").unwrap_or_else(|| "echo".into()),

@@ -1,6 +1,7 @@
 //! The sync loop: informers on both sides for every kind that travels, and a pass after
 //! any event that makes downstream what upstream says — apply what is missing or drifted,
-//! delete what is no longer placed — writing nothing when both agree.
+//! delete what is no longer placed, and namespaces left with nothing placed — writing
+//! nothing when both agree.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -223,12 +224,13 @@ async fn pass(
 
     // What is downstream now, by kind, namespace and name: one scan per pass.
     let mut actual: BTreeMap<(&str, &str, &str), Value> = BTreeMap::new();
-    let stores: Vec<(&str, Vec<Arc<DynamicObject>>)> = kinds
+    let stores: Vec<(&KindSync, Vec<Arc<DynamicObject>>)> = kinds
         .iter()
         .filter(|k| k.down.is_ready())
-        .map(|k| (k.kind.plural, k.down.state()))
+        .map(|k| (k, k.down.state()))
         .collect();
-    for (plural, objects) in &stores {
+    for (k, objects) in &stores {
+        let plural = k.kind.plural;
         for o in objects {
             if let (Some(ns), Some(name), Ok(v)) = (
                 o.metadata.namespace.as_deref(),
@@ -265,34 +267,56 @@ async fn pass(
     }
 
     // What is synced downstream but no longer placed (or gone upstream) goes.
-    for k in kinds
-        .iter()
-        .filter(|k| k.up.is_ready() && k.down.is_ready())
-    {
-        for o in k.down.state() {
+    for (k, objects) in stores.iter().filter(|(k, _)| k.up.is_ready()) {
+        for o in objects {
             let ns = o.metadata.namespace.clone().unwrap_or_default();
             let name = o.metadata.name.clone().unwrap_or_default();
-            if wanted.contains(&(k.kind.plural, ns.clone(), name.clone())) {
+            if o.metadata.deletion_timestamp.is_some()
+                || wanted.contains(&(k.kind.plural, ns.clone(), name.clone()))
+            {
                 continue;
             }
             let api: Api<DynamicObject> =
                 Api::namespaced_with(config.downstream.clone(), &ns, &k.resource);
-            let deleted = api.delete(&name, &DeleteParams::default()).await;
-            let gone = matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 404);
-            syncer
-                .metrics
-                .write(k.kind.kind, "delete", deleted.is_ok() || gone);
-            match deleted {
-                Ok(_) => tracing::info!(kind = k.kind.kind, namespace = %ns, %name, "deleted"),
-                Err(_) if gone => {}
-                Err(e) => {
-                    tracing::warn!(kind = k.kind.kind, namespace = %ns, %name, error = %e, "delete failed");
-                    ok = false;
-                }
+            ok &= delete(syncer, k.kind.kind, &api, &ns, &name).await;
+        }
+    }
+
+    // A synced namespace with nothing placed in it goes too, once every upstream informer
+    // has listed (before that, "nothing placed" may only mean "not listed yet").
+    if kinds.iter().all(|k| k.up.is_ready()) {
+        for n in namespaces.state() {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            if n.metadata.deletion_timestamp.is_some() || origins.contains_key(&name) {
+                continue;
             }
+            ok &= delete(syncer, "Namespace", &ns_api, "", &name).await;
         }
     }
     ok
+}
+
+/// Delete `name` downstream; false if that failed (already gone is success).
+async fn delete<K>(syncer: &Syncer, kind: &'static str, api: &Api<K>, ns: &str, name: &str) -> bool
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let deleted = api.delete(name, &DeleteParams::default()).await;
+    let gone = matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 404);
+    syncer
+        .metrics
+        .write(kind, "delete", deleted.is_ok() || gone);
+    match deleted {
+        Ok(_) => {
+            tracing::info!(kind, namespace = ns, name, "deleted");
+            true
+        }
+        Err(_) if gone => true,
+        Err(e) => {
+            tracing::warn!(kind, namespace = ns, name, error = %e, "delete failed");
+            false
+        }
+    }
 }
 
 /// Whether `have` already says everything `want` says (see [`crate::drift`]).

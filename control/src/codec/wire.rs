@@ -18,10 +18,6 @@ impl Message {
         self.0
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     fn varint(&mut self, mut v: u64) {
         loop {
             let b = (v & 0x7f) as u8;

@@ -57,13 +57,12 @@ pub fn v2(state: &ApiState, ctx: &Ctx) -> ApiResult<Resp> {
         crate::resources::Catalog::builtin(),
         protobuf,
     );
-    if !protobuf {
-        return Ok(json(StatusCode::OK, body));
-    }
     let mut r = json(StatusCode::OK, body);
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(gnostic::CONTENT_TYPE),
-    );
+    if protobuf {
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(gnostic::CONTENT_TYPE),
+        );
+    }
     Ok(r)
 }
