@@ -33,6 +33,7 @@ pub mod mcs;
 pub mod names;
 pub mod sluice;
 pub mod sync;
+pub mod synced_kinds;
 
 pub use logical_cluster::{LogicalClusterPath, PathError};
 pub use names::{ClusterName, ServiceKey};

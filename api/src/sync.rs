@@ -29,6 +29,68 @@ pub const ANNOTATION_UPSTREAM_NAMESPACE: &str = "sluice.dev/upstream-namespace";
 pub const LABEL_SYNCED: &str = "sluice.dev/synced";
 /// The syncer's server-side apply field manager, upstream and downstream.
 pub const FIELD_MANAGER: &str = "sluice-syncer";
+/// Break-glass placement: a namespace labelled `sluice.dev/cluster: <name>` runs on that
+/// cluster, whatever the Placements say.
+pub const LABEL_CLUSTER: &str = "sluice.dev/cluster";
+/// Prefix of the annotation in which a cluster's syncer reports an upstream object's
+/// downstream status (`status.sluice.dev/<cluster>`, a [`StatusReport`] as JSON); the
+/// placement controller sums the reports into the object's status.
+pub const STATUS_ANNOTATION_PREFIX: &str = "status.sluice.dev/";
+/// Annotation on a downstream object: the upstream generation it was applied from, so a
+/// downstream status can be matched to the upstream spec it reflects.
+pub const ANNOTATION_UPSTREAM_GENERATION: &str = "sluice.dev/upstream-generation";
+/// Prefix of a soft finalizer on an upstream namespace (`finalizers.sluice.dev/<cluster>`):
+/// while it is there, a move does not remove the namespace from that cluster (the
+/// traffic-drain gate holds one while connections to the cluster's endpoints drain).
+pub const SOFT_FINALIZER_PREFIX: &str = "finalizers.sluice.dev/";
+
+/// Prefix of the annotation by which the placement controller gives a cluster its share of
+/// a spread workload's replicas (`replicas.sluice.dev/<cluster>: "3"`); the syncer writes
+/// that count downstream instead of `spec.replicas`.
+pub const REPLICAS_ANNOTATION_PREFIX: &str = "replicas.sluice.dev/";
+
+/// The replica share annotation key for `cluster`.
+pub fn replicas_annotation(cluster: &ClusterName) -> String {
+    format!("{REPLICAS_ANNOTATION_PREFIX}{cluster}")
+}
+
+/// The status annotation key for `cluster`.
+pub fn status_annotation(cluster: &ClusterName) -> String {
+    format!("{STATUS_ANNOTATION_PREFIX}{cluster}")
+}
+
+/// The soft finalizer annotation key for `cluster`.
+pub fn soft_finalizer(cluster: &ClusterName) -> String {
+    format!("{SOFT_FINALIZER_PREFIX}{cluster}")
+}
+
+/// The clusters an object's (or namespace's) labels place it on, sorted.
+pub fn placed_clusters<'a>(
+    labels: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Vec<ClusterName> {
+    let mut out: Vec<ClusterName> = labels
+        .into_iter()
+        .filter_map(|(k, _)| k.strip_prefix(STATE_LABEL_PREFIX))
+        .filter(|c| !c.is_empty())
+        .map(ClusterName::new)
+        .collect();
+    out.sort();
+    out
+}
+
+/// What one cluster's syncer reports about an upstream object: its downstream status, and
+/// the upstream generation that status reflects (`observedGeneration` is the downstream
+/// object's own, meaningless upstream).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusReport {
+    /// The upstream generation the downstream controller has acted on; 0 when it has not
+    /// yet caught up with the generation last applied.
+    #[serde(default)]
+    pub observed_generation: i64,
+    #[serde(default)]
+    pub status: serde_json::Value,
+}
 
 /// The state label key for `cluster`.
 pub fn state_label(cluster: &ClusterName) -> String {

@@ -678,17 +678,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             admin,
         } => {
             init_tracing();
-            let mut config = sluice_kube::client::config_from_kubeconfig(&control, None).await?;
-            // Every logical cluster: the server's root with `/clusters/*`, whatever logical
-            // cluster the kubeconfig names.
-            let base = config.cluster_url.to_string();
-            let root = base
-                .split("/clusters/")
-                .next()
-                .unwrap_or(&base)
-                .trim_end_matches('/');
-            config.cluster_url = format!("{root}/clusters/*").parse()?;
-            let upstream = sluice_kube::client::build(config)?;
+            let upstream = sluice_kube::client::config_from_kubeconfig(&control, None).await?;
             let downstream =
                 sluice_kube::client::from_kubeconfig_or_in_cluster(downstream.as_deref()).await?;
             let syncer = sluice_syncer::controller::Syncer::new();

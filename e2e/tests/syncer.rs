@@ -33,16 +33,12 @@ async fn placed_objects_are_synced_kept_and_removed() {
     let east = sluice_control::build(down_config).await.unwrap();
 
     let root = client(&control.admin_kubeconfig, None).await;
-    let wildcard = client(
-        &control.admin_kubeconfig,
-        Some(&format!("{}/clusters/*", control.url)),
-    )
-    .await;
+    let upstream = sluice_test_support::client::config(&control.admin_kubeconfig, None).await;
     let downstream = client(&east.admin_kubeconfig, None).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let syncer = tokio::spawn(sluice_syncer::controller::run(
         sluice_syncer::controller::Config {
-            upstream: wildcard,
+            upstream,
             downstream: downstream.clone(),
             cluster: ClusterName::new("east"),
         },

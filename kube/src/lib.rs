@@ -8,6 +8,8 @@
 //! - [`index`]: an informer's objects indexed by a key other than their name (e.g. the
 //!   Service an EndpointSlice belongs to).
 //! - [`lease`]: renewing and reading `coordination.k8s.io` Leases (liveness).
+//! - [`roots`]: clients for several path prefixes of one server (its logical clusters).
+//! - [`selector`]: `metav1.LabelSelector` matching, validated.
 //! - [`meta`] and [`time`]: reading labels and annotations; RFC 3339 timestamps as
 //!   Kubernetes writes them.
 //!
@@ -20,11 +22,14 @@ pub mod index;
 pub mod informer;
 pub mod lease;
 pub mod meta;
+pub mod roots;
 pub mod scope;
+pub mod selector;
 pub mod time;
 
 pub use changes::Changes;
 pub use client::ClientError;
 pub use index::Index;
 pub use informer::Informer;
+pub use roots::Roots;
 pub use scope::Scope;

@@ -12,25 +12,29 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::Value;
-use sluice_api::ClusterName;
-use sluice_api::sync::{FIELD_MANAGER, LABEL_SYNCED, downstream_namespace, state_label};
-use sluice_kube::Informer;
+use sluice_api::sync::{
+    ANNOTATION_UPSTREAM_GENERATION, FIELD_MANAGER, LABEL_SYNCED, StatusReport,
+    downstream_namespace, state_label, status_annotation,
+};
+use sluice_api::{ClusterName, LogicalClusterPath};
+use sluice_kube::{Informer, Roots};
 use tokio::sync::{Notify, watch};
 
 use crate::drift::contained;
-use crate::kinds::{BUILTIN, SyncedKind};
 use crate::metrics::SyncMetrics;
 use crate::transform::{Origin, downstream, namespace_object};
+use sluice_api::synced_kinds::{BUILTIN, SyncedKind};
 
 /// After a failed write, the pass runs again this much later.
 const RETRY: Duration = Duration::from_secs(1);
 /// A pass runs at least this often, to repair what no event reported.
 const RESYNC: Duration = Duration::from_secs(60);
 
-/// What a syncer syncs: from the control plane (a client whose base URL is the wildcard
-/// `/clusters/*`) to one physical cluster.
+/// What a syncer syncs: from the control plane (its configuration, with any URL of the
+/// server: the syncer reads through `/clusters/*` and reports status to each logical
+/// cluster) to one physical cluster.
 pub struct Config {
-    pub upstream: kube::Client,
+    pub upstream: kube::Config,
     pub downstream: kube::Client,
     pub cluster: ClusterName,
 }
@@ -40,6 +44,26 @@ pub struct Config {
 pub enum SyncError {
     #[error("the stop signal's sender is gone")]
     Orphaned,
+    #[error("the control plane's client: {0}")]
+    Client(#[from] sluice_kube::ClientError),
+}
+
+/// The control plane: every logical cluster through the wildcard, and each one to write to.
+struct Upstream {
+    roots: Roots,
+    wildcard: kube::Client,
+}
+
+impl Upstream {
+    fn new(config: kube::Config) -> Result<Self, SyncError> {
+        let roots = Roots::new(config, "/clusters/");
+        let wildcard = roots.at("/clusters/*")?;
+        Ok(Self { roots, wildcard })
+    }
+
+    fn at(&self, path: &LogicalClusterPath) -> Result<kube::Client, SyncError> {
+        Ok(self.roots.at(&format!("/clusters/{path}"))?)
+    }
 }
 
 struct KindSync {
@@ -109,6 +133,7 @@ async fn run_loop(
     config: Config,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), SyncError> {
+    let upstream = Upstream::new(config.upstream.clone())?;
     let changed = Arc::new(Notify::new());
     let placed = state_label(&config.cluster);
     let synced = format!("{LABEL_SYNCED}=true");
@@ -118,7 +143,7 @@ async fn run_loop(
             let resource = resource(kind);
             let notify = changed.clone();
             let up = Informer::start_typed(
-                Api::all_with(config.upstream.clone(), &resource),
+                Api::all_with(upstream.wildcard.clone(), &resource),
                 resource.clone(),
                 watcher::Config::default().labels(&placed),
                 kind.plural,
@@ -164,7 +189,7 @@ async fn run_loop(
         if !namespaces.is_ready() {
             continue;
         }
-        retry = !pass(syncer, &config, &kinds, &namespaces).await;
+        retry = !pass(syncer, &config, &upstream, &kinds, &namespaces).await;
         syncer.metrics.passes.inc();
         if !retry && kinds.iter().all(|k| k.up.is_ready() && k.down.is_ready()) {
             syncer.ready.store(true, Ordering::Release);
@@ -176,20 +201,27 @@ async fn run_loop(
 async fn pass(
     syncer: &Syncer,
     config: &Config,
+    upstream: &Upstream,
     kinds: &[KindSync],
     namespaces: &Informer<Namespace>,
 ) -> bool {
     let mut ok = true;
     let mut origins: BTreeMap<String, Origin> = BTreeMap::new();
     let mut desired: Vec<(&KindSync, Value)> = Vec::new();
+    // Upstream objects whose status this cluster reports: where they are, and what their
+    // status annotation says now.
+    let mut reporting: Vec<(&KindSync, Origin, Value)> = Vec::new();
     for k in kinds.iter().filter(|k| k.up.is_ready()) {
         for obj in k.up.state() {
             let Ok(json) = serde_json::to_value(&*obj) else {
                 continue;
             };
-            match downstream(&json, k.kind) {
+            match downstream(&json, k.kind, &config.cluster) {
                 Ok((origin, d)) => {
                     let ns = downstream_namespace(&origin.logical_cluster, &origin.namespace);
+                    if k.kind.reports_status() {
+                        reporting.push((k, origin.clone(), json));
+                    }
                     origins.entry(ns).or_insert(origin);
                     desired.push((k, d));
                 }
@@ -266,6 +298,15 @@ async fn pass(
         }
     }
 
+    // Status back up: what each downstream workload reports, where it changed.
+    for (k, origin, up) in &reporting {
+        let ns = downstream_namespace(&origin.logical_cluster, &origin.namespace);
+        let Some(have) = actual.get(&(k.kind.plural, ns.as_str(), origin.name.as_str())) else {
+            continue;
+        };
+        ok &= report_status(syncer, config, upstream, k, origin, up, have).await;
+    }
+
     // What is synced downstream but no longer placed (or gone upstream) goes.
     for (k, objects) in stores.iter().filter(|(k, _)| k.up.is_ready()) {
         for o in objects {
@@ -314,6 +355,73 @@ where
         Err(_) if gone => true,
         Err(e) => {
             tracing::warn!(kind, namespace = ns, name, error = %e, "delete failed");
+            false
+        }
+    }
+}
+
+/// What the downstream object `have` tells upstream: its status, and the upstream
+/// generation that status reflects (0 while the downstream controller has not caught up
+/// with what was last applied).
+pub fn status_report(have: &Value) -> StatusReport {
+    let status = have.get("status").cloned().unwrap_or(Value::Null);
+    let applied_from = have["metadata"]["annotations"][ANNOTATION_UPSTREAM_GENERATION]
+        .as_str()
+        .and_then(|g| g.parse::<i64>().ok())
+        .unwrap_or(0);
+    let caught_up = match status.get("observedGeneration").and_then(Value::as_i64) {
+        Some(seen) => seen >= have["metadata"]["generation"].as_i64().unwrap_or(0),
+        // Kinds without observedGeneration (Jobs) report what they have.
+        None => !status.is_null(),
+    };
+    StatusReport {
+        observed_generation: if caught_up { applied_from } else { 0 },
+        status,
+    }
+}
+
+/// Write `have`'s status report into the upstream object's status annotation for this
+/// cluster, unless it already says that; false if the write failed.
+async fn report_status(
+    syncer: &Syncer,
+    config: &Config,
+    upstream: &Upstream,
+    k: &KindSync,
+    origin: &Origin,
+    up: &Value,
+    have: &Value,
+) -> bool {
+    let key = status_annotation(&config.cluster);
+    let report = status_report(have);
+    let current: Option<StatusReport> = up["metadata"]["annotations"][&key]
+        .as_str()
+        .and_then(|s| serde_json::from_str(s).ok());
+    if current.as_ref() == Some(&report) {
+        return true;
+    }
+    let Ok(text) = serde_json::to_string(&report) else {
+        return true;
+    };
+    let client = match upstream.at(&origin.logical_cluster) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "no client for the logical cluster");
+            return false;
+        }
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &origin.namespace, &k.resource);
+    let patch = serde_json::json!({"metadata": {"annotations": {key: text}}});
+    let written = api
+        .patch(&origin.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await;
+    syncer.metrics.write(k.kind.kind, "report", written.is_ok());
+    match written {
+        Ok(_) => true,
+        // Deleted upstream meanwhile: the next pass deletes it downstream.
+        Err(kube::Error::Api(s)) if s.code == 404 => true,
+        Err(e) => {
+            tracing::warn!(kind = k.kind.kind, logical_cluster = %origin.logical_cluster,
+                namespace = %origin.namespace, name = %origin.name, error = %e, "status report failed");
             false
         }
     }

@@ -2,12 +2,11 @@
 //! placed on its cluster (state label `state.sluice.dev/<cluster>`) from the logical
 //! clusters down into one namespace per (logical cluster, namespace), and reverts drift.
 //!
-//! What travels ([`kinds`]), what an upstream object becomes downstream ([`transform`]),
+//! What travels (`sluice_api::synced_kinds`), what an upstream object becomes downstream ([`transform`]),
 //! when a downstream object already says what it should ([`drift`]), and the loop that
 //! drives them on informers of both sides ([`controller`]).
 
 pub mod controller;
 pub mod drift;
-pub mod kinds;
 pub mod metrics;
 pub mod transform;

@@ -6,12 +6,14 @@
 
 use serde_json::{Map, Value};
 use sluice_api::sync::{
-    ANNOTATION_LOGICAL_CLUSTER, ANNOTATION_UPSTREAM_NAMESPACE, LABEL_LOGICAL_CLUSTER, LABEL_SYNCED,
-    STATE_LABEL_PREFIX, downstream_namespace, logical_cluster_label_value,
+    ANNOTATION_LOGICAL_CLUSTER, ANNOTATION_UPSTREAM_GENERATION, ANNOTATION_UPSTREAM_NAMESPACE,
+    LABEL_LOGICAL_CLUSTER, LABEL_SYNCED, REPLICAS_ANNOTATION_PREFIX, STATE_LABEL_PREFIX,
+    STATUS_ANNOTATION_PREFIX, downstream_namespace, logical_cluster_label_value,
+    replicas_annotation,
 };
-use sluice_api::{LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath, PathError};
+use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath, PathError};
 
-use crate::kinds::SyncedKind;
+use sluice_api::synced_kinds::SyncedKind;
 
 /// Why an upstream object cannot be synced.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -58,9 +60,25 @@ const UPSTREAM_ANNOTATIONS: [&str; 2] = [
     "kubectl.kubernetes.io/last-applied-configuration",
 ];
 
-/// The downstream form of `upstream` (a whole object as JSON, of kind `kind`: list items
-/// may carry no `apiVersion`/`kind` of their own) and where it came from.
-pub fn downstream(upstream: &Value, kind: &SyncedKind) -> Result<(Origin, Value), TransformError> {
+/// Prefixes of annotations Sluice keeps upstream (status reports, replica shares).
+const UPSTREAM_ANNOTATION_PREFIXES: [&str; 2] =
+    [STATUS_ANNOTATION_PREFIX, REPLICAS_ANNOTATION_PREFIX];
+
+fn stays_upstream(annotation: &str) -> bool {
+    UPSTREAM_ANNOTATIONS.contains(&annotation)
+        || UPSTREAM_ANNOTATION_PREFIXES
+            .iter()
+            .any(|p| annotation.starts_with(p))
+}
+
+/// The downstream form, for `cluster`, of `upstream` (a whole object as JSON, of kind
+/// `kind`: list items may carry no `apiVersion`/`kind` of their own) and where it came
+/// from. A workload whose replicas are spread gets the cluster's share.
+pub fn downstream(
+    upstream: &Value,
+    kind: &SyncedKind,
+    cluster: &ClusterName,
+) -> Result<(Origin, Value), TransformError> {
     let meta = &upstream["metadata"];
     let path: LogicalClusterPath = meta["annotations"][LOGICAL_CLUSTER_ANNOTATION]
         .as_str()
@@ -114,13 +132,31 @@ pub fn downstream(upstream: &Value, kind: &SyncedKind) -> Result<(Origin, Value)
         .collect();
     labels.insert(LABEL_SYNCED.into(), Value::from("true"));
     m.insert("labels".into(), Value::Object(labels));
-    let annotations: Map<String, Value> = meta["annotations"]
+    let mut annotations: Map<String, Value> = meta["annotations"]
         .as_object()
         .into_iter()
         .flatten()
-        .filter(|(k, _)| !UPSTREAM_ANNOTATIONS.contains(&k.as_str()))
+        .filter(|(k, _)| !stays_upstream(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    if kind.reports_status()
+        && let Some(g) = meta["generation"].as_i64()
+    {
+        annotations.insert(
+            ANNOTATION_UPSTREAM_GENERATION.into(),
+            Value::from(g.to_string()),
+        );
+    }
+    let share = meta["annotations"][replicas_annotation(cluster)]
+        .as_str()
+        .and_then(|n| n.parse::<i64>().ok())
+        .filter(|n| *n >= 0);
+    if let Some(n) = share
+        && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
+        && spec.contains_key("replicas")
+    {
+        spec.insert("replicas".into(), Value::from(n));
+    }
     if !annotations.is_empty() {
         m.insert("annotations".into(), Value::Object(annotations));
     }
@@ -229,14 +265,18 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::kinds::BUILTIN;
+    use sluice_api::synced_kinds::BUILTIN;
 
     fn kind(name: &str) -> &'static SyncedKind {
         BUILTIN.iter().find(|k| k.kind == name).expect("kind")
     }
 
     fn downstream(v: &Value) -> Result<(Origin, Value), TransformError> {
-        super::downstream(v, kind(v["kind"].as_str().expect("kind")))
+        super::downstream(
+            v,
+            kind(v["kind"].as_str().expect("kind")),
+            &ClusterName::new("east"),
+        )
     }
 
     fn with_meta(kind: &str, extra: Value) -> Value {
@@ -320,6 +360,23 @@ mod tests {
         assert_eq!(
             down["spec"],
             json!({"template": {"metadata": {"labels": {"app": "w"}}}})
+        );
+    }
+
+    #[test]
+    fn workloads_carry_their_upstream_generation_and_their_cluster_share() {
+        let mut d = with_meta(
+            "Deployment",
+            json!({"apiVersion": "apps/v1", "spec": {"replicas": 5}}),
+        );
+        d["metadata"]["annotations"]["replicas.sluice.dev/east"] = json!("2");
+        d["metadata"]["annotations"]["replicas.sluice.dev/west"] = json!("3");
+        d["metadata"]["annotations"]["status.sluice.dev/west"] = json!("{}");
+        let (_, down) = downstream(&d).expect("deployment");
+        assert_eq!(down["spec"]["replicas"], 2);
+        assert_eq!(
+            down["metadata"]["annotations"],
+            json!({"team": "a", "sluice.dev/upstream-generation": "3"})
         );
     }
 

@@ -1,6 +1,7 @@
 //! What travels: the namespaced kinds a manifest holds for a workload. Pods do not travel
 //! (their controllers do), nor do Events, EndpointSlices or Leases (each cluster makes its
-//! own).
+//! own). Shared by the syncer (what it copies), the placement controller (what it labels)
+//! and the API server's admission hook (what keeps the state labels of its namespace).
 
 /// A kind the syncer copies down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +67,21 @@ pub const BUILTIN: &[SyncedKind] = &[
 ];
 
 impl SyncedKind {
+    /// Whether the kind has a status the syncer reports back up (replica counts).
+    pub fn reports_status(&self) -> bool {
+        matches!(
+            self.kind,
+            "Deployment" | "StatefulSet" | "ReplicaSet" | "DaemonSet" | "Job"
+        )
+    }
+
+    /// The built-in kind served as `group`/`plural`.
+    pub fn find(group: &str, plural: &str) -> Option<&'static SyncedKind> {
+        BUILTIN
+            .iter()
+            .find(|k| k.group == group && k.plural == plural)
+    }
+
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.to_string()

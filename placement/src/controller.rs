@@ -1,0 +1,725 @@
+//! The placement loop: informers over every logical cluster (namespaces, Placements, the
+//! root's Clusters and syncer Leases, every kind that travels) and a pass after any event
+//! that steps each namespace toward its target ([`crate::schedule`]), keeps every object's
+//! state labels equal to its namespace's, sums workload status from the clusters' reports
+//! ([`crate::status`]), and reports on namespaces (a `Placed` condition and Events),
+//! Placements and Clusters. It writes only what differs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use sluice_api::liveness::{SYNCER_LEASE_NAMESPACE, syncer_lease_name};
+use sluice_api::sync::{
+    REPLICAS_ANNOTATION_PREFIX, SOFT_FINALIZER_PREFIX, STATE_LABEL_PREFIX, STATE_SYNC,
+    STATUS_ANNOTATION_PREFIX, placed_clusters, replicas_annotation, state_label,
+};
+use sluice_api::synced_kinds::{BUILTIN, SyncedKind};
+use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
+use sluice_kube::selector::Selector;
+use sluice_kube::{Informer, Roots};
+use tokio::sync::{Notify, watch};
+
+use crate::schedule::{self, ClusterView, Mode, Phase, PolicyView, Target};
+use crate::status;
+
+/// After a failed write, the pass runs again this much later.
+const RETRY: Duration = Duration::from_secs(1);
+/// A pass runs at least this often: heartbeats expire without an event.
+const RESYNC: Duration = Duration::from_secs(3);
+/// The namespace condition placement owns.
+pub const CONDITION_PLACED: &str = "Placed";
+/// Namespaces that are never placed: each cluster has its own.
+const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
+/// The field manager of placement's writes.
+const MANAGER: &str = "sluice-placement";
+
+/// Why the controllers stopped before they were told to.
+#[derive(Debug, thiserror::Error)]
+pub enum PlacementError {
+    #[error("the stop signal's sender is gone")]
+    Orphaned,
+    #[error("the control plane's client: {0}")]
+    Client(#[from] sluice_kube::ClientError),
+}
+
+fn dynamic(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+struct Watched {
+    namespaces: Informer<DynamicObject>,
+    placements: Informer<DynamicObject>,
+    clusters: Informer<DynamicObject>,
+    leases: Informer<Lease>,
+    kinds: Vec<(&'static SyncedKind, ApiResource, Informer<DynamicObject>)>,
+}
+
+impl Watched {
+    fn ready(&self) -> bool {
+        self.namespaces.is_ready()
+            && self.placements.is_ready()
+            && self.clusters.is_ready()
+            && self.leases.is_ready()
+            && self.kinds.iter().all(|(_, _, i)| i.is_ready())
+    }
+}
+
+/// Run the placement controllers against the control plane `config` points at (any URL of
+/// it) until `stop` turns true.
+pub async fn run(
+    config: kube::Config,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), PlacementError> {
+    let roots = Roots::new(config, "/clusters/");
+    let wildcard = roots.at("/clusters/*")?;
+    let root = roots.at(&format!("/clusters/{}", LogicalClusterPath::root()))?;
+    let changed = Arc::new(Notify::new());
+    let start = |ar: ApiResource, what: &str| {
+        let notify = changed.clone();
+        Informer::start_typed(
+            Api::all_with(wildcard.clone(), &ar),
+            ar,
+            watcher::Config::default(),
+            what,
+            move |_| notify.notify_one(),
+        )
+    };
+    let w = Watched {
+        namespaces: start(dynamic("", "v1", "Namespace", "namespaces"), "namespaces"),
+        placements: start(
+            dynamic("sluice.dev", "v1alpha1", "Placement", "placements"),
+            "placements",
+        ),
+        clusters: {
+            let notify = changed.clone();
+            let ar = dynamic("sluice.dev", "v1alpha1", "Cluster", "clusters");
+            Informer::start_typed(
+                Api::all_with(root.clone(), &ar),
+                ar,
+                watcher::Config::default(),
+                "clusters",
+                move |_| notify.notify_one(),
+            )
+        },
+        leases: Informer::start(
+            Api::namespaced(root.clone(), SYNCER_LEASE_NAMESPACE),
+            watcher::Config::default(),
+            changed.clone(),
+            "leases",
+        ),
+        kinds: BUILTIN
+            .iter()
+            .map(|k| {
+                let ar = dynamic(k.group, k.version, k.kind, k.plural);
+                (k, ar.clone(), start(ar, k.plural))
+            })
+            .collect(),
+    };
+    let mut retry = false;
+    loop {
+        let wait = if retry { RETRY } else { RESYNC };
+        tokio::select! {
+            r = stop.changed() => {
+                if r.is_err() {
+                    return Err(PlacementError::Orphaned);
+                }
+                if *stop.borrow() {
+                    return Ok(());
+                }
+            }
+            _ = changed.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+        if !w.ready() {
+            continue;
+        }
+        retry = !pass(&roots, &root, &w).await;
+    }
+}
+
+fn path_of(o: &DynamicObject) -> Option<LogicalClusterPath> {
+    o.metadata
+        .annotations
+        .as_ref()?
+        .get(LOGICAL_CLUSTER_ANNOTATION)?
+        .parse()
+        .ok()
+}
+
+fn labels_of(o: &DynamicObject) -> BTreeMap<String, String> {
+    o.metadata.labels.clone().unwrap_or_default()
+}
+
+fn parse_selector(v: &Value) -> Result<Selector, sluice_kube::selector::SelectorError> {
+    if v.is_null() {
+        return Ok(Selector::default());
+    }
+    match serde_json::from_value(v.clone()) {
+        Ok(s) => Selector::parse(&s),
+        Err(e) => Err(sluice_kube::selector::SelectorError::Operator(
+            0,
+            format!("unreadable selector: {e}"),
+        )),
+    }
+}
+
+/// The heartbeat of `cluster`'s syncer is current.
+fn heartbeat_current(leases: &Informer<Lease>, cluster: &ClusterName) -> bool {
+    leases
+        .get(SYNCER_LEASE_NAMESPACE, &syncer_lease_name(cluster))
+        .is_some_and(|l| !sluice_kube::lease::is_expired(&l, k8s_openapi::jiff::Timestamp::now()))
+}
+
+/// One pass; false if a write failed.
+async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
+    let mut ok = true;
+    let namespaces = w.namespaces.state();
+    // The clusters, with how many namespaces each runs.
+    let mut load: BTreeMap<ClusterName, usize> = BTreeMap::new();
+    for ns in &namespaces {
+        for c in placed_clusters(ns.metadata.labels.iter().flatten()) {
+            *load.entry(c).or_default() += 1;
+        }
+    }
+    let cluster_objects: Vec<Arc<DynamicObject>> = w
+        .clusters
+        .state()
+        .into_iter()
+        .filter(|c| path_of(c).is_none_or(|p| p == LogicalClusterPath::root()))
+        .collect();
+    let clusters: Vec<ClusterView> = cluster_objects
+        .iter()
+        .filter_map(|c| {
+            let name = ClusterName::new(c.metadata.name.clone()?);
+            let spec = &c.data["spec"];
+            Some(ClusterView {
+                ready: heartbeat_current(&w.leases, &name),
+                unschedulable: spec["unschedulable"].as_bool().unwrap_or(false),
+                draining: spec["drain"].as_bool().unwrap_or(false),
+                load: load.get(&name).copied().unwrap_or(0),
+                labels: labels_of(c),
+                name,
+            })
+        })
+        .collect();
+
+    // Placements by logical cluster, oldest first.
+    let mut placements: BTreeMap<LogicalClusterPath, Vec<(Arc<DynamicObject>, PolicyView)>> =
+        BTreeMap::new();
+    for p in w.placements.state() {
+        let Some(path) = path_of(&p) else { continue };
+        let spec = &p.data["spec"];
+        let view = PolicyView {
+            name: p.metadata.name.clone().unwrap_or_default(),
+            namespaces: parse_selector(&spec["namespaceSelector"]),
+            clusters: parse_selector(&spec["locationSelector"]),
+            mode: if spec["mode"] == "Spread" {
+                Mode::Spread
+            } else {
+                Mode::Single
+            },
+        };
+        placements.entry(path).or_default().push((p, view));
+    }
+    for ps in placements.values_mut() {
+        ps.sort_by(|(a, _), (b, _)| {
+            a.metadata
+                .creation_timestamp
+                .cmp(&b.metadata.creation_timestamp)
+                .then(a.metadata.name.cmp(&b.metadata.name))
+        });
+    }
+
+    // Every object that travels, by (logical cluster, namespace).
+    type Objects<'a> = Vec<(&'static SyncedKind, &'a ApiResource, Arc<DynamicObject>)>;
+    let mut objects: BTreeMap<(LogicalClusterPath, String), Objects<'_>> = BTreeMap::new();
+    for (k, ar, inf) in &w.kinds {
+        for o in inf.state() {
+            if let (Some(path), Some(ns)) = (path_of(&o), o.metadata.namespace.clone()) {
+                objects.entry((path, ns)).or_default().push((*k, ar, o));
+            }
+        }
+    }
+
+    for ns in &namespaces {
+        let (Some(path), Some(name)) = (path_of(ns), ns.metadata.name.clone()) else {
+            continue;
+        };
+        if SYSTEM_NAMESPACES.contains(&name.as_str()) {
+            continue;
+        }
+        let client = match roots.at(&format!("/clusters/{path}")) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "no client for the logical cluster");
+                ok = false;
+                continue;
+            }
+        };
+        let labels = labels_of(ns);
+        let current = placed_clusters(labels.iter());
+        let policies: Vec<PolicyView> = placements
+            .get(&path)
+            .map(|ps| ps.iter().map(|(_, v)| v.clone()).collect())
+            .unwrap_or_default();
+        let terminating = ns.metadata.deletion_timestamp.is_some();
+        let target = if terminating {
+            // A namespace being deleted stays where it is while its contents go.
+            Target::On {
+                clusters: current.clone(),
+                mode: Mode::Single,
+            }
+        } else {
+            schedule::target(&labels, &current, &clusters, &policies)
+        };
+        let empty = Vec::new();
+        let objs = objects.get(&(path.clone(), name.clone())).unwrap_or(&empty);
+        let available = |c: &ClusterName| {
+            objs.iter()
+                .filter(|(k, _, _)| k.reports_status())
+                .all(|(k, _, o)| {
+                    serde_json::to_value(&**o).is_ok_and(|v| status::available_on(k.kind, &v, c))
+                })
+        };
+        let held: BTreeSet<ClusterName> = ns
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .filter_map(|(k, _)| k.strip_prefix(SOFT_FINALIZER_PREFIX))
+            .map(ClusterName::new)
+            .collect();
+        let (next, phase) = schedule::step(&current, &target, available, &held);
+        let ns_api: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &dynamic("", "v1", "Namespace", "namespaces"),
+        );
+        if next != current {
+            let patch = json!({"metadata": {"labels": state_labels_patch(&current, &next)}});
+            let r = ns_api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
+            match r {
+                Ok(_) => tracing::info!(logical_cluster = %path, namespace = %name,
+                    from = ?current, to = ?next, "placement changed"),
+                Err(e) => {
+                    tracing::warn!(logical_cluster = %path, namespace = %name, error = %e, "placing failed");
+                    ok = false;
+                    continue;
+                }
+            }
+        }
+        ok &= report_phase(&client, ns, &name, &phase).await;
+
+        // Every object carries its namespace's state labels (and, when spread, its share).
+        let spread =
+            matches!(&target, Target::On { mode: Mode::Spread, clusters } if clusters.len() > 1);
+        for (k, ar, o) in objs {
+            let Ok(v) = serde_json::to_value(&**o) else {
+                continue;
+            };
+            let obj_name = o.metadata.name.clone().unwrap_or_default();
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, *ar);
+            if o.metadata.deletion_timestamp.is_none()
+                && let Some(patch) = object_patch(&v, &next, spread, &target)
+            {
+                let r = api
+                    .patch(&obj_name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await;
+                if let Err(e) = r {
+                    tracing::warn!(kind = k.kind, namespace = %name, name = %obj_name, error = %e, "labelling failed");
+                    ok = false;
+                }
+            }
+            if k.reports_status()
+                && let Some(sum) = status::summarize(k.kind, &v, &next)
+                && !same_status(&v["status"], &sum)
+            {
+                let patch = json!({"status": sum});
+                let r = api
+                    .patch_status(&obj_name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await;
+                if let Err(e) = r {
+                    tracing::warn!(kind = k.kind, namespace = %name, name = %obj_name, error = %e, "status failed");
+                    ok = false;
+                }
+            }
+        }
+    }
+
+    ok &= report_placements(roots, &placements, &clusters).await;
+    ok &= report_clusters(root, &cluster_objects, &clusters).await;
+    ok
+}
+
+/// The merge patch of labels that turns state labels `from` into `to`.
+fn state_labels_patch(from: &[ClusterName], to: &[ClusterName]) -> Value {
+    let mut m = serde_json::Map::new();
+    for c in from.iter().filter(|c| !to.contains(c)) {
+        m.insert(state_label(c), Value::Null);
+    }
+    for c in to.iter().filter(|c| !from.contains(c)) {
+        m.insert(state_label(c), Value::from(STATE_SYNC));
+    }
+    Value::Object(m)
+}
+
+/// The merge patch that gives object `v` the state labels `placed`, drops the reports of
+/// clusters it left and sets (or drops) replica shares; `None` when it is right already.
+fn object_patch(v: &Value, placed: &[ClusterName], spread: bool, target: &Target) -> Option<Value> {
+    let meta = &v["metadata"];
+    let labels: BTreeMap<String, String> =
+        serde_json::from_value(meta["labels"].clone()).unwrap_or_default();
+    let have = placed_clusters(labels.iter());
+    let label_patch = state_labels_patch(&have, placed);
+    let mut annotations = serde_json::Map::new();
+    for (k, _) in meta["annotations"].as_object().into_iter().flatten() {
+        if let Some(c) = k.strip_prefix(STATUS_ANNOTATION_PREFIX)
+            && !placed.iter().any(|p| p.as_str() == c)
+        {
+            annotations.insert(k.clone(), Value::Null);
+        }
+        if let Some(c) = k.strip_prefix(REPLICAS_ANNOTATION_PREFIX)
+            && (!spread || !placed.iter().any(|p| p.as_str() == c))
+            && !matches!(target, Target::Pending(_))
+        {
+            annotations.insert(k.clone(), Value::Null);
+        }
+    }
+    if spread
+        && let Target::On { clusters, .. } = target
+        && let Some(replicas) = v["spec"]["replicas"].as_i64()
+    {
+        for (c, n) in schedule::shares(replicas, clusters) {
+            let key = replicas_annotation(&c);
+            let want = n.to_string();
+            if meta["annotations"][&key].as_str() != Some(want.as_str()) {
+                annotations.insert(key, Value::from(want));
+            } else {
+                annotations.remove(&key);
+            }
+        }
+    }
+    let labels_empty = label_patch.as_object().is_none_or(|m| m.is_empty());
+    if labels_empty && annotations.is_empty() {
+        return None;
+    }
+    let mut m = serde_json::Map::new();
+    if !labels_empty {
+        m.insert("labels".into(), label_patch);
+    }
+    if !annotations.is_empty() {
+        m.insert("annotations".into(), Value::Object(annotations));
+    }
+    Some(json!({"metadata": m}))
+}
+
+/// Whether `have` already holds every field of `want`.
+fn same_status(have: &Value, want: &Value) -> bool {
+    want.as_object()
+        .is_some_and(|w| w.iter().all(|(k, v)| &have[k] == v))
+}
+
+/// The namespace condition (and an Event when it changes) for `phase`.
+async fn report_phase(
+    client: &kube::Client,
+    ns: &DynamicObject,
+    name: &str,
+    phase: &Phase,
+) -> bool {
+    let (status, reason, message) = match phase {
+        Phase::Placed => {
+            let on = placed_clusters(ns.metadata.labels.iter().flatten());
+            ("True", "Placed", format!("running on {}", join(&on)))
+        }
+        Phase::Unplaced => (
+            "False",
+            "Unplaced",
+            "no placement selects this namespace".to_string(),
+        ),
+        Phase::Moving { from, to } => (
+            "False",
+            "Moving",
+            format!(
+                "moving from {} to {}: waiting until the workloads are available on {}",
+                join(from),
+                join(to),
+                join(to)
+            ),
+        ),
+        Phase::HeldBy(cs) => (
+            "False",
+            "Draining",
+            format!(
+                "waiting for the soft finalizers of {} to be released",
+                join(cs)
+            ),
+        ),
+        Phase::Pending(p) => ("False", p.reason(), p.message()),
+    };
+    let have = ns.data["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == CONDITION_PLACED));
+    if have.is_some_and(|c| {
+        c["status"] == status && c["reason"] == reason && c["message"] == message.as_str()
+    }) {
+        return true;
+    }
+    let mut conditions: Vec<Value> = ns.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["type"] != CONDITION_PLACED)
+        .cloned()
+        .collect();
+    conditions.push(json!({
+        "type": CONDITION_PLACED,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": sluice_kube::time::now_rfc3339(),
+    }));
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &dynamic("", "v1", "Namespace", "namespaces"),
+    );
+    let patch = json!({"status": {"conditions": conditions}});
+    if let Err(e) = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::warn!(namespace = name, error = %e, "namespace condition failed");
+        return false;
+    }
+    let kind = if status == "True" {
+        "Normal"
+    } else {
+        "Warning"
+    };
+    let kind = if reason == "Moving" { "Normal" } else { kind };
+    event(client, name, reason, &message, kind).await;
+    true
+}
+
+fn join(cs: &[ClusterName]) -> String {
+    if cs.is_empty() {
+        return "nothing".into();
+    }
+    cs.iter()
+        .map(ClusterName::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Record an Event about namespace `name` (best effort: an Event that cannot be written is
+/// logged, never retried).
+async fn event(client: &kube::Client, name: &str, reason: &str, message: &str, kind: &str) {
+    let now = sluice_kube::time::now_rfc3339();
+    let ev = json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": format!("{name}.")},
+        "involvedObject": {"apiVersion": "v1", "kind": "Namespace", "name": name},
+        "reason": reason,
+        "message": message,
+        "type": kind,
+        "source": {"component": MANAGER},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    });
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), name, &dynamic("", "v1", "Event", "events"));
+    let Ok(obj) = serde_json::from_value::<DynamicObject>(ev) else {
+        return;
+    };
+    if let Err(e) = api.create(&PostParams::default(), &obj).await {
+        tracing::debug!(namespace = name, error = %e, "event not recorded");
+    }
+}
+
+/// Each Placement's selected clusters and whether it can place anything.
+async fn report_placements(
+    roots: &Roots,
+    placements: &BTreeMap<LogicalClusterPath, Vec<(Arc<DynamicObject>, PolicyView)>>,
+    clusters: &[ClusterView],
+) -> bool {
+    let mut ok = true;
+    for (path, ps) in placements {
+        for (p, view) in ps {
+            let (selected, status, reason, message) = match &view.clusters {
+                Err(e) => (
+                    Vec::new(),
+                    "False",
+                    "InvalidSelector",
+                    format!("locationSelector: {e}"),
+                ),
+                Ok(s) => {
+                    let sel: Vec<String> = clusters
+                        .iter()
+                        .filter(|c| {
+                            s.matches(&c.labels) && c.ready && !c.unschedulable && !c.draining
+                        })
+                        .map(|c| c.name.to_string())
+                        .collect();
+                    match &view.namespaces {
+                        Err(e) => (
+                            sel,
+                            "False",
+                            "InvalidSelector",
+                            format!("namespaceSelector: {e}"),
+                        ),
+                        Ok(_) if sel.is_empty() => (
+                            sel,
+                            "False",
+                            "NoClusterMatches",
+                            "no ready, schedulable cluster matches the locationSelector"
+                                .to_string(),
+                        ),
+                        Ok(_) => (sel, "True", "Ready", "clusters selected".to_string()),
+                    }
+                }
+            };
+            let want = json!({"selectedClusters": selected, "conditions": [{
+                "type": "Ready", "status": status, "reason": reason, "message": message,
+            }]});
+            let have = &p.data["status"];
+            let same = have["selectedClusters"] == want["selectedClusters"]
+                && have["conditions"][0]["status"] == status
+                && have["conditions"][0]["reason"] == reason
+                && have["conditions"][0]["message"] == message.as_str();
+            if same {
+                continue;
+            }
+            let mut want = want;
+            want["conditions"][0]["lastTransitionTime"] = json!(sluice_kube::time::now_rfc3339());
+            let Ok(client) = roots.at(&format!("/clusters/{path}")) else {
+                ok = false;
+                continue;
+            };
+            let api: Api<DynamicObject> = Api::all_with(
+                client,
+                &dynamic("sluice.dev", "v1alpha1", "Placement", "placements"),
+            );
+            let name = p.metadata.name.clone().unwrap_or_default();
+            if let Err(e) = api
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({"status": want})),
+                )
+                .await
+            {
+                tracing::warn!(placement = %name, error = %e, "placement status failed");
+                ok = false;
+            }
+        }
+    }
+    ok
+}
+
+/// Each Cluster's readiness (its syncer's heartbeat) and how many namespaces it runs.
+async fn report_clusters(
+    root: &kube::Client,
+    objects: &[Arc<DynamicObject>],
+    views: &[ClusterView],
+) -> bool {
+    let api: Api<DynamicObject> = Api::all_with(
+        root.clone(),
+        &dynamic("sluice.dev", "v1alpha1", "Cluster", "clusters"),
+    );
+    let mut ok = true;
+    for (o, v) in objects.iter().zip(views) {
+        let (status, reason, message) = if v.ready {
+            (
+                "True",
+                "SyncerHeartbeat",
+                "the syncer's heartbeat is current",
+            )
+        } else {
+            (
+                "False",
+                "SyncerHeartbeatMissing",
+                "no current heartbeat from the cluster's syncer",
+            )
+        };
+        let have = &o.data["status"];
+        let ready = have["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"));
+        if have["placedNamespaces"].as_i64() == Some(v.load as i64)
+            && ready.is_some_and(|c| c["status"] == status && c["reason"] == reason)
+        {
+            continue;
+        }
+        let patch = json!({"status": {
+            "placedNamespaces": v.load,
+            "conditions": [{"type": "Ready", "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": sluice_kube::time::now_rfc3339()}],
+        }});
+        if let Err(e) = api
+            .patch_status(
+                v.name.as_str(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            tracing::warn!(cluster = %v.name, error = %e, "cluster status failed");
+            ok = false;
+        }
+    }
+    ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_follow_their_namespace_and_drop_reports_of_clusters_they_left() {
+        let o = json!({"metadata": {"labels": {"app": "x", "state.sluice.dev/a": "Sync"},
+            "annotations": {"status.sluice.dev/a": "{}", "team": "t"}}, "spec": {"replicas": 3}});
+        let b = [ClusterName::new("b")];
+        let target = Target::On {
+            clusters: b.to_vec(),
+            mode: Mode::Single,
+        };
+        let p = object_patch(&o, &b, false, &target).unwrap();
+        assert_eq!(
+            p,
+            json!({"metadata": {"labels": {"state.sluice.dev/a": null, "state.sluice.dev/b": "Sync"},
+                "annotations": {"status.sluice.dev/a": null}}})
+        );
+        let a = [ClusterName::new("a")];
+        let target = Target::On {
+            clusters: a.to_vec(),
+            mode: Mode::Single,
+        };
+        assert_eq!(object_patch(&o, &a, false, &target), None);
+        let ab = [ClusterName::new("a"), ClusterName::new("b")];
+        let target = Target::On {
+            clusters: ab.to_vec(),
+            mode: Mode::Spread,
+        };
+        let p = object_patch(&o, &ab, true, &target).unwrap();
+        assert_eq!(p["metadata"]["annotations"]["replicas.sluice.dev/a"], "2");
+        assert_eq!(p["metadata"]["annotations"]["replicas.sluice.dev/b"], "1");
+        assert_eq!(STATE_LABEL_PREFIX, "state.sluice.dev/");
+    }
+}

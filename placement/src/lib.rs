@@ -1,0 +1,15 @@
+//! The placement controllers of the control plane: which physical clusters each namespace
+//! of a logical cluster runs on (a `Placement`'s selectors, or the break-glass label
+//! `sluice.dev/cluster`), moves make-before-break, cordons and drains, and workload status
+//! summed back from the clusters' reports.
+//!
+//! They are API clients like any other (wildcard watches through `/clusters/*`, writes to
+//! each logical cluster), so they run inside `sluice control` today and can run apart
+//! later. The rules are pure ([`schedule`], [`status`]); [`controller`] is the IO around
+//! them.
+
+pub mod controller;
+pub mod schedule;
+pub mod status;
+
+pub use controller::{PlacementError, run};

@@ -1,0 +1,454 @@
+//! Where a namespace should run, and the next step toward it: the pure core of placement,
+//! with no IO, so every rule is a unit test.
+//!
+//! A namespace's target comes from its break-glass label `sluice.dev/cluster`, else from
+//! the oldest `Placement` of its logical cluster whose namespace selector matches it. A move
+//! is make-before-break, NONE → A → (A,B) → B: the new clusters are added first, and the old
+//! ones are removed only once the workloads are available on every new one and no soft
+//! finalizer holds the old one. A target that cannot be met (a cluster that does not exist,
+//! a selector that matches none) leaves the namespace where it is, Pending with the reason.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sluice_api::ClusterName;
+use sluice_kube::selector::{Selector, SelectorError};
+
+/// A physical cluster as placement sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterView {
+    pub name: ClusterName,
+    pub labels: BTreeMap<String, String>,
+    /// Its syncer's heartbeat is current.
+    pub ready: bool,
+    /// Cordoned: nothing new is placed on it.
+    pub unschedulable: bool,
+    /// Everything placed on it moves away.
+    pub draining: bool,
+    /// Namespaces placed on it now (a tie-breaker: the least loaded cluster is chosen).
+    pub load: usize,
+}
+
+impl ClusterView {
+    /// Whether something new may be placed here.
+    fn eligible(&self) -> bool {
+        self.ready && !self.unschedulable && !self.draining
+    }
+}
+
+/// `Single`: one cluster; `Spread`: every selected cluster, replicas split between them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Single,
+    Spread,
+}
+
+/// A `Placement` as placement reads it.
+#[derive(Clone, Debug)]
+pub struct PolicyView {
+    pub name: String,
+    /// `None` matches every namespace.
+    pub namespaces: Result<Selector, SelectorError>,
+    /// `None` matches every cluster.
+    pub clusters: Result<Selector, SelectorError>,
+    pub mode: Mode,
+}
+
+/// Why a namespace cannot go where it is asked to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pending {
+    ClusterNotFound(String),
+    ClusterNotReady(String),
+    ClusterUnschedulable(String),
+    NoClusterMatches(String),
+    InvalidSelector(String, SelectorError),
+}
+
+impl Pending {
+    /// The condition reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Pending::ClusterNotFound(_) => "ClusterNotFound",
+            Pending::ClusterNotReady(_) => "ClusterNotReady",
+            Pending::ClusterUnschedulable(_) => "ClusterUnschedulable",
+            Pending::NoClusterMatches(_) => "NoClusterMatches",
+            Pending::InvalidSelector(..) => "InvalidSelector",
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            Pending::ClusterNotFound(c) => format!("cluster {c:?} does not exist"),
+            Pending::ClusterNotReady(c) => format!("cluster {c:?} is not ready"),
+            Pending::ClusterUnschedulable(c) => {
+                format!("cluster {c:?} is cordoned or draining")
+            }
+            Pending::NoClusterMatches(p) => {
+                format!(
+                    "placement {p:?}: no ready, schedulable cluster matches its locationSelector"
+                )
+            }
+            Pending::InvalidSelector(p, e) => format!("placement {p:?}: {e}"),
+        }
+    }
+}
+
+/// Where a namespace should run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Nothing asks for it to run anywhere.
+    Unplaced,
+    On {
+        clusters: Vec<ClusterName>,
+        mode: Mode,
+    },
+    /// It cannot go where it is asked to; it stays where it is.
+    Pending(Pending),
+}
+
+/// The target of a namespace with `labels`, now on `current`, given the clusters and the
+/// Placements of its logical cluster (oldest first).
+pub fn target(
+    labels: &BTreeMap<String, String>,
+    current: &[ClusterName],
+    clusters: &[ClusterView],
+    policies: &[PolicyView],
+) -> Target {
+    let by_name = |n: &str| clusters.iter().find(|c| c.name.as_str() == n);
+    if let Some(want) = labels.get(sluice_api::sync::LABEL_CLUSTER) {
+        return match by_name(want) {
+            None => Target::Pending(Pending::ClusterNotFound(want.clone())),
+            Some(c) if c.draining => away_from_draining(c, current, clusters),
+            Some(c) if !c.ready => Target::Pending(Pending::ClusterNotReady(want.clone())),
+            // A cordon keeps what is there, and places nothing new.
+            Some(c) if c.unschedulable && !current.contains(&c.name) => {
+                Target::Pending(Pending::ClusterUnschedulable(want.clone()))
+            }
+            Some(c) => Target::On {
+                clusters: vec![c.name.clone()],
+                mode: Mode::Single,
+            },
+        };
+    }
+    let mut invalid = None;
+    let policy = policies.iter().find(|p| match &p.namespaces {
+        Ok(s) => s.matches(labels),
+        Err(e) => {
+            invalid.get_or_insert_with(|| Pending::InvalidSelector(p.name.clone(), e.clone()));
+            false
+        }
+    });
+    let Some(policy) = policy else {
+        return invalid.map_or(Target::Unplaced, Target::Pending);
+    };
+    let selector = match &policy.clusters {
+        Ok(s) => s,
+        Err(e) => return Target::Pending(Pending::InvalidSelector(policy.name.clone(), e.clone())),
+    };
+    let selected: Vec<&ClusterView> = clusters
+        .iter()
+        .filter(|c| selector.matches(&c.labels))
+        .collect();
+    // Where it runs already may stay (cordoned or not); anything new must be eligible.
+    let keep =
+        |c: &&ClusterView| c.eligible() || (current.contains(&c.name) && c.ready && !c.draining);
+    let mut usable: Vec<&ClusterView> = selected.iter().copied().filter(keep).collect();
+    if usable.is_empty() {
+        return Target::Pending(Pending::NoClusterMatches(policy.name.clone()));
+    }
+    match policy.mode {
+        Mode::Spread => Target::On {
+            clusters: usable.iter().map(|c| c.name.clone()).collect(),
+            mode: Mode::Spread,
+        },
+        Mode::Single => {
+            // Sticky: stay where it runs if that is still selected.
+            if let Some(c) = usable.iter().find(|c| current.contains(&c.name)) {
+                return Target::On {
+                    clusters: vec![c.name.clone()],
+                    mode: Mode::Single,
+                };
+            }
+            usable.sort_by(|a, b| a.load.cmp(&b.load).then(a.name.cmp(&b.name)));
+            Target::On {
+                clusters: vec![usable[0].name.clone()],
+                mode: Mode::Single,
+            }
+        }
+    }
+}
+
+/// A namespace pinned to a draining cluster goes to the least loaded eligible one.
+fn away_from_draining(
+    draining: &ClusterView,
+    current: &[ClusterName],
+    clusters: &[ClusterView],
+) -> Target {
+    let mut usable: Vec<&ClusterView> = clusters.iter().filter(|c| c.eligible()).collect();
+    if let Some(c) = usable.iter().find(|c| current.contains(&c.name)) {
+        return Target::On {
+            clusters: vec![c.name.clone()],
+            mode: Mode::Single,
+        };
+    }
+    usable.sort_by(|a, b| a.load.cmp(&b.load).then(a.name.cmp(&b.name)));
+    match usable.first() {
+        Some(c) => Target::On {
+            clusters: vec![c.name.clone()],
+            mode: Mode::Single,
+        },
+        None => Target::Pending(Pending::ClusterUnschedulable(draining.name.to_string())),
+    }
+}
+
+/// Where a namespace is in its lifecycle after a step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// It runs where it should.
+    Placed,
+    /// Nothing asks for it to run anywhere, and it runs nowhere.
+    Unplaced,
+    /// New clusters were added; the old ones stay until the new ones are available.
+    Moving {
+        from: Vec<ClusterName>,
+        to: Vec<ClusterName>,
+    },
+    /// The old clusters are held by soft finalizers.
+    HeldBy(Vec<ClusterName>),
+    Pending(Pending),
+}
+
+/// The next set of clusters for a namespace now on `current` with target `target`;
+/// `available(c)`: its workloads are available on `c`; `held`: soft finalizers.
+pub fn step(
+    current: &[ClusterName],
+    target: &Target,
+    available: impl Fn(&ClusterName) -> bool,
+    held: &BTreeSet<ClusterName>,
+) -> (Vec<ClusterName>, Phase) {
+    let wanted: Vec<ClusterName> = match target {
+        Target::Pending(p) => return (current.to_vec(), Phase::Pending(p.clone())),
+        Target::Unplaced => Vec::new(),
+        Target::On { clusters, .. } => clusters.clone(),
+    };
+    let mut next: BTreeSet<ClusterName> = current.iter().cloned().collect();
+    next.extend(wanted.iter().cloned());
+    let extra: Vec<ClusterName> = current
+        .iter()
+        .filter(|c| !wanted.contains(c))
+        .cloned()
+        .collect();
+    if extra.is_empty() {
+        let phase = if wanted.is_empty() {
+            Phase::Unplaced
+        } else {
+            Phase::Placed
+        };
+        return (next.into_iter().collect(), phase);
+    }
+    // Make before break: the old clusters go once every new one is available (an
+    // unplaced namespace has nowhere to be available, and simply goes).
+    if !wanted.iter().all(&available) {
+        return (
+            next.into_iter().collect(),
+            Phase::Moving {
+                from: extra,
+                to: wanted,
+            },
+        );
+    }
+    let kept: Vec<ClusterName> = extra.iter().filter(|c| held.contains(c)).cloned().collect();
+    for c in extra.iter().filter(|c| !held.contains(c)) {
+        next.remove(c);
+    }
+    let phase = if kept.is_empty() {
+        if wanted.is_empty() {
+            Phase::Unplaced
+        } else {
+            Phase::Placed
+        }
+    } else {
+        Phase::HeldBy(kept)
+    };
+    (next.into_iter().collect(), phase)
+}
+
+/// Replica shares of a spread workload with `replicas`, over `clusters` (sorted): as even
+/// as possible, the first clusters taking the remainder.
+pub fn shares(replicas: i64, clusters: &[ClusterName]) -> Vec<(ClusterName, i64)> {
+    let n = clusters.len() as i64;
+    if n == 0 {
+        return Vec::new();
+    }
+    clusters
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let extra = i64::from((i as i64) < replicas.rem_euclid(n));
+            (c.clone(), replicas.div_euclid(n) + extra)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+    use super::*;
+
+    fn name(s: &str) -> ClusterName {
+        ClusterName::new(s)
+    }
+
+    fn cluster(n: &str, region: &str) -> ClusterView {
+        ClusterView {
+            name: name(n),
+            labels: [("region".to_string(), region.to_string())].into(),
+            ready: true,
+            unschedulable: false,
+            draining: false,
+            load: 0,
+        }
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn policy(region: &str, mode: Mode) -> PolicyView {
+        PolicyView {
+            name: "p".into(),
+            namespaces: Ok(Selector::default()),
+            clusters: Selector::parse(&LabelSelector {
+                match_labels: Some(labels(&[("region", region)])),
+                match_expressions: None,
+            }),
+            mode,
+        }
+    }
+
+    fn on(cs: &[&str], mode: Mode) -> Target {
+        Target::On {
+            clusters: cs.iter().map(|c| name(c)).collect(),
+            mode,
+        }
+    }
+
+    #[test]
+    fn the_break_glass_label_wins_over_placements() {
+        let clusters = [cluster("east", "us"), cluster("west", "eu")];
+        let ns = labels(&[("sluice.dev/cluster", "west")]);
+        let t = target(&ns, &[], &clusters, &[policy("us", Mode::Single)]);
+        assert_eq!(t, on(&["west"], Mode::Single));
+        let ns = labels(&[("sluice.dev/cluster", "north")]);
+        assert_eq!(
+            target(&ns, &[], &clusters, &[]),
+            Target::Pending(Pending::ClusterNotFound("north".into()))
+        );
+    }
+
+    #[test]
+    fn placements_select_sticky_single_or_spread() {
+        let mut clusters = vec![cluster("a", "eu"), cluster("b", "eu"), cluster("c", "us")];
+        clusters[0].load = 3;
+        let none = labels(&[]);
+        assert_eq!(
+            target(&none, &[], &clusters, &[policy("eu", Mode::Single)]),
+            on(&["b"], Mode::Single),
+            "the least loaded"
+        );
+        assert_eq!(
+            target(
+                &none,
+                &[name("a")],
+                &clusters,
+                &[policy("eu", Mode::Single)]
+            ),
+            on(&["a"], Mode::Single),
+            "stays where it runs"
+        );
+        assert_eq!(
+            target(&none, &[], &clusters, &[policy("eu", Mode::Spread)]),
+            on(&["a", "b"], Mode::Spread)
+        );
+        assert_eq!(
+            target(&none, &[], &clusters, &[policy("mars", Mode::Single)]),
+            Target::Pending(Pending::NoClusterMatches("p".into()))
+        );
+        assert_eq!(target(&none, &[], &clusters, &[]), Target::Unplaced);
+    }
+
+    #[test]
+    fn cordoned_clusters_keep_what_they_have_and_draining_ones_lose_it() {
+        let mut clusters = vec![cluster("a", "eu"), cluster("b", "eu")];
+        clusters[0].unschedulable = true;
+        let pinned = labels(&[("sluice.dev/cluster", "a")]);
+        assert_eq!(
+            target(&pinned, &[name("a")], &clusters, &[]),
+            on(&["a"], Mode::Single)
+        );
+        assert_eq!(
+            target(&pinned, &[], &clusters, &[]),
+            Target::Pending(Pending::ClusterUnschedulable("a".into()))
+        );
+        assert_eq!(
+            target(&labels(&[]), &[], &clusters, &[policy("eu", Mode::Single)]),
+            on(&["b"], Mode::Single)
+        );
+        clusters[0].draining = true;
+        assert_eq!(
+            target(&pinned, &[name("a")], &clusters, &[]),
+            on(&["b"], Mode::Single),
+            "a drain moves even a pinned namespace"
+        );
+        assert_eq!(
+            target(
+                &labels(&[]),
+                &[name("a")],
+                &clusters,
+                &[policy("eu", Mode::Single)]
+            ),
+            on(&["b"], Mode::Single)
+        );
+    }
+
+    #[test]
+    fn moves_make_before_break_and_wait_for_soft_finalizers() {
+        let a = name("a");
+        let b = name("b");
+        let to_b = on(&["b"], Mode::Single);
+        let none = BTreeSet::new();
+        let (next, phase) = step(&[a.clone()], &to_b, |_| false, &none);
+        assert_eq!(next, vec![a.clone(), b.clone()]);
+        assert!(matches!(phase, Phase::Moving { .. }));
+        let (next, _) = step(&next, &to_b, |_| false, &none);
+        assert_eq!(next, vec![a.clone(), b.clone()], "waits for B");
+        let held: BTreeSet<ClusterName> = [a.clone()].into();
+        let (next2, phase) = step(&next, &to_b, |_| true, &held);
+        assert_eq!(next2, vec![a.clone(), b.clone()]);
+        assert_eq!(phase, Phase::HeldBy(vec![a.clone()]));
+        let (next, phase) = step(&next, &to_b, |_| true, &none);
+        assert_eq!(next, vec![b.clone()]);
+        assert_eq!(phase, Phase::Placed);
+        let pending = Target::Pending(Pending::ClusterNotFound("x".into()));
+        assert_eq!(step(&next, &pending, |_| true, &none).0, vec![b.clone()]);
+        assert_eq!(
+            step(&next, &Target::Unplaced, |_| false, &none),
+            (vec![], Phase::Unplaced)
+        );
+    }
+
+    #[test]
+    fn shares_add_up() {
+        let cs = [name("a"), name("b"), name("c")];
+        assert_eq!(
+            shares(5, &cs).iter().map(|(_, n)| *n).collect::<Vec<_>>(),
+            vec![2, 2, 1]
+        );
+        assert_eq!(shares(0, &cs).iter().map(|(_, n)| n).sum::<i64>(), 0);
+        assert!(shares(3, &[]).is_empty());
+    }
+}

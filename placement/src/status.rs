@@ -1,0 +1,234 @@
+//! Workload status summed back from the clusters' reports: each cluster's syncer writes
+//! what its downstream copy says into `status.sluice.dev/<cluster>` on the upstream object;
+//! the object's own status is the sum over the clusters it is placed on (replica counts
+//! add up; a condition holds when it holds everywhere; the generation is observed when
+//! every cluster has caught up with it), so `kubectl rollout status` works upstream.
+
+use serde_json::{Map, Value, json};
+use sluice_api::ClusterName;
+use sluice_api::sync::{StatusReport, replicas_annotation, status_annotation};
+
+/// Counters that add up across clusters, per kind.
+fn counters(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "Deployment" => &[
+            "replicas",
+            "updatedReplicas",
+            "readyReplicas",
+            "availableReplicas",
+            "unavailableReplicas",
+            "terminatingReplicas",
+        ],
+        "StatefulSet" => &[
+            "replicas",
+            "readyReplicas",
+            "currentReplicas",
+            "updatedReplicas",
+            "availableReplicas",
+        ],
+        "ReplicaSet" => &[
+            "replicas",
+            "fullyLabeledReplicas",
+            "readyReplicas",
+            "availableReplicas",
+            "terminatingReplicas",
+        ],
+        "DaemonSet" => &[
+            "currentNumberScheduled",
+            "numberMisscheduled",
+            "desiredNumberScheduled",
+            "numberReady",
+            "updatedNumberScheduled",
+            "numberAvailable",
+            "numberUnavailable",
+        ],
+        "Job" => &["active", "succeeded", "failed", "ready", "terminating"],
+        _ => &[],
+    }
+}
+
+/// The report of `cluster` on `obj`, if it has written one.
+pub fn report(obj: &Value, cluster: &ClusterName) -> Option<StatusReport> {
+    obj["metadata"]["annotations"][status_annotation(cluster)]
+        .as_str()
+        .and_then(|s| serde_json::from_str(s).ok())
+}
+
+/// How many replicas `cluster` is to run of `obj`: its share when spread, else all.
+pub fn desired_on(obj: &Value, cluster: &ClusterName) -> i64 {
+    obj["metadata"]["annotations"][replicas_annotation(cluster)]
+        .as_str()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| obj["spec"]["replicas"].as_i64().unwrap_or(1))
+}
+
+/// Whether `obj` (of `kind`) is available on `cluster`: the cluster has caught up with its
+/// generation and runs its share, all of it updated and available. Kinds that run to
+/// completion (Jobs) do not hold a move up.
+pub fn available_on(kind: &str, obj: &Value, cluster: &ClusterName) -> bool {
+    if kind == "Job" {
+        return true;
+    }
+    let Some(r) = report(obj, cluster) else {
+        return false;
+    };
+    let generation = obj["metadata"]["generation"].as_i64().unwrap_or(0);
+    if r.observed_generation < generation {
+        return false;
+    }
+    let n = |f: &str| r.status[f].as_i64().unwrap_or(0);
+    let want = desired_on(obj, cluster);
+    match kind {
+        "Deployment" => n("updatedReplicas") >= want && n("availableReplicas") >= want,
+        "StatefulSet" => n("updatedReplicas") >= want && n("readyReplicas") >= want,
+        "ReplicaSet" => n("availableReplicas") >= want,
+        "DaemonSet" => {
+            n("desiredNumberScheduled") > 0 && n("numberAvailable") >= n("desiredNumberScheduled")
+        }
+        _ => true,
+    }
+}
+
+/// The status of `obj` (of `kind`) summed over the reports of `clusters`; `None` when no
+/// cluster has reported yet.
+pub fn summarize(kind: &str, obj: &Value, clusters: &[ClusterName]) -> Option<Value> {
+    let reports: Vec<StatusReport> = clusters.iter().filter_map(|c| report(obj, c)).collect();
+    if reports.is_empty() {
+        return None;
+    }
+    let mut out = Map::new();
+    for f in counters(kind) {
+        let sum: i64 = reports.iter().filter_map(|r| r.status[*f].as_i64()).sum();
+        if reports.iter().any(|r| r.status.get(*f).is_some()) {
+            out.insert((*f).to_string(), json!(sum));
+        }
+    }
+    // Observed only when every cluster it is placed on has caught up.
+    let observed = if reports.len() == clusters.len() {
+        reports
+            .iter()
+            .map(|r| r.observed_generation)
+            .min()
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    if kind != "Job" {
+        out.insert("observedGeneration".into(), json!(observed));
+    }
+    // Fields that are the same everywhere or taken from the first cluster.
+    for f in [
+        "currentRevision",
+        "updateRevision",
+        "collisionCount",
+        "startTime",
+        "completionTime",
+        "selector",
+    ] {
+        if let Some(v) = reports.iter().find_map(|r| r.status.get(f)) {
+            out.insert(f.to_string(), v.clone());
+        }
+    }
+    let conditions = merge_conditions(&reports);
+    if !conditions.is_empty() {
+        out.insert("conditions".into(), Value::Array(conditions));
+    }
+    Some(Value::Object(out))
+}
+
+/// One condition per type: true where it is true in every report, otherwise the first
+/// report's false (or unknown) one, which says why.
+fn merge_conditions(reports: &[StatusReport]) -> Vec<Value> {
+    let mut types: Vec<String> = Vec::new();
+    for r in reports {
+        for c in r.status["conditions"].as_array().into_iter().flatten() {
+            if let Some(t) = c["type"].as_str()
+                && !types.iter().any(|x| x == t)
+            {
+                types.push(t.to_string());
+            }
+        }
+    }
+    types
+        .iter()
+        .filter_map(|t| {
+            let of_type: Vec<&Value> = reports
+                .iter()
+                .filter_map(|r| {
+                    r.status["conditions"]
+                        .as_array()
+                        .and_then(|cs| cs.iter().find(|c| c["type"] == t.as_str()))
+                })
+                .collect();
+            of_type
+                .iter()
+                .find(|c| c["status"] != "True")
+                .or_else(|| of_type.first())
+                .map(|c| (*c).clone())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(reports: &[(&str, i64, Value)]) -> Value {
+        let mut annotations = Map::new();
+        for (c, g, status) in reports {
+            let r = StatusReport {
+                observed_generation: *g,
+                status: status.clone(),
+            };
+            annotations.insert(
+                format!("status.sluice.dev/{c}"),
+                json!(serde_json::to_string(&r).unwrap()),
+            );
+        }
+        json!({"metadata": {"generation": 2, "annotations": annotations}, "spec": {"replicas": 2}})
+    }
+
+    fn names(cs: &[&str]) -> Vec<ClusterName> {
+        cs.iter().map(|c| ClusterName::new(*c)).collect()
+    }
+
+    #[test]
+    fn spread_status_adds_up_and_is_observed_when_every_cluster_caught_up() {
+        let ok = json!({"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1,
+            "conditions": [{"type": "Available", "status": "True"}]});
+        let not = json!({"replicas": 1, "updatedReplicas": 1, "availableReplicas": 0,
+            "conditions": [{"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable"}]});
+        let d = deployment(&[("a", 2, ok.clone()), ("b", 2, not)]);
+        let s = summarize("Deployment", &d, &names(&["a", "b"])).unwrap();
+        assert_eq!(s["replicas"], 2);
+        assert_eq!(s["availableReplicas"], 1);
+        assert_eq!(s["observedGeneration"], 2);
+        assert_eq!(s["conditions"][0]["status"], "False");
+        let s = summarize("Deployment", &d, &names(&["a", "b", "c"])).unwrap();
+        assert_eq!(s["observedGeneration"], 0, "c has not reported");
+        assert!(summarize("Deployment", &d, &names(&["z"])).is_none());
+    }
+
+    #[test]
+    fn available_means_caught_up_and_running_the_share() {
+        let full = json!({"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2});
+        let d = deployment(&[("a", 2, full.clone()), ("b", 1, full)]);
+        assert!(available_on("Deployment", &d, &ClusterName::new("a")));
+        assert!(
+            !available_on("Deployment", &d, &ClusterName::new("b")),
+            "stale generation"
+        );
+        assert!(
+            !available_on("Deployment", &d, &ClusterName::new("c")),
+            "no report"
+        );
+        let mut half = deployment(&[(
+            "a",
+            2,
+            json!({"updatedReplicas": 1, "availableReplicas": 1}),
+        )]);
+        assert!(!available_on("Deployment", &half, &ClusterName::new("a")));
+        half["metadata"]["annotations"]["replicas.sluice.dev/a"] = json!("1");
+        assert!(available_on("Deployment", &half, &ClusterName::new("a")));
+    }
+}
