@@ -28,6 +28,9 @@ enum DevCommand {
         /// Cluster names; a cluster's index is its position.
         #[arg(long, value_delimiter = ',', default_value = "east,west")]
         clusters: Vec<String>,
+        /// Stream every part's log here instead of writing it to `<state>/logs/`.
+        #[arg(long)]
+        verbose: bool,
     },
 }
 
@@ -370,13 +373,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             bound.shutdown().await;
         }
         Command::Dev {
-            command: DevCommand::Up { state, clusters },
+            command:
+                DevCommand::Up {
+                    state,
+                    clusters,
+                    verbose,
+                },
         } => {
             init_tracing();
             let cfg = sluice_local::devup::DevUpConfig {
                 state,
                 clusters,
                 sluice_bin: std::env::current_exe()?,
+                verbose,
             };
             let running = sluice_local::devup::up(&cfg).await?;
             shutdown_signal().await?;

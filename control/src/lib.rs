@@ -91,6 +91,8 @@ pub enum ControlError {
     TokenFile(#[from] auth::TokenFileError),
     #[error("{0}: {1}")]
     Io(PathBuf, std::io::Error),
+    #[error("the controllers' client: {0}")]
+    Client(#[source] sluice_kube::ClientError),
 }
 
 /// A running server.
@@ -216,7 +218,24 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         Container::CustomResourceDefinition,
         shutdown_rx.clone(),
     ));
-    let server = tokio::spawn(server::serve(listener, tls, state.clone(), shutdown_rx));
+    let server = tokio::spawn(server::serve(
+        listener,
+        tls,
+        state.clone(),
+        shutdown_rx.clone(),
+    ));
+    if config.single_cluster.is_none() {
+        // The placement controllers: clients of this server like any other.
+        let client = sluice_kube::client::config_from_kubeconfig(&admin_kubeconfig, None)
+            .await
+            .map_err(ControlError::Client)?;
+        let stop = shutdown_rx;
+        tokio::spawn(async move {
+            if let Err(e) = sluice_placement::run(client, stop).await {
+                tracing::error!(error = %e, "the placement controllers stopped");
+            }
+        });
+    }
     state.ready.store(true, Ordering::Release);
     tracing::info!(%url, data_dir = %config.data_dir.display(), revision = %state.store.revision(), "control plane ready");
     Ok(Bound {

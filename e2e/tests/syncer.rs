@@ -1,14 +1,15 @@
 #![allow(clippy::unwrap_used)]
-//! The syncer between a real control plane and a real physical cluster's API server, both
-//! in process: what is placed on the cluster appears there in its downstream namespace,
-//! what is not placed does not, drift is reverted, and unplacing or deleting upstream
-//! removes it downstream.
+//! The syncer between a real control plane (with its placement controllers) and a real
+//! physical cluster's API server, both in process: a namespace placed on the cluster by its
+//! break-glass label appears there in its downstream namespace, one not placed does not,
+//! drift is reverted, and unplacing or deleting upstream removes it downstream.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use sluice_api::sluice::Cluster;
 use sluice_api::sync::downstream_namespace;
 use sluice_api::{ClusterName, LogicalClusterPath};
 use sluice_test_support::client::client;
@@ -45,31 +46,54 @@ async fn placed_objects_are_synced_kept_and_removed() {
         stopped,
     ));
 
-    let cms: Api<ConfigMap> = Api::namespaced(root.clone(), "default");
-    let svcs: Api<Service> = Api::namespaced(root.clone(), "default");
-    let placed = json!({"state.sluice.dev/east": "Sync", "app": "web"});
+    // The cluster, and a namespace placed on it (its syncer's heartbeat makes it ready).
+    let clusters: Api<Cluster> = Api::all(root.clone());
+    clusters
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "east"}, "spec": {}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let namespaces: Api<Namespace> = Api::all(root.clone());
+    for (name, labels) in [
+        ("shop", json!({"sluice.dev/cluster": "east"})),
+        ("other", json!({})),
+    ] {
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    let cms: Api<ConfigMap> = Api::namespaced(root.clone(), "shop");
+    let svcs: Api<Service> = Api::namespaced(root.clone(), "shop");
     cms.create(
         &PostParams::default(),
         &serde_json::from_value(json!({
-            "metadata": {"name": "settings", "labels": placed},
+            "metadata": {"name": "settings", "labels": {"app": "web"}},
             "data": {"mode": "fast"},
         }))
         .unwrap(),
     )
     .await
     .unwrap();
-    cms.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "other"}, "data": {"a": "b"}}))
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    Api::<ConfigMap>::namespaced(root.clone(), "other")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "other"}, "data": {"a": "b"}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
     let up_svc = svcs
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({
-                "metadata": {"name": "web", "labels": placed},
+                "metadata": {"name": "web"},
                 "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]},
             }))
             .unwrap(),
@@ -77,7 +101,7 @@ async fn placed_objects_are_synced_kept_and_removed() {
         .await
         .unwrap();
 
-    let ns = downstream_namespace(&LogicalClusterPath::root(), "default");
+    let ns = downstream_namespace(&LogicalClusterPath::root(), "shop");
     let down_ns: Api<Namespace> = Api::all(downstream.clone());
     let down_cms: Api<ConfigMap> = Api::namespaced(downstream.clone(), &ns);
     let down_svcs: Api<Service> = Api::namespaced(downstream.clone(), &ns);
@@ -104,9 +128,24 @@ async fn placed_objects_are_synced_kept_and_removed() {
     let ip = svc.spec.unwrap().cluster_ip.unwrap();
     assert!(ip.starts_with("127.41."), "allocated downstream: {ip}");
     assert_ne!(Some(ip), up_svc.spec.unwrap().cluster_ip);
+    let other = downstream_namespace(&LogicalClusterPath::root(), "other");
     assert!(
-        down_cms.get_opt("other").await.unwrap().is_none(),
+        Api::<ConfigMap>::namespaced(downstream.clone(), &other)
+            .get_opt("other")
+            .await
+            .unwrap()
+            .is_none(),
         "not placed"
+    );
+    // Upstream, the objects carry their namespace's placement.
+    let up = cms.get("settings").await.unwrap();
+    assert_eq!(
+        up.metadata
+            .labels
+            .unwrap()
+            .get("state.sluice.dev/east")
+            .map(String::as_str),
+        Some("Sync")
     );
 
     // Drift downstream is reverted.
@@ -141,22 +180,30 @@ async fn placed_objects_are_synced_kept_and_removed() {
         .await
     );
 
-    // Unplaced: gone downstream. Deleted upstream: gone downstream.
-    cms.patch(
-        "settings",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"state.sluice.dev/east": null}}})),
-    )
-    .await
-    .unwrap();
+    // Deleted upstream: gone downstream.
     svcs.delete("web", &DeleteParams::default()).await.unwrap();
     assert!(
         eventually(WITHIN, || async {
-            matches!(down_cms.get_opt("settings").await, Ok(None))
-                && matches!(down_svcs.get_opt("web").await, Ok(None))
+            matches!(down_svcs.get_opt("web").await, Ok(None))
         })
         .await,
-        "unplaced and deleted objects removed downstream"
+        "deleted upstream, removed downstream"
+    );
+    // Unplaced: gone downstream.
+    namespaces
+        .patch(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"sluice.dev/cluster": null}}})),
+        )
+        .await
+        .unwrap();
+    assert!(
+        eventually(WITHIN, || async {
+            matches!(down_cms.get_opt("settings").await, Ok(None))
+        })
+        .await,
+        "unplaced objects removed downstream"
     );
     // Nothing is placed in the namespace any more: it goes too.
     assert!(

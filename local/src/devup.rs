@@ -51,6 +51,8 @@ pub struct DevUpConfig {
     pub clusters: Vec<String>,
     /// The `sluice` binary to run the parts with.
     pub sluice_bin: PathBuf,
+    /// Stream every part's log to the terminal instead of `<state>/logs/`.
+    pub verbose: bool,
 }
 
 /// The descriptor of one local cluster (`<state>/clusters/<name>.json`).
@@ -68,17 +70,55 @@ pub fn descriptor(name: &str, index: u8, api: &str, dns: &str, gateway: &str) ->
     })
 }
 
+/// Where the parts' own output goes: one file per part in `<state>/logs/`, or the
+/// terminal with `--verbose`.
+struct Logs {
+    dir: PathBuf,
+    verbose: bool,
+}
+
+impl Logs {
+    /// The log file of part `what` ("cluster east API server" → `east-api-server.log`).
+    fn file(&self, what: &str) -> PathBuf {
+        let slug: String = what
+            .trim_start_matches("cluster ")
+            .to_lowercase()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join("-");
+        self.dir.join(format!("{slug}.log"))
+    }
+
+    fn stderr(&self, what: &str) -> Result<Stdio, DevUpError> {
+        if self.verbose {
+            return Ok(Stdio::inherit());
+        }
+        let path = self.file(what);
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(path.display()))?;
+        Ok(Stdio::from(f))
+    }
+}
+
 /// Child processes, stopped in reverse order of start.
-struct Children(Vec<(String, Child)>);
+struct Children {
+    procs: Vec<(String, Child)>,
+    logs: Logs,
+}
 
 impl Children {
+    /// Start part `what`, its stderr to its log.
     fn spawn(&mut self, what: &str, cmd: &mut Command) -> Result<&mut Child, DevUpError> {
         let child = cmd
+            .stderr(self.logs.stderr(what)?)
             .spawn()
             .map_err(|e| DevUpError::Spawn(what.to_string(), e))?;
-        self.0.push((what.to_string(), child));
-        let last = self.0.len() - 1;
-        Ok(&mut self.0[last].1)
+        self.procs.push((what.to_string(), child));
+        let last = self.procs.len() - 1;
+        Ok(&mut self.procs[last].1)
     }
 
     /// Stop each child in turn, newest first (a node agent stops its Pods before its API
@@ -86,7 +126,7 @@ impl Children {
     fn stop(&mut self, grace: Duration) {
         use nix::sys::signal::{Signal, kill};
         use nix::unistd::Pid;
-        for (what, c) in self.0.iter_mut().rev() {
+        for (what, c) in self.procs.iter_mut().rev() {
             let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
             let deadline = Instant::now() + grace;
             loop {
@@ -102,7 +142,7 @@ impl Children {
                 }
             }
         }
-        self.0.clear();
+        self.procs.clear();
     }
 }
 
@@ -119,7 +159,7 @@ fn start_announcing(
     cmd: &mut Command,
     prefix: &str,
 ) -> Result<String, DevUpError> {
-    let child = children.spawn(what, cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()))?;
+    let child = children.spawn(what, cmd.stdout(Stdio::piped()))?;
     let mut line = String::new();
     if let Some(stdout) = child.stdout.take() {
         BufReader::new(stdout)
@@ -284,7 +324,15 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
     }
     let clusters_dir = cfg.state.join("clusters");
     std::fs::create_dir_all(&clusters_dir).map_err(io(clusters_dir.display()))?;
-    let mut children = Children(Vec::new());
+    let logs_dir = cfg.state.join("logs");
+    std::fs::create_dir_all(&logs_dir).map_err(io(logs_dir.display()))?;
+    let mut children = Children {
+        procs: Vec::new(),
+        logs: Logs {
+            dir: logs_dir.clone(),
+            verbose: cfg.verbose,
+        },
+    };
     let bin = &cfg.sluice_bin;
     let control_dir = cfg.state.join("control");
     let control_url = start_api(
@@ -303,7 +351,6 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
         cfg.state.join("control.kubeconfig"),
     )
     .map_err(io("copying the control plane's kubeconfig"))?;
-    eprintln!("dev up: control plane at {control_url}");
     // Tunnel certificates: a clusterset CA and one SPIFFE certificate per cluster.
     let certs = Command::new(bin)
         .args(["tunnel", "certs", "--clusterset", "sluice", "--clusters"])
@@ -318,6 +365,7 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
     }
     let mut apis = Vec::new();
     let mut admins = Vec::new();
+    let mut summary = Vec::new();
     for (i, name) in cfg.clusters.iter().enumerate() {
         let index = i as u8;
         let dir = clusters_dir.join(name);
@@ -357,8 +405,7 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
                 ])
                 .arg("--logs-dir")
                 .arg(&logs)
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit()),
+                .stdout(Stdio::null()),
         )?;
         let dns = start_dns(&mut children, bin, name, index, &kubeconfig)?;
         let (gateway, admin) =
@@ -369,9 +416,10 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
             serde_json::to_vec_pretty(&descriptor(name, index, &addr, &dns, &gateway))?,
         )
         .map_err(io(format!("writing cluster {name}'s descriptor")))?;
-        eprintln!(
-            "dev up: cluster {name} (index {index}) API at {api}, DNS at {dns}, gateway at {gateway}"
-        );
+        summary.push(format!(
+            "  {name:<8} API {api}  DNS {dns}  gateway {gateway}  kubeconfig {}",
+            kubeconfig.display()
+        ));
         admins.push((format!("cluster {name} dataplane"), admin));
         apis.push((name.clone(), index, api, kubeconfig, gateway));
     }
@@ -405,8 +453,25 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
             .args(["--admin", "127.0.0.1:0"]),
         "mcs: running admin ",
     )?;
-    eprintln!("dev up: MCS controller admin at {mcs}");
     admins.push(("MCS controller".into(), mcs));
+    // A syncer per cluster: what is placed on it, from the logical clusters.
+    for (name, index, _, kubeconfig, _) in &apis {
+        let what = format!("cluster {name} syncer");
+        let line = start_announcing(
+            &mut children,
+            &what,
+            Command::new(bin)
+                .arg("syncer")
+                .arg("--control")
+                .arg(cfg.state.join("control.kubeconfig"))
+                .args(["--cluster", name])
+                .arg("--downstream")
+                .arg(kubeconfig)
+                .args(["--admin", &format!("127.{}.0.1:0", 20 + index)]),
+            &format!("syncer: cluster {name} admin "),
+        )?;
+        admins.push((what, line));
+    }
     for (what, admin) in &admins {
         wait_ready(what, admin, Duration::from_secs(30)).await?;
     }
@@ -427,10 +492,16 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+    let control_kubeconfig = cfg.state.join("control.kubeconfig");
     eprintln!(
-        "dev up: {} cluster(s) up in {:.2} s",
+        "sluice dev up: {} cluster(s) up in {:.1} s\n  control  API {control_url}  kubeconfig {}\n{}\n  logs     {}/ (--verbose streams them here)\n\nTry:\n  export KUBECONFIG={}\n  kubectl create namespace shop && kubectl label namespace shop sluice.dev/cluster={}\n  kubectl -n shop create deployment web --image=sluice/echo --replicas=2\n  kubectl -n shop rollout status deployment web && kubectl -n shop get pods -o wide",
         apis.len(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        control_kubeconfig.display(),
+        summary.join("\n"),
+        logs_dir.display(),
+        control_kubeconfig.display(),
+        cfg.clusters[0],
     );
     println!("ready");
     Ok(DevUp { children })

@@ -12,11 +12,15 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::Value;
+use sluice_api::liveness::{
+    SYNCER_LEASE_NAMESPACE, SYNCER_LEASE_TTL, SYNCER_RENEW_EVERY, syncer_lease_name,
+};
 use sluice_api::sync::{
     ANNOTATION_UPSTREAM_GENERATION, FIELD_MANAGER, LABEL_SYNCED, StatusReport,
     downstream_namespace, state_label, status_annotation,
 };
 use sluice_api::{ClusterName, LogicalClusterPath};
+use sluice_kube::lease::{LeaseHolder, renew_forever};
 use sluice_kube::{Informer, Roots};
 use tokio::sync::{Notify, watch};
 
@@ -46,6 +50,15 @@ pub enum SyncError {
     Orphaned,
     #[error("the control plane's client: {0}")]
     Client(#[from] sluice_kube::ClientError),
+}
+
+/// A task that ends with its owner.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The control plane: every logical cluster through the wildcard, and each one to write to.
@@ -134,6 +147,24 @@ async fn run_loop(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), SyncError> {
     let upstream = Upstream::new(config.upstream.clone())?;
+    // The heartbeat by which the control plane knows this cluster is served.
+    let _heartbeat = {
+        let leases = Api::namespaced(
+            upstream.at(&LogicalClusterPath::root())?,
+            SYNCER_LEASE_NAMESPACE,
+        );
+        let holder = LeaseHolder {
+            name: syncer_lease_name(&config.cluster),
+            holder: format!("sluice-syncer-{}", config.cluster),
+            ttl: SYNCER_LEASE_TTL,
+            renew_every: SYNCER_RENEW_EVERY,
+        };
+        AbortOnDrop(tokio::spawn(renew_forever(
+            leases,
+            SYNCER_LEASE_NAMESPACE.to_string(),
+            holder,
+        )))
+    };
     let changed = Arc::new(Notify::new());
     let placed = state_label(&config.cluster);
     let synced = format!("{LABEL_SYNCED}=true");

@@ -226,6 +226,15 @@ impl DevUp {
         )
     }
 
+    /// kubectl against the control plane's root logical cluster.
+    pub fn kubectl_control(&self) -> Kubectl {
+        Kubectl::new(
+            &kubectls().remove(0),
+            &self.state.join("control.kubeconfig"),
+            &self.state.join("cache-control"),
+        )
+    }
+
     pub fn kubectl(&self, cluster: &str) -> Kubectl {
         Kubectl::new(
             &kubectls().remove(0),

@@ -4,6 +4,7 @@
 mod cluster_ip;
 mod crd;
 mod namespace;
+mod placement;
 mod pod;
 mod workspace;
 
@@ -13,7 +14,8 @@ use crate::pipeline::hooks::Hooks;
 use crate::single_cluster::IpAllocator;
 
 /// The built-in hooks; `ips` in single-cluster mode (Service ClusterIP allocation, and the
-/// namespaces kube-apiserver refuses to delete).
+/// namespaces kube-apiserver refuses to delete); in logical-cluster mode, the state labels
+/// of the kinds that travel.
 pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
     let mut hooks = Hooks::default();
     hooks.register(
@@ -28,9 +30,17 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
     );
     hooks.register("", "namespaces", Arc::new(namespace::NamespaceLifecycle));
     hooks.register("", "pods", Arc::new(pod::GracefulPods));
-    if let Some(ips) = ips {
-        hooks.register("", "services", Arc::new(cluster_ip::ClusterIpHook(ips)));
-        hooks.register("", "namespaces", Arc::new(namespace::ProtectedNamespaces));
+    match ips {
+        Some(ips) => {
+            hooks.register("", "services", Arc::new(cluster_ip::ClusterIpHook(ips)));
+            hooks.register("", "namespaces", Arc::new(namespace::ProtectedNamespaces));
+        }
+        None => {
+            let labels = Arc::new(placement::StateLabels);
+            for k in sluice_api::synced_kinds::BUILTIN {
+                hooks.register(k.group, k.plural, labels.clone());
+            }
+        }
     }
     hooks
 }

@@ -1,0 +1,210 @@
+#![allow(clippy::unwrap_used)]
+//! Placement end to end, with the real kubectl against the logical cluster only: a
+//! namespace placed on a cluster runs there and its rollout completes upstream; changing
+//! its cluster label moves it make-before-break (a watcher sampling both clusters never sees
+//! fewer available replicas than desired); a placement onto a cluster that does not exist
+//! is reported and moves nothing. The tests share the clusterset's fixed loopback ranges,
+//! so they run one at a time.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use support::{DevUp, Kubectl, eventually};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const WITHIN: Duration = Duration::from_secs(120);
+
+const APP: &str = r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels: {sluice.dev/cluster: east}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: echo
+        image: sluice/echo
+        ports: [{name: http, containerPort: 8080}]
+        readinessProbe: {httpGet: {port: http, path: /ready}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+"#;
+
+/// The downstream namespace of `shop` in the root logical cluster.
+fn downstream_ns() -> String {
+    sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), "shop")
+}
+
+/// Available replicas of `web` in a physical cluster (0 when it is not there).
+fn available(k: &Kubectl) -> i64 {
+    let out = k.run(&[
+        "-n",
+        &downstream_ns(),
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.status.availableReplicas}",
+        "--ignore-not-found",
+    ]);
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+fn deployment_exists(k: &Kubectl) -> bool {
+    let out = k.ok(&["-n", &downstream_ns(), "get", "deployments", "-o", "name"]);
+    out.contains("deployment.apps/web")
+}
+
+fn condition(control: &Kubectl, field: &str) -> String {
+    control.ok(&[
+        "get",
+        "namespace",
+        "shop",
+        "-o",
+        &format!("jsonpath={{.status.conditions[?(@.type==\"Placed\")].{field}}}"),
+    ])
+}
+
+#[test]
+fn apply_run_roll_out_and_move_without_losing_availability() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (_dev, _) = DevUp::start("east,west");
+    let dev = _dev;
+    let control = dev.kubectl_control();
+    let east = dev.kubectl("east");
+    let west = dev.kubectl("west");
+
+    control.apply_stdin(APP);
+    control.ok(&[
+        "-n",
+        "shop",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=180s",
+    ]);
+    assert_eq!(available(&east), 2, "running in east");
+    assert!(!deployment_exists(&west), "not in west");
+    assert!(
+        eventually(WITHIN, || condition(&control, "status") == "True"),
+        "placed: {}",
+        condition(&control, "message")
+    );
+    let status = control.ok(&[
+        "-n",
+        "shop",
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.status.availableReplicas}/{.status.observedGeneration}/{.metadata.generation}",
+    ]);
+    let parts: Vec<&str> = status.split('/').collect();
+    assert_eq!(parts[0], "2", "status summed back: {status}");
+    assert_eq!(parts[1], parts[2], "generation observed: {status}");
+
+    // A placement onto a cluster that does not exist: reported, nothing moves.
+    control.ok(&[
+        "label",
+        "namespace",
+        "shop",
+        "sluice.dev/cluster=north",
+        "--overwrite",
+    ]);
+    assert!(
+        eventually(WITHIN, || condition(&control, "reason")
+            == "ClusterNotFound"),
+        "reported: {}",
+        condition(&control, "reason")
+    );
+    let events = control.ok(&[
+        "-n",
+        "shop",
+        "get",
+        "events",
+        "-o",
+        "jsonpath={.items[*].reason}",
+    ]);
+    assert!(events.contains("ClusterNotFound"), "an Event: {events}");
+    assert_eq!(available(&east), 2, "still running in east");
+
+    // Move to west, sampling both clusters throughout.
+    let stop = Arc::new(AtomicBool::new(false));
+    let min_seen = Arc::new(AtomicI64::new(i64::MAX));
+    let samples = Arc::new(AtomicUsize::new(0));
+    let watcher = {
+        let (stop, min_seen, samples) = (stop.clone(), min_seen.clone(), samples.clone());
+        let (east, west) = (east.clone(), west.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                let total = available(&east) + available(&west);
+                min_seen.fetch_min(total, Ordering::AcqRel);
+                samples.fetch_add(1, Ordering::AcqRel);
+            }
+        })
+    };
+    control.ok(&[
+        "label",
+        "namespace",
+        "shop",
+        "sluice.dev/cluster=west",
+        "--overwrite",
+    ]);
+    let moved = eventually(WITHIN, || {
+        !deployment_exists(&east) && available(&west) == 2
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Release);
+    watcher.join().unwrap();
+    assert!(
+        moved,
+        "moved to west: east {} west {}",
+        available(&east),
+        available(&west)
+    );
+    assert!(samples.load(Ordering::Acquire) > 3, "the watcher sampled");
+    assert!(
+        min_seen.load(Ordering::Acquire) >= 2,
+        "available replicas in east ∪ west fell to {} during the move",
+        min_seen.load(Ordering::Acquire)
+    );
+    assert!(
+        eventually(WITHIN, || condition(&control, "reason") == "Placed"),
+        "placed on west: {}",
+        condition(&control, "message")
+    );
+    let labels = control.ok(&[
+        "-n",
+        "shop",
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.metadata.labels}",
+    ]);
+    assert!(
+        labels.contains("state.sluice.dev/west") && !labels.contains("state.sluice.dev/east"),
+        "{labels}"
+    );
+}

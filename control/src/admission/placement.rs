@@ -1,0 +1,74 @@
+//! Objects of a placed namespace carry its state labels (`state.sluice.dev/<cluster>`):
+//! the placement controller labels what exists when a namespace is placed or moved, and
+//! this hook labels what is created or replaced afterwards, so a syncer never sees an
+//! object of a placed namespace without its placement, nor one that claims a placement of
+//! its own.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use sluice_api::sync::{STATE_LABEL_PREFIX, STATE_SYNC, placed_clusters, state_label};
+
+use crate::errors::ApiResult;
+use crate::pipeline::hooks::{Hook, HookCx};
+use crate::resources::Subresource;
+use crate::storage::ResourcePrefix;
+
+pub struct StateLabels;
+
+impl StateLabels {
+    /// Make `obj`'s state labels those of its namespace.
+    fn follow_namespace(cx: &HookCx<'_>, obj: &mut Value) {
+        let Some(ns) = obj["metadata"]["namespace"].as_str() else {
+            return;
+        };
+        let key = ResourcePrefix::new("", "namespaces").key(cx.cluster, None, ns);
+        let ns_labels: BTreeMap<String, String> = cx
+            .state
+            .store
+            .get(&key)
+            .and_then(|e| serde_json::from_slice::<Value>(&e.value).ok())
+            .and_then(|v| serde_json::from_value(v["metadata"]["labels"].clone()).ok())
+            .unwrap_or_default();
+        let placed = placed_clusters(ns_labels.iter());
+        let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return;
+        };
+        let labels = meta
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if !labels.is_object() {
+            return;
+        }
+        let Some(labels) = labels.as_object_mut() else {
+            return;
+        };
+        labels.retain(|k, _| !k.starts_with(STATE_LABEL_PREFIX));
+        for c in placed {
+            labels.insert(state_label(&c), Value::from(STATE_SYNC));
+        }
+        if labels.is_empty() {
+            meta.remove("labels");
+        }
+    }
+}
+
+impl Hook for StateLabels {
+    fn admit_create(&self, cx: &HookCx<'_>, obj: &mut Value) -> ApiResult<()> {
+        Self::follow_namespace(cx, obj);
+        Ok(())
+    }
+
+    fn admit_update(
+        &self,
+        cx: &HookCx<'_>,
+        _old: &Value,
+        new: &mut Value,
+        sub: Option<Subresource>,
+    ) -> ApiResult<()> {
+        if sub.is_none() {
+            Self::follow_namespace(cx, new);
+        }
+        Ok(())
+    }
+}
