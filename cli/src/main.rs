@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+mod drain;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
@@ -268,6 +270,27 @@ enum Command {
         /// Where to serve /metrics and /readyz.
         #[arg(long, default_value = "127.0.0.1:0")]
         admin: SocketAddr,
+    },
+    /// Cordon a physical cluster and move every namespace off it (make-before-break, a
+    /// few at a time); `--wait` follows it until nothing runs there.
+    Drain {
+        /// The cluster's name in the control plane's registry.
+        name: String,
+        /// Follow the drain until the cluster is empty.
+        #[arg(long)]
+        wait: bool,
+        /// How long `--wait` waits, in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Kubeconfig of the control plane.
+        #[arg(long, default_value = ".sluice/dev/control.kubeconfig")]
+        kubeconfig: PathBuf,
+    },
+    /// Undo `sluice drain` (or a cordon): the cluster takes new placements again.
+    Uncordon {
+        name: String,
+        #[arg(long, default_value = ".sluice/dev/control.kubeconfig")]
+        kubeconfig: PathBuf,
     },
     /// Print a kubeconfig for a logical cluster of a control plane.
     Kubeconfig {
@@ -705,6 +728,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             shutdown_signal().await?;
             let _ = stop.send(true);
             run.await??;
+        }
+        Command::Drain {
+            name,
+            wait,
+            timeout,
+            kubeconfig,
+        } => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            drain::drain(
+                &kubeconfig,
+                &name,
+                wait,
+                std::time::Duration::from_secs(timeout),
+            )
+            .await?;
+        }
+        Command::Uncordon { name, kubeconfig } => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            drain::uncordon(&kubeconfig, &name).await?;
         }
         Command::Kubeconfig {
             data_dir,

@@ -208,3 +208,152 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
         "{labels}"
     );
 }
+
+fn app(ns: &str, cluster: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: {ns}
+  labels: {{sluice.dev/cluster: {cluster}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers:
+      - name: echo
+        image: sluice/echo
+        readinessProbe: {{httpGet: {{port: 8080, path: /ready}}, periodSeconds: 1}}
+"#
+    )
+}
+
+/// The downstream namespaces of the root logical cluster that hold a Deployment `web`.
+fn running(k: &Kubectl) -> Vec<String> {
+    let out = k.ok(&[
+        "get",
+        "deployments",
+        "-A",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {end}",
+    ]);
+    let mut v: Vec<String> = out
+        .split_whitespace()
+        .filter_map(|s| s.strip_suffix("/web"))
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+fn ds(ns: &str) -> String {
+    sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), ns)
+}
+
+#[test]
+fn drain_moves_everything_off_and_cordon_keeps_it_off_until_uncordon() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start("east,west");
+    let control = dev.kubectl_control();
+    let east = dev.kubectl("east");
+    let west = dev.kubectl("west");
+    for ns in ["a", "b", "c"] {
+        control.apply_stdin(&app(ns, "east"));
+    }
+    for ns in ["a", "b", "c"] {
+        control.ok(&[
+            "-n",
+            ns,
+            "rollout",
+            "status",
+            "deployment/web",
+            "--timeout=180s",
+        ]);
+    }
+    let mut all = vec![ds("a"), ds("b"), ds("c")];
+    all.sort();
+    assert_eq!(running(&east), all);
+
+    // An unknown cluster is a clear error.
+    let kubeconfig = dev.state.join("control.kubeconfig");
+    let out = std::process::Command::new(support::sluice_bin())
+        .args(["drain", "north", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cluster \"north\" does not exist"), "{err}");
+
+    let out = std::process::Command::new(support::sluice_bin())
+        .args([
+            "drain",
+            "east",
+            "--wait",
+            "--timeout",
+            "300",
+            "--kubeconfig",
+        ])
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "drain failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("cluster east drained: 3 namespace(s) moved"),
+        "{stdout}"
+    );
+    assert!(
+        eventually(WITHIN, || running(&east).is_empty()
+            && running(&west) == all),
+        "everything in west: east {:?} west {:?}",
+        running(&east),
+        running(&west)
+    );
+    let drained = control.ok(&[
+        "get",
+        "cluster",
+        "east",
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Drained\")].reason} {.status.placedNamespaces}",
+    ]);
+    assert!(
+        eventually(WITHIN, || control.ok(&[
+            "get",
+            "cluster",
+            "east",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Drained\")].reason}"
+        ]) == "Drained"),
+        "{drained}"
+    );
+
+    // Cordoned and drained: nothing new lands there; even a pinned namespace runs elsewhere.
+    control.apply_stdin(&app("d", "east"));
+    assert!(
+        eventually(WITHIN, || running(&west).contains(&ds("d"))),
+        "a namespace pinned to a draining cluster runs elsewhere"
+    );
+    assert!(!running(&east).contains(&ds("d")));
+
+    let out = std::process::Command::new(support::sluice_bin())
+        .args(["uncordon", "east", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        eventually(WITHIN, || running(&east).contains(&ds("d"))),
+        "placed once uncordoned"
+    );
+}

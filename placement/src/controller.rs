@@ -35,6 +35,8 @@ const RESYNC: Duration = Duration::from_secs(3);
 pub const CONDITION_PLACED: &str = "Placed";
 /// Namespaces that are never placed: each cluster has its own.
 const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
+/// Namespaces that move off draining clusters at once.
+const MAX_DRAIN_MOVES: usize = 2;
 /// The field manager of placement's writes.
 const MANAGER: &str = "sluice-placement";
 
@@ -47,7 +49,8 @@ pub enum PlacementError {
     Client(#[from] sluice_kube::ClientError),
 }
 
-fn dynamic(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+/// The `ApiResource` of a kind known by name.
+pub(crate) fn dynamic(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: group.into(),
         version: version.into(),
@@ -256,6 +259,22 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
         }
     }
 
+    // Draining clusters give up a bounded number of namespaces at a time.
+    let draining: BTreeSet<ClusterName> = clusters
+        .iter()
+        .filter(|c| c.draining)
+        .map(|c| c.name.clone())
+        .collect();
+    let moving_off = namespaces
+        .iter()
+        .filter(|ns| {
+            let on = placed_clusters(ns.metadata.labels.iter().flatten());
+            on.len() > 1 && on.iter().any(|c| draining.contains(c))
+        })
+        .count();
+    let mut drain_slots = MAX_DRAIN_MOVES.saturating_sub(moving_off);
+    let mut placed_on: BTreeMap<ClusterName, Vec<String>> = BTreeMap::new();
+
     for ns in &namespaces {
         let (Some(path), Some(name)) = (path_of(ns), ns.metadata.name.clone()) else {
             continue;
@@ -285,7 +304,22 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
                 mode: Mode::Single,
             }
         } else {
-            schedule::target(&labels, &current, &clusters, &policies)
+            match schedule::target(&labels, &current, &clusters, &policies) {
+                Target::On { clusters: to, .. }
+                    if current.len() == 1 && draining.contains(&current[0]) && to != current =>
+                {
+                    if drain_slots == 0 {
+                        Target::Pending(schedule::Pending::DrainQueued(current[0].clone()))
+                    } else {
+                        drain_slots -= 1;
+                        Target::On {
+                            clusters: to,
+                            mode: Mode::Single,
+                        }
+                    }
+                }
+                t => t,
+            }
         };
         let empty = Vec::new();
         let objs = objects.get(&(path.clone(), name.clone())).unwrap_or(&empty);
@@ -323,6 +357,12 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
                     continue;
                 }
             }
+        }
+        for c in &next {
+            placed_on
+                .entry(c.clone())
+                .or_default()
+                .push(format!("{path}/{name}"));
         }
         ok &= report_phase(&client, ns, &name, &phase).await;
 
@@ -363,7 +403,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
     }
 
     ok &= report_placements(roots, &placements, &clusters).await;
-    ok &= report_clusters(root, &cluster_objects, &clusters).await;
+    ok &= report_clusters(root, &cluster_objects, &clusters, &placed_on).await;
     ok
 }
 
@@ -637,11 +677,13 @@ async fn report_placements(
     ok
 }
 
-/// Each Cluster's readiness (its syncer's heartbeat) and how many namespaces it runs.
+/// Each Cluster's readiness (its syncer's heartbeat), how many namespaces it runs and,
+/// while it drains, which are left.
 async fn report_clusters(
     root: &kube::Client,
     objects: &[Arc<DynamicObject>],
     views: &[ClusterView],
+    placed_on: &BTreeMap<ClusterName, Vec<String>>,
 ) -> bool {
     let api: Api<DynamicObject> = Api::all_with(
         root.clone(),
@@ -662,19 +704,43 @@ async fn report_clusters(
                 "no current heartbeat from the cluster's syncer",
             )
         };
+        let left = placed_on.get(&v.name).map(Vec::as_slice).unwrap_or(&[]);
+        let mut want =
+            vec![json!({"type": "Ready", "status": status, "reason": reason, "message": message})];
+        if v.draining {
+            let (status, reason, message) = if left.is_empty() {
+                ("True", "Drained", "no namespace runs here".to_string())
+            } else {
+                (
+                    "False",
+                    "Draining",
+                    format!("{} namespace(s) left: {}", left.len(), left.join(", ")),
+                )
+            };
+            want.push(
+                json!({"type": "Drained", "status": status, "reason": reason, "message": message}),
+            );
+        }
         let have = &o.data["status"];
-        let ready = have["conditions"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"));
-        if have["placedNamespaces"].as_i64() == Some(v.load as i64)
-            && ready.is_some_and(|c| c["status"] == status && c["reason"] == reason)
-        {
+        let same = have["placedNamespaces"].as_i64() == Some(left.len() as i64)
+            && have["conditions"].as_array().is_some_and(|cs| {
+                cs.len() == want.len()
+                    && cs.iter().zip(&want).all(|(h, w)| {
+                        ["type", "status", "reason", "message"]
+                            .iter()
+                            .all(|f| h[f] == w[f])
+                    })
+            });
+        if same {
             continue;
         }
+        let now = sluice_kube::time::now_rfc3339();
+        for c in &mut want {
+            c["lastTransitionTime"] = json!(now);
+        }
         let patch = json!({"status": {
-            "placedNamespaces": v.load,
-            "conditions": [{"type": "Ready", "status": status, "reason": reason, "message": message,
-                "lastTransitionTime": sluice_kube::time::now_rfc3339()}],
+            "placedNamespaces": left.len(),
+            "conditions": want,
         }});
         if let Err(e) = api
             .patch_status(

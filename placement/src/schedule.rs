@@ -62,6 +62,8 @@ pub enum Pending {
     ClusterUnschedulable(String),
     NoClusterMatches(String),
     InvalidSelector(String, SelectorError),
+    /// It is to move off a draining cluster, which moves a bounded number at a time.
+    DrainQueued(ClusterName),
 }
 
 impl Pending {
@@ -73,6 +75,7 @@ impl Pending {
             Pending::ClusterUnschedulable(_) => "ClusterUnschedulable",
             Pending::NoClusterMatches(_) => "NoClusterMatches",
             Pending::InvalidSelector(..) => "InvalidSelector",
+            Pending::DrainQueued(_) => "DrainQueued",
         }
     }
 
@@ -89,6 +92,9 @@ impl Pending {
                 )
             }
             Pending::InvalidSelector(p, e) => format!("placement {p:?}: {e}"),
+            Pending::DrainQueued(c) => {
+                format!("queued to move off draining cluster {c}")
+            }
         }
     }
 }
