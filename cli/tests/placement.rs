@@ -123,6 +123,18 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
     let parts: Vec<&str> = status.split('/').collect();
     assert_eq!(parts[0], "2", "status summed back: {status}");
     assert_eq!(parts[1], parts[2], "generation observed: {status}");
+    // The pods, read-only mirrors, with the cluster they run on.
+    let wide = |control: &Kubectl| {
+        control.ok(&["-n", "shop", "get", "pods", "-o", "wide", "-l", "app=web"])
+    };
+    assert!(
+        eventually(WITHIN, || {
+            let out = wide(&control);
+            out.matches(".east").count() == 2 && out.matches("Running").count() == 2
+        }),
+        "pods shown upstream on east: {}",
+        wide(&control)
+    );
 
     // A placement onto a cluster that does not exist: reported, nothing moves.
     control.ok(&[

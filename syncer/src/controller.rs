@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::Value;
@@ -16,7 +16,7 @@ use sluice_api::liveness::{
     SYNCER_LEASE_NAMESPACE, SYNCER_LEASE_TTL, SYNCER_RENEW_EVERY, syncer_lease_name,
 };
 use sluice_api::sync::{
-    ANNOTATION_UPSTREAM_GENERATION, FIELD_MANAGER, LABEL_SYNCED, StatusReport,
+    ANNOTATION_UPSTREAM_GENERATION, FIELD_MANAGER, LABEL_CLUSTER, LABEL_SYNCED, StatusReport,
     downstream_namespace, state_label, status_annotation,
 };
 use sluice_api::{ClusterName, LogicalClusterPath};
@@ -202,6 +202,20 @@ async fn run_loop(
         changed.clone(),
         "namespaces",
     );
+    let mirrors = Mirrors {
+        down: Informer::start(
+            Api::all(config.downstream.clone()),
+            watcher::Config::default(),
+            changed.clone(),
+            "pods",
+        ),
+        up: Informer::start(
+            Api::all(upstream.wildcard.clone()),
+            watcher::Config::default().labels(&format!("{LABEL_CLUSTER}={}", config.cluster)),
+            changed.clone(),
+            "mirrored pods",
+        ),
+    };
     let mut retry = false;
     loop {
         let wait = if retry { RETRY } else { RESYNC };
@@ -221,6 +235,7 @@ async fn run_loop(
             continue;
         }
         retry = !pass(syncer, &config, &upstream, &kinds, &namespaces).await;
+        retry |= !mirror_pods(syncer, &config, &upstream, &namespaces, &mirrors).await;
         syncer.metrics.passes.inc();
         if !retry && kinds.iter().all(|k| k.up.is_ready() && k.down.is_ready()) {
             syncer.ready.store(true, Ordering::Release);
@@ -389,6 +404,149 @@ where
             false
         }
     }
+}
+
+/// The pods of the cluster and their mirrors in the logical clusters.
+struct Mirrors {
+    down: Informer<Pod>,
+    up: Informer<Pod>,
+}
+
+/// Mirror every pod of a synced namespace upstream, update mirrors whose pod changed and
+/// delete those whose pod is gone; false if a write failed.
+async fn mirror_pods(
+    syncer: &Syncer,
+    config: &Config,
+    upstream: &Upstream,
+    namespaces: &Informer<Namespace>,
+    mirrors: &Mirrors,
+) -> bool {
+    if !mirrors.down.is_ready() || !mirrors.up.is_ready() {
+        return true;
+    }
+    let mut ok = true;
+    // Downstream namespace → where it comes from.
+    let mut origins: BTreeMap<String, (LogicalClusterPath, String)> = BTreeMap::new();
+    for n in namespaces.state() {
+        let a = n.metadata.annotations.clone().unwrap_or_default();
+        if let (Some(name), Some(path), Some(ns)) = (
+            n.metadata.name.clone(),
+            a.get(sluice_api::sync::ANNOTATION_LOGICAL_CLUSTER)
+                .and_then(|p| p.parse::<LogicalClusterPath>().ok()),
+            a.get(sluice_api::sync::ANNOTATION_UPSTREAM_NAMESPACE),
+        ) {
+            origins.insert(name, (path, ns.clone()));
+        }
+    }
+    // The mirrors there are, by logical cluster, namespace and name.
+    let mirrored: BTreeMap<(String, String, String), Value> = mirrors
+        .up
+        .state()
+        .iter()
+        .filter_map(|m| {
+            let key = (
+                m.metadata
+                    .annotations
+                    .as_ref()?
+                    .get(sluice_api::LOGICAL_CLUSTER_ANNOTATION)?
+                    .clone(),
+                m.metadata.namespace.clone()?,
+                m.metadata.name.clone()?,
+            );
+            Some((key, serde_json::to_value(&**m).ok()?))
+        })
+        .collect();
+    let mut wanted: BTreeSet<(String, String, String)> = BTreeSet::new();
+    for p in mirrors.down.state() {
+        let (Some(ns), Some(name)) = (p.metadata.namespace.as_deref(), p.metadata.name.as_deref())
+        else {
+            continue;
+        };
+        let Some((path, up_ns)) = origins.get(ns) else {
+            continue;
+        };
+        let origin = Origin {
+            logical_cluster: path.clone(),
+            namespace: up_ns.clone(),
+            name: name.to_string(),
+        };
+        let Ok(down) = serde_json::to_value(&*p) else {
+            continue;
+        };
+        let Some(want) = crate::mirror::pod(&down, &origin, &config.cluster) else {
+            continue;
+        };
+        wanted.insert((path.to_string(), up_ns.clone(), name.to_string()));
+        let have = mirrored.get(&(path.to_string(), up_ns.clone(), name.to_string()));
+        let client = match upstream.at(path) {
+            Ok(c) => c,
+            Err(_) => {
+                ok = false;
+                continue;
+            }
+        };
+        let api: Api<Pod> = Api::namespaced(client, up_ns);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let mut meta_spec = want.clone();
+        if let Some(o) = meta_spec.as_object_mut() {
+            o.remove("status");
+        }
+        if have.is_none_or(|h| !in_place(&meta_spec, h)) {
+            let written = api.patch(name, &params, &Patch::Apply(&meta_spec)).await;
+            syncer.metrics.write("Pod", "mirror", written.is_ok());
+            if let Err(e) = written {
+                tracing::warn!(namespace = %up_ns, pod = name, error = %e, "mirroring the pod failed");
+                ok = false;
+                continue;
+            }
+        }
+        if have.is_none_or(|h| h["status"] != want["status"]) {
+            let patch = serde_json::json!({"status": want["status"]});
+            let written = api
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
+            syncer.metrics.write("Pod", "mirror", written.is_ok());
+            if let Err(e) = written {
+                tracing::warn!(namespace = %up_ns, pod = name, error = %e, "mirroring the pod's status failed");
+                ok = false;
+            }
+        }
+    }
+    for m in mirrors.up.state() {
+        let (Some(ns), Some(name), Some(path)) = (
+            m.metadata.namespace.clone(),
+            m.metadata.name.clone(),
+            m.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(sluice_api::LOGICAL_CLUSTER_ANNOTATION))
+                .and_then(|p| p.parse::<LogicalClusterPath>().ok()),
+        ) else {
+            continue;
+        };
+        if wanted.contains(&(path.to_string(), ns.clone(), name.clone())) {
+            continue;
+        }
+        let Ok(client) = upstream.at(&path) else {
+            ok = false;
+            continue;
+        };
+        let api: Api<Pod> = Api::namespaced(client, &ns);
+        let deleted = api
+            .delete(&name, &DeleteParams::default().grace_period(0))
+            .await;
+        let gone = matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 404);
+        syncer
+            .metrics
+            .write("Pod", "unmirror", deleted.is_ok() || gone);
+        if let Err(e) = deleted
+            && !gone
+        {
+            tracing::warn!(namespace = %ns, pod = %name, error = %e, "removing the pod's mirror failed");
+            ok = false;
+        }
+    }
+    ok
 }
 
 /// What the downstream object `have` tells upstream: its status, and the upstream

@@ -9,4 +9,5 @@
 pub mod controller;
 pub mod drift;
 pub mod metrics;
+pub mod mirror;
 pub mod transform;

@@ -1,0 +1,72 @@
+//! Pods travel the other way: each pod the cluster runs for a synced namespace is mirrored
+//! into its logical cluster, so `kubectl get pods -o wide` there shows it, with the cluster
+//! it runs on as its node (`<node>.<cluster>`) and the label `sluice.dev/cluster`. The
+//! mirror has no owner (its owner lives downstream, and the control plane's garbage
+//! collector would take an owner it cannot find for a deleted one).
+
+use serde_json::{Map, Value};
+use sluice_api::ClusterName;
+use sluice_api::sync::LABEL_CLUSTER;
+
+use crate::transform::Origin;
+
+/// The upstream mirror of downstream pod `pod`, whose namespace came from `origin`'s
+/// namespace, running on `cluster`.
+pub fn pod(pod: &Value, origin: &Origin, cluster: &ClusterName) -> Option<Value> {
+    let name = pod["metadata"]["name"].as_str()?;
+    let mut labels: Map<String, Value> = pod["metadata"]["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    labels.insert(LABEL_CLUSTER.into(), Value::from(cluster.as_str()));
+    let mut metadata = Map::new();
+    metadata.insert("name".into(), Value::from(name));
+    metadata.insert("namespace".into(), Value::from(origin.namespace.as_str()));
+    metadata.insert("labels".into(), Value::Object(labels));
+    if let Some(a) = pod["metadata"]["annotations"].as_object()
+        && !a.is_empty()
+    {
+        metadata.insert("annotations".into(), Value::Object(a.clone()));
+    }
+    let mut spec = pod["spec"].clone();
+    if let Some(node) = spec["nodeName"].as_str().filter(|n| !n.is_empty()) {
+        spec["nodeName"] = Value::from(format!("{node}.{cluster}"));
+    }
+    Some(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": spec,
+        "status": pod["status"].clone(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_mirror_names_its_cluster_and_has_no_owner() {
+        let down = json!({
+            "metadata": {"name": "web-1", "namespace": "shop-abc", "uid": "u",
+                "labels": {"app": "web"},
+                "ownerReferences": [{"kind": "ReplicaSet", "name": "web", "uid": "r"}]},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "echo"}]},
+            "status": {"phase": "Running", "podIP": "127.20.0.5"},
+        });
+        let origin = Origin {
+            logical_cluster: "root:shop".parse().unwrap(),
+            namespace: "shop".into(),
+            name: "web-1".into(),
+        };
+        let up = pod(&down, &origin, &ClusterName::new("east")).unwrap();
+        assert_eq!(up["metadata"]["namespace"], "shop");
+        assert_eq!(up["metadata"]["labels"]["sluice.dev/cluster"], "east");
+        assert_eq!(up["spec"]["nodeName"], "node-1.east");
+        assert!(up["metadata"].get("ownerReferences").is_none());
+        assert!(up["metadata"].get("uid").is_none());
+        assert_eq!(up["status"]["podIP"], "127.20.0.5");
+    }
+}
