@@ -29,3 +29,7 @@ pub const SYNCER_RENEW_EVERY: Duration = Duration::from_secs(2);
 pub fn syncer_lease_name(cluster: &crate::ClusterName) -> String {
     format!("sluice-syncer-{cluster}")
 }
+
+/// Annotation on a syncer's heartbeat Lease: the URL of its log endpoint, where the control
+/// plane forwards `kubectl logs` for pods that run on its cluster.
+pub const ANNOTATION_SYNCER_LOGS: &str = "sluice.dev/syncer-logs";

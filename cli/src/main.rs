@@ -270,6 +270,9 @@ enum Command {
         /// Where to serve /metrics and /readyz.
         #[arg(long, default_value = "127.0.0.1:0")]
         admin: SocketAddr,
+        /// Where to serve the log endpoint the control plane forwards `kubectl logs` to.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        logs: SocketAddr,
     },
     /// Cordon a physical cluster and move every namespace off it (make-before-break, a
     /// few at a time); `--wait` follows it until nothing runs there.
@@ -708,6 +711,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             cluster,
             downstream,
             admin,
+            logs,
         } => {
             init_tracing();
             let upstream = sluice_kube::client::config_from_kubeconfig(&control, None).await?;
@@ -716,12 +720,34 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let syncer = sluice_syncer::controller::Syncer::new();
             let (stop, stopped) = tokio::sync::watch::channel(false);
             let admin = sluice_observe::serve(admin, syncer.clone(), stopped.clone()).await?;
+            // The log endpoint answers the control plane, which presents the token the
+            // syncer itself holds for it.
+            use secrecy::ExposeSecret;
+            let logs_url = match upstream.auth_info.token.as_ref() {
+                Some(token) => {
+                    let bound = sluice_syncer::logs::serve(
+                        logs,
+                        downstream.clone(),
+                        token.expose_secret().to_string(),
+                        stopped.clone(),
+                    )
+                    .await?;
+                    Some(format!("http://{bound}"))
+                }
+                None => {
+                    tracing::warn!(
+                        "the control kubeconfig has no bearer token: kubectl logs upstream will not reach this cluster"
+                    );
+                    None
+                }
+            };
             println!("syncer: cluster {cluster} admin {admin}");
             let run = tokio::spawn(syncer.run(
                 sluice_syncer::controller::Config {
                     upstream,
                     downstream,
                     cluster: sluice_api::ClusterName::new(cluster),
+                    logs_url,
                 },
                 stopped,
             ));

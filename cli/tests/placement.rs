@@ -369,3 +369,108 @@ fn drain_moves_everything_off_and_cordon_keeps_it_off_until_uncordon() {
         "placed once uncordoned"
     );
 }
+
+const TALKER: &str = r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: talk
+  labels: {sluice.dev/cluster: west}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: talker, namespace: talk}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: talker}}
+  template:
+    metadata: {labels: {app: talker}}
+    spec:
+      containers:
+      - name: talk
+        image: busybox
+        command: ["sh", "-c", "echo started; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); echo line $i; sleep 0.2; done"]
+      - name: crash
+        image: busybox
+        command: ["sh", "-c", "echo attempt; sleep 1; exit 3"]
+"#;
+
+#[test]
+fn kubectl_logs_upstream_come_from_the_physical_cluster() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start("east,west");
+    let control = dev.kubectl_control();
+    control.apply_stdin(TALKER);
+    let pod = || {
+        control
+            .ok(&[
+                "-n",
+                "talk",
+                "get",
+                "pods",
+                "-l",
+                "app=talker",
+                "-o",
+                "name",
+            ])
+            .trim()
+            .to_string()
+    };
+    assert!(
+        eventually(WITHIN, || !pod().is_empty()),
+        "the pod is mirrored"
+    );
+    let pod = pod();
+    let logs = |args: &[&str]| {
+        let mut all = vec!["-n", "talk", "logs", pod.as_str()];
+        all.extend_from_slice(args);
+        control.run(&all)
+    };
+    assert!(
+        eventually(WITHIN, || {
+            let out = logs(&["-c", "talk"]);
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("line 3")
+        }),
+        "logs: {:?}",
+        logs(&["-c", "talk"])
+    );
+    let text = |o: std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    let first = text(logs(&["-c", "talk"]));
+    assert!(first.starts_with("started\n"), "{first}");
+    let tail = text(logs(&["-c", "talk", "--tail=1"]));
+    assert_eq!(tail.lines().count(), 1, "{tail}");
+    assert!(tail.starts_with("line "), "{tail}");
+    // Without -c, kubectl picks the first container.
+    assert!(text(logs(&[])).starts_with("started\n"));
+    // A previous instance: the crashing container has restarted.
+    assert!(
+        eventually(WITHIN, || {
+            let out = logs(&["-c", "crash", "--previous"]);
+            out.status.success() && text(out).contains("attempt")
+        }),
+        "previous: {:?}",
+        logs(&["-c", "crash", "--previous"])
+    );
+    // -f streams: more lines arrive while it runs.
+    let mut follow = control
+        .command(&["-n", "talk", "logs", "-f", &pod, "-c", "talk", "--tail=1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = follow.kill();
+    let out = follow.wait_with_output().unwrap();
+    let streamed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        streamed.lines().count() >= 3,
+        "followed lines arrive: {streamed:?}"
+    );
+    // A mirror is not a pod of this logical cluster: asking for an unknown container
+    // reaches the cluster, which says so.
+    let out = logs(&["-c", "nope"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nope"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -170,6 +170,7 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         ready: AtomicBool::new(false),
         gc: gc_tx.clone(),
         pod_logs_dir: config.pod_logs_dir.clone(),
+        syncer_token: pki.admin_token.clone(),
         hooks: admission::builtin(ips.clone()),
         ips,
     });

@@ -42,6 +42,7 @@ async fn placed_objects_are_synced_kept_and_removed() {
             upstream,
             downstream: downstream.clone(),
             cluster: ClusterName::new("east"),
+            logs_url: None,
         },
         stopped,
     ));

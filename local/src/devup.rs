@@ -467,7 +467,8 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
                 .args(["--cluster", name])
                 .arg("--downstream")
                 .arg(kubeconfig)
-                .args(["--admin", &format!("127.{}.0.1:0", 20 + index)]),
+                .args(["--admin", &format!("127.{}.0.1:0", 20 + index)])
+                .args(["--logs", &format!("127.{}.0.1:0", 20 + index)]),
             &format!("syncer: cluster {name} admin "),
         )?;
         admins.push((what, line));

@@ -41,6 +41,9 @@ pub struct Config {
     pub upstream: kube::Config,
     pub downstream: kube::Client,
     pub cluster: ClusterName,
+    /// The URL of this syncer's log endpoint ([`crate::logs`]), published on its heartbeat
+    /// Lease; `None`: `kubectl logs` upstream cannot reach this cluster's pods.
+    pub logs_url: Option<String>,
 }
 
 /// Why the syncer stopped before it was told to.
@@ -50,6 +53,29 @@ pub enum SyncError {
     Orphaned,
     #[error("the control plane's client: {0}")]
     Client(#[from] sluice_kube::ClientError),
+}
+
+/// Put the log endpoint's URL on the heartbeat Lease (retrying until it is there).
+async fn publish_logs_url(
+    leases: Api<k8s_openapi::api::coordination::v1::Lease>,
+    name: String,
+    url: String,
+) {
+    let body = serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "annotations": {crate::logs::ANNOTATION_LOGS_URL: url}},
+    });
+    loop {
+        match leases
+            .patch(&name, &apply_params(), &Patch::Apply(&body))
+            .await
+        {
+            Ok(_) => return,
+            Err(e) => tracing::warn!(error = %e, "publishing the log endpoint failed; retrying"),
+        }
+        tokio::time::sleep(RETRY).await;
+    }
 }
 
 /// A task that ends with its owner.
@@ -165,6 +191,20 @@ async fn run_loop(
             holder,
         )))
     };
+    let _published = config
+        .logs_url
+        .clone()
+        .map(|url| {
+            let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(
+                upstream.at(&LogicalClusterPath::root())?,
+                SYNCER_LEASE_NAMESPACE,
+            );
+            let name = syncer_lease_name(&config.cluster);
+            Ok::<_, SyncError>(AbortOnDrop(tokio::spawn(publish_logs_url(
+                leases, name, url,
+            ))))
+        })
+        .transpose()?;
     let changed = Arc::new(Notify::new());
     let placed = state_label(&config.cluster);
     let synced = format!("{LABEL_SYNCED}=true");

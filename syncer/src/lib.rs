@@ -8,6 +8,7 @@
 
 pub mod controller;
 pub mod drift;
+pub mod logs;
 pub mod metrics;
 pub mod mirror;
 pub mod transform;

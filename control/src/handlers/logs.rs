@@ -64,6 +64,21 @@ pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -
         .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
     let pod: Value =
         serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+    // A mirror of a pod that runs on a physical cluster: its logs are there.
+    if state.pod_logs_dir.is_none()
+        && let Some(cluster) = pod["metadata"]["labels"][sluice_api::sync::LABEL_CLUSTER].as_str()
+        && let Some(logical) = scope.cluster.as_ref()
+    {
+        return super::remote_logs::serve(
+            state,
+            ctx,
+            logical,
+            scope.namespace.as_deref().unwrap_or("default"),
+            name,
+            &sluice_api::ClusterName::new(cluster),
+        )
+        .await;
+    }
     let Some(root) = &state.pod_logs_dir else {
         return Err(ApiError::BadRequest(format!(
             "pod {name:?} has no logs here: logs are served by the API server of the physical cluster the pod runs on"

@@ -5,6 +5,7 @@ pub mod discovery;
 pub mod logs;
 pub mod objects;
 pub mod openapi;
+pub mod remote_logs;
 pub mod system;
 pub mod watch;
 

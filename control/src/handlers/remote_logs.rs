@@ -1,0 +1,125 @@
+//! `kubectl logs` for a pod mirrored from a physical cluster (label `sluice.dev/cluster`):
+//! forwarded to the log endpoint of that cluster's syncer, whose URL its heartbeat Lease
+//! carries, with the query kubectl sent (`container`, `follow`, `previous`, `tailLines`,
+//! ...), and streamed back as the cluster sends it.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::{BodyExt, Empty, StreamBody};
+use hyper::body::Frame;
+use serde_json::Value;
+use sluice_api::liveness::{ANNOTATION_SYNCER_LOGS, SYNCER_LEASE_NAMESPACE, syncer_lease_name};
+use sluice_api::sync::downstream_namespace;
+use sluice_api::{ClusterName, LogicalClusterPath};
+use tokio_stream::StreamExt;
+
+use super::{Ctx, Resp};
+use crate::errors::{ApiError, ApiResult};
+use crate::state::ApiState;
+use crate::storage::ResourcePrefix;
+
+/// The query parameters of `pods/log` that travel.
+const LOG_PARAMETERS: [&str; 8] = [
+    "container",
+    "follow",
+    "previous",
+    "tailLines",
+    "limitBytes",
+    "sinceSeconds",
+    "sinceTime",
+    "timestamps",
+];
+
+/// The log endpoint of `cluster`'s syncer.
+fn endpoint(state: &ApiState, cluster: &ClusterName) -> ApiResult<String> {
+    let key = ResourcePrefix::new("coordination.k8s.io", "leases").key(
+        &LogicalClusterPath::root(),
+        Some(SYNCER_LEASE_NAMESPACE),
+        &syncer_lease_name(cluster),
+    );
+    let lease: Value = state
+        .store
+        .get(&key)
+        .and_then(|e| serde_json::from_slice(&e.value).ok())
+        .unwrap_or(Value::Null);
+    lease["metadata"]["annotations"][ANNOTATION_SYNCER_LOGS]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "the logs of pods on cluster {cluster} are not reachable: its syncer has not published a log endpoint"
+            ))
+        })
+}
+
+pub async fn serve(
+    state: &ApiState,
+    ctx: &Ctx,
+    logical_cluster: &LogicalClusterPath,
+    namespace: &str,
+    pod: &str,
+    cluster: &ClusterName,
+) -> ApiResult<Resp> {
+    let base = endpoint(state, cluster)?;
+    let query = {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        for p in LOG_PARAMETERS {
+            if let Some(v) = ctx.query.get(p) {
+                q.append_pair(p, v);
+            }
+        }
+        q.finish()
+    };
+    let url = format!(
+        "{base}/logs/{}/{pod}?{query}",
+        downstream_namespace(logical_cluster, namespace),
+    );
+    let request = http::Request::get(&url)
+        .header(
+            header::AUTHORIZATION,
+            format!("Bearer {}", state.syncer_token),
+        )
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| ApiError::Internal(format!("forwarding to {url}: {e}")))?;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<Bytes>>();
+    let unreachable = |e: &dyn std::fmt::Display| {
+        ApiError::BadRequest(format!("cluster {cluster}'s syncer did not answer: {e}"))
+    };
+    let resp = client.request(request).await.map_err(|e| unreachable(&e))?;
+    let status = resp.status();
+    if !status.is_success() {
+        // The cluster's own error (a Status), told as such.
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| unreachable(&e))?
+            .to_bytes();
+        let message = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|s| s["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| String::from_utf8_lossy(&body).trim().to_string());
+        return Err(ApiError::BadRequest(format!(
+            "cluster {cluster}: {message}"
+        )));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let mut body = resp.into_body();
+    tokio::spawn(async move {
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(data) = frame.into_data()
+                && tx.send(data).await.is_err()
+            {
+                return;
+            }
+        }
+    });
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
+        .map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
+    let mut r = Response::new(StreamBody::new(stream).boxed());
+    *r.status_mut() = StatusCode::OK;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    Ok(r)
+}
