@@ -474,3 +474,177 @@ fn kubectl_logs_upstream_come_from_the_physical_cluster() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+const POLICIES: &str = r#"apiVersion: sluice.dev/v1alpha1
+kind: Placement
+metadata: {name: spread}
+spec:
+  namespaceSelector: {matchLabels: {team: spread}}
+  locationSelector: {matchLabels: {sluice.dev/local: "true"}}
+  mode: Spread
+---
+apiVersion: sluice.dev/v1alpha1
+kind: Placement
+metadata: {name: nowhere}
+spec:
+  namespaceSelector: {matchLabels: {team: lost}}
+  locationSelector: {matchLabels: {region: mars}}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: Placement
+metadata: {name: broken}
+spec:
+  namespaceSelector: {matchLabels: {team: broken}}
+  locationSelector:
+    matchExpressions: [{key: region, operator: Equals, values: [eu]}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: wide, labels: {team: spread}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: lost, labels: {team: lost}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: odd, labels: {team: broken}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: wide}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: echo
+        image: sluice/echo
+        readinessProbe: {httpGet: {port: 8080, path: /ready}, periodSeconds: 1}
+"#;
+
+#[test]
+fn placements_spread_replicas_and_report_what_they_cannot_place() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start("east,west");
+    let control = dev.kubectl_control();
+    let (east, west) = (dev.kubectl("east"), dev.kubectl("west"));
+    control.apply_stdin(POLICIES);
+    control.ok(&[
+        "-n",
+        "wide",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=180s",
+    ]);
+    let replicas = |k: &Kubectl| {
+        let out = k.run(&[
+            "-n",
+            &ds("wide"),
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}",
+            "--ignore-not-found",
+        ]);
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<i64>()
+            .unwrap_or(0)
+    };
+    assert_eq!((replicas(&east), replicas(&west)), (2, 1), "split 2 + 1");
+    let up = control.ok(&[
+        "-n",
+        "wide",
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.spec.replicas} {.status.availableReplicas} {.status.replicas}",
+    ]);
+    assert_eq!(up, "3 3 3", "spec untouched upstream, status summed");
+    // Scaling upstream re-splits.
+    control.ok(&["-n", "wide", "scale", "deployment/web", "--replicas=4"]);
+    assert!(
+        eventually(WITHIN, || (replicas(&east), replicas(&west)) == (2, 2)),
+        "re-split: {} + {}",
+        replicas(&east),
+        replicas(&west)
+    );
+    control.ok(&[
+        "-n",
+        "wide",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=180s",
+    ]);
+
+    let placement = |name: &str| {
+        control.ok(&[
+            "get",
+            "placement",
+            name,
+            "-o",
+            "jsonpath={.status.conditions[0].reason}|{.status.conditions[0].message}|{.status.selectedClusters}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || placement("spread").starts_with("Ready|")),
+        "{}",
+        placement("spread")
+    );
+    assert!(placement("spread").contains("east") && placement("spread").contains("west"));
+    assert!(
+        eventually(WITHIN, || placement("nowhere")
+            .starts_with("NoClusterMatches|")),
+        "{}",
+        placement("nowhere")
+    );
+    assert!(
+        eventually(WITHIN, || placement("broken")
+            .starts_with("InvalidSelector|")),
+        "{}",
+        placement("broken")
+    );
+    assert!(
+        placement("broken").contains("Equals"),
+        "{}",
+        placement("broken")
+    );
+    let placed = |ns: &str| {
+        control.ok(&[
+            "get",
+            "namespace",
+            ns,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Placed\")].reason}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || placed("lost") == "NoClusterMatches"),
+        "{}",
+        placed("lost")
+    );
+    assert!(
+        eventually(WITHIN, || placed("odd") == "InvalidSelector"),
+        "{}",
+        placed("odd")
+    );
+    let events = control.ok(&[
+        "-n",
+        "lost",
+        "get",
+        "events",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(
+        events.contains("nowhere"),
+        "an Event names the placement: {events}"
+    );
+}
