@@ -648,3 +648,150 @@ fn placements_spread_replicas_and_report_what_they_cannot_place() {
         "an Event names the placement: {events}"
     );
 }
+
+/// The syncer of `cluster` in `dev`'s clusterset: its pid.
+fn syncer_pid(dev: &DevUp, cluster: &str) -> Option<u32> {
+    let state = dev.state.display().to_string();
+    support::processes_with_pid(&format!("--cluster {cluster} --downstream"))
+        .into_iter()
+        .find(|(_, cmd)| cmd.contains(" syncer ") && cmd.contains(&state))
+        .map(|(pid, _)| pid)
+}
+
+fn kill9(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status();
+}
+
+/// A syncer for `cluster` started by the test, as dev up starts one; killed on drop.
+struct Syncer(std::process::Child);
+
+impl Syncer {
+    fn start(dev: &DevUp, cluster: &str, index: u8) -> Self {
+        let ip = format!("127.{}.0.1:0", 20 + index);
+        let child = std::process::Command::new(support::sluice_bin())
+            .arg("syncer")
+            .arg("--control")
+            .arg(dev.state.join("control.kubeconfig"))
+            .args(["--cluster", cluster])
+            .arg("--downstream")
+            .arg(
+                dev.state
+                    .join("clusters")
+                    .join(format!("{cluster}.kubeconfig")),
+            )
+            .args(["--admin", &ip, "--logs", &ip])
+            .env("SLUICE_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Self(child)
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_move_survives_a_killed_syncer_and_a_silent_cluster_loses_its_workloads() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start("east,west");
+    let control = dev.kubectl_control();
+    let (east, west) = (dev.kubectl("east"), dev.kubectl("west"));
+    control.apply_stdin(APP);
+    control.ok(&[
+        "-n",
+        "shop",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=180s",
+    ]);
+
+    // West's syncer dies (SIGKILL) as the move to west starts: the move waits, east keeps
+    // serving, and once a syncer runs again the move completes, once.
+    kill9(syncer_pid(&dev, "west").expect("west's syncer"));
+    control.ok(&[
+        "label",
+        "namespace",
+        "shop",
+        "sluice.dev/cluster=west",
+        "--overwrite",
+    ]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        available(&east),
+        2,
+        "east keeps running while west cannot take over"
+    );
+    let _west_syncer = Syncer::start(&dev, "west", 1);
+    assert!(
+        eventually(WITHIN, || !deployment_exists(&east)
+            && available(&west) == 2),
+        "the move completed: east {} west {}",
+        available(&east),
+        available(&west)
+    );
+    assert_eq!(running(&west), vec![ds("shop")], "one copy in west");
+
+    // East's syncer stops: east becomes NotReady and what a Placement put there moves.
+    control.apply_stdin(
+        r#"apiVersion: sluice.dev/v1alpha1
+kind: Placement
+metadata: {name: anywhere}
+spec:
+  namespaceSelector: {matchLabels: {team: any}}
+  locationSelector: {matchLabels: {sluice.dev/local: "true"}}
+"#,
+    );
+    control.apply_stdin(&app("roam", "x").replace("sluice.dev/cluster: x", "team: any"));
+    control.ok(&[
+        "-n",
+        "roam",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=180s",
+    ]);
+    assert_eq!(running(&east), vec![ds("roam")], "the least loaded cluster");
+    kill9(syncer_pid(&dev, "east").expect("east's syncer"));
+    let ready = || {
+        control.ok(&[
+            "get",
+            "cluster",
+            "east",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || ready() == "SyncerHeartbeatMissing"),
+        "east NotReady: {}",
+        ready()
+    );
+    assert!(
+        eventually(WITHIN, || running(&west).contains(&ds("roam"))),
+        "roam moved to west"
+    );
+    control.ok(&[
+        "-n",
+        "roam",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=180s",
+    ]);
+    // When east's syncer returns, it removes what no longer belongs there.
+    let _east_syncer = Syncer::start(&dev, "east", 0);
+    assert!(
+        eventually(WITHIN, || running(&east).is_empty()),
+        "leftovers removed: {:?}",
+        running(&east)
+    );
+    assert!(eventually(WITHIN, || ready() == "SyncerHeartbeat"));
+}

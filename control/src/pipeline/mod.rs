@@ -359,6 +359,33 @@ pub enum Change<'a> {
     },
 }
 
+/// The resourceVersion a write asks to update (a precondition: a conflict if the object
+/// moved on), as kube-apiserver reads it: the one a replacement or applied configuration
+/// carries, or the one a patch sets. A patch that does not mention it is applied to
+/// whatever is current, retried when a concurrent write wins.
+fn requested_version(change: &Change<'_>, old: &Value, new: &Value) -> Option<String> {
+    let rv = |v: &Value| {
+        v["metadata"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string)
+    };
+    match change {
+        Change::Replace { new, .. } => rv(new),
+        Change::Apply { applied, .. } => rv(applied),
+        Change::Patch { pt, body, .. } => {
+            let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            let mentioned = match pt {
+                PatchType::Json => body.as_array().is_some_and(|ops| {
+                    ops.iter()
+                        .any(|op| op["path"] == "/metadata/resourceVersion")
+                }),
+                _ => body["metadata"].get("resourceVersion").is_some(),
+            };
+            (mentioned || rv(new) != rv(old)).then(|| rv(new)).flatten()
+        }
+    }
+}
+
 pub fn apply_patch(
     state: &ApiState,
     t: &ResourceType,
@@ -435,9 +462,7 @@ pub async fn modify(
                 (merged, None)
             }
         };
-        let pinned = new["metadata"]["resourceVersion"]
-            .as_str()
-            .map(str::to_string);
+        let pinned = requested_version(&change, &old, &new);
         if let Some(rv) = &pinned
             && *rv != entry.revision.to_string()
         {
@@ -866,4 +891,56 @@ pub async fn delete(
         }
     }
     Err(ApiError::conflict(&t.gr, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_a_version_the_request_names_is_a_precondition() {
+        let old = json!({"metadata": {"name": "a", "resourceVersion": "5"}});
+        let new = old.clone();
+        let merge = |body: &'static [u8]| Change::Patch {
+            pt: PatchType::Merge,
+            body,
+            sub: None,
+        };
+        // A patch that does not mention it: applied to whatever is current.
+        assert_eq!(
+            requested_version(&merge(br#"{"metadata":{"labels":{"x":"y"}}}"#), &old, &new),
+            None
+        );
+        assert_eq!(
+            requested_version(
+                &merge(br#"{"metadata":{"resourceVersion":"5"}}"#),
+                &old,
+                &new
+            ),
+            Some("5".into())
+        );
+        let json_patch = Change::Patch {
+            pt: PatchType::Json,
+            body: br#"[{"op":"replace","path":"/metadata/resourceVersion","value":"4"}]"#,
+            sub: None,
+        };
+        let moved = json!({"metadata": {"name": "a", "resourceVersion": "4"}});
+        assert_eq!(
+            requested_version(&json_patch, &old, &moved),
+            Some("4".into())
+        );
+        let replace = Change::Replace {
+            new: json!({"metadata": {"resourceVersion": "3"}}),
+            sub: None,
+        };
+        assert_eq!(requested_version(&replace, &old, &new), Some("3".into()));
+        let apply = Change::Apply {
+            applied: json!({"metadata": {"name": "a"}}),
+            manager: "m".into(),
+            force: false,
+        };
+        assert_eq!(requested_version(&apply, &old, &new), None);
+    }
 }
