@@ -3,6 +3,7 @@
 //! Only the spec/status payloads are typed here; object metadata is the usual
 //! `ObjectMeta`. The API server uses these for OpenAPI schemas and validation.
 
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, ObjectMeta, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -78,9 +79,10 @@ pub struct ClusterSpec {
     /// MCS cluster id (`cluster.clusterset.k8s.io`); defaults to the object name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_id: Option<String>,
-    /// How many namespaces may be placed here; unset means unbounded.
+    /// What may be placed here, counted against the requests of the placed workloads;
+    /// unset (or an unset field) means unbounded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<i64>,
+    pub capacity: Option<ClusterCapacity>,
     /// East-west gateway addresses (`host:port`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gateways: Vec<String>,
@@ -98,6 +100,20 @@ pub struct ClusterSpec {
     /// for any other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub import_vips: Option<ImportVips>,
+}
+
+/// Bounds on what is placed on a cluster: pods, and the CPU and memory their containers
+/// request.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.sluice.v1alpha1.ClusterCapacity")]
+pub struct ClusterCapacity {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Quantity>,
 }
 
 /// How a member cluster gets the VIP of a ClusterSetIP ServiceImport.
@@ -124,6 +140,9 @@ pub struct ClusterStatus {
     /// Namespaces currently placed on the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placed_namespaces: Option<i64>,
+    /// What the placed workloads request (pods, cpu, memory), against `spec.capacity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocated: Option<ClusterCapacity>,
 }
 
 /// Where the namespaces of a logical cluster run.

@@ -88,6 +88,10 @@ pub struct StatusReport {
     /// yet caught up with the generation last applied.
     #[serde(default)]
     pub observed_generation: i64,
+    /// The replicas the cluster was asked to run (its share when split): a report is
+    /// current only while this is what the cluster is to run now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
     #[serde(default)]
     pub status: serde_json::Value,
 }

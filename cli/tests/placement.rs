@@ -557,16 +557,22 @@ fn placements_spread_replicas_and_report_what_they_cannot_place() {
             .unwrap_or(0)
     };
     assert_eq!((replicas(&east), replicas(&west)), (2, 1), "split 2 + 1");
-    let up = control.ok(&[
-        "-n",
-        "wide",
-        "get",
-        "deployment",
-        "web",
-        "-o",
-        "jsonpath={.spec.replicas} {.status.availableReplicas} {.status.replicas}",
-    ]);
-    assert_eq!(up, "3 3 3", "spec untouched upstream, status summed");
+    let up = || {
+        control.ok(&[
+            "-n",
+            "wide",
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas} {.status.availableReplicas} {.status.replicas}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || up() == "3 3 3"),
+        "spec untouched upstream, status summed: {}",
+        up()
+    );
     // Scaling upstream re-splits.
     control.ok(&["-n", "wide", "scale", "deployment/web", "--replicas=4"]);
     assert!(
@@ -794,4 +800,173 @@ spec:
         running(&east)
     );
     assert!(eventually(WITHIN, || ready() == "SyncerHeartbeat"));
+}
+
+fn capped(ns: &str, replicas: u32) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}, labels: {{team: cap}}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers:
+      - name: echo
+        image: sluice/echo
+        resources: {{requests: {{cpu: 100m, memory: 16Mi}}}}
+        readinessProbe: {{httpGet: {{port: 8080, path: /ready}}, periodSeconds: 1}}
+"#
+    )
+}
+
+#[test]
+fn capacity_decides_where_namespaces_go_and_growth_spills_over() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start("east,west");
+    let control = dev.kubectl_control();
+    let (east, west) = (dev.kubectl("east"), dev.kubectl("west"));
+    control.ok(&[
+        "patch",
+        "cluster",
+        "east",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"capacity":{"pods":3}}}"#,
+    ]);
+    control.ok(&[
+        "patch",
+        "cluster",
+        "west",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"capacity":{"pods":5,"cpu":"2"}}}"#,
+    ]);
+    control.apply_stdin(
+        r#"apiVersion: sluice.dev/v1alpha1
+kind: Placement
+metadata: {name: by-capacity}
+spec:
+  namespaceSelector: {matchLabels: {team: cap}}
+  locationSelector: {matchLabels: {sluice.dev/local: "true"}}
+"#,
+    );
+    let replicas_in = |k: &Kubectl, ns: &str| {
+        let out = k.run(&[
+            "-n",
+            &ds(ns),
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}",
+            "--ignore-not-found",
+        ]);
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<i64>()
+            .unwrap_or(0)
+    };
+    control.apply_stdin(&capped("small", 2));
+    control.ok(&[
+        "-n",
+        "small",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=180s",
+    ]);
+    assert_eq!(
+        running(&east),
+        vec![ds("small")],
+        "small fits the least loaded: east"
+    );
+    // 4 pods do not fit beside small's 2 on east (3): west.
+    control.apply_stdin(&capped("big", 4));
+    control.ok(&[
+        "-n",
+        "big",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=180s",
+    ]);
+    assert_eq!(replicas_in(&west, "big"), 4);
+    assert_eq!(replicas_in(&east, "big"), 0);
+    let allocated = || {
+        control.ok(&[
+            "get",
+            "cluster",
+            "west",
+            "-o",
+            "jsonpath={.status.allocated.pods} {.status.allocated.cpu}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || allocated() == "4 400m"),
+        "allocated: {}",
+        allocated()
+    );
+    // 20 fit nowhere: Pending, saying why.
+    control.apply_stdin(&capped("huge", 20));
+    let reason = |ns: &str| {
+        control.ok(&[
+            "get",
+            "namespace",
+            ns,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Placed\")].reason}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || reason("huge") == "InsufficientCapacity"),
+        "{}",
+        reason("huge")
+    );
+    // (Its namespace was placed while still empty; what was copied down meanwhile goes.)
+    assert!(
+        eventually(WITHIN, || !running(&east).contains(&ds("huge"))
+            && !running(&west).contains(&ds("huge"))),
+        "nothing of it runs"
+    );
+    // small grows past east's capacity: east keeps what fits, the excess spills to west.
+    control.ok(&["-n", "small", "scale", "deployment/web", "--replicas=4"]);
+    assert!(
+        eventually(WITHIN, || replicas_in(&east, "small") == 3
+            && replicas_in(&west, "small") == 1),
+        "spilled: east {} west {}",
+        replicas_in(&east, "small"),
+        replicas_in(&west, "small")
+    );
+    control.ok(&[
+        "-n",
+        "small",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=180s",
+    ]);
+    let up = || {
+        control.ok(&[
+            "-n",
+            "small",
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.status.availableReplicas}",
+        ])
+    };
+    // (east may run a 4th pod for a moment: its syncer sees the scale before its share.)
+    assert!(
+        eventually(WITHIN, || up() == "4"),
+        "status sums both clusters: {}",
+        up()
+    );
 }

@@ -9,6 +9,7 @@
 //!   Service an EndpointSlice belongs to).
 //! - [`lease`]: renewing and reading `coordination.k8s.io` Leases (liveness).
 //! - [`roots`]: clients for several path prefixes of one server (its logical clusters).
+//! - [`resources`]: quantities, and what pods request against what a node or cluster has.
 //! - [`selector`]: `metav1.LabelSelector` matching, validated.
 //! - [`meta`] and [`time`]: reading labels and annotations; RFC 3339 timestamps as
 //!   Kubernetes writes them.
@@ -22,6 +23,7 @@ pub mod index;
 pub mod informer;
 pub mod lease;
 pub mod meta;
+pub mod resources;
 pub mod roots;
 pub mod scope;
 pub mod selector;

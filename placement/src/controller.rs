@@ -20,6 +20,7 @@ use sluice_api::sync::{
 };
 use sluice_api::synced_kinds::{BUILTIN, SyncedKind};
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
+use sluice_kube::resources::{Limits, Resources};
 use sluice_kube::selector::Selector;
 use sluice_kube::{Informer, Roots};
 use tokio::sync::{Notify, watch};
@@ -215,6 +216,8 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
                 unschedulable: spec["unschedulable"].as_bool().unwrap_or(false),
                 draining: spec["drain"].as_bool().unwrap_or(false),
                 load: load.get(&name).copied().unwrap_or(0),
+                capacity: Limits::from_json(&spec["capacity"]),
+                used: Resources::default(),
                 labels: labels_of(c),
                 name,
             })
@@ -275,6 +278,34 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
     let mut drain_slots = MAX_DRAIN_MOVES.saturating_sub(moving_off);
     let mut placed_on: BTreeMap<ClusterName, Vec<String>> = BTreeMap::new();
 
+    // What every namespace's objects are, and what each cluster's namespaces request.
+    let values: BTreeMap<(LogicalClusterPath, String), Vec<Value>> = objects
+        .iter()
+        .map(|(key, objs)| {
+            let vs = objs
+                .iter()
+                .map(|(_, _, o)| serde_json::to_value(&**o).unwrap_or(Value::Null))
+                .collect();
+            (key.clone(), vs)
+        })
+        .collect();
+    let demand_of = |key: &(LogicalClusterPath, String), on: Option<&ClusterName>| {
+        let objs = objects.get(key).map(Vec::as_slice).unwrap_or(&[]);
+        let vs = values.get(key).map(Vec::as_slice).unwrap_or(&[]);
+        crate::demand::demand(objs.iter().zip(vs).map(|((k, _, _), v)| (k.kind, v)), on)
+    };
+    let mut allocated: BTreeMap<ClusterName, Resources> = BTreeMap::new();
+    for ns in &namespaces {
+        let (Some(path), Some(name)) = (path_of(ns), ns.metadata.name.clone()) else {
+            continue;
+        };
+        for c in placed_clusters(ns.metadata.labels.iter().flatten()) {
+            let d = demand_of(&(path.clone(), name.clone()), Some(&c));
+            let a = allocated.entry(c).or_default();
+            *a = *a + d;
+        }
+    }
+
     for ns in &namespaces {
         let (Some(path), Some(name)) = (path_of(ns), ns.metadata.name.clone()) else {
             continue;
@@ -296,6 +327,27 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
             .get(&path)
             .map(|ps| ps.iter().map(|(_, v)| v.clone()).collect())
             .unwrap_or_default();
+        let key = (path.clone(), name.clone());
+        let full = demand_of(&key, None);
+        // The clusters as this namespace sees them: what the others use.
+        let views: Vec<ClusterView> = clusters
+            .iter()
+            .map(|c| {
+                let mut v = c.clone();
+                let mine = if current.contains(&c.name) {
+                    demand_of(&key, Some(&c.name))
+                } else {
+                    Resources::default()
+                };
+                v.used = allocated.get(&c.name).copied().unwrap_or_default() - mine;
+                v
+            })
+            .collect();
+        // Its workloads run where it is: some cluster it is on has reported on them.
+        let established = values.get(&key).is_some_and(|vs| {
+            vs.iter()
+                .any(|v| current.iter().any(|c| status::report(v, c).is_some()))
+        });
         let terminating = ns.metadata.deletion_timestamp.is_some();
         let target = if terminating {
             // A namespace being deleted stays where it is while its contents go.
@@ -304,7 +356,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
                 mode: Mode::Single,
             }
         } else {
-            match schedule::target(&labels, &current, &clusters, &policies) {
+            match schedule::target(&labels, &current, &views, &policies, &full, established) {
                 Target::On { clusters: to, .. }
                     if current.len() == 1 && draining.contains(&current[0]) && to != current =>
                 {
@@ -338,7 +390,16 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
             .filter_map(|(k, _)| k.strip_prefix(SOFT_FINALIZER_PREFIX))
             .map(ClusterName::new)
             .collect();
-        let (next, phase) = schedule::step(&current, &target, available, &held);
+        let (mut next, phase) = schedule::step(&current, &target, available, &held);
+        // What fits nowhere and runs nowhere yet is not started where it does not fit.
+        if !established
+            && matches!(
+                phase,
+                Phase::Pending(schedule::Pending::InsufficientCapacity(_))
+            )
+        {
+            next.clear();
+        }
         let ns_api: Api<DynamicObject> = Api::all_with(
             client.clone(),
             &dynamic("", "v1", "Namespace", "namespaces"),
@@ -363,20 +424,23 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
                 .entry(c.clone())
                 .or_default()
                 .push(format!("{path}/{name}"));
+            if !current.contains(c) {
+                // Counted whole until its share is known: a newcomer never overcommits.
+                let a = allocated.entry(c.clone()).or_default();
+                *a = *a + full;
+            }
         }
         ok &= report_phase(&client, ns, &name, &phase).await;
 
-        // Every object carries its namespace's state labels (and, when spread, its share).
-        let spread =
-            matches!(&target, Target::On { mode: Mode::Spread, clusters } if clusters.len() > 1);
-        for (k, ar, o) in objs {
-            let Ok(v) = serde_json::to_value(&**o) else {
-                continue;
-            };
+        // Every object carries its namespace's state labels (and, when split, its share).
+        let mut split = Split::new(&target, &views);
+        let vs = values.get(&key).map(Vec::as_slice).unwrap_or(&[]);
+        for ((k, ar, o), v) in objs.iter().zip(vs) {
             let obj_name = o.metadata.name.clone().unwrap_or_default();
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, *ar);
+            let shares = split.shares(k.kind, v);
             if o.metadata.deletion_timestamp.is_none()
-                && let Some(patch) = object_patch(&v, &next, spread, &target)
+                && let Some(patch) = object_patch(v, &next, shares.as_deref(), &target)
             {
                 let r = api
                     .patch(&obj_name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -387,7 +451,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
                 }
             }
             if k.reports_status()
-                && let Some(sum) = status::summarize(k.kind, &v, &next)
+                && let Some(sum) = status::summarize(k.kind, v, &next)
                 && !same_status(&v["status"], &sum)
             {
                 let patch = json!({"status": sum});
@@ -403,8 +467,73 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
     }
 
     ok &= report_placements(roots, &placements, &clusters).await;
-    ok &= report_clusters(root, &cluster_objects, &clusters, &placed_on).await;
+    ok &= report_clusters(root, &cluster_objects, &clusters, &placed_on, &allocated).await;
     ok
+}
+
+/// How a namespace's workloads split over its clusters: by capacity when spread, filling
+/// the first cluster's room first when spilled; nothing to split otherwise.
+struct Split {
+    mode: Mode,
+    clusters: Vec<ClusterView>,
+    /// What the shares given so far take on each cluster (spill).
+    spent: BTreeMap<ClusterName, Resources>,
+}
+
+impl Split {
+    fn new(target: &Target, views: &[ClusterView]) -> Self {
+        let (mode, names) = match target {
+            Target::On { clusters, mode } if clusters.len() > 1 => (*mode, clusters.clone()),
+            _ => (Mode::Single, Vec::new()),
+        };
+        let clusters = names
+            .iter()
+            .filter_map(|n| views.iter().find(|v| &v.name == n).cloned())
+            .collect();
+        Self {
+            mode,
+            clusters,
+            spent: BTreeMap::new(),
+        }
+    }
+
+    /// The shares of workload `v` (of `kind`) that has `spec.replicas`; `None` when it is
+    /// not split.
+    fn shares(&mut self, kind: &str, v: &Value) -> Option<Vec<(ClusterName, i64)>> {
+        if self.mode == Mode::Single || v["spec"]["replicas"].as_i64().is_none() {
+            return None;
+        }
+        let (replicas, each) = crate::demand::workload(kind, v)?;
+        Some(match self.mode {
+            Mode::Spread => schedule::weighted_shares(
+                replicas,
+                &self
+                    .clusters
+                    .iter()
+                    .map(|c| (c.name.clone(), c.capacity.pods.unwrap_or(1.0)))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => {
+                let room: Vec<(ClusterName, Option<i64>)> = self
+                    .clusters
+                    .iter()
+                    .map(|c| {
+                        let spent = self.spent.get(&c.name).copied().unwrap_or_default();
+                        (
+                            c.name.clone(),
+                            c.capacity.room_for(&(c.used + spent), &each),
+                        )
+                    })
+                    .collect();
+                let shares = schedule::fill_shares(replicas, &room);
+                for (c, n) in &shares {
+                    let s = self.spent.entry(c.clone()).or_default();
+                    *s = *s + each * *n as f64;
+                }
+                shares
+            }
+        })
+    }
 }
 
 /// The merge patch of labels that turns state labels `from` into `to`.
@@ -421,7 +550,13 @@ fn state_labels_patch(from: &[ClusterName], to: &[ClusterName]) -> Value {
 
 /// The merge patch that gives object `v` the state labels `placed`, drops the reports of
 /// clusters it left and sets (or drops) replica shares; `None` when it is right already.
-fn object_patch(v: &Value, placed: &[ClusterName], spread: bool, target: &Target) -> Option<Value> {
+fn object_patch(
+    v: &Value,
+    placed: &[ClusterName],
+    shares: Option<&[(ClusterName, i64)]>,
+    target: &Target,
+) -> Option<Value> {
+    let spread = shares.is_some();
     let meta = &v["metadata"];
     let labels: BTreeMap<String, String> =
         serde_json::from_value(meta["labels"].clone()).unwrap_or_default();
@@ -441,11 +576,8 @@ fn object_patch(v: &Value, placed: &[ClusterName], spread: bool, target: &Target
             annotations.insert(k.clone(), Value::Null);
         }
     }
-    if spread
-        && let Target::On { clusters, .. } = target
-        && let Some(replicas) = v["spec"]["replicas"].as_i64()
-    {
-        for (c, n) in schedule::shares(replicas, clusters) {
+    if let Some(shares) = shares {
+        for (c, n) in shares.iter().cloned() {
             let key = replicas_annotation(&c);
             let want = n.to_string();
             if meta["annotations"][&key].as_str() != Some(want.as_str()) {
@@ -684,6 +816,7 @@ async fn report_clusters(
     objects: &[Arc<DynamicObject>],
     views: &[ClusterView],
     placed_on: &BTreeMap<ClusterName, Vec<String>>,
+    allocated: &BTreeMap<ClusterName, Resources>,
 ) -> bool {
     let api: Api<DynamicObject> = Api::all_with(
         root.clone(),
@@ -721,8 +854,15 @@ async fn report_clusters(
                 json!({"type": "Drained", "status": status, "reason": reason, "message": message}),
             );
         }
+        let used = allocated.get(&v.name).copied().unwrap_or_default();
+        let used = json!({
+            "pods": used.pods.round() as i64,
+            "cpu": format!("{}m", (used.cpu * 1000.0).round() as i64),
+            "memory": format!("{}", used.memory.round() as i64),
+        });
         let have = &o.data["status"];
         let same = have["placedNamespaces"].as_i64() == Some(left.len() as i64)
+            && have["allocated"] == used
             && have["conditions"].as_array().is_some_and(|cs| {
                 cs.len() == want.len()
                     && cs.iter().zip(&want).all(|(h, w)| {
@@ -740,6 +880,7 @@ async fn report_clusters(
         }
         let patch = json!({"status": {
             "placedNamespaces": left.len(),
+            "allocated": used,
             "conditions": want,
         }});
         if let Err(e) = api
@@ -770,7 +911,7 @@ mod tests {
             clusters: b.to_vec(),
             mode: Mode::Single,
         };
-        let p = object_patch(&o, &b, false, &target).unwrap();
+        let p = object_patch(&o, &b, None, &target).unwrap();
         assert_eq!(
             p,
             json!({"metadata": {"labels": {"state.sluice.dev/a": null, "state.sluice.dev/b": "Sync"},
@@ -781,13 +922,14 @@ mod tests {
             clusters: a.to_vec(),
             mode: Mode::Single,
         };
-        assert_eq!(object_patch(&o, &a, false, &target), None);
+        assert_eq!(object_patch(&o, &a, None, &target), None);
         let ab = [ClusterName::new("a"), ClusterName::new("b")];
         let target = Target::On {
             clusters: ab.to_vec(),
             mode: Mode::Spread,
         };
-        let p = object_patch(&o, &ab, true, &target).unwrap();
+        let shares = schedule::shares(3, &ab);
+        let p = object_patch(&o, &ab, Some(&shares), &target).unwrap();
         assert_eq!(p["metadata"]["annotations"]["replicas.sluice.dev/a"], "2");
         assert_eq!(p["metadata"]["annotations"]["replicas.sluice.dev/b"], "1");
     }

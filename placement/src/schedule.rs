@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use sluice_api::ClusterName;
+use sluice_kube::resources::{Limits, Resources};
 use sluice_kube::selector::{Selector, SelectorError};
 
 /// A physical cluster as placement sees it.
@@ -26,6 +27,10 @@ pub struct ClusterView {
     pub draining: bool,
     /// Namespaces placed on it now (a tie-breaker: the least loaded cluster is chosen).
     pub load: usize,
+    /// `spec.capacity`.
+    pub capacity: Limits,
+    /// What the namespaces placed on it request, apart from the one being decided.
+    pub used: Resources,
 }
 
 impl ClusterView {
@@ -33,14 +38,22 @@ impl ClusterView {
     fn eligible(&self) -> bool {
         self.ready && !self.unschedulable && !self.draining
     }
+
+    /// Whether `demand` fits beside what is there.
+    fn fits(&self, demand: &Resources) -> bool {
+        self.capacity.admits(&(self.used + *demand))
+    }
 }
 
-/// `Single`: one cluster; `Spread`: every selected cluster, replicas split between them.
+/// `Single`: one cluster; `Spread`: every selected cluster, replicas split between them
+/// by capacity; `Spill`: one cluster, and what outgrew its capacity on the next ones (in
+/// order: the first takes what fits, the next the excess).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Mode {
     #[default]
     Single,
     Spread,
+    Spill,
 }
 
 /// A `Placement` as placement reads it.
@@ -64,6 +77,8 @@ pub enum Pending {
     InvalidSelector(String, SelectorError),
     /// It is to move off a draining cluster, which moves a bounded number at a time.
     DrainQueued(ClusterName),
+    /// No eligible cluster has room for what it requests.
+    InsufficientCapacity(String),
 }
 
 impl Pending {
@@ -76,6 +91,7 @@ impl Pending {
             Pending::NoClusterMatches(_) => "NoClusterMatches",
             Pending::InvalidSelector(..) => "InvalidSelector",
             Pending::DrainQueued(_) => "DrainQueued",
+            Pending::InsufficientCapacity(_) => "InsufficientCapacity",
         }
     }
 
@@ -94,6 +110,9 @@ impl Pending {
             Pending::InvalidSelector(p, e) => format!("placement {p:?}: {e}"),
             Pending::DrainQueued(c) => {
                 format!("queued to move off draining cluster {c}")
+            }
+            Pending::InsufficientCapacity(what) => {
+                format!("no eligible cluster has room for {what}")
             }
         }
     }
@@ -119,21 +138,22 @@ pub fn target(
     current: &[ClusterName],
     clusters: &[ClusterView],
     policies: &[PolicyView],
+    demand: &Resources,
+    established: bool,
 ) -> Target {
     let by_name = |n: &str| clusters.iter().find(|c| c.name.as_str() == n);
     if let Some(want) = labels.get(sluice_api::sync::LABEL_CLUSTER) {
         return match by_name(want) {
             None => Target::Pending(Pending::ClusterNotFound(want.clone())),
-            Some(c) if c.draining => away_from_draining(c, current, clusters),
+            Some(c) if c.draining => away_from_draining(c, current, clusters, demand, established),
             Some(c) if !c.ready => Target::Pending(Pending::ClusterNotReady(want.clone())),
             // A cordon keeps what is there, and places nothing new.
             Some(c) if c.unschedulable && !current.contains(&c.name) => {
                 Target::Pending(Pending::ClusterUnschedulable(want.clone()))
             }
-            Some(c) => Target::On {
-                clusters: vec![c.name.clone()],
-                mode: Mode::Single,
-            },
+            // Pinned: it runs there, spilling what does not fit onto the least loaded
+            // clusters with room.
+            Some(c) => single(c, &[], current, demand, established),
         };
     }
     let mut invalid = None;
@@ -163,47 +183,148 @@ pub fn target(
         return Target::Pending(Pending::NoClusterMatches(policy.name.clone()));
     }
     match policy.mode {
-        Mode::Spread => Target::On {
-            clusters: usable.iter().map(|c| c.name.clone()).collect(),
-            mode: Mode::Spread,
-        },
-        Mode::Single => {
+        Mode::Spread => {
+            let mut clusters: Vec<ClusterName> = usable.iter().map(|c| c.name.clone()).collect();
+            clusters.sort();
+            Target::On {
+                clusters,
+                mode: Mode::Spread,
+            }
+        }
+        Mode::Single | Mode::Spill => {
             // Sticky: stay where it runs if that is still selected.
             if let Some(c) = usable.iter().find(|c| current.contains(&c.name)) {
-                return Target::On {
-                    clusters: vec![c.name.clone()],
-                    mode: Mode::Single,
-                };
+                return single(c, &usable_owned(&usable), current, demand, established);
             }
             usable.sort_by(|a, b| a.load.cmp(&b.load).then(a.name.cmp(&b.name)));
-            Target::On {
-                clusters: vec![usable[0].name.clone()],
-                mode: Mode::Single,
+            match usable.iter().find(|c| c.fits(demand)) {
+                Some(c) => Target::On {
+                    clusters: vec![c.name.clone()],
+                    mode: Mode::Single,
+                },
+                None => Target::Pending(Pending::InsufficientCapacity(describe(demand))),
             }
         }
     }
 }
 
-/// A namespace pinned to a draining cluster goes to the least loaded eligible one.
+fn usable_owned(usable: &[&ClusterView]) -> Vec<ClusterView> {
+    usable.iter().map(|c| (*c).clone()).collect()
+}
+
+/// What `demand` is, for messages.
+fn describe(demand: &Resources) -> String {
+    format!(
+        "{} pod(s), {} CPU, {} MiB",
+        demand.pods,
+        demand.cpu,
+        (demand.memory / (1024.0 * 1024.0)).ceil()
+    )
+}
+
+/// A namespace on `home`: there alone when it fits. One that does not fit and is
+/// `established` there (its workloads run there) spills: home keeps what fits and the
+/// excess goes to the clusters with the most room. One that is not established yet goes
+/// to another of `others` where it fits whole (the least loaded), or is Pending.
+fn single(
+    home: &ClusterView,
+    others: &[ClusterView],
+    current: &[ClusterName],
+    demand: &Resources,
+    established: bool,
+) -> Target {
+    let alone = Target::On {
+        clusters: vec![home.name.clone()],
+        mode: Mode::Single,
+    };
+    if home.fits(demand) || home.capacity.is_unbounded() {
+        return alone;
+    }
+    if !established {
+        let mut fitting: Vec<&ClusterView> = others
+            .iter()
+            .filter(|c| c.name != home.name && c.eligible() && c.fits(demand))
+            .collect();
+        fitting.sort_by(|a, b| a.load.cmp(&b.load).then(a.name.cmp(&b.name)));
+        return match fitting.first() {
+            Some(c) => Target::On {
+                clusters: vec![c.name.clone()],
+                mode: Mode::Single,
+            },
+            None => Target::Pending(Pending::InsufficientCapacity(describe(demand))),
+        };
+    }
+    // What fits on home; the rest goes where there is room (those it spills to already
+    // first, then the most free pods).
+    let room = |c: &ClusterView| {
+        c.capacity
+            .room_for(&c.used, &per_pod(demand))
+            .unwrap_or(i64::MAX)
+    };
+    let mut left = demand.pods as i64 - room(home);
+    let mut more: Vec<&ClusterView> = others
+        .iter()
+        .filter(|c| c.name != home.name && c.eligible())
+        .collect();
+    more.sort_by(|a, b| {
+        current
+            .contains(&b.name)
+            .cmp(&current.contains(&a.name))
+            .then(room(b).cmp(&room(a)))
+            .then(a.name.cmp(&b.name))
+    });
+    let mut clusters = vec![home.name.clone()];
+    for c in more {
+        if left <= 0 {
+            break;
+        }
+        let r = room(c);
+        if r > 0 {
+            clusters.push(c.name.clone());
+            left -= r;
+        }
+    }
+    if left > 0 {
+        // Not even spilling fits it: it keeps what it has.
+        return Target::Pending(Pending::InsufficientCapacity(describe(demand)));
+    }
+    Target::On {
+        clusters,
+        mode: Mode::Spill,
+    }
+}
+
+/// The average pod of `demand`.
+fn per_pod(demand: &Resources) -> Resources {
+    if demand.pods <= 0.0 {
+        return Resources::default();
+    }
+    *demand * (1.0 / demand.pods)
+}
+
+/// A namespace pinned to a draining cluster goes to the least loaded eligible one with
+/// room.
 fn away_from_draining(
     draining: &ClusterView,
     current: &[ClusterName],
     clusters: &[ClusterView],
+    demand: &Resources,
+    established: bool,
 ) -> Target {
     let mut usable: Vec<&ClusterView> = clusters.iter().filter(|c| c.eligible()).collect();
     if let Some(c) = usable.iter().find(|c| current.contains(&c.name)) {
-        return Target::On {
-            clusters: vec![c.name.clone()],
-            mode: Mode::Single,
-        };
+        return single(c, clusters, current, demand, established);
     }
     usable.sort_by(|a, b| a.load.cmp(&b.load).then(a.name.cmp(&b.name)));
-    match usable.first() {
+    match usable.iter().find(|c| c.fits(demand)) {
         Some(c) => Target::On {
             clusters: vec![c.name.clone()],
             mode: Mode::Single,
         },
-        None => Target::Pending(Pending::ClusterUnschedulable(draining.name.to_string())),
+        None if usable.is_empty() => {
+            Target::Pending(Pending::ClusterUnschedulable(draining.name.to_string()))
+        }
+        None => Target::Pending(Pending::InsufficientCapacity(describe(demand))),
     }
 }
 
@@ -279,6 +400,60 @@ pub fn step(
     (next.into_iter().collect(), phase)
 }
 
+/// Replica shares in proportion to `weights` (largest remainder; ties to the earlier
+/// cluster). Equal weights give [`shares`].
+pub fn weighted_shares(replicas: i64, weights: &[(ClusterName, f64)]) -> Vec<(ClusterName, i64)> {
+    let total: f64 = weights.iter().map(|(_, w)| w.max(0.0)).sum();
+    if weights.is_empty() || total <= 0.0 {
+        let names: Vec<ClusterName> = weights.iter().map(|(c, _)| c.clone()).collect();
+        return shares(replicas, &names);
+    }
+    let exact: Vec<f64> = weights
+        .iter()
+        .map(|(_, w)| replicas as f64 * w.max(0.0) / total)
+        .collect();
+    let mut out: Vec<i64> = exact.iter().map(|x| x.floor() as i64).collect();
+    let mut left = replicas - out.iter().sum::<i64>();
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by(|&a, &b| {
+        (exact[b] - exact[b].floor())
+            .partial_cmp(&(exact[a] - exact[a].floor()))
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.cmp(&b))
+    });
+    for i in order {
+        if left <= 0 {
+            break;
+        }
+        out[i] += 1;
+        left -= 1;
+    }
+    weights
+        .iter()
+        .zip(out)
+        .map(|((c, _), n)| (c.clone(), n))
+        .collect()
+}
+
+/// Replica shares of a workload that spilled: the clusters in order, each taking what
+/// fits of `replicas` pods of `each` (its `room` for them), the last taking the rest.
+pub fn fill_shares(replicas: i64, room: &[(ClusterName, Option<i64>)]) -> Vec<(ClusterName, i64)> {
+    let mut left = replicas;
+    let n = room.len();
+    room.iter()
+        .enumerate()
+        .map(|(i, (c, r))| {
+            let take = if i + 1 == n {
+                left
+            } else {
+                r.map_or(left, |r| r.clamp(0, left))
+            };
+            left -= take;
+            (c.clone(), take)
+        })
+        .collect()
+}
+
 /// Replica shares of a spread workload with `replicas`, over `clusters` (sorted): as even
 /// as possible, the first clusters taking the remainder.
 pub fn shares(replicas: i64, clusters: &[ClusterName]) -> Vec<(ClusterName, i64)> {
@@ -314,6 +489,15 @@ mod tests {
             unschedulable: false,
             draining: false,
             load: 0,
+            capacity: Limits::default(),
+            used: Resources::default(),
+        }
+    }
+
+    fn pods(n: f64) -> Resources {
+        Resources {
+            pods: n,
+            ..Default::default()
         }
     }
 
@@ -347,11 +531,18 @@ mod tests {
     fn the_break_glass_label_wins_over_placements() {
         let clusters = [cluster("east", "us"), cluster("west", "eu")];
         let ns = labels(&[("sluice.dev/cluster", "west")]);
-        let t = target(&ns, &[], &clusters, &[policy("us", Mode::Single)]);
+        let t = target(
+            &ns,
+            &[],
+            &clusters,
+            &[policy("us", Mode::Single)],
+            &pods(1.0),
+            true,
+        );
         assert_eq!(t, on(&["west"], Mode::Single));
         let ns = labels(&[("sluice.dev/cluster", "north")]);
         assert_eq!(
-            target(&ns, &[], &clusters, &[]),
+            target(&ns, &[], &clusters, &[], &pods(1.0), true),
             Target::Pending(Pending::ClusterNotFound("north".into()))
         );
     }
@@ -362,7 +553,14 @@ mod tests {
         clusters[0].load = 3;
         let none = labels(&[]);
         assert_eq!(
-            target(&none, &[], &clusters, &[policy("eu", Mode::Single)]),
+            target(
+                &none,
+                &[],
+                &clusters,
+                &[policy("eu", Mode::Single)],
+                &pods(1.0),
+                true
+            ),
             on(&["b"], Mode::Single),
             "the least loaded"
         );
@@ -371,20 +569,39 @@ mod tests {
                 &none,
                 &[name("a")],
                 &clusters,
-                &[policy("eu", Mode::Single)]
+                &[policy("eu", Mode::Single)],
+                &pods(1.0),
+                true
             ),
             on(&["a"], Mode::Single),
             "stays where it runs"
         );
         assert_eq!(
-            target(&none, &[], &clusters, &[policy("eu", Mode::Spread)]),
+            target(
+                &none,
+                &[],
+                &clusters,
+                &[policy("eu", Mode::Spread)],
+                &pods(1.0),
+                true
+            ),
             on(&["a", "b"], Mode::Spread)
         );
         assert_eq!(
-            target(&none, &[], &clusters, &[policy("mars", Mode::Single)]),
+            target(
+                &none,
+                &[],
+                &clusters,
+                &[policy("mars", Mode::Single)],
+                &pods(1.0),
+                true
+            ),
             Target::Pending(Pending::NoClusterMatches("p".into()))
         );
-        assert_eq!(target(&none, &[], &clusters, &[]), Target::Unplaced);
+        assert_eq!(
+            target(&none, &[], &clusters, &[], &pods(1.0), true),
+            Target::Unplaced
+        );
     }
 
     #[test]
@@ -393,20 +610,27 @@ mod tests {
         clusters[0].unschedulable = true;
         let pinned = labels(&[("sluice.dev/cluster", "a")]);
         assert_eq!(
-            target(&pinned, &[name("a")], &clusters, &[]),
+            target(&pinned, &[name("a")], &clusters, &[], &pods(1.0), true),
             on(&["a"], Mode::Single)
         );
         assert_eq!(
-            target(&pinned, &[], &clusters, &[]),
+            target(&pinned, &[], &clusters, &[], &pods(1.0), true),
             Target::Pending(Pending::ClusterUnschedulable("a".into()))
         );
         assert_eq!(
-            target(&labels(&[]), &[], &clusters, &[policy("eu", Mode::Single)]),
+            target(
+                &labels(&[]),
+                &[],
+                &clusters,
+                &[policy("eu", Mode::Single)],
+                &pods(1.0),
+                true
+            ),
             on(&["b"], Mode::Single)
         );
         clusters[0].draining = true;
         assert_eq!(
-            target(&pinned, &[name("a")], &clusters, &[]),
+            target(&pinned, &[name("a")], &clusters, &[], &pods(1.0), true),
             on(&["b"], Mode::Single),
             "a drain moves even a pinned namespace"
         );
@@ -415,7 +639,9 @@ mod tests {
                 &labels(&[]),
                 &[name("a")],
                 &clusters,
-                &[policy("eu", Mode::Single)]
+                &[policy("eu", Mode::Single)],
+                &pods(1.0),
+                true
             ),
             on(&["b"], Mode::Single)
         );
@@ -444,6 +670,45 @@ mod tests {
         assert_eq!(
             step(&next, &Target::Unplaced, |_| false, &none),
             (vec![], Phase::Unplaced)
+        );
+    }
+
+    #[test]
+    fn capacity_sends_newcomers_where_they_fit_and_spills_what_outgrows_its_cluster() {
+        let mut clusters = vec![cluster("a", "eu"), cluster("b", "eu")];
+        clusters[0].capacity = Limits {
+            pods: Some(4.0),
+            ..Default::default()
+        };
+        clusters[1].capacity = Limits {
+            pods: Some(10.0),
+            ..Default::default()
+        };
+        clusters[0].used = pods(2.0);
+        let none = labels(&[]);
+        let p = [policy("eu", Mode::Single)];
+        // A newcomer of 3 pods does not fit on a (2 of 4 used): b.
+        assert_eq!(
+            target(&none, &[], &clusters, &p, &pods(3.0), true),
+            on(&["b"], Mode::Single)
+        );
+        // One of 12 fits nowhere.
+        assert_eq!(
+            target(&none, &[], &clusters, &p, &pods(12.0), true),
+            Target::Pending(Pending::InsufficientCapacity(describe(&pods(12.0))))
+        );
+        // One on a that grew to 5 pods spills onto b.
+        assert_eq!(
+            target(&none, &[name("a")], &clusters, &p, &pods(5.0), true),
+            on(&["a", "b"], Mode::Spill)
+        );
+        assert_eq!(
+            fill_shares(5, &[(name("a"), Some(2)), (name("b"), Some(10))]),
+            vec![(name("a"), 2), (name("b"), 3)]
+        );
+        assert_eq!(
+            weighted_shares(6, &[(name("a"), 4.0), (name("b"), 8.0)]),
+            vec![(name("a"), 2), (name("b"), 4)]
         );
     }
 

@@ -54,6 +54,15 @@ pub fn report(obj: &Value, cluster: &ClusterName) -> Option<StatusReport> {
         .and_then(|s| serde_json::from_str(s).ok())
 }
 
+/// The generation `cluster` has caught up with on `obj`: 0 while it was asked for other
+/// replicas than it is to run now (a share not yet applied).
+fn caught_up(obj: &Value, cluster: &ClusterName, r: &StatusReport) -> i64 {
+    match r.replicas {
+        Some(n) if obj["spec"]["replicas"].is_i64() && n != desired_on(obj, cluster) => 0,
+        _ => r.observed_generation,
+    }
+}
+
 /// How many replicas `cluster` is to run of `obj`: its share when spread, else all.
 pub fn desired_on(obj: &Value, cluster: &ClusterName) -> i64 {
     obj["metadata"]["annotations"][replicas_annotation(cluster)]
@@ -73,7 +82,7 @@ pub fn available_on(kind: &str, obj: &Value, cluster: &ClusterName) -> bool {
         return false;
     };
     let generation = obj["metadata"]["generation"].as_i64().unwrap_or(0);
-    if r.observed_generation < generation {
+    if caught_up(obj, cluster, &r) < generation {
         return false;
     }
     let n = |f: &str| r.status[f].as_i64().unwrap_or(0);
@@ -92,10 +101,24 @@ pub fn available_on(kind: &str, obj: &Value, cluster: &ClusterName) -> bool {
 /// The status of `obj` (of `kind`) summed over the reports of `clusters`; `None` when no
 /// cluster has reported yet.
 pub fn summarize(kind: &str, obj: &Value, clusters: &[ClusterName]) -> Option<Value> {
-    let reports: Vec<StatusReport> = clusters.iter().filter_map(|c| report(obj, c)).collect();
+    let reports: Vec<(&ClusterName, StatusReport)> = clusters
+        .iter()
+        .filter_map(|c| Some((c, report(obj, c)?)))
+        .collect();
     if reports.is_empty() {
         return None;
     }
+    // Observed only when every cluster it is placed on has caught up.
+    let observed = if reports.len() == clusters.len() {
+        reports
+            .iter()
+            .map(|(c, r)| caught_up(obj, c, r))
+            .min()
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    let reports: Vec<StatusReport> = reports.into_iter().map(|(_, r)| r).collect();
     let mut out = Map::new();
     for f in counters(kind) {
         let sum: i64 = reports.iter().filter_map(|r| r.status[*f].as_i64()).sum();
@@ -103,16 +126,6 @@ pub fn summarize(kind: &str, obj: &Value, clusters: &[ClusterName]) -> Option<Va
             out.insert((*f).to_string(), json!(sum));
         }
     }
-    // Observed only when every cluster it is placed on has caught up.
-    let observed = if reports.len() == clusters.len() {
-        reports
-            .iter()
-            .map(|r| r.observed_generation)
-            .min()
-            .unwrap_or(0)
-    } else {
-        0
-    };
     if kind != "Job" {
         out.insert("observedGeneration".into(), json!(observed));
     }
@@ -178,6 +191,7 @@ mod tests {
         for (c, g, status) in reports {
             let r = StatusReport {
                 observed_generation: *g,
+                replicas: None,
                 status: status.clone(),
             };
             annotations.insert(
@@ -230,5 +244,16 @@ mod tests {
         assert!(!available_on("Deployment", &half, &ClusterName::new("a")));
         half["metadata"]["annotations"]["replicas.sluice.dev/a"] = json!("1");
         assert!(available_on("Deployment", &half, &ClusterName::new("a")));
+        // A report from before the share was applied is not current.
+        let stale = StatusReport {
+            observed_generation: 2,
+            replicas: Some(2),
+            status: json!({"updatedReplicas": 2, "availableReplicas": 2}),
+        };
+        half["metadata"]["annotations"]["status.sluice.dev/a"] =
+            json!(serde_json::to_string(&stale).unwrap());
+        assert!(!available_on("Deployment", &half, &ClusterName::new("a")));
+        let s = summarize("Deployment", &half, &[ClusterName::new("a")]).unwrap();
+        assert_eq!(s["observedGeneration"], 0);
     }
 }

@@ -605,6 +605,7 @@ pub fn status_report(have: &Value) -> StatusReport {
     };
     StatusReport {
         observed_generation: if caught_up { applied_from } else { 0 },
+        replicas: have["spec"]["replicas"].as_i64(),
         status,
     }
 }
