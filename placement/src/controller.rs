@@ -577,8 +577,8 @@ fn object_patch(
         }
     }
     if let Some(shares) = shares {
-        for (c, n) in shares.iter().cloned() {
-            let key = replicas_annotation(&c);
+        for (c, n) in shares {
+            let key = replicas_annotation(c);
             let want = n.to_string();
             if meta["annotations"][&key].as_str() != Some(want.as_str()) {
                 annotations.insert(key, Value::from(want));

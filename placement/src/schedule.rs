@@ -653,7 +653,7 @@ mod tests {
         let b = name("b");
         let to_b = on(&["b"], Mode::Single);
         let none = BTreeSet::new();
-        let (next, phase) = step(&[a.clone()], &to_b, |_| false, &none);
+        let (next, phase) = step(std::slice::from_ref(&a), &to_b, |_| false, &none);
         assert_eq!(next, vec![a.clone(), b.clone()]);
         assert!(matches!(phase, Phase::Moving { .. }));
         let (next, _) = step(&next, &to_b, |_| false, &none);

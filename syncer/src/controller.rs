@@ -110,6 +110,18 @@ struct KindSync {
     resource: ApiResource,
     up: Informer<DynamicObject>,
     down: Informer<DynamicObject>,
+    started: std::time::Instant,
+}
+
+/// A kind the cluster has not listed for this long is taken as one it does not serve: its
+/// objects are applied anyway (once), so the cluster's refusal is reported upstream.
+const UNSERVED_AFTER: Duration = Duration::from_secs(10);
+
+impl KindSync {
+    /// Whether the downstream view of this kind can be acted on: listed, or given up on.
+    fn down_known(&self) -> bool {
+        self.down.is_ready() || self.started.elapsed() > UNSERVED_AFTER
+    }
 }
 
 fn resource(k: &SyncedKind) -> ApiResource {
@@ -128,7 +140,12 @@ pub struct Syncer {
     registry: prometheus_client::registry::Registry,
     /// Every informer listed and one pass completed.
     ready: AtomicBool,
+    /// Objects the cluster refused, with what it said (reported once per message).
+    refusals: std::sync::Mutex<BTreeMap<Refusal, String>>,
 }
+
+/// A refused object: kind, downstream namespace, name.
+type Refusal = (&'static str, String, String);
 
 impl sluice_observe::AdminSource for Syncer {
     fn registry(&self) -> &prometheus_client::registry::Registry {
@@ -149,7 +166,12 @@ impl Syncer {
             metrics,
             registry,
             ready: AtomicBool::new(false),
+            refusals: Default::default(),
         })
+    }
+
+    fn refusals(&self) -> std::sync::MutexGuard<'_, BTreeMap<Refusal, String>> {
+        self.refusals.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Run until `stop` turns true.
@@ -233,6 +255,7 @@ async fn run_loop(
                 resource,
                 up,
                 down,
+                started: std::time::Instant::now(),
             }
         })
         .collect();
@@ -364,7 +387,11 @@ async fn pass(
         let ns = d["metadata"]["namespace"].as_str().unwrap_or_default();
         let name = d["metadata"]["name"].as_str().unwrap_or_default();
         wanted.insert((k.kind.plural, ns.to_string(), name.to_string()));
-        if !k.down.is_ready() {
+        if !k.down_known() {
+            continue;
+        }
+        let refusal = (k.kind.kind, ns.to_string(), name.to_string());
+        if !k.down.is_ready() && syncer.refusals().contains_key(&refusal) {
             continue;
         }
         let have = actual.get(&(k.kind.plural, ns, name));
@@ -375,8 +402,22 @@ async fn pass(
             Api::namespaced_with(config.downstream.clone(), ns, &k.resource);
         let written = api.patch(name, &apply_params(), &Patch::Apply(d)).await;
         syncer.metrics.write(k.kind.kind, "apply", written.is_ok());
+        let key = (k.kind.kind, ns.to_string(), name.to_string());
         match written {
-            Ok(_) => tracing::info!(kind = k.kind.kind, namespace = ns, name, "applied"),
+            Ok(_) => {
+                tracing::info!(kind = k.kind.kind, namespace = ns, name, "applied");
+                syncer.refusals().remove(&key);
+            }
+            // The cluster refuses it (invalid there, a kind it does not serve): said once,
+            // upstream, as an Event on the object; retried when it changes, not every second.
+            Err(kube::Error::Api(s)) if [400, 403, 404, 422].contains(&s.code) => {
+                tracing::warn!(kind = k.kind.kind, namespace = ns, name, error = %s.message, "the cluster refuses it");
+                let said = syncer.refusals().get(&key) == Some(&s.message);
+                if !said && let Some(origin) = origins.get(ns) {
+                    refused(config, upstream, k.kind, origin, name, &s.message).await;
+                    syncer.refusals().insert(key, s.message.clone());
+                }
+            }
             Err(e) => {
                 tracing::warn!(kind = k.kind.kind, namespace = ns, name, error = %e, "apply failed");
                 ok = false;
@@ -421,6 +462,46 @@ async fn pass(
         }
     }
     ok
+}
+
+/// Tell the logical cluster that this cluster refused `name` (of `kind`, from `origin`'s
+/// namespace): a Warning Event `SyncFailed` on the object (best effort).
+async fn refused(
+    config: &Config,
+    upstream: &Upstream,
+    kind: &SyncedKind,
+    origin: &Origin,
+    name: &str,
+    message: &str,
+) {
+    let Ok(client) = upstream.at(&origin.logical_cluster) else {
+        return;
+    };
+    let now = sluice_kube::time::now_rfc3339();
+    let event = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": format!("{name}.")},
+        "involvedObject": {"apiVersion": kind.api_version(), "kind": kind.kind, "name": name,
+            "namespace": origin.namespace},
+        "reason": "SyncFailed",
+        "type": "Warning",
+        "message": format!("cluster {} refused the {}: {message}", config.cluster, kind.kind),
+        "source": {"component": FIELD_MANAGER},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    });
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        &origin.namespace,
+        &ApiResource::erase::<k8s_openapi::api::core::v1::Event>(&()),
+    );
+    if let Ok(obj) = serde_json::from_value::<DynamicObject>(event)
+        && let Err(e) = api.create(&Default::default(), &obj).await
+    {
+        tracing::debug!(error = %e, "the refusal was not recorded upstream");
+    }
 }
 
 /// Delete `name` downstream; false if that failed (already gone is success).
