@@ -39,7 +39,7 @@ cleanup() {
 trap cleanup EXIT
 
 now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", b - a }'; }
 stats() { sort -n | awk '{ v[NR] = $1 } END { printf "min %.3f  median %.3f  max %.3f  (n=%d)\n", v[1], v[int((NR + 1) / 2)], v[NR], NR }'; }
 pct() { sort -n | awk -v p="$1" '{ v[NR] = $1 } END { i = int(NR * p / 100 + 0.999); if (i < 1) i = 1; printf "%.3f", v[i] }'; }
 
@@ -54,7 +54,8 @@ up() { "$KUBECTL" --kubeconfig "$CONTROL" --cache-dir "$work/cache-c" "$@"; }
 east() { "$KUBECTL" --kubeconfig "$EAST" --cache-dir "$work/cache-e" "$@"; }
 west() { "$KUBECTL" --kubeconfig "$WEST" --cache-dir "$work/cache-w" "$@"; }
 
-app() {
+app() { # namespace $1, Deployment and Service ${2:-web}
+  local d=${2:-web}
   cat <<EOF
 apiVersion: v1
 kind: Namespace
@@ -62,12 +63,12 @@ metadata: {name: $1, labels: {sluice.dev/cluster: east}}
 ---
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: web, namespace: $1}
+metadata: {name: $d, namespace: $1}
 spec:
   replicas: 2
-  selector: {matchLabels: {app: web}}
+  selector: {matchLabels: {app: $d}}
   template:
-    metadata: {labels: {app: web}}
+    metadata: {labels: {app: $d}}
     spec:
       containers:
       - name: echo
@@ -76,15 +77,11 @@ spec:
 ---
 apiVersion: v1
 kind: Service
-metadata: {name: web, namespace: $1}
+metadata: {name: $d, namespace: $1}
 spec:
-  selector: {app: web}
+  selector: {app: $d}
   ports: [{port: 80, targetPort: 8080}]
 EOF
-}
-
-downstream_ns() { # the downstream name of namespace $1 of root: ask the cluster
-  east get ns -l sluice.dev/synced=true -o jsonpath="{range .items[?(@.metadata.annotations.sluice\.dev/upstream-namespace==\"$1\")]}{.metadata.name}{end}" 2>/dev/null
 }
 
 if [[ " $PHASES " == *" apply "* ]]; then
@@ -99,16 +96,16 @@ if [[ " $PHASES " == *" apply "* ]]; then
 fi
 
 if [[ " $PHASES " == *" move "* ]]; then
-  app m | up apply -f - > /dev/null
-  up -n m rollout status deployment/web --timeout=300s > /dev/null
+  app m mover | up apply -f - > /dev/null
+  up -n m rollout status deployment/mover --timeout=300s > /dev/null
   : > "$work/move"
   from=east; to=west
   for i in $(seq "$ROUNDS"); do
     t0=$(now)
     up label namespace m sluice.dev/cluster=$to --overwrite > /dev/null
     for _ in $(seq 3000); do
-      gone=$($from get deployments -A -o name 2>/dev/null | grep -c deployment.apps/web || true)
-      avail=$($to get deployments -A -o jsonpath='{range .items[?(@.metadata.name=="web")]}{.status.availableReplicas}{end}' 2>/dev/null || true)
+      gone=$($from get deployments -A -o name 2>/dev/null | grep -c deployment.apps/mover || true)
+      avail=$($to get deployments -A -o jsonpath='{range .items[?(@.metadata.name=="mover")]}{.status.availableReplicas}{end}' 2>/dev/null || true)
       [ "$gone" = 0 ] && [ "$avail" = 2 ] && break
       sleep 0.05
     done
@@ -158,7 +155,6 @@ if [[ " $PHASES " == *" scale "* ]]; then
   hz=$(getconf CLK_TCK)
   echo "steady state over ${QUIET} s: syncer CPU $(awk -v t=$((c1 - c0)) -v hz="$hz" -v q="$QUIET" 'BEGIN { printf "%.2f%%", 100 * t / hz / q }'), writes $((w1 - w0))"
   : > "$work/lat"
-  ns=$(downstream_ns load || true)
   for s in $(seq "$SAMPLES"); do
     w=$(( (s % WORKSPACES) + 1 ))
     dns=$("$KUBECTL" --kubeconfig "$EAST" get ns -l sluice.dev/synced=true -o json | \
@@ -172,5 +168,4 @@ if [[ " $PHASES " == *" scale "* ]]; then
     secs "$t0" "$(now)" >> "$work/lat"
   done
   echo "apply-to-downstream at $total objects (includes two kubectl process starts, ~0.1 s): p50 $(pct 50 < "$work/lat") s  p99 $(pct 99 < "$work/lat") s  (n=$SAMPLES; Karmada published p99: 1.30 s push, 0.99 s pull)"
-  : "${ns:=}"
 fi
