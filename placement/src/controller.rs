@@ -861,15 +861,28 @@ async fn report_clusters(
             "memory": format!("{}", used.memory.round() as i64),
         });
         let have = &o.data["status"];
+        // Only the conditions placement owns: others (the MCS controller's) stay.
+        const OURS: [&str; 2] = ["Ready", "Drained"];
+        let theirs: Vec<Value> = have["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| !OURS.iter().any(|t| c["type"] == *t))
+            .cloned()
+            .collect();
+        let mine: Vec<&Value> = have["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| OURS.iter().any(|t| c["type"] == *t))
+            .collect();
         let same = have["placedNamespaces"].as_i64() == Some(left.len() as i64)
             && have["allocated"] == used
-            && have["conditions"].as_array().is_some_and(|cs| {
-                cs.len() == want.len()
-                    && cs.iter().zip(&want).all(|(h, w)| {
-                        ["type", "status", "reason", "message"]
-                            .iter()
-                            .all(|f| h[f] == w[f])
-                    })
+            && mine.len() == want.len()
+            && mine.iter().zip(&want).all(|(h, w)| {
+                ["type", "status", "reason", "message"]
+                    .iter()
+                    .all(|f| h[f] == w[f])
             });
         if same {
             continue;
@@ -878,6 +891,7 @@ async fn report_clusters(
         for c in &mut want {
             c["lastTransitionTime"] = json!(now);
         }
+        let want: Vec<Value> = theirs.into_iter().chain(want).collect();
         let patch = json!({"status": {
             "placedNamespaces": left.len(),
             "allocated": used,
