@@ -530,6 +530,32 @@ fn placements_spread_replicas_and_report_what_they_cannot_place() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let control = dev.kubectl_control();
+    // Fields placement acts on are refused when it could not act on them.
+    let refused = control
+        .command(&["apply", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().expect("stdin").write_all(
+                b"apiVersion: sluice.dev/v1alpha1\nkind: Placement\nmetadata: {name: typo}\nspec: {mode: Sprad}\n",
+            )?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("spec.mode") && err.contains("Spread"), "{err}");
+    let err = control.fails(&[
+        "patch",
+        "cluster",
+        "east",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"capacity":{"cpu":"lots"}}}"#,
+    ]);
+    assert!(err.contains("spec.capacity.cpu"), "{err}");
     let (east, west) = (dev.kubectl("east"), dev.kubectl("west"));
     control.apply_stdin(POLICIES);
     control.ok(&[

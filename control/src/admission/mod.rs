@@ -6,6 +6,7 @@ mod crd;
 mod namespace;
 mod placement;
 mod pod;
+mod sluice_kinds;
 mod workspace;
 
 use std::sync::Arc;
@@ -36,6 +37,16 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
             hooks.register("", "namespaces", Arc::new(namespace::ProtectedNamespaces));
         }
         None => {
+            hooks.register(
+                sluice_api::sluice::GROUP,
+                "placements",
+                Arc::new(sluice_kinds::PlacementFields),
+            );
+            hooks.register(
+                sluice_api::sluice::GROUP,
+                "clusters",
+                Arc::new(sluice_kinds::ClusterFields),
+            );
             let labels = Arc::new(placement::StateLabels);
             for k in sluice_api::synced_kinds::BUILTIN {
                 hooks.register(k.group, k.plural, labels.clone());

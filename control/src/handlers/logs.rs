@@ -189,13 +189,18 @@ pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -
             }
         }
     });
+    Ok(streamed(rx))
+}
+
+/// A `text/plain` response whose body is what arrives on `rx`, until it closes.
+pub(super) fn streamed(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Resp {
     let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
         .map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
     let mut r = Response::new(StreamBody::new(stream).boxed());
     *r.status_mut() = StatusCode::OK;
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    Ok(r)
+    r
 }
 
 #[cfg(test)]

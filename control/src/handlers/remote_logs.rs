@@ -4,14 +4,12 @@
 //! ...), and streamed back as the cluster sends it.
 
 use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode, header};
-use http_body_util::{BodyExt, Empty, StreamBody};
-use hyper::body::Frame;
+use http::header;
+use http_body_util::{BodyExt, Empty};
 use serde_json::Value;
 use sluice_api::liveness::{ANNOTATION_SYNCER_LOGS, SYNCER_LEASE_NAMESPACE, syncer_lease_name};
 use sluice_api::sync::downstream_namespace;
 use sluice_api::{ClusterName, LogicalClusterPath};
-use tokio_stream::StreamExt;
 
 use super::{Ctx, Resp};
 use crate::errors::{ApiError, ApiResult};
@@ -115,11 +113,5 @@ pub async fn serve(
             }
         }
     });
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
-        .map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
-    let mut r = Response::new(StreamBody::new(stream).boxed());
-    *r.status_mut() = StatusCode::OK;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    Ok(r)
+    Ok(super::logs::streamed(rx))
 }

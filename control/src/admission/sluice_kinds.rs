@@ -1,0 +1,86 @@
+//! Fields of Sluice's own kinds that the placement controllers act on, checked where they
+//! are written: a `Placement`'s `mode` is `Single` or `Spread`, a `Cluster`'s capacity is
+//! made of quantities. Refused with 422 rather than read as "unset" later.
+
+use serde_json::Value;
+use sluice_kube::resources::parse_quantity;
+
+use crate::errors::Cause;
+use crate::pipeline::hooks::Hook;
+
+pub struct PlacementFields;
+
+impl Hook for PlacementFields {
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        match &obj["spec"]["mode"] {
+            Value::Null => Vec::new(),
+            Value::String(m) if m == "Single" || m == "Spread" => Vec::new(),
+            other => vec![Cause::invalid(
+                "spec.mode",
+                &other.to_string(),
+                "supported values: \"Single\", \"Spread\"",
+            )],
+        }
+    }
+}
+
+pub struct ClusterFields;
+
+impl Hook for ClusterFields {
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        let capacity = &obj["spec"]["capacity"];
+        let mut causes = Vec::new();
+        if let Some(p) = capacity.get("pods")
+            && !p.as_i64().is_some_and(|n| n >= 0)
+        {
+            causes.push(Cause::invalid(
+                "spec.capacity.pods",
+                &p.to_string(),
+                "must be a whole number, 0 or more",
+            ));
+        }
+        for f in ["cpu", "memory"] {
+            let Some(v) = capacity.get(f) else { continue };
+            let ok = match v {
+                Value::String(s) => parse_quantity(s).is_some(),
+                Value::Number(n) => n.as_f64().is_some_and(|n| n >= 0.0),
+                _ => false,
+            };
+            if !ok {
+                causes.push(Cause::invalid(
+                    format!("spec.capacity.{f}"),
+                    &v.to_string(),
+                    "must be a quantity such as 500m, 2, 128Mi or 1G",
+                ));
+            }
+        }
+        causes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn unknown_modes_and_bad_quantities_are_refused() {
+        assert!(
+            PlacementFields
+                .validate(&json!({"spec": {"mode": "Spread"}}))
+                .is_empty()
+        );
+        assert!(PlacementFields.validate(&json!({"spec": {}})).is_empty());
+        assert_eq!(
+            PlacementFields
+                .validate(&json!({"spec": {"mode": "spread"}}))
+                .len(),
+            1
+        );
+        let ok = json!({"spec": {"capacity": {"pods": 3, "cpu": "500m", "memory": "1Gi"}}});
+        assert!(ClusterFields.validate(&ok).is_empty());
+        let bad = json!({"spec": {"capacity": {"pods": -1, "cpu": "lots", "memory": true}}});
+        assert_eq!(ClusterFields.validate(&bad).len(), 3);
+    }
+}
