@@ -31,7 +31,7 @@ impl Hook for ClusterFields {
         let capacity = &obj["spec"]["capacity"];
         let mut causes = Vec::new();
         if let Some(p) = capacity.get("pods")
-            && !p.as_i64().is_some_and(|n| n >= 0)
+            && p.as_i64().is_none_or(|n| n < 0)
         {
             causes.push(Cause::invalid(
                 "spec.capacity.pods",
