@@ -138,6 +138,70 @@ async fn placed_objects_are_synced_kept_and_removed() {
             .is_none(),
         "not placed"
     );
+    // Another logical cluster with the same namespace and object names: both travel, each
+    // to its own downstream namespace (a watch across logical clusters sees `shop/settings`
+    // twice, and must keep both).
+    Api::<kube::api::DynamicObject>::all_with(
+        root.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("sluice.dev", "v1alpha1", "Workspace"),
+            "workspaces",
+        ),
+    )
+    .create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "Workspace",
+            "metadata": {"name": "team"}}),
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let team = client(
+        &control.admin_kubeconfig,
+        Some(&format!("{}/clusters/root:team", control.url)),
+    )
+    .await;
+    assert!(
+        eventually(WITHIN, || async {
+            Api::<Namespace>::all(team.clone())
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(json!({"metadata": {"name": "shop",
+                        "labels": {"sluice.dev/cluster": "east"}}}))
+                    .unwrap(),
+                )
+                .await
+                .is_ok()
+        })
+        .await,
+        "the new logical cluster serves namespaces"
+    );
+    Api::<ConfigMap>::namespaced(team.clone(), "shop")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "settings"},
+                "data": {"mode": "team"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let team_ns = downstream_namespace(&"root:team".parse().unwrap(), "shop");
+    let team_cms: Api<ConfigMap> = Api::namespaced(downstream.clone(), &team_ns);
+    assert!(
+        eventually(WITHIN, || async {
+            data(team_cms.get_opt("settings").await.ok().flatten()).as_deref() == Some("team")
+        })
+        .await,
+        "root:team's shop/settings reached {team_ns}"
+    );
+    assert_eq!(
+        data(down_cms.get_opt("settings").await.unwrap()).as_deref(),
+        Some("fast"),
+        "root's shop/settings is still root's"
+    );
+
     // Upstream, the objects carry their namespace's placement.
     let up = cms.get("settings").await.unwrap();
     assert_eq!(

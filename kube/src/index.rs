@@ -8,35 +8,28 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use kube::Resource;
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 
 use crate::changes::Changes;
-use crate::informer::Informer;
+use crate::informer::{Informer, ObjectKey, Store};
 
-struct State<K: Resource, Key>
-where
-    K::DynamicType: Hash + Eq + Clone,
-{
-    by_key: HashMap<Key, HashSet<ObjectRef<K>>>,
-    of: HashMap<ObjectRef<K>, Key>,
+struct State<Key> {
+    by_key: HashMap<Key, HashSet<ObjectKey>>,
+    of: HashMap<ObjectKey, Key>,
     /// Entries of a re-list in progress; they replace everything at its end.
-    relist: Option<Vec<(ObjectRef<K>, Key)>>,
+    relist: Option<Vec<(ObjectKey, Key)>>,
 }
 
 /// Objects of kind `K` by the `Key` that `key_of` reads from each.
-pub struct Index<K: Resource, Key>
-where
-    K::DynamicType: Hash + Eq + Clone,
-{
+pub struct Index<K, Key> {
     key_of: fn(&K) -> Option<Key>,
-    state: Mutex<State<K, Key>>,
+    state: Mutex<State<Key>>,
 }
 
 impl<K, Key> Index<K, Key>
 where
     K: Resource + Clone + 'static,
-    K::DynamicType: Default + Hash + Eq + Clone,
+    K::DynamicType: Default,
     Key: Clone + Eq + Hash + Ord + Send + Sync + 'static,
 {
     pub fn new(key_of: fn(&K) -> Option<Key>) -> Arc<Self> {
@@ -50,7 +43,7 @@ where
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State<K, Key>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<Key>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -59,17 +52,17 @@ where
         let mut state = self.lock();
         match event {
             Event::Apply(o) => {
-                let r = ObjectRef::from_obj(o);
+                let r = ObjectKey::of(o, None);
                 state.remove(&r);
                 if let Some(key) = (self.key_of)(o) {
                     state.insert(r, key);
                 }
             }
-            Event::Delete(o) => state.remove(&ObjectRef::from_obj(o)),
+            Event::Delete(o) => state.remove(&ObjectKey::of(o, None)),
             Event::Init => state.relist = Some(Vec::new()),
             Event::InitApply(o) => {
                 if let Some(key) = (self.key_of)(o) {
-                    let r = ObjectRef::from_obj(o);
+                    let r = ObjectKey::of(o, None);
                     state.relist.get_or_insert_with(Vec::new).push((r, key));
                 }
             }
@@ -117,16 +110,13 @@ where
             .get(key)
             .into_iter()
             .flatten()
-            .filter_map(|r| store.get(r))
+            .filter_map(|r| store.get_key(r))
             .collect()
     }
 }
 
-impl<K: Resource, Key: Clone + Eq + Hash> State<K, Key>
-where
-    K::DynamicType: Hash + Eq + Clone,
-{
-    fn insert(&mut self, r: ObjectRef<K>, key: Key) {
+impl<Key: Clone + Eq + Hash> State<Key> {
+    fn insert(&mut self, r: ObjectKey, key: Key) {
         self.by_key
             .entry(key.clone())
             .or_default()
@@ -134,7 +124,7 @@ where
         self.of.insert(r, key);
     }
 
-    fn remove(&mut self, r: &ObjectRef<K>) {
+    fn remove(&mut self, r: &ObjectKey) {
         if let Some(key) = self.of.remove(r)
             && let Some(refs) = self.by_key.get_mut(&key)
         {
@@ -152,7 +142,6 @@ mod tests {
 
     use super::*;
     use k8s_openapi::api::discovery::v1::EndpointSlice;
-    use kube::runtime::reflector::store::Writer;
 
     fn slice(name: &str, svc: &str) -> EndpointSlice {
         serde_json::from_value(serde_json::json!({
@@ -176,11 +165,10 @@ mod tests {
 
     #[test]
     fn follows_applies_deletes_relabels_and_relists() {
-        let mut writer: Writer<EndpointSlice> = Writer::default();
-        let store = writer.as_reader();
+        let store: Store<EndpointSlice> = Store::new(None);
         let index = Index::new(service_of);
-        let mut feed = |e: Event<EndpointSlice>| {
-            writer.apply_watcher_event(&e);
+        let feed = |e: Event<EndpointSlice>| {
+            store.apply(&e);
             index.record(&e);
         };
         let echo = ("shop".to_string(), "echo".to_string());

@@ -1,19 +1,17 @@
-//! Informers: kube-runtime's watcher feeding a reflector store, and a callback after every
-//! event, so a controller reconciles when something changed and never polls. The watcher
+//! Informers: kube-runtime's watcher feeding a cache, and a callback after every event, so a
+//! controller reconciles when something changed and never polls. The watcher
 //! retries with backoff and re-lists when its resourceVersion is too old; the callback sees
 //! a re-list as `Init`, `InitApply`..., `InitDone`.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
-use std::hash::Hash;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use futures::StreamExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 /// The watch every informer runs: kube-runtime's watcher with its default backoff, and
 /// managedFields dropped on the way in (no controller here reads them, and they are most of
@@ -31,20 +29,166 @@ where
         .modify(|o: &mut K| o.meta_mut().managed_fields = None)
 }
 
+/// Where a cached object lives: its scope (the value of the informer's scope annotation,
+/// empty when the informer has none or the object lacks it), namespace (empty when
+/// cluster-scoped) and name. A watch across logical clusters sees `shop/web` once per
+/// logical cluster; the scope keeps them apart where kube-runtime's reflector (keyed by
+/// namespace and name only) would keep one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub scope: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of `object` under the scope annotation `scope_by` (if any).
+    pub fn of<K: Resource>(object: &K, scope_by: Option<&str>) -> Self {
+        let meta = object.meta();
+        Self {
+            scope: scope_by
+                .and_then(|a| meta.annotations.as_ref()?.get(a).cloned())
+                .unwrap_or_default(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// The cache an informer's watch keeps: what is there, and during a re-list what the new
+/// list has brought so far (swapped in whole at its end, so readers never see half a list).
+struct Cache<K> {
+    objects: HashMap<ObjectKey, Arc<K>>,
+    relist: Option<HashMap<ObjectKey, Arc<K>>>,
+}
+
+/// The objects an informer's watch keeps current, shared by whoever reads them (cheap to
+/// clone).
+pub struct Store<K> {
+    cache: Arc<RwLock<Cache<K>>>,
+    scope_by: Option<&'static str>,
+    synced: watch::Sender<bool>,
+}
+
+impl<K> Clone for Store<K> {
+    fn clone(&self) -> Self {
+        Self {
+            cache: self.cache.clone(),
+            scope_by: self.scope_by,
+            synced: self.synced.clone(),
+        }
+    }
+}
+
+/// The watch feeding a store ended before its first list.
+#[derive(Debug, thiserror::Error)]
+#[error("the watch stopped before its first list")]
+pub struct Stopped;
+
+impl<K: Resource + Clone> Store<K> {
+    /// An empty store whose objects are told apart by annotation `scope_by` (if any) as
+    /// well as namespace and name.
+    pub fn new(scope_by: Option<&'static str>) -> Self {
+        Self {
+            cache: Arc::new(RwLock::new(Cache {
+                objects: HashMap::new(),
+                relist: None,
+            })),
+            scope_by,
+            synced: watch::Sender::new(false),
+        }
+    }
+
+    /// Follow one watch event.
+    pub fn apply(&self, event: &watcher::Event<K>) {
+        let mut cache = self.cache.write().unwrap_or_else(PoisonError::into_inner);
+        match event {
+            watcher::Event::Apply(o) => {
+                cache
+                    .objects
+                    .insert(ObjectKey::of(o, self.scope_by), Arc::new(o.clone()));
+            }
+            watcher::Event::Delete(o) => {
+                cache.objects.remove(&ObjectKey::of(o, self.scope_by));
+            }
+            watcher::Event::Init => cache.relist = Some(HashMap::new()),
+            watcher::Event::InitApply(o) => {
+                cache
+                    .relist
+                    .get_or_insert_default()
+                    .insert(ObjectKey::of(o, self.scope_by), Arc::new(o.clone()));
+            }
+            watcher::Event::InitDone => {
+                cache.objects = cache.relist.take().unwrap_or_default();
+                drop(cache);
+                self.synced.send_replace(true);
+            }
+        }
+    }
+}
+
+impl<K> Store<K> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Cache<K>> {
+        self.cache.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The object `namespace/name` (`namespace` empty for a cluster-scoped one) of a store
+    /// without scopes.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.get_in("", namespace, name)
+    }
+
+    /// The object `namespace/name` of `scope`.
+    pub fn get_in(&self, scope: &str, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.get_key(&ObjectKey {
+            scope: scope.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    /// The object at `key`.
+    pub fn get_key(&self, key: &ObjectKey) -> Option<Arc<K>> {
+        self.read().objects.get(key).cloned()
+    }
+
+    /// Every object cached now.
+    pub fn state(&self) -> Vec<Arc<K>> {
+        self.read().objects.values().cloned().collect()
+    }
+
+    /// How many objects are cached now.
+    pub fn len(&self) -> usize {
+        self.read().objects.len()
+    }
+
+    /// Whether nothing is cached now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the first list has arrived.
+    pub fn is_ready(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Wait for the first list.
+    pub async fn wait_until_ready(&self) -> Result<(), Stopped> {
+        let mut rx = self.synced.subscribe();
+        rx.wait_for(|ready| *ready)
+            .await
+            .map(|_| ())
+            .map_err(|_| Stopped)
+    }
+}
+
 /// A store kept current by a watch; the watch stops when this is dropped.
-pub struct Informer<K: Resource + 'static>
-where
-    K::DynamicType: Hash + Eq + Clone,
-{
+pub struct Informer<K: Resource + 'static> {
     pub store: Store<K>,
-    synced: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl<K: Resource + 'static> Drop for Informer<K>
-where
-    K::DynamicType: Hash + Eq + Clone,
-{
+impl<K: Resource + 'static> Drop for Informer<K> {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -53,7 +197,7 @@ where
 impl<K> Informer<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Hash + Eq + Clone,
+    K::DynamicType: Default,
 {
     /// Watch `api` (filtered by `config`), raising `changed` after every event.
     pub fn start(api: Api<K>, config: watcher::Config, changed: Arc<Notify>, what: &str) -> Self {
@@ -69,79 +213,82 @@ where
         what: &str,
         on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
     ) -> Self {
-        Self::start_typed(api, K::DynamicType::default(), config, what, on_event)
+        Self::spawn(api, config, what, None, on_event)
     }
 }
 
 impl<K> Informer<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Hash + Eq + Clone,
 {
     /// [`Informer::start_with`] for a kind known only at run time (`DynamicObject` with
-    /// its `ApiResource`).
+    /// its `ApiResource`, which `api` carries).
     pub fn start_typed(
         api: Api<K>,
-        dyntype: K::DynamicType,
         config: watcher::Config,
         what: &str,
         on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
     ) -> Self {
-        let writer = reflector::store::Writer::new(dyntype);
-        let store = writer.as_reader();
+        Self::spawn(api, config, what, None, on_event)
+    }
+
+    /// [`Informer::start_typed`] for a watch across scopes (every logical cluster): objects
+    /// are told apart by the value of annotation `scope_by` as well as namespace and name.
+    pub fn start_across(
+        api: Api<K>,
+        config: watcher::Config,
+        what: &str,
+        scope_by: &'static str,
+        on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    ) -> Self {
+        Self::spawn(api, config, what, Some(scope_by), on_event)
+    }
+
+    fn spawn(
+        api: Api<K>,
+        config: watcher::Config,
+        what: &str,
+        scope_by: Option<&'static str>,
+        on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    ) -> Self {
+        let store = Store::new(scope_by);
+        let writer = store.clone();
         let what = what.to_string();
-        let synced = Arc::new(AtomicBool::new(false));
-        let flag = synced.clone();
         let task = tokio::spawn(async move {
-            let mut events = Box::pin(reflector::reflector(writer, watch(api, config)));
+            let mut events = Box::pin(watch(api, config));
             while let Some(event) = events.next().await {
                 match event {
                     Ok(e) => {
-                        if matches!(e, watcher::Event::InitDone) {
-                            flag.store(true, Ordering::Release);
-                        }
+                        writer.apply(&e);
                         on_event(&e);
                     }
                     Err(e) => tracing::warn!(kind = %what, error = %e, "watch failed; retrying"),
                 }
             }
         });
-        Self {
-            store,
-            synced,
-            task,
-        }
+        Self { store, task }
     }
 }
 
-/// Reading: fewer bounds than watching, so code generic over stores can read.
-impl<K> Informer<K>
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Default + Hash + Eq + Clone,
-{
-    /// The object `namespace/name` (`namespace` empty for a cluster-scoped one).
+/// Reading, through the store.
+impl<K: Resource + 'static> Informer<K> {
+    /// The object `namespace/name` (`namespace` empty for a cluster-scoped one) of an
+    /// informer without scopes.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
-        let r = ObjectRef::new(name);
-        self.store.get(&if namespace.is_empty() {
-            r
-        } else {
-            r.within(namespace)
-        })
+        self.store.get(namespace, name)
     }
-}
 
-/// Reading what needs no key: any kind, dynamic ones included.
-impl<K> Informer<K>
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Hash + Eq + Clone,
-{
+    /// The object `namespace/name` of `scope`.
+    pub fn get_in(&self, scope: &str, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.store.get_in(scope, namespace, name)
+    }
+
     /// Whether the first list has arrived.
     pub fn is_ready(&self) -> bool {
-        self.synced.load(Ordering::Acquire)
+        self.store.is_ready()
     }
 
+    /// Every object cached now.
     pub fn state(&self) -> Vec<Arc<K>> {
         self.store.state()
     }

@@ -95,11 +95,11 @@ pub async fn run(
     let changed = Arc::new(Notify::new());
     let start = |ar: ApiResource, what: &str| {
         let notify = changed.clone();
-        Informer::start_typed(
+        Informer::start_across(
             Api::all_with(wildcard.clone(), &ar),
-            ar,
             watcher::Config::default(),
             what,
+            LOGICAL_CLUSTER_ANNOTATION,
             move |_| notify.notify_one(),
         )
     };
@@ -114,7 +114,6 @@ pub async fn run(
             let ar = dynamic("sluice.dev", "v1alpha1", "Cluster", "clusters");
             Informer::start_typed(
                 Api::all_with(root.clone(), &ar),
-                ar,
                 watcher::Config::default(),
                 "clusters",
                 move |_| notify.notify_one(),

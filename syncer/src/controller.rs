@@ -19,7 +19,7 @@ use sluice_api::sync::{
     ANNOTATION_UPSTREAM_GENERATION, FIELD_MANAGER, LABEL_CLUSTER, LABEL_SYNCED, StatusReport,
     downstream_namespace, state_label, status_annotation,
 };
-use sluice_api::{ClusterName, LogicalClusterPath};
+use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
 use sluice_kube::lease::{LeaseHolder, renew_forever};
 use sluice_kube::{Informer, Roots};
 use tokio::sync::{Notify, watch};
@@ -235,17 +235,16 @@ async fn run_loop(
         .map(|kind| {
             let resource = resource(kind);
             let notify = changed.clone();
-            let up = Informer::start_typed(
+            let up = Informer::start_across(
                 Api::all_with(upstream.wildcard.clone(), &resource),
-                resource.clone(),
                 watcher::Config::default().labels(&placed),
                 kind.plural,
+                LOGICAL_CLUSTER_ANNOTATION,
                 move |_| notify.notify_one(),
             );
             let notify = changed.clone();
             let down = Informer::start_typed(
                 Api::all_with(config.downstream.clone(), &resource),
-                resource.clone(),
                 watcher::Config::default().labels(&synced),
                 kind.plural,
                 move |_| notify.notify_one(),
@@ -272,12 +271,16 @@ async fn run_loop(
             changed.clone(),
             "pods",
         ),
-        up: Informer::start(
-            Api::all(upstream.wildcard.clone()),
-            watcher::Config::default().labels(&format!("{LABEL_CLUSTER}={}", config.cluster)),
-            changed.clone(),
-            "mirrored pods",
-        ),
+        up: {
+            let notify = changed.clone();
+            Informer::start_across(
+                Api::all(upstream.wildcard.clone()),
+                watcher::Config::default().labels(&format!("{LABEL_CLUSTER}={}", config.cluster)),
+                "mirrored pods",
+                LOGICAL_CLUSTER_ANNOTATION,
+                move |_| notify.notify_one(),
+            )
+        },
     };
     let mut retry = false;
     loop {
@@ -640,7 +643,7 @@ async fn mirror_pods(
             m.metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(sluice_api::LOGICAL_CLUSTER_ANNOTATION))
+                .and_then(|a| a.get(LOGICAL_CLUSTER_ANNOTATION))
                 .and_then(|p| p.parse::<LogicalClusterPath>().ok()),
         ) else {
             continue;

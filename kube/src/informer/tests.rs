@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -198,4 +199,33 @@ async fn watch_events_reach_the_store_and_name_their_keys() {
     let scope = changes.take();
     assert!(scope.contains(&"a".to_string()) && scope.contains(&"b".to_string()));
     drop(informer);
+}
+
+/// A store across scopes keeps objects of the same namespace and name apart by their scope
+/// annotation; a store without scopes keeps one of them.
+#[test]
+fn a_store_across_scopes_keeps_same_names_apart() {
+    let in_scope = |scope: &str, data: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": "settings", "namespace": "shop",
+            "annotations": {"example.dev/scope": scope}}, "data": {"mode": data}}))
+        .unwrap()
+    };
+    let across: Store<ConfigMap> = Store::new(Some("example.dev/scope"));
+    let flat: Store<ConfigMap> = Store::new(None);
+    for store in [&across, &flat] {
+        store.apply(&watcher::Event::Init);
+        store.apply(&watcher::Event::InitApply(in_scope("root", "a")));
+        store.apply(&watcher::Event::InitApply(in_scope("root:team", "b")));
+        assert!(!store.is_ready(), "not before the list ends");
+        store.apply(&watcher::Event::InitDone);
+        assert!(store.is_ready());
+    }
+    assert_eq!(across.len(), 2);
+    assert_eq!(flat.len(), 1);
+    let mode = |o: Option<Arc<ConfigMap>>| o.and_then(|c| c.data.clone()).unwrap()["mode"].clone();
+    assert_eq!(mode(across.get_in("root", "shop", "settings")), "a");
+    assert_eq!(mode(across.get_in("root:team", "shop", "settings")), "b");
+    across.apply(&watcher::Event::Delete(in_scope("root", "a")));
+    assert!(across.get_in("root", "shop", "settings").is_none());
+    assert!(across.get_in("root:team", "shop", "settings").is_some());
 }

@@ -125,9 +125,7 @@ async fn reconcile(
     matching.sort_by_key(|p| p["metadata"]["name"].as_str().map(str::to_string));
     let want = desired(&v, &matching);
     let name = want["metadata"]["name"].as_str().unwrap_or("").to_string();
-    let current = caches
-        .slices
-        .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&ns));
+    let current = caches.slices.get(&ns, &name);
     if let Some(cur) = current {
         let cur = value(&*cur);
         if cur["endpoints"]

@@ -18,11 +18,11 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
-use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sluice_kube::Informer;
+use sluice_kube::informer::Store;
 use tokio::sync::{Notify, watch};
 
 /// Read-only caches of the cluster.
