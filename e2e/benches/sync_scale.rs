@@ -291,9 +291,11 @@ async fn main() {
             .create(&PostParams::default(), &cm)
             .await
             .unwrap();
-        let at = until_every(Duration::from_secs(60), Duration::from_millis(1), || async {
-            arrived.lock().unwrap().contains_key(&key)
-        })
+        let at = until_every(
+            Duration::from_secs(60),
+            Duration::from_millis(1),
+            || async { arrived.lock().unwrap().contains_key(&key) },
+        )
         .await
         .map(|_| arrived.lock().unwrap()[&key])
         .expect("the probe downstream");

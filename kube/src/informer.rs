@@ -55,11 +55,57 @@ impl ObjectKey {
     }
 }
 
+/// Objects by (scope, namespace), then name: one namespace's objects are found without a
+/// scan of the rest.
+struct Objects<K> {
+    by_namespace: HashMap<(String, String), HashMap<String, Arc<K>>>,
+    len: usize,
+}
+
+impl<K> Default for Objects<K> {
+    fn default() -> Self {
+        Self {
+            by_namespace: HashMap::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<K> Objects<K> {
+    fn insert(&mut self, key: ObjectKey, object: Arc<K>) {
+        let names = self
+            .by_namespace
+            .entry((key.scope, key.namespace))
+            .or_default();
+        if names.insert(key.name, object).is_none() {
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, key: ObjectKey) {
+        let at = (key.scope, key.namespace);
+        if let Some(names) = self.by_namespace.get_mut(&at) {
+            if names.remove(&key.name).is_some() {
+                self.len -= 1;
+            }
+            if names.is_empty() {
+                self.by_namespace.remove(&at);
+            }
+        }
+    }
+
+    fn get(&self, key: &ObjectKey) -> Option<&Arc<K>> {
+        self.by_namespace
+            .get(&(key.scope.clone(), key.namespace.clone()))?
+            .get(&key.name)
+    }
+}
+
 /// The cache an informer's watch keeps: what is there, and during a re-list what the new
 /// list has brought so far (swapped in whole at its end, so readers never see half a list).
 struct Cache<K> {
-    objects: HashMap<ObjectKey, Arc<K>>,
-    relist: Option<HashMap<ObjectKey, Arc<K>>>,
+    objects: Objects<K>,
+    relist: Option<Objects<K>>,
 }
 
 /// The objects an informer's watch keeps current, shared by whoever reads them (cheap to
@@ -91,7 +137,7 @@ impl<K: Resource + Clone> Store<K> {
     pub fn new(scope_by: Option<&'static str>) -> Self {
         Self {
             cache: Arc::new(RwLock::new(Cache {
-                objects: HashMap::new(),
+                objects: Objects::default(),
                 relist: None,
             })),
             scope_by,
@@ -109,9 +155,9 @@ impl<K: Resource + Clone> Store<K> {
                     .insert(ObjectKey::of(o, self.scope_by), Arc::new(o.clone()));
             }
             watcher::Event::Delete(o) => {
-                cache.objects.remove(&ObjectKey::of(o, self.scope_by));
+                cache.objects.remove(ObjectKey::of(o, self.scope_by));
             }
-            watcher::Event::Init => cache.relist = Some(HashMap::new()),
+            watcher::Event::Init => cache.relist = Some(Objects::default()),
             watcher::Event::InitApply(o) => {
                 cache
                     .relist
@@ -154,12 +200,32 @@ impl<K> Store<K> {
 
     /// Every object cached now.
     pub fn state(&self) -> Vec<Arc<K>> {
-        self.read().objects.values().cloned().collect()
+        let cache = self.read();
+        let mut all = Vec::with_capacity(cache.objects.len);
+        for names in cache.objects.by_namespace.values() {
+            all.extend(names.values().cloned());
+        }
+        all
+    }
+
+    /// The objects of `namespace` (empty: cluster-scoped ones) in `scope`.
+    pub fn in_namespace(&self, scope: &str, namespace: &str) -> Vec<Arc<K>> {
+        self.read()
+            .objects
+            .by_namespace
+            .get(&(scope.to_string(), namespace.to_string()))
+            .map(|names| names.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Every (scope, namespace) with objects now.
+    pub fn namespaces(&self) -> Vec<(String, String)> {
+        self.read().objects.by_namespace.keys().cloned().collect()
     }
 
     /// How many objects are cached now.
     pub fn len(&self) -> usize {
-        self.read().objects.len()
+        self.read().objects.len
     }
 
     /// Whether nothing is cached now.

@@ -1,14 +1,15 @@
-//! The sync loop: informers on both sides for every kind that travels, and a pass after
-//! any event that makes downstream what upstream says — apply what is missing or drifted,
-//! delete what is no longer placed, and namespaces left with nothing placed — writing
-//! nothing when both agree.
+//! The sync loop: informers on both sides for every kind that travels, and after events a
+//! round over the downstream namespaces they touched that makes downstream what upstream
+//! says — apply what is missing or drifted, delete what is no longer placed, and
+//! namespaces left with nothing placed — writing nothing when both agree.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::Value;
@@ -21,8 +22,9 @@ use sluice_api::sync::{
 };
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
 use sluice_kube::lease::{LeaseHolder, renew_forever};
-use sluice_kube::{Informer, Roots};
-use tokio::sync::{Notify, watch};
+use sluice_kube::{Changes, Informer, Roots, Scope};
+use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::drift::contained;
 use crate::metrics::SyncMetrics;
@@ -31,8 +33,9 @@ use sluice_api::synced_kinds::{BUILTIN, SyncedKind};
 
 /// After a failed write, the pass runs again this much later.
 const RETRY: Duration = Duration::from_secs(1);
-/// A pass runs at least this often, to repair what no event reported.
-const RESYNC: Duration = Duration::from_secs(60);
+/// A round over everything runs this often, to repair what no event reported (the caches
+/// are kept by watches: nothing is re-listed).
+const RESYNC: Duration = Duration::from_secs(600);
 
 /// What a syncer syncs: from the control plane (its configuration, with any URL of the
 /// server: the syncer reads through `/clusters/*` and reports status to each logical
@@ -227,27 +230,30 @@ async fn run_loop(
             ))))
         })
         .transpose()?;
-    let changed = Arc::new(Notify::new());
+    // What changed, by downstream namespace: a round covers those namespaces only (all of
+    // them after a re-list), so its cost follows the change, not the cluster.
+    let changes: Arc<Changes<String>> = Arc::default();
+    let sources = Sources::default();
     let placed = state_label(&config.cluster);
     let synced = format!("{LABEL_SYNCED}=true");
     let kinds: Vec<KindSync> = BUILTIN
         .iter()
         .map(|kind| {
             let resource = resource(kind);
-            let notify = changed.clone();
+            let (c, src) = (changes.clone(), sources.clone());
             let up = Informer::start_across(
                 Api::all_with(upstream.wildcard.clone(), &resource),
                 watcher::Config::default().labels(&placed),
                 kind.plural,
                 LOGICAL_CLUSTER_ANNOTATION,
-                move |_| notify.notify_one(),
+                move |e| c.record(e, |o: &DynamicObject| src.learn(&o.metadata)),
             );
-            let notify = changed.clone();
+            let c = changes.clone();
             let down = Informer::start_typed(
                 Api::all_with(config.downstream.clone(), &resource),
                 watcher::Config::default().labels(&synced),
                 kind.plural,
-                move |_| notify.notify_one(),
+                move |e| c.record(e, |o: &DynamicObject| o.metadata.namespace.clone()),
             );
             KindSync {
                 kind,
@@ -258,33 +264,46 @@ async fn run_loop(
             }
         })
         .collect();
-    let namespaces = Informer::<Namespace>::start(
-        Api::all(config.downstream.clone()),
-        watcher::Config::default().labels(&synced),
-        changed.clone(),
-        "namespaces",
-    );
-    let mirrors = Mirrors {
-        down: Informer::start(
+    let namespaces = {
+        let (c, src) = (changes.clone(), sources.clone());
+        Informer::<Namespace>::start_with(
             Api::all(config.downstream.clone()),
-            watcher::Config::default(),
-            changed.clone(),
-            "pods",
-        ),
+            watcher::Config::default().labels(&synced),
+            "namespaces",
+            move |e| c.record(e, |n: &Namespace| src.learn_downstream(&n.metadata)),
+        )
+    };
+    let mirrors = Mirrors {
+        down: {
+            let c = changes.clone();
+            Informer::start_with(
+                Api::all(config.downstream.clone()),
+                watcher::Config::default(),
+                "pods",
+                move |e| c.record(e, |p: &Pod| p.metadata.namespace.clone()),
+            )
+        },
         up: {
-            let notify = changed.clone();
+            let (c, src) = (changes.clone(), sources.clone());
             Informer::start_across(
                 Api::all(upstream.wildcard.clone()),
                 watcher::Config::default().labels(&format!("{LABEL_CLUSTER}={}", config.cluster)),
                 "mirrored pods",
                 LOGICAL_CLUSTER_ANNOTATION,
-                move |_| notify.notify_one(),
+                move |e| c.record(e, |p: &Pod| src.learn(&p.metadata)),
             )
         },
     };
     let mut retry = false;
+    let mut known = 0;
+    let mut resync = tokio::time::Instant::now() + RESYNC;
     loop {
-        let wait = if retry { RETRY } else { RESYNC };
+        let all_known = kinds.iter().all(KindSync::down_known);
+        let wait = if retry || !all_known {
+            RETRY
+        } else {
+            resync.saturating_duration_since(tokio::time::Instant::now())
+        };
         tokio::select! {
             r = stop.changed() => {
                 if r.is_err() {
@@ -294,174 +313,292 @@ async fn run_loop(
                     return Ok(());
                 }
             }
-            _ = changed.notified() => {}
+            _ = changes.notified() => {}
             _ = tokio::time::sleep(wait) => {}
         }
         if !namespaces.is_ready() {
             continue;
         }
-        retry = !pass(syncer, &config, &upstream, &kinds, &namespaces).await;
-        retry |= !mirror_pods(syncer, &config, &upstream, &namespaces, &mirrors).await;
+        // A kind given up on downstream (not served there) is acted on from now: everything.
+        let now_known = kinds.iter().filter(|k| k.down_known()).count();
+        if now_known > known || tokio::time::Instant::now() >= resync {
+            known = now_known;
+            resync = tokio::time::Instant::now() + RESYNC;
+            changes.touch_all();
+        }
+        let scope = changes.take();
+        if scope.is_empty() {
+            continue;
+        }
+        let targets = sources.targets(&scope, &kinds, &namespaces, &mirrors);
+        let span = tracing::debug_span!("round", namespaces = targets.len(), all = scope.is_all());
+        let ok = async {
+            pass(syncer, &config, &upstream, &kinds, &namespaces, &targets).await
+                & mirror_pods(syncer, &config, &upstream, &mirrors, &targets).await
+        }
+        .instrument(span)
+        .await;
         syncer.metrics.passes.inc();
-        if !retry && kinds.iter().all(|k| k.up.is_ready() && k.down.is_ready()) {
+        syncer
+            .metrics
+            .placed
+            .set(kinds.iter().map(|k| k.up.store.len() as i64).sum());
+        retry = !ok;
+        if retry {
+            changes.restore(scope);
+        } else if kinds.iter().all(|k| k.up.is_ready() && k.down.is_ready()) {
             syncer.ready.store(true, Ordering::Release);
         }
     }
 }
 
-/// One pass over every kind whose informers have listed; false if a write failed.
+/// Which upstream namespace each downstream namespace holds, learned from the events that
+/// name them (upstream objects, and downstream namespaces' annotations).
+#[derive(Clone, Default)]
+struct Sources(Arc<std::sync::Mutex<HashMap<String, (LogicalClusterPath, String)>>>);
+
+impl Sources {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (LogicalClusterPath, String)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The downstream namespace of an upstream object read through the wildcard.
+    fn learn(&self, meta: &ObjectMeta) -> Option<String> {
+        let path: LogicalClusterPath = meta
+            .annotations
+            .as_ref()?
+            .get(LOGICAL_CLUSTER_ANNOTATION)?
+            .parse()
+            .ok()?;
+        let ns = meta.namespace.clone()?;
+        let down = downstream_namespace(&path, &ns);
+        let mut known = self.lock();
+        if !known.contains_key(&down) {
+            known.insert(down.clone(), (path, ns));
+        }
+        Some(down)
+    }
+
+    /// A downstream namespace (and, from its annotations, what it holds).
+    fn learn_downstream(&self, meta: &ObjectMeta) -> Option<String> {
+        let name = meta.name.clone()?;
+        let a = meta.annotations.as_ref();
+        if let (Some(path), Some(ns)) = (
+            a.and_then(|a| a.get(sluice_api::sync::ANNOTATION_LOGICAL_CLUSTER))
+                .and_then(|p| p.parse::<LogicalClusterPath>().ok()),
+            a.and_then(|a| a.get(sluice_api::sync::ANNOTATION_UPSTREAM_NAMESPACE)),
+        ) {
+            self.lock()
+                .entry(name.clone())
+                .or_insert((path, ns.clone()));
+        }
+        Some(name)
+    }
+
+    /// The downstream namespaces a round over `scope` covers, each with the upstream
+    /// namespace it holds when known (a downstream namespace of unknown origin holds
+    /// nothing placed: what it has goes).
+    fn targets(
+        &self,
+        scope: &Scope<String>,
+        kinds: &[KindSync],
+        namespaces: &Informer<Namespace>,
+        mirrors: &Mirrors,
+    ) -> BTreeMap<String, Option<(LogicalClusterPath, String)>> {
+        let names: BTreeSet<String> = match scope {
+            Scope::Keys(keys) => keys.clone(),
+            Scope::All => {
+                // Listed objects come without events of their own: learn from the caches.
+                let upstream = kinds
+                    .iter()
+                    .flat_map(|k| k.up.store.namespaces())
+                    .chain(mirrors.up.store.namespaces());
+                for (scope, ns) in upstream {
+                    if let Ok(path) = scope.parse::<LogicalClusterPath>() {
+                        let down = downstream_namespace(&path, &ns);
+                        self.lock().entry(down).or_insert((path, ns));
+                    }
+                }
+                let mut all: BTreeSet<String> = self.lock().keys().cloned().collect();
+                for k in kinds {
+                    all.extend(k.down.store.namespaces().into_iter().map(|(_, ns)| ns));
+                }
+                all.extend(
+                    namespaces
+                        .state()
+                        .iter()
+                        .filter_map(|n| n.metadata.name.clone()),
+                );
+                all.extend(
+                    mirrors
+                        .down
+                        .store
+                        .namespaces()
+                        .into_iter()
+                        .map(|(_, ns)| ns),
+                );
+                all
+            }
+        };
+        let known = self.lock();
+        names
+            .into_iter()
+            .map(|n| {
+                let source = known.get(&n).cloned();
+                (n, source)
+            })
+            .collect()
+    }
+}
+
+/// One round over the downstream namespaces `targets`, for every kind whose informers have
+/// listed; false if a write failed.
 async fn pass(
     syncer: &Syncer,
     config: &Config,
     upstream: &Upstream,
     kinds: &[KindSync],
     namespaces: &Informer<Namespace>,
+    targets: &BTreeMap<String, Option<(LogicalClusterPath, String)>>,
 ) -> bool {
     let mut ok = true;
-    let mut origins: BTreeMap<String, Origin> = BTreeMap::new();
-    let mut desired: Vec<(&KindSync, Value)> = Vec::new();
-    // Upstream objects whose status this cluster reports: where they are, and what their
-    // status annotation says now.
-    let mut reporting: Vec<(&KindSync, Origin, Value)> = Vec::new();
-    for k in kinds.iter().filter(|k| k.up.is_ready()) {
-        for obj in k.up.state() {
-            let Ok(json) = serde_json::to_value(&*obj) else {
-                continue;
-            };
-            match downstream(&json, k.kind, &config.cluster) {
-                Ok((origin, d)) => {
-                    let ns = downstream_namespace(&origin.logical_cluster, &origin.namespace);
-                    if k.kind.reports_status() {
-                        reporting.push((k, origin.clone(), json));
-                    }
-                    origins.entry(ns).or_insert(origin);
-                    desired.push((k, d));
-                }
-                Err(e) => {
-                    syncer.metrics.not_synced.inc();
-                    tracing::warn!(kind = k.kind.kind, name = ?obj.metadata.name, error = %e, "not synced");
-                }
-            }
-        }
-    }
-
-    syncer.metrics.placed.set(desired.len() as i64);
-    // Namespaces first: objects cannot be created in a namespace that is not there.
     let ns_api: Api<Namespace> = Api::all(config.downstream.clone());
-    for (name, origin) in &origins {
-        let want = namespace_object(origin);
-        let have = namespaces
-            .get("", name)
-            .and_then(|n| serde_json::to_value(&*n).ok());
-        if have.is_some_and(|h| contained(&want["metadata"], &h["metadata"])) {
-            continue;
-        }
-        let written = ns_api
-            .patch(name, &apply_params(), &Patch::Apply(&want))
-            .await;
-        syncer.metrics.write("Namespace", "apply", written.is_ok());
-        if let Err(e) = written {
-            tracing::warn!(namespace = %name, error = %e, "creating the namespace failed");
-            ok = false;
-        }
-    }
-
-    // What is downstream now, by kind, namespace and name: one scan per pass.
-    let mut actual: BTreeMap<(&str, &str, &str), Value> = BTreeMap::new();
-    let stores: Vec<(&KindSync, Vec<Arc<DynamicObject>>)> = kinds
-        .iter()
-        .filter(|k| k.down.is_ready())
-        .map(|k| (k, k.down.state()))
-        .collect();
-    for (k, objects) in &stores {
-        let plural = k.kind.plural;
-        for o in objects {
-            if let (Some(ns), Some(name), Ok(v)) = (
-                o.metadata.namespace.as_deref(),
-                o.metadata.name.as_deref(),
-                serde_json::to_value(&**o),
-            ) {
-                actual.insert((plural, ns, name), v);
-            }
-        }
-    }
-    let mut wanted: BTreeSet<(&str, String, String)> = BTreeSet::new();
-    for (k, d) in &desired {
-        let ns = d["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = d["metadata"]["name"].as_str().unwrap_or_default();
-        wanted.insert((k.kind.plural, ns.to_string(), name.to_string()));
-        if !k.down_known() {
-            continue;
-        }
-        let refusal = (k.kind.kind, ns.to_string(), name.to_string());
-        if !k.down.is_ready() && syncer.refusals().contains_key(&refusal) {
-            continue;
-        }
-        let have = actual.get(&(k.kind.plural, ns, name));
-        if have.is_some_and(|h| in_place(d, h)) {
-            continue;
-        }
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(config.downstream.clone(), ns, &k.resource);
-        let written = api.patch(name, &apply_params(), &Patch::Apply(d)).await;
-        syncer.metrics.write(k.kind.kind, "apply", written.is_ok());
-        let key = (k.kind.kind, ns.to_string(), name.to_string());
-        match written {
-            Ok(_) => {
-                tracing::info!(kind = k.kind.kind, namespace = ns, name, "applied");
-                syncer.refusals().remove(&key);
-            }
-            // The cluster refuses it (invalid there, a kind it does not serve): said once,
-            // upstream, as an Event on the object; retried when it changes, not every second.
-            Err(kube::Error::Api(s)) if [400, 403, 404, 422].contains(&s.code) => {
-                tracing::warn!(kind = k.kind.kind, namespace = ns, name, error = %s.message, "the cluster refuses it");
-                let said = syncer.refusals().get(&key) == Some(&s.message);
-                if !said && let Some(origin) = origins.get(ns) {
-                    refused(config, upstream, k.kind, origin, name, &s.message).await;
-                    syncer.refusals().insert(key, s.message.clone());
+    for (down_ns, source) in targets {
+        let mut origin: Option<Origin> = None;
+        let mut desired: Vec<(&KindSync, Value)> = Vec::new();
+        // Upstream objects whose status this cluster reports, with what they say now.
+        let mut reporting: Vec<(&KindSync, Origin, Value)> = Vec::new();
+        if let Some((path, up_ns)) = source {
+            for k in kinds.iter().filter(|k| k.up.is_ready()) {
+                for obj in k.up.store.in_namespace(&path.to_string(), up_ns) {
+                    let Ok(json) = serde_json::to_value(&*obj) else {
+                        continue;
+                    };
+                    match downstream(&json, k.kind, &config.cluster) {
+                        Ok((o, d)) => {
+                            if k.kind.reports_status() {
+                                reporting.push((k, o.clone(), json));
+                            }
+                            origin.get_or_insert(o);
+                            desired.push((k, d));
+                        }
+                        Err(e) => {
+                            syncer.metrics.not_synced.inc();
+                            tracing::warn!(kind = k.kind.kind, name = ?obj.metadata.name, error = %e, "not synced");
+                        }
+                    }
                 }
             }
-            Err(e) => {
-                tracing::warn!(kind = k.kind.kind, namespace = ns, name, error = %e, "apply failed");
-                ok = false;
+        }
+
+        // The namespace first: objects cannot be created in a namespace that is not there.
+        let have_ns = namespaces.get("", down_ns);
+        if let Some(origin) = &origin {
+            let want = namespace_object(origin);
+            let in_place_ns = have_ns
+                .as_ref()
+                .and_then(|n| serde_json::to_value(&**n).ok())
+                .is_some_and(|h| contained(&want["metadata"], &h["metadata"]));
+            if !in_place_ns {
+                let written = ns_api
+                    .patch(down_ns, &apply_params(), &Patch::Apply(&want))
+                    .await;
+                syncer.metrics.write("Namespace", "apply", written.is_ok());
+                if let Err(e) = written {
+                    tracing::warn!(namespace = %down_ns, error = %e, "creating the namespace failed");
+                    ok = false;
+                    continue;
+                }
             }
         }
-    }
 
-    // Status back up: what each downstream workload reports, where it changed.
-    for (k, origin, up) in &reporting {
-        let ns = downstream_namespace(&origin.logical_cluster, &origin.namespace);
-        let Some(have) = actual.get(&(k.kind.plural, ns.as_str(), origin.name.as_str())) else {
-            continue;
-        };
-        ok &= report_status(syncer, config, upstream, k, origin, up, have).await;
-    }
-
-    // What is synced downstream but no longer placed (or gone upstream) goes.
-    for (k, objects) in stores.iter().filter(|(k, _)| k.up.is_ready()) {
-        for o in objects {
-            let ns = o.metadata.namespace.clone().unwrap_or_default();
-            let name = o.metadata.name.clone().unwrap_or_default();
-            if o.metadata.deletion_timestamp.is_some()
-                || wanted.contains(&(k.kind.plural, ns.clone(), name.clone()))
-            {
+        // What is downstream now, by kind and name.
+        let mut actual: BTreeMap<(&str, String), Value> = BTreeMap::new();
+        let stores: Vec<(&KindSync, Vec<Arc<DynamicObject>>)> = kinds
+            .iter()
+            .filter(|k| k.down.is_ready())
+            .map(|k| (k, k.down.store.in_namespace("", down_ns)))
+            .collect();
+        for (k, objects) in &stores {
+            for o in objects {
+                if let (Some(name), Ok(v)) = (o.metadata.name.clone(), serde_json::to_value(&**o)) {
+                    actual.insert((k.kind.plural, name), v);
+                }
+            }
+        }
+        let mut wanted: BTreeSet<(&str, String)> = BTreeSet::new();
+        for (k, d) in &desired {
+            let name = d["metadata"]["name"].as_str().unwrap_or_default();
+            wanted.insert((k.kind.plural, name.to_string()));
+            if !k.down_known() {
+                continue;
+            }
+            let key = (k.kind.kind, down_ns.clone(), name.to_string());
+            if !k.down.is_ready() && syncer.refusals().contains_key(&key) {
+                continue;
+            }
+            let have = actual.get(&(k.kind.plural, name.to_string()));
+            if have.is_some_and(|h| in_place(d, h)) {
                 continue;
             }
             let api: Api<DynamicObject> =
-                Api::namespaced_with(config.downstream.clone(), &ns, &k.resource);
-            ok &= delete(syncer, k.kind.kind, &api, &ns, &name).await;
-        }
-    }
-
-    // A synced namespace with nothing placed in it goes too, once every upstream informer
-    // has listed (before that, "nothing placed" may only mean "not listed yet").
-    if kinds.iter().all(|k| k.up.is_ready()) {
-        for n in namespaces.state() {
-            let name = n.metadata.name.clone().unwrap_or_default();
-            if n.metadata.deletion_timestamp.is_some() || origins.contains_key(&name) {
-                continue;
+                Api::namespaced_with(config.downstream.clone(), down_ns, &k.resource);
+            let written = api.patch(name, &apply_params(), &Patch::Apply(d)).await;
+            syncer.metrics.write(k.kind.kind, "apply", written.is_ok());
+            match written {
+                Ok(_) => {
+                    tracing::info!(kind = k.kind.kind, namespace = %down_ns, name, "applied");
+                    syncer.refusals().remove(&key);
+                }
+                // The cluster refuses it (invalid there, a kind it does not serve): said
+                // once, upstream, as an Event on the object; retried when it changes, not
+                // every second.
+                Err(kube::Error::Api(s)) if [400, 403, 404, 422].contains(&s.code) => {
+                    tracing::warn!(kind = k.kind.kind, namespace = %down_ns, name, error = %s.message, "the cluster refuses it");
+                    let said = syncer.refusals().get(&key) == Some(&s.message);
+                    if !said && let Some(origin) = &origin {
+                        refused(config, upstream, k.kind, origin, name, &s.message).await;
+                        syncer.refusals().insert(key, s.message.clone());
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(kind = k.kind.kind, namespace = %down_ns, name, error = %e, "apply failed");
+                    ok = false;
+                }
             }
-            ok &= delete(syncer, "Namespace", &ns_api, "", &name).await;
+        }
+
+        // Status back up: what each downstream workload reports, where it changed.
+        for (k, o, up) in &reporting {
+            let Some(have) = actual.get(&(k.kind.plural, o.name.clone())) else {
+                continue;
+            };
+            ok &= report_status(syncer, config, upstream, k, o, up, have).await;
+        }
+
+        // What is synced downstream but no longer placed (or gone upstream) goes.
+        for (k, objects) in stores.iter().filter(|(k, _)| k.up.is_ready()) {
+            for o in objects {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                if o.metadata.deletion_timestamp.is_some()
+                    || wanted.contains(&(k.kind.plural, name.clone()))
+                {
+                    continue;
+                }
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(config.downstream.clone(), down_ns, &k.resource);
+                ok &= delete(syncer, k.kind.kind, &api, down_ns, &name).await;
+            }
+        }
+
+        // A synced namespace with nothing placed in it goes too, once every upstream
+        // informer has listed (before that, "nothing placed" may only mean "not listed
+        // yet").
+        if origin.is_none()
+            && kinds.iter().all(|k| k.up.is_ready())
+            && have_ns.is_some_and(|n| n.metadata.deletion_timestamp.is_none())
+        {
+            ok &= delete(syncer, "Namespace", &ns_api, "", down_ns).await;
         }
     }
     ok
@@ -536,52 +673,45 @@ struct Mirrors {
     up: Informer<Pod>,
 }
 
-/// Mirror every pod of a synced namespace upstream, update mirrors whose pod changed and
-/// delete those whose pod is gone; false if a write failed.
+/// Mirror every pod of the synced namespaces `targets` upstream, update mirrors whose pod
+/// changed and delete those whose pod is gone; false if a write failed.
 async fn mirror_pods(
     syncer: &Syncer,
     config: &Config,
     upstream: &Upstream,
-    namespaces: &Informer<Namespace>,
     mirrors: &Mirrors,
+    targets: &BTreeMap<String, Option<(LogicalClusterPath, String)>>,
 ) -> bool {
     if !mirrors.down.is_ready() || !mirrors.up.is_ready() {
         return true;
     }
     let mut ok = true;
-    // Downstream namespace → where it comes from.
-    let mut origins: BTreeMap<String, (LogicalClusterPath, String)> = BTreeMap::new();
-    for n in namespaces.state() {
-        let a = n.metadata.annotations.clone().unwrap_or_default();
-        if let (Some(name), Some(path), Some(ns)) = (
-            n.metadata.name.clone(),
-            a.get(sluice_api::sync::ANNOTATION_LOGICAL_CLUSTER)
-                .and_then(|p| p.parse::<LogicalClusterPath>().ok()),
-            a.get(sluice_api::sync::ANNOTATION_UPSTREAM_NAMESPACE),
-        ) {
-            origins.insert(name, (path, ns.clone()));
-        }
-    }
-    // The mirrors there are, by logical cluster, namespace and name.
-    let mirrored: BTreeMap<(String, String, String), Value> = mirrors
-        .up
-        .state()
+    let origins: BTreeMap<&str, &(LogicalClusterPath, String)> = targets
         .iter()
+        .filter_map(|(down, source)| Some((down.as_str(), source.as_ref()?)))
+        .collect();
+    // The mirrors there are, by logical cluster, namespace and name.
+    let mirrored: BTreeMap<(String, String, String), Value> = origins
+        .values()
+        .flat_map(|(path, ns)| mirrors.up.store.in_namespace(&path.to_string(), ns))
         .filter_map(|m| {
             let key = (
                 m.metadata
                     .annotations
                     .as_ref()?
-                    .get(sluice_api::LOGICAL_CLUSTER_ANNOTATION)?
+                    .get(LOGICAL_CLUSTER_ANNOTATION)?
                     .clone(),
                 m.metadata.namespace.clone()?,
                 m.metadata.name.clone()?,
             );
-            Some((key, serde_json::to_value(&**m).ok()?))
+            Some((key, serde_json::to_value(&*m).ok()?))
         })
         .collect();
     let mut wanted: BTreeSet<(String, String, String)> = BTreeSet::new();
-    for p in mirrors.down.state() {
+    let pods = origins
+        .keys()
+        .flat_map(|down| mirrors.down.store.in_namespace("", down));
+    for p in pods {
         let (Some(ns), Some(name)) = (p.metadata.namespace.as_deref(), p.metadata.name.as_deref())
         else {
             continue;
@@ -636,16 +766,8 @@ async fn mirror_pods(
             }
         }
     }
-    for m in mirrors.up.state() {
-        let (Some(ns), Some(name), Some(path)) = (
-            m.metadata.namespace.clone(),
-            m.metadata.name.clone(),
-            m.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(LOGICAL_CLUSTER_ANNOTATION))
-                .and_then(|p| p.parse::<LogicalClusterPath>().ok()),
-        ) else {
+    for (path, ns, name) in mirrored.keys() {
+        let Ok(path) = path.parse::<LogicalClusterPath>() else {
             continue;
         };
         if wanted.contains(&(path.to_string(), ns.clone(), name.clone())) {
@@ -655,9 +777,9 @@ async fn mirror_pods(
             ok = false;
             continue;
         };
-        let api: Api<Pod> = Api::namespaced(client, &ns);
+        let api: Api<Pod> = Api::namespaced(client, ns);
         let deleted = api
-            .delete(&name, &DeleteParams::default().grace_period(0))
+            .delete(name, &DeleteParams::default().grace_period(0))
             .await;
         let gone = matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 404);
         syncer

@@ -229,3 +229,23 @@ fn a_store_across_scopes_keeps_same_names_apart() {
     assert!(across.get_in("root", "shop", "settings").is_none());
     assert!(across.get_in("root:team", "shop", "settings").is_some());
 }
+
+/// A namespace's objects are read without the others; removals keep the count.
+#[test]
+fn a_store_reads_one_namespace() {
+    let cm = |ns: &str, name: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": ns}})).unwrap()
+    };
+    let store: Store<ConfigMap> = Store::new(None);
+    for (ns, name) in [("a", "1"), ("a", "2"), ("b", "1")] {
+        store.apply(&watcher::Event::Apply(cm(ns, name)));
+    }
+    store.apply(&watcher::Event::Apply(cm("a", "2")));
+    assert_eq!(store.len(), 3);
+    assert_eq!(store.in_namespace("", "a").len(), 2);
+    store.apply(&watcher::Event::Delete(cm("b", "1")));
+    store.apply(&watcher::Event::Delete(cm("b", "1")));
+    assert_eq!(store.len(), 2);
+    assert!(store.in_namespace("", "b").is_empty());
+    assert_eq!(store.namespaces(), [(String::new(), "a".to_string())]);
+}
