@@ -17,35 +17,87 @@ use sluice_test_support::poll::eventually;
 
 const WITHIN: Duration = Duration::from_secs(60);
 
+/// A control plane (with its placement controllers), one physical cluster `east` (a real
+/// API server), and a syncer between them, all in process.
+struct Clusterset {
+    control: sluice_control::Bound,
+    _east: sluice_control::Bound,
+    root: kube::Client,
+    downstream: kube::Client,
+    stop: tokio::sync::watch::Sender<bool>,
+    syncer: tokio::task::JoinHandle<Result<(), sluice_syncer::controller::SyncError>>,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+impl Clusterset {
+    async fn start() -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let up_dir = tempfile::tempdir().unwrap();
+        let control = sluice_control::build(sluice_control::Config::new(
+            up_dir.path(),
+            "127.0.0.1:0".parse().unwrap(),
+        ))
+        .await
+        .unwrap();
+        let down_dir = tempfile::tempdir().unwrap();
+        let mut down_config =
+            sluice_control::Config::new(down_dir.path(), "127.0.0.1:0".parse().unwrap());
+        down_config.single_cluster = Some("127.41.0.0/16".parse().unwrap());
+        let east = sluice_control::build(down_config).await.unwrap();
+        let root = client(&control.admin_kubeconfig, None).await;
+        let upstream = sluice_test_support::client::config(&control.admin_kubeconfig, None).await;
+        let downstream = client(&east.admin_kubeconfig, None).await;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let syncer = tokio::spawn(sluice_syncer::controller::run(
+            sluice_syncer::controller::Config {
+                upstream,
+                downstream: downstream.clone(),
+                cluster: ClusterName::new("east"),
+                logs_url: None,
+            },
+            stopped,
+        ));
+        Self {
+            control,
+            _east: east,
+            root,
+            downstream,
+            stop,
+            syncer,
+            _dirs: [up_dir, down_dir],
+        }
+    }
+
+    /// The Cluster `east` and namespace `shop` placed on it.
+    async fn place_shop(&self) {
+        Api::<Cluster>::all(self.root.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "east"}, "spec": {}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        Api::<Namespace>::all(self.root.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "shop",
+                    "labels": {"sluice.dev/cluster": "east"}}}))
+                .unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        self.syncer.await.unwrap().unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn placed_objects_are_synced_kept_and_removed() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let up_dir = tempfile::tempdir().unwrap();
-    let control = sluice_control::build(sluice_control::Config::new(
-        up_dir.path(),
-        "127.0.0.1:0".parse().unwrap(),
-    ))
-    .await
-    .unwrap();
-    let down_dir = tempfile::tempdir().unwrap();
-    let mut down_config =
-        sluice_control::Config::new(down_dir.path(), "127.0.0.1:0".parse().unwrap());
-    down_config.single_cluster = Some("127.41.0.0/16".parse().unwrap());
-    let east = sluice_control::build(down_config).await.unwrap();
-
-    let root = client(&control.admin_kubeconfig, None).await;
-    let upstream = sluice_test_support::client::config(&control.admin_kubeconfig, None).await;
-    let downstream = client(&east.admin_kubeconfig, None).await;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let syncer = tokio::spawn(sluice_syncer::controller::run(
-        sluice_syncer::controller::Config {
-            upstream,
-            downstream: downstream.clone(),
-            cluster: ClusterName::new("east"),
-            logs_url: None,
-        },
-        stopped,
-    ));
+    let set = Clusterset::start().await;
+    let (control, root, downstream) = (&set.control, set.root.clone(), set.downstream.clone());
 
     // The cluster, and a namespace placed on it (its syncer's heartbeat makes it ready).
     let clusters: Api<Cluster> = Api::all(root.clone());
@@ -283,6 +335,92 @@ async fn placed_objects_are_synced_kept_and_removed() {
         "the emptied namespace removed downstream"
     );
 
-    let _ = stop.send(true);
-    syncer.await.unwrap().unwrap();
+    set.stop().await;
+}
+
+/// An object the physical cluster refuses (a Service asking for a node port another
+/// Service holds there) is reported upstream as a `SyncFailed` Warning Event on the object,
+/// naming the cluster and what it said, once; the rest of the namespace syncs, before and
+/// after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_the_cluster_refuses_is_reported_upstream_and_stalls_nothing() {
+    let set = Clusterset::start().await;
+    let node_port = |name: &str| -> Service {
+        serde_json::from_value(
+            json!({"metadata": {"name": name}, "spec": {"type": "NodePort",
+            "selector": {"app": name}, "ports": [{"port": 80, "nodePort": 30080}]}}),
+        )
+        .unwrap()
+    };
+    // East's own Service holds node port 30080.
+    Api::<Service>::namespaced(set.downstream.clone(), "default")
+        .create(&PostParams::default(), &node_port("local"))
+        .await
+        .unwrap();
+    set.place_shop().await;
+    Api::<Service>::namespaced(set.root.clone(), "shop")
+        .create(&PostParams::default(), &node_port("web"))
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(set.root.clone(), "shop");
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "before"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let ns = downstream_namespace(&LogicalClusterPath::root(), "shop");
+    let down_cms: Api<ConfigMap> = Api::namespaced(set.downstream.clone(), &ns);
+    assert!(
+        eventually(WITHIN, || async {
+            down_cms.get_opt("before").await.ok().flatten().is_some()
+        })
+        .await,
+        "the ConfigMap beside the refused object is synced"
+    );
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(set.root.clone(), "shop");
+    let refusals = || async {
+        events
+            .list(&Default::default())
+            .await
+            .map(|l| {
+                l.items
+                    .into_iter()
+                    .filter(|e| {
+                        e.reason.as_deref() == Some("SyncFailed")
+                            && e.involved_object.kind.as_deref() == Some("Service")
+                            && e.involved_object.name.as_deref() == Some("web")
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        eventually(WITHIN, || async { !refusals().await.is_empty() }).await,
+        "a SyncFailed Event on the Service"
+    );
+    let said = refusals().await;
+    let message = said[0].message.clone().unwrap_or_default();
+    assert!(
+        message.contains("cluster east refused the Service")
+            && message.contains("provided port is already allocated"),
+        "{message}"
+    );
+    assert_eq!(said[0].type_.as_deref(), Some("Warning"));
+    // Nothing stalls: a later object syncs; the refusal is not repeated every round.
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "after"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        eventually(WITHIN, || async {
+            down_cms.get_opt("after").await.ok().flatten().is_some()
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(refusals().await.len(), 1, "reported once");
+    set.stop().await;
 }

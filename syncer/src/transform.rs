@@ -198,23 +198,12 @@ fn strip_cluster_owned(kind: &str, obj: &mut Map<String, Value>) {
         return;
     };
     match kind {
-        "Service" => {
-            // A headless Service stays headless: `None` is a choice, not an allocation.
-            if spec.get("clusterIP").and_then(Value::as_str) != Some("None") {
-                spec.remove("clusterIP");
-                spec.remove("clusterIPs");
-            }
-            spec.remove("healthCheckNodePort");
-            for port in spec
-                .get_mut("ports")
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(p) = port.as_object_mut() {
-                    p.remove("nodePort");
-                }
-            }
+        // A headless Service stays headless: `None` is a choice, not an allocation. Node
+        // ports stay: the logical cluster allocates none, so one that is there was asked
+        // for, and the physical cluster grants it or refuses the Service.
+        "Service" if spec.get("clusterIP").and_then(Value::as_str) != Some("None") => {
+            spec.remove("clusterIP");
+            spec.remove("clusterIPs");
         }
         "PersistentVolumeClaim" => {
             spec.remove("volumeName");
@@ -342,7 +331,8 @@ mod tests {
         let (_, down) = downstream(&svc).expect("service");
         assert_eq!(
             down["spec"],
-            json!({"type": "NodePort", "ports": [{"port": 80}]})
+            json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}),
+            "a node port asked for upstream is asked for downstream"
         );
         let headless = with_meta(
             "Service",
