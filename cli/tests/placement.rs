@@ -3,7 +3,8 @@
 //! namespace placed on a cluster runs there and its rollout completes upstream; changing
 //! its cluster label moves it make-before-break (a watcher sampling both clusters never sees
 //! fewer available replicas than desired); a placement onto a cluster that does not exist
-//! is reported and moves nothing. The tests share the clusterset's fixed loopback ranges,
+//! is reported and moves nothing; drift downstream is reverted and what is deleted upstream
+//! goes downstream. The tests share the clusterset's fixed loopback ranges,
 //! so they run one at a time.
 
 mod support;
@@ -218,6 +219,50 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
     assert!(
         labels.contains("state.sluice.dev/west") && !labels.contains("state.sluice.dev/east"),
         "{labels}"
+    );
+
+    // Drift on the physical cluster is reverted: west's copy scaled by hand goes back to
+    // what the logical cluster says.
+    west.ok(&[
+        "-n",
+        &downstream_ns(),
+        "scale",
+        "deployment",
+        "web",
+        "--replicas=5",
+    ]);
+    let replicas = |k: &Kubectl| {
+        k.ok(&[
+            "-n",
+            &downstream_ns(),
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || replicas(&west) == "2"),
+        "drift reverted: {} replicas",
+        replicas(&west)
+    );
+
+    // Deleted upstream, gone downstream: the Service, then the namespace with the rest.
+    control.ok(&["-n", "shop", "delete", "service", "web"]);
+    let service_there = |k: &Kubectl| {
+        k.ok(&["-n", &downstream_ns(), "get", "services", "-o", "name"])
+            .contains("service/web")
+    };
+    assert!(
+        eventually(WITHIN, || !service_there(&west)),
+        "the Service deleted upstream is gone from west"
+    );
+    assert_eq!(available(&west), 2, "the rest keeps running");
+    control.ok(&["delete", "namespace", "shop", "--wait=false"]);
+    assert!(
+        eventually(WITHIN, || !deployment_exists(&west)),
+        "the namespace deleted upstream is gone from west"
     );
 }
 
