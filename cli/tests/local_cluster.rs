@@ -650,3 +650,56 @@ spec:
     ]) == "web-0"));
     assert!(dev.stop());
 }
+
+/// The node agent binds only what fits its node's allocatable (the Node's 2 CPUs here): a
+/// Pod asking for more stays Pending, Unschedulable with the scheduler's words, and is
+/// bound once room is made; a Pod that fits runs meanwhile.
+#[test]
+fn pods_beyond_the_nodes_allocatable_wait_unschedulable() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east");
+    let k = dev.kubectl("east");
+    let pod = |name: &str, cpu: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  \
+             containers:\n  - name: main\n    image: busybox\n    command: [\"sleep\", \"600\"]\n    \
+             resources: {{requests: {{cpu: \"{cpu}\"}}}}\n"
+        )
+    };
+    let field =
+        |name: &str, path: &str| k.ok(&["get", "pod", name, "-o", &format!("jsonpath={path}")]);
+    k.apply_stdin(&pod("big", "1500m"));
+    assert!(eventually(Duration::from_secs(60), || field(
+        "big",
+        "{.status.phase}"
+    ) == "Running"));
+    k.apply_stdin(&pod("huge", "1"));
+    let scheduled = |name: &str| {
+        field(
+            name,
+            "{.status.conditions[?(@.type==\"PodScheduled\")].status}/{.status.conditions[?(@.type==\"PodScheduled\")].message}",
+        )
+    };
+    assert!(
+        eventually(Duration::from_secs(60), || scheduled("huge")
+            == "False/0/1 nodes are available: 1 Insufficient cpu."),
+        "{}",
+        scheduled("huge")
+    );
+    assert_eq!(field("huge", "{.spec.nodeName}"), "", "not bound");
+    k.apply_stdin(&pod("small", "100m"));
+    assert!(eventually(Duration::from_secs(60), || field(
+        "small",
+        "{.status.phase}"
+    ) == "Running"));
+    assert_eq!(field("huge", "{.spec.nodeName}"), "", "still not bound");
+    // Room is made: the waiting Pod is bound and runs.
+    k.ok(&["delete", "pod", "big", "--wait=true"]);
+    assert!(
+        eventually(Duration::from_secs(60), || field("huge", "{.status.phase}")
+            == "Running"),
+        "bound once room was made: {}",
+        scheduled("huge")
+    );
+    assert!(dev.stop());
+}

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use sluice_kube::resources::{Limits, Resources, pod_requests};
 use tokio::sync::watch;
 
 use process::PodRunner;
@@ -172,22 +173,58 @@ pub async fn run(
         retry = None;
         let failed = || Some(tokio::time::Instant::now() + Duration::from_secs(1));
         let mut seen = BTreeSet::new();
-        for pod in reader.state() {
+        let mut pods = reader.state();
+        // Oldest first: a Pod waiting for room gets it before a newer one.
+        pods.sort_by(|a, b| {
+            (&a.metadata.creation_timestamp, &a.metadata.name)
+                .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
+        });
+        let mut room = Room::of(&cfg, &pods);
+        for pod in pods {
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
             let name = pod.metadata.name.clone().unwrap_or_default();
             let key = format!("{ns}/{name}");
             let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
             match node.as_deref() {
-                None | Some("") => {
-                    // The one node of a local cluster is where every Pod goes.
+                None | Some("") if pod.metadata.deletion_timestamp.is_none() => {
+                    // The one node of a local cluster is where every Pod goes that fits
+                    // its allocatable; one that does not waits, Unschedulable, as the
+                    // scheduler would leave it.
                     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-                    let bind = json!({"spec": {"nodeName": cfg.node_name}, "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}});
-                    if let Err(e) = api
-                        .patch(&name, &PatchParams::default(), &Patch::Merge(bind))
-                        .await
-                    {
+                    let need = pod_requests(&pod_value(&pod)["spec"]);
+                    let written = match room.take(need) {
+                        Ok(()) => {
+                            let bind = json!({"spec": {"nodeName": cfg.node_name}, "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}});
+                            api.patch(&name, &PatchParams::default(), &Patch::Merge(bind))
+                                .await
+                        }
+                        Err(short) => {
+                            let message = format!("0/1 nodes are available: 1 {short}.");
+                            if unschedulable_says(&pod, &message) {
+                                continue;
+                            }
+                            let status = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False",
+                                "reason": "Unschedulable", "message": message,
+                                "lastTransitionTime": sluice_kube::time::now_rfc3339()}]}});
+                            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+                                .await
+                        }
+                    };
+                    if let Err(e) = written {
                         tracing::debug!(pod = %key, error = %e, "binding failed");
                         retry = failed();
+                    }
+                    continue;
+                }
+                None | Some("") => {
+                    // Deleted before it was bound: nothing runs, it goes at once.
+                    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+                    match api
+                        .delete(&name, &DeleteParams::default().grace_period(0))
+                        .await
+                    {
+                        Ok(_) | Err(kube::Error::Api(_)) => {}
+                        Err(_) => retry = failed(),
                     }
                     continue;
                 }
@@ -245,6 +282,59 @@ pub async fn run(
     }
     drop(informer);
     Ok(())
+}
+
+/// What the node has left of its allocatable (the figures its Node object advertises)
+/// beside the Pods bound to it that still run.
+struct Room {
+    allocatable: Limits,
+    used: Resources,
+}
+
+impl Room {
+    fn of(cfg: &NodeConfig, pods: &[Arc<Pod>]) -> Self {
+        let allocatable = Limits::from_json(&node_object(cfg).status.map_or(Value::Null, |s| {
+            serde_json::to_value(s.allocatable).unwrap_or(Value::Null)
+        }));
+        let used = pods
+            .iter()
+            .filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(cfg.node_name.as_str())
+                    && crate::controllers::pod_active(p)
+            })
+            .fold(Resources::default(), |sum, p| {
+                sum + pod_requests(&pod_value(p)["spec"])
+            });
+        Self { allocatable, used }
+    }
+
+    /// Take room for a Pod that requests `need`, or say what is short (the scheduler's
+    /// words: `Insufficient cpu`, `Too many pods`).
+    fn take(&mut self, need: Resources) -> Result<(), String> {
+        let after = self.used + need;
+        match self.allocatable.exceeded(&after) {
+            None => {
+                self.used = after;
+                Ok(())
+            }
+            Some("pods") => Err("Too many pods".into()),
+            Some(what) => Err(format!("Insufficient {what}")),
+        }
+    }
+}
+
+/// Whether the Pod already says it is unschedulable for this reason.
+fn unschedulable_says(pod: &Pod, message: &str) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.message.as_deref() == Some(message)
+            })
+        })
 }
 
 /// The grace period a deleted Pod gets.
