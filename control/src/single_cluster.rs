@@ -91,19 +91,14 @@ fn wants_node_ports(svc: &Value) -> bool {
 }
 
 fn invalid_node_port(svc: &Value, i: usize, port: &Value, detail: String) -> ApiError {
-    ApiError::Invalid {
-        gr: GroupResource {
-            group: String::new(),
-            resource: "services".into(),
-        },
-        kind: "Service".into(),
-        name: svc["metadata"]["name"].as_str().unwrap_or("").to_string(),
-        causes: vec![Cause::invalid(
+    invalid_service(
+        svc,
+        Cause::invalid(
             format!("spec.ports[{i}].nodePort"),
             &port.to_string(),
             detail,
-        )],
-    }
+        ),
+    )
 }
 
 fn services() -> ResourcePrefix {
@@ -127,7 +122,8 @@ fn cluster_ips(svc: &Value) -> Vec<Ipv4Addr> {
     out
 }
 
-fn invalid_ip(svc: &Value, ip: &str, detail: String) -> ApiError {
+/// A Service refused for `cause`: the one shape of every refusal here.
+fn invalid_service(svc: &Value, cause: Cause) -> ApiError {
     ApiError::Invalid {
         gr: GroupResource {
             group: String::new(),
@@ -135,8 +131,12 @@ fn invalid_ip(svc: &Value, ip: &str, detail: String) -> ApiError {
         },
         kind: "Service".into(),
         name: svc["metadata"]["name"].as_str().unwrap_or("").to_string(),
-        causes: vec![Cause::invalid("spec.clusterIPs", ip, detail)],
+        causes: vec![cause],
     }
+}
+
+fn invalid_ip(svc: &Value, ip: &str, detail: String) -> ApiError {
+    invalid_service(svc, Cause::invalid("spec.clusterIPs", ip, detail))
 }
 
 impl IpAllocator {
@@ -336,19 +336,14 @@ impl IpAllocator {
                 && field.starts_with("clusterIP")
                 && !old["spec"][field].is_null()
             {
-                return Err(ApiError::Invalid {
-                    gr: GroupResource {
-                        group: String::new(),
-                        resource: "services".into(),
-                    },
-                    kind: "Service".into(),
-                    name: new["metadata"]["name"].as_str().unwrap_or("").to_string(),
-                    causes: vec![Cause::invalid(
+                return Err(invalid_service(
+                    new,
+                    Cause::invalid(
                         format!("spec.{field}"),
                         &requested.to_string(),
                         "field is immutable",
-                    )],
-                });
+                    ),
+                ));
             }
         }
         Ok(())
