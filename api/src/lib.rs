@@ -27,6 +27,7 @@ macro_rules! resource {
     };
 }
 
+pub mod cron;
 pub mod liveness;
 pub mod logical_cluster;
 pub mod mcs;

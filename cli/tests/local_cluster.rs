@@ -703,3 +703,119 @@ fn pods_beyond_the_nodes_allocatable_wait_unschedulable() {
     );
     assert!(dev.stop());
 }
+
+#[test]
+fn jobs_run_to_completion_and_cronjobs_make_them_on_schedule() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east");
+    let k = dev.kubectl("east");
+    k.apply_stdin(
+        r#"apiVersion: batch/v1
+kind: Job
+metadata: {name: works, namespace: default}
+spec:
+  completions: 3
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: main, image: busybox, command: ["sh", "-c", "echo done"]}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: fails, namespace: default}
+spec:
+  backoffLimit: 1
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: main, image: busybox, command: ["sh", "-c", "exit 3"]}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: indexed, namespace: default}
+spec:
+  completions: 3
+  parallelism: 3
+  completionMode: Indexed
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: main, image: busybox, command: ["sh", "-c", "echo index=$JOB_COMPLETION_INDEX"]}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: tick, namespace: default}
+spec:
+  schedule: "@every 2s"
+  successfulJobsHistoryLimit: 2
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers: [{name: main, image: busybox, command: ["true"]}]
+"#,
+    );
+    // `kubectl wait` reads the conditions the Job controller writes.
+    k.ok(&[
+        "wait",
+        "--for=condition=complete",
+        "job/works",
+        "job/indexed",
+        "--timeout=120s",
+    ]);
+    let field = |what: &str, path: &str| k.ok(&["get", what, "-o", &format!("jsonpath={path}")]);
+    assert_eq!(field("job/works", "{.status.succeeded}"), "3");
+    assert_eq!(field("job/indexed", "{.status.completedIndexes}"), "0-2");
+    let mut indexes: Vec<String> = k
+        .ok(&["get", "pods", "-l", "job-name=indexed", "-o", "name"])
+        .lines()
+        .map(|pod| k.ok(&["logs", pod]).trim().to_string())
+        .collect();
+    indexes.sort();
+    assert_eq!(indexes, ["index=0", "index=1", "index=2"]);
+    k.ok(&[
+        "wait",
+        "--for=condition=failed",
+        "job/fails",
+        "--timeout=120s",
+    ]);
+    assert_eq!(
+        field(
+            "job/fails",
+            "{.status.failed}/{.status.conditions[?(@.type==\"Failed\")].reason}"
+        ),
+        "2/BackoffLimitExceeded"
+    );
+    // The CronJob made Jobs that completed, and keeps only the last two.
+    let tick_jobs = || {
+        k.ok(&["get", "jobs", "-o", "name"])
+            .lines()
+            .filter(|j| j.starts_with("job.batch/tick-"))
+            .count()
+    };
+    assert!(
+        eventually(Duration::from_secs(90), || {
+            !field("cronjob/tick", "{.status.lastSuccessfulTime}").is_empty() && tick_jobs() >= 2
+        }),
+        "{}",
+        k.ok(&["get", "cronjob,jobs", "-o", "wide"])
+    );
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(
+        tick_jobs() <= 3,
+        "history limit: {}",
+        k.ok(&["get", "jobs"])
+    );
+    // A schedule kube-apiserver refuses is refused here.
+    let refused = k.fails(&[
+        "create",
+        "cronjob",
+        "bad",
+        "--image=busybox",
+        "--schedule=61 * * * *",
+    ]);
+    assert!(refused.contains("spec.schedule"), "{refused}");
+    assert!(dev.stop());
+}

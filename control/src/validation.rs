@@ -235,8 +235,18 @@ pub fn check_spec(kind: &str, obj: &Value) -> Vec<Cause> {
         "PodTemplate" => check_pod_spec(&obj["template"]["spec"], "template.spec", &mut causes),
         "Job" => check_job_spec(&obj["spec"], "spec", &mut causes),
         "CronJob" => {
-            if obj["spec"]["schedule"].as_str().is_none_or(str::is_empty) {
-                causes.push(Cause::required("spec.schedule"));
+            match obj["spec"]["schedule"].as_str() {
+                None | Some("") => causes.push(Cause::required("spec.schedule")),
+                Some(s) => {
+                    if let Err(e) = sluice_api::cron::CronSchedule::parse(s) {
+                        causes.push(Cause::invalid("spec.schedule", s, e.to_string()));
+                    }
+                }
+            }
+            if let Some(tz) = obj["spec"]["timeZone"].as_str()
+                && let Err(e) = sluice_api::cron::time_zone(tz)
+            {
+                causes.push(Cause::invalid("spec.timeZone", tz, e.to_string()));
             }
             check_job_spec(
                 &obj["spec"]["jobTemplate"]["spec"],
@@ -334,6 +344,23 @@ mod tests {
             check_spec("Service", &serde_json::json!({"spec": {}}))[0].field,
             "spec.ports"
         );
+    }
+
+    #[test]
+    fn cron_schedules_and_time_zones_are_checked() {
+        let cj = |schedule: &str, tz: Option<&str>| {
+            let mut v = serde_json::json!({"spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]}}}}}});
+            if let Some(tz) = tz {
+                v["spec"]["timeZone"] = serde_json::json!(tz);
+            }
+            check_spec("CronJob", &v)
+                .into_iter()
+                .map(|c| c.field)
+                .collect::<Vec<_>>()
+        };
+        assert!(cj("*/5 * * * *", Some("Europe/Berlin")).is_empty());
+        assert_eq!(cj("61 * * * *", None), ["spec.schedule"]);
+        assert_eq!(cj("@daily", Some("Nowhere/Special")), ["spec.timeZone"]);
     }
 
     #[test]

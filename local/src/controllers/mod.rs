@@ -1,12 +1,15 @@
 //! The controllers a local physical cluster needs (the kube-controller-manager's part):
-//! ReplicaSets keep their Pods, Deployments roll ReplicaSets, EndpointSlices follow Pods.
+//! ReplicaSets keep their Pods, Deployments roll ReplicaSets, StatefulSets keep ordinals,
+//! Jobs run Pods to completion, CronJobs make Jobs on schedule, EndpointSlices follow Pods.
 //!
 //! Informers (the shared runtime's) keep local caches; every change triggers a
 //! level-triggered pass over all objects: each controller computes the desired state from
 //! the caches and writes only differences.
 
+pub mod cronjob;
 pub mod deployment;
 pub mod endpointslice;
+pub mod job;
 pub mod replicaset;
 pub mod statefulset;
 
@@ -15,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
@@ -34,6 +38,8 @@ pub struct Caches {
     pub statefulsets: Store<StatefulSet>,
     pub services: Store<Service>,
     pub slices: Store<EndpointSlice>,
+    pub jobs: Store<Job>,
+    pub cronjobs: Store<CronJob>,
 }
 
 /// Objects acted on recently, not to be acted on again before the caches caught up.
@@ -86,6 +92,12 @@ where
         notify.clone(),
         what,
     )
+}
+
+/// The `Instant` at which the wall-clock time `t` comes (now when it is past).
+pub fn instant_at(t: k8s_openapi::jiff::Timestamp) -> Instant {
+    let left = t.duration_since(k8s_openapi::jiff::Timestamp::now());
+    Instant::now() + Duration::try_from(left).unwrap_or(Duration::ZERO)
 }
 
 pub fn value<T: serde::Serialize>(o: &T) -> Value {
@@ -154,6 +166,8 @@ pub async fn run(
     let services = informer::<Service>(&client, &notify, "services");
     let statefulsets = informer::<StatefulSet>(&client, &notify, "statefulsets");
     let slices = informer::<EndpointSlice>(&client, &notify, "endpointslices");
+    let jobs = informer::<Job>(&client, &notify, "jobs");
+    let cronjobs = informer::<CronJob>(&client, &notify, "cronjobs");
     for ready in [
         pods.store.wait_until_ready().await,
         replicasets.store.wait_until_ready().await,
@@ -161,6 +175,8 @@ pub async fn run(
         services.store.wait_until_ready().await,
         slices.store.wait_until_ready().await,
         statefulsets.store.wait_until_ready().await,
+        jobs.store.wait_until_ready().await,
+        cronjobs.store.wait_until_ready().await,
     ] {
         ready.map_err(|_| ControllersError::Stopped)?;
     }
@@ -171,15 +187,25 @@ pub async fn run(
         statefulsets: statefulsets.store.clone(),
         services: services.store.clone(),
         slices: slices.store.clone(),
+        jobs: jobs.store.clone(),
+        cronjobs: cronjobs.store.clone(),
     };
     let mut rs_expect = Expectations::default();
     let mut sts_expect = Expectations::default();
+    let mut job_expect = Expectations::default();
+    // When a Job's deadline or time to live, or a CronJob's next run, comes.
+    let mut timers: Option<Instant> = None;
     let mut resync = tokio::time::interval(RESYNC);
     loop {
-        let lapse = [rs_expect.next_deadline(), sts_expect.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min();
+        let lapse = [
+            rs_expect.next_deadline(),
+            sts_expect.next_deadline(),
+            job_expect.next_deadline(),
+            timers,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let lapsed = async {
             match lapse {
                 Some(t) => tokio::time::sleep_until(t.into()).await,
@@ -195,6 +221,9 @@ pub async fn run(
         deployment::reconcile_all(&client, &caches).await;
         replicaset::reconcile_all(&client, &caches, &mut rs_expect).await;
         statefulset::reconcile_all(&client, &caches, &mut sts_expect).await;
+        let job_timer = job::reconcile_all(&client, &caches, &mut job_expect).await;
+        let cron_timer = cronjob::reconcile_all(&client, &caches).await;
+        timers = job_timer.into_iter().chain(cron_timer).min();
         endpointslice::reconcile_all(&client, &caches).await;
     }
     Ok(())

@@ -255,6 +255,9 @@ pub async fn run(
                         Err(_) => retry = failed(),
                     }
                 }
+                // Ran to completion (before a restart of this agent, or the runner is
+                // gone): a finished Pod never runs again.
+                _ if !crate::controllers::pod_active(&pod) => {}
                 _ => {
                     if let Some(old) = runners.remove(&key) {
                         old.terminate(Duration::ZERO);
@@ -265,11 +268,15 @@ pub async fn run(
                 }
             }
         }
-        cfg.metrics.pods.set(runners.len() as i64);
+        cfg.metrics
+            .pods
+            .set(runners.values().filter(|r| !r.finished()).count() as i64);
         // Pods gone from the API: stop what still runs for them.
+        // A finished runner stays while its Pod does, so the Pod is not started again
+        // before its final status is seen.
         runners.retain(|key, r| {
             if seen.contains(key) {
-                return !r.finished();
+                return true;
             }
             r.terminate(Duration::ZERO);
             false
