@@ -44,6 +44,26 @@ pub const ANNOTATION_UPSTREAM_GENERATION: &str = "sluice.dev/upstream-generation
 /// traffic-drain gate holds one while connections to the cluster's endpoints drain).
 pub const SOFT_FINALIZER_PREFIX: &str = "finalizers.sluice.dev/";
 
+/// Prefix of the finalizer a cluster's syncer puts on each upstream object it has synced
+/// (`syncer.sluice.dev/<cluster>`): deleting the object upstream waits until the
+/// downstream copy is gone. Whoever unplaces the object from the cluster releases it.
+pub const SYNC_FINALIZER_PREFIX: &str = "syncer.sluice.dev/";
+
+/// The sync finalizer of `cluster`.
+pub fn sync_finalizer(cluster: &ClusterName) -> String {
+    format!("{SYNC_FINALIZER_PREFIX}{cluster}")
+}
+
+/// The JSON patch that sets an object's finalizers to `want`, on condition that
+/// it is still at `resource_version` (a concurrent change to the list is a conflict, not
+/// lost).
+pub fn finalizers_patch(resource_version: &str, want: &[String]) -> serde_json::Value {
+    serde_json::json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
+        {"op": "add", "path": "/metadata/finalizers", "value": want},
+    ])
+}
+
 /// Prefix of the annotation by which the placement controller gives a cluster its share of
 /// a spread workload's replicas (`replicas.sluice.dev/<cluster>: "3"`); the syncer writes
 /// that count downstream instead of `spec.replicas`.

@@ -258,7 +258,12 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
         eventually(WITHIN, || !service_there(&west)),
         "the Service deleted upstream is gone from west"
     );
-    assert_eq!(available(&west), 2, "the rest keeps running");
+    // (The drift's surplus Pods may still be stopping: their count settles at 2.)
+    assert!(
+        eventually(WITHIN, || available(&west) == 2),
+        "the rest keeps running: {} available",
+        available(&west)
+    );
     control.ok(&["delete", "namespace", "shop", "--wait=false"]);
     assert!(
         eventually(WITHIN, || !deployment_exists(&west)),

@@ -297,7 +297,20 @@ async fn placed_objects_are_synced_kept_and_removed() {
         .await
     );
 
-    // Deleted upstream: gone downstream.
+    // Synced objects carry the cluster's finalizer: their upstream deletion waits for the
+    // downstream one.
+    let finalizers = |o: Option<Vec<String>>| o.unwrap_or_default();
+    assert!(
+        eventually(WITHIN, || async {
+            svcs.get_opt("web").await.ok().flatten().is_some_and(|s| {
+                finalizers(s.metadata.finalizers).contains(&"syncer.sluice.dev/east".to_string())
+            })
+        })
+        .await,
+        "the syncer holds the upstream Service"
+    );
+
+    // Deleted upstream: gone downstream, then gone upstream.
     svcs.delete("web", &DeleteParams::default()).await.unwrap();
     assert!(
         eventually(WITHIN, || async {
@@ -305,6 +318,13 @@ async fn placed_objects_are_synced_kept_and_removed() {
         })
         .await,
         "deleted upstream, removed downstream"
+    );
+    assert!(
+        eventually(WITHIN, || async {
+            matches!(svcs.get_opt("web").await, Ok(None))
+        })
+        .await,
+        "the upstream deletion finishes once the downstream copy is gone"
     );
     // Unplaced: gone downstream.
     namespaces
@@ -321,6 +341,22 @@ async fn placed_objects_are_synced_kept_and_removed() {
         })
         .await,
         "unplaced objects removed downstream"
+    );
+    // Unplacing released the cluster's finalizer: the upstream object can be deleted
+    // without the cluster.
+    assert!(
+        eventually(WITHIN, || async {
+            cms.get_opt("settings")
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|c| {
+                    !finalizers(c.metadata.finalizers)
+                        .contains(&"syncer.sluice.dev/east".to_string())
+                })
+        })
+        .await,
+        "unplacing released the finalizer"
     );
     // Nothing is placed in the namespace any more: it goes too.
     assert!(

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use sluice_api::liveness::{SYNCER_LEASE_NAMESPACE, syncer_lease_name};
 use sluice_api::sync::{
     REPLICAS_ANNOTATION_PREFIX, SOFT_FINALIZER_PREFIX, STATE_SYNC, STATUS_ANNOTATION_PREFIX,
-    placed_clusters, replicas_annotation, state_label,
+    SYNC_FINALIZER_PREFIX, placed_clusters, replicas_annotation, state_label,
 };
 use sluice_api::synced_kinds::{BUILTIN, SyncedKind};
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
@@ -438,9 +438,12 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
             let obj_name = o.metadata.name.clone().unwrap_or_default();
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, *ar);
             let shares = split.shares(k.kind, v);
-            if o.metadata.deletion_timestamp.is_none()
-                && let Some(patch) = object_patch(v, &next, shares.as_deref(), &target)
-            {
+            let labelled = if o.metadata.deletion_timestamp.is_none() {
+                object_patch(v, &next, shares.as_deref(), &target)
+            } else {
+                None
+            };
+            if let Some(patch) = with_released_finalizers(labelled, v, &next) {
                 let r = api
                     .patch(&obj_name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await;
@@ -598,6 +601,35 @@ fn object_patch(
         m.insert("annotations".into(), Value::Object(annotations));
     }
     Some(json!({"metadata": m}))
+}
+
+/// `patch` (or a new one) that also drops the sync finalizers of clusters the object is
+/// no longer placed on, on condition that the object is unchanged since it was read (the
+/// syncer of a cluster it is still placed on may add its own meanwhile); `patch` as it was
+/// when there is none to drop. A deleted object is released this way too, so a cluster
+/// that is gone does not hold a deletion up forever.
+fn with_released_finalizers(
+    patch: Option<Value>,
+    v: &Value,
+    placed: &[ClusterName],
+) -> Option<Value> {
+    let have: Vec<String> =
+        serde_json::from_value(v["metadata"]["finalizers"].clone()).unwrap_or_default();
+    let keep: Vec<String> = have
+        .iter()
+        .filter(|f| {
+            f.strip_prefix(SYNC_FINALIZER_PREFIX)
+                .is_none_or(|c| placed.iter().any(|p| p.as_str() == c))
+        })
+        .cloned()
+        .collect();
+    if keep.len() == have.len() {
+        return patch;
+    }
+    let mut patch = patch.unwrap_or_else(|| json!({"metadata": {}}));
+    patch["metadata"]["finalizers"] = json!(keep);
+    patch["metadata"]["resourceVersion"] = v["metadata"]["resourceVersion"].clone();
+    Some(patch)
 }
 
 /// Whether `have` already holds every field of `want`.
@@ -914,6 +946,25 @@ async fn report_clusters(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unplacing_releases_the_clusters_sync_finalizer_only() {
+        let v = json!({"metadata": {"resourceVersion": "7", "finalizers": [
+            "syncer.sluice.dev/east", "syncer.sluice.dev/west", "example.com/keep"]}});
+        let west = [ClusterName::new("west")];
+        let p = with_released_finalizers(None, &v, &west).unwrap();
+        assert_eq!(
+            p["metadata"]["finalizers"],
+            json!(["syncer.sluice.dev/west", "example.com/keep"])
+        );
+        assert_eq!(p["metadata"]["resourceVersion"], "7");
+        let both = [ClusterName::new("east"), ClusterName::new("west")];
+        assert_eq!(with_released_finalizers(None, &v, &both), None);
+        let labels = json!({"metadata": {"labels": {"a": "b"}}});
+        let p = with_released_finalizers(Some(labels), &v, &[]).unwrap();
+        assert_eq!(p["metadata"]["labels"]["a"], "b");
+        assert_eq!(p["metadata"]["finalizers"], json!(["example.com/keep"]));
+    }
 
     #[test]
     fn objects_follow_their_namespace_and_drop_reports_of_clusters_they_left() {

@@ -18,7 +18,7 @@ use sluice_api::liveness::{
 };
 use sluice_api::sync::{
     ANNOTATION_UPSTREAM_GENERATION, FIELD_MANAGER, LABEL_CLUSTER, LABEL_SYNCED, StatusReport,
-    downstream_namespace, state_label, status_annotation,
+    downstream_namespace, finalizers_patch, state_label, status_annotation, sync_finalizer,
 };
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
 use sluice_kube::lease::{LeaseHolder, renew_forever};
@@ -463,11 +463,16 @@ async fn pass(
 ) -> bool {
     let mut ok = true;
     let ns_api: Api<Namespace> = Api::all(config.downstream.clone());
+    let finalizer = sync_finalizer(&config.cluster);
     for (down_ns, source) in targets {
         let mut origin: Option<Origin> = None;
         let mut desired: Vec<(&KindSync, Value)> = Vec::new();
         // Upstream objects whose status this cluster reports, with what they say now.
         let mut reporting: Vec<(&KindSync, Origin, Value)> = Vec::new();
+        // Upstream objects to put this cluster's finalizer on once synced, and those being
+        // deleted upstream that wait for their downstream copy to go.
+        let mut to_hold: Vec<(&KindSync, Origin, Arc<DynamicObject>)> = Vec::new();
+        let mut deleting: Vec<(&KindSync, Origin, Arc<DynamicObject>)> = Vec::new();
         if let Some((path, up_ns)) = source {
             for k in kinds.iter().filter(|k| k.up.is_ready()) {
                 for obj in k.up.store.in_namespace(&path.to_string(), up_ns) {
@@ -475,7 +480,15 @@ async fn pass(
                         continue;
                     };
                     match downstream(&json, k.kind, &config.cluster) {
+                        Ok((o, _)) if obj.metadata.deletion_timestamp.is_some() => {
+                            if holds(&obj, &finalizer) {
+                                deleting.push((k, o, obj.clone()));
+                            }
+                        }
                         Ok((o, d)) => {
+                            if !holds(&obj, &finalizer) {
+                                to_hold.push((k, o.clone(), obj.clone()));
+                            }
                             if k.kind.reports_status() {
                                 reporting.push((k, o.clone(), json));
                             }
@@ -576,6 +589,14 @@ async fn pass(
             ok &= report_status(syncer, config, upstream, k, o, up, have).await;
         }
 
+        // Synced objects carry this cluster's finalizer, so that their upstream deletion
+        // waits for the downstream one.
+        for (k, o, obj) in &to_hold {
+            if actual.contains_key(&(k.kind.plural, o.name.clone())) {
+                ok &= set_finalizer(syncer, upstream, k, o, obj, &finalizer, true).await;
+            }
+        }
+
         // What is synced downstream but no longer placed (or gone upstream) goes.
         for (k, objects) in stores.iter().filter(|(k, _)| k.up.is_ready()) {
             for o in objects {
@@ -588,6 +609,13 @@ async fn pass(
                 let api: Api<DynamicObject> =
                     Api::namespaced_with(config.downstream.clone(), down_ns, &k.resource);
                 ok &= delete(syncer, k.kind.kind, &api, down_ns, &name).await;
+            }
+        }
+
+        // Deleted upstream and gone downstream: the upstream deletion may finish.
+        for (k, o, obj) in &deleting {
+            if k.down.is_ready() && !actual.contains_key(&(k.kind.plural, o.name.clone())) {
+                ok &= set_finalizer(syncer, upstream, k, o, obj, &finalizer, false).await;
             }
         }
 
@@ -858,6 +886,70 @@ async fn report_status(
         Err(e) => {
             tracing::warn!(kind = k.kind.kind, logical_cluster = %origin.logical_cluster,
                 namespace = %origin.namespace, name = %origin.name, error = %e, "status report failed");
+            false
+        }
+    }
+}
+
+/// Whether `obj` carries `finalizer`.
+fn holds(obj: &DynamicObject, finalizer: &str) -> bool {
+    obj.metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|x| x == finalizer))
+}
+
+/// Add (`hold`) or remove this cluster's finalizer on the upstream object `obj`, on
+/// condition that it has not changed since it was read; false if the write failed (a
+/// conflict included: the next round reads it again).
+async fn set_finalizer(
+    syncer: &Syncer,
+    upstream: &Upstream,
+    k: &KindSync,
+    origin: &Origin,
+    obj: &DynamicObject,
+    finalizer: &str,
+    hold: bool,
+) -> bool {
+    let mut want: Vec<String> = obj.metadata.finalizers.clone().unwrap_or_default();
+    want.retain(|f| f != finalizer);
+    if hold {
+        want.push(finalizer.to_string());
+    }
+    let Some(rv) = obj.metadata.resource_version.as_deref() else {
+        return true;
+    };
+    let client = match upstream.at(&origin.logical_cluster) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "no client for the logical cluster");
+            return false;
+        }
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &origin.namespace, &k.resource);
+    let patch: json_patch::Patch = match serde_json::from_value(finalizers_patch(rv, &want)) {
+        Ok(p) => p,
+        Err(_) => return false,
+    };
+    let written = api
+        .patch(
+            &origin.name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await;
+    let verb = if hold { "hold" } else { "release" };
+    syncer.metrics.write(k.kind.kind, verb, written.is_ok());
+    match written {
+        Ok(_) => {
+            tracing::debug!(kind = k.kind.kind, logical_cluster = %origin.logical_cluster,
+                namespace = %origin.namespace, name = %origin.name, verb, "finalizer");
+            true
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => true,
+        Err(e) => {
+            tracing::debug!(kind = k.kind.kind, logical_cluster = %origin.logical_cluster,
+                namespace = %origin.namespace, name = %origin.name, verb, error = %e, "finalizer write failed");
             false
         }
     }
