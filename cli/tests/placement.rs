@@ -137,6 +137,37 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
         wide(&control)
     );
 
+    // What east's components recorded is told upstream, on the objects there, from east:
+    // the scheduler and kubelet on the Pods, the scaling on the Deployment.
+    let reasons = |control: &Kubectl, kind: &str| {
+        control.ok(&[
+            "-n",
+            "shop",
+            "get",
+            "events",
+            "-o",
+            &format!(
+                "jsonpath={{range .items[?(@.involvedObject.kind==\"{kind}\")]}}{{.reason}}@{{.source.host}} {{end}}"
+            ),
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || {
+            let pods = reasons(&control, "Pod");
+            pods.contains("Scheduled@east")
+                && pods.contains("Started@east-node.east")
+                && reasons(&control, "Deployment").contains("ScalingReplicaSet@east")
+        }),
+        "events copied up: pods {} / deployment {}",
+        reasons(&control, "Pod"),
+        reasons(&control, "Deployment")
+    );
+    let described = control.ok(&["-n", "shop", "describe", "deployment", "web"]);
+    assert!(
+        described.contains("ScalingReplicaSet"),
+        "kubectl describe upstream shows them: {described}"
+    );
+
     // A placement onto a cluster that does not exist: reported, nothing moves.
     control.ok(&[
         "label",

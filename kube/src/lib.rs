@@ -19,6 +19,7 @@
 
 pub mod changes;
 pub mod client;
+pub mod events;
 pub mod index;
 pub mod informer;
 pub mod lease;

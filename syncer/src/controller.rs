@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
@@ -294,6 +294,18 @@ async fn run_loop(
             )
         },
     };
+    let events = EventCopies {
+        down: {
+            let c = changes.clone();
+            Informer::start_with(
+                Api::all(config.downstream.clone()),
+                watcher::Config::default(),
+                "events",
+                move |e| c.record(e, |ev: &Event| ev.metadata.namespace.clone()),
+            )
+        },
+        copied: Default::default(),
+    };
     let mut retry = false;
     let mut known = 0;
     let mut resync = tokio::time::Instant::now() + RESYNC;
@@ -335,6 +347,10 @@ async fn run_loop(
         let ok = async {
             pass(syncer, &config, &upstream, &kinds, &namespaces, &targets).await
                 & mirror_pods(syncer, &config, &upstream, &mirrors, &targets).await
+                & copy_events(
+                    syncer, &config, &upstream, &kinds, &mirrors, &events, &targets,
+                )
+                .await
         }
         .instrument(span)
         .await;
@@ -699,6 +715,136 @@ where
 struct Mirrors {
     down: Informer<Pod>,
     up: Informer<Pod>,
+}
+
+/// Downstream Events, and the resourceVersion of each one copied up (by namespace and
+/// name), so an Event is written up once per change.
+struct EventCopies {
+    down: Informer<Event>,
+    copied: std::sync::Mutex<HashMap<(String, String), String>>,
+}
+
+/// Copy up the Events of the synced namespaces `targets` that are about an object there is
+/// upstream (a synced object, or a Pod's mirror); false if a write failed.
+async fn copy_events(
+    syncer: &Syncer,
+    config: &Config,
+    upstream: &Upstream,
+    kinds: &[KindSync],
+    mirrors: &Mirrors,
+    events: &EventCopies,
+    targets: &BTreeMap<String, Option<(LogicalClusterPath, String)>>,
+) -> bool {
+    if !events.down.is_ready() {
+        return true;
+    }
+    let mut ok = true;
+    let resource = ApiResource::erase::<Event>(&());
+    for (down_ns, source) in targets {
+        let in_ns = events.down.store.in_namespace("", down_ns);
+        // Forget what is gone downstream (its upstream copy stays, as Events do).
+        events
+            .copied
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(ns, name), _| {
+                ns != down_ns
+                    || in_ns
+                        .iter()
+                        .any(|e| e.metadata.name.as_deref() == Some(name))
+            });
+        let Some((path, up_ns)) = source else {
+            continue;
+        };
+        for ev in in_ns {
+            let (Some(name), Some(rv)) = (
+                ev.metadata.name.clone(),
+                ev.metadata.resource_version.clone(),
+            ) else {
+                continue;
+            };
+            let key = (down_ns.clone(), name);
+            if events
+                .copied
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key)
+                == Some(&rv)
+            {
+                continue;
+            }
+            let about = &ev.involved_object;
+            let (Some(kind), Some(obj_name)) = (about.kind.as_deref(), about.name.as_deref())
+            else {
+                continue;
+            };
+            let scope = path.to_string();
+            let found: Option<(String, Option<String>)> = if kind == "Pod" {
+                mirrors
+                    .up
+                    .store
+                    .get_in(&scope, up_ns, obj_name)
+                    .map(|m| ("v1".to_string(), m.metadata.uid.clone()))
+            } else {
+                kinds.iter().filter(|k| k.kind.kind == kind).find_map(|k| {
+                    let o = k.up.store.get_in(&scope, up_ns, obj_name)?;
+                    Some((k.kind.api_version(), o.metadata.uid.clone()))
+                })
+            };
+            let Some((api_version, uid)) = found else {
+                continue;
+            };
+            let regarding = crate::events::Regarding {
+                api_version: &api_version,
+                kind,
+                namespace: up_ns,
+                name: obj_name,
+                uid: uid.as_deref(),
+            };
+            let Some(up) = serde_json::to_value(&*ev)
+                .ok()
+                .and_then(|v| crate::events::upstream_event(&v, &regarding, &config.cluster))
+            else {
+                continue;
+            };
+            let Ok(client) = upstream.at(path) else {
+                continue;
+            };
+            let up_name = up["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let api: Api<DynamicObject> = Api::namespaced_with(client, up_ns, &resource);
+            let written = api
+                .patch(&up_name, &apply_params(), &Patch::Apply(&up))
+                .await;
+            syncer.metrics.write("Event", "copy", written.is_ok());
+            match written {
+                Ok(_) => {
+                    events
+                        .copied
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key, rv);
+                }
+                // Refused (the logical cluster or namespace is gone, or it is invalid
+                // there): not retried until it changes.
+                Err(kube::Error::Api(e)) if e.code < 500 => {
+                    tracing::debug!(namespace = %up_ns, event = %up_name, error = %e.message, "an event was refused upstream");
+                    events
+                        .copied
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key, rv);
+                }
+                Err(e) => {
+                    tracing::debug!(namespace = %up_ns, event = %up_name, error = %e, "copying an event up failed");
+                    ok = false;
+                }
+            }
+        }
+    }
+    ok
 }
 
 /// Mirror every pod of the synced namespaces `targets` upstream, update mirrors whose pod

@@ -3,11 +3,13 @@
 //! clusters down into one namespace per (logical cluster, namespace), and reverts drift.
 //!
 //! What travels (`sluice_api::synced_kinds`), what an upstream object becomes downstream ([`transform`]),
-//! when a downstream object already says what it should ([`drift`]), and the loop that
+//! when a downstream object already says what it should ([`drift`]), what travels back up
+//! ([`mirror`] for Pods, [`events`] for Events), and the loop that
 //! drives them on informers of both sides ([`controller`]).
 
 pub mod controller;
 pub mod drift;
+pub mod events;
 pub mod logs;
 pub mod metrics;
 pub mod mirror;

@@ -12,6 +12,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPo
 use serde_json::{Value, json};
 use sluice_api::cron::{CronSchedule, time_zone};
 
+use sluice_kube::events::{EventType, Recorder, Regarding};
+
 use super::{Caches, instant_at, owned_by, value};
 
 /// The annotation on a Job saying for which scheduled time its CronJob made it.
@@ -20,13 +22,17 @@ pub const SCHEDULED_AT: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 /// Missed runs looked back over at most; more means the schedule is unusable here.
 const MAX_MISSED: usize = 100;
 
-pub async fn reconcile_all(client: &kube::Client, caches: &Caches) -> Option<Instant> {
+pub async fn reconcile_all(
+    client: &kube::Client,
+    caches: &Caches,
+    events: &Recorder,
+) -> Option<Instant> {
     let mut wake: Option<Instant> = None;
     for cj in caches.cronjobs.state() {
         if cj.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        match reconcile(client, caches, &cj).await {
+        match reconcile(client, caches, &cj, events).await {
             Ok(Some(at)) => wake = Some(wake.map_or(at, |w| w.min(at))),
             Ok(None) => {}
             Err(e) => {
@@ -72,6 +78,7 @@ async fn reconcile(
     client: &kube::Client,
     caches: &Caches,
     cj: &CronJob,
+    events: &Recorder,
 ) -> kube::Result<Option<Instant>> {
     let ns = cj.metadata.namespace.clone().unwrap_or_default();
     let name = cj.metadata.name.clone().unwrap_or_default();
@@ -144,6 +151,15 @@ async fn reconcile(
         let blocked = policy == "Forbid" && !active.is_empty();
         if too_late {
             tracing::info!(cronjob = %name, scheduled = %at, "missed its starting deadline");
+            let message = format!("Missed scheduled time to start a job: {at}");
+            events
+                .record(
+                    &Regarding::of(cj),
+                    EventType::Warning,
+                    "MissSchedule",
+                    &message,
+                )
+                .await;
             last_schedule = json!(at.to_string());
         } else if !blocked {
             if policy == "Replace" {
@@ -156,7 +172,21 @@ async fn reconcile(
             }
             let job = job_for(&v, &name, &uid, at);
             match jobs_api.create(&PostParams::default(), &job).await {
-                Ok(created) => active_refs.push(reference(&created)),
+                Ok(created) => {
+                    let message = format!(
+                        "Created job {}",
+                        created.metadata.name.as_deref().unwrap_or("")
+                    );
+                    events
+                        .record(
+                            &Regarding::of(cj),
+                            EventType::Normal,
+                            "SuccessfulCreate",
+                            &message,
+                        )
+                        .await;
+                    active_refs.push(reference(&created));
+                }
                 // Made in an earlier pass whose status write did not land.
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(e) => return Err(e),

@@ -2,6 +2,7 @@
 //! from old to new within `maxSurge` and `maxUnavailable` (or `Recreate`), with the status
 //! fields and conditions `kubectl rollout status` reads.
 
+use sluice_kube::events::{EventType, Recorder, Regarding};
 use std::hash::{Hash, Hasher};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -50,29 +51,48 @@ fn int(v: &Value) -> i64 {
     v.as_i64().unwrap_or(0)
 }
 
-pub async fn reconcile_all(client: &kube::Client, caches: &Caches) {
+pub async fn reconcile_all(client: &kube::Client, caches: &Caches, events: &Recorder) {
     for d in caches.deployments.state() {
         if d.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        if let Err(e) = reconcile(client, caches, &d).await {
+        if let Err(e) = reconcile(client, caches, &d, events).await {
             tracing::debug!(deployment = ?d.metadata.name, error = %e, "deployment reconcile failed");
         }
     }
 }
 
-async fn scale(api: &Api<ReplicaSet>, rs: &Value, replicas: i64) -> kube::Result<()> {
+/// Scale ReplicaSet `rs` to `replicas`, recorded on the Deployment as kube records it.
+async fn scale(
+    api: &Api<ReplicaSet>,
+    rs: &Value,
+    replicas: i64,
+    (events, deployment): (&Recorder, &Regarding),
+) -> kube::Result<()> {
     let name = rs["metadata"]["name"].as_str().unwrap_or("");
     api.patch(
         name,
         &PatchParams::default(),
         &Patch::Merge(json!({"spec": {"replicas": replicas}})),
     )
-    .await
-    .map(|_| ())
+    .await?;
+    let from = int(&rs["spec"]["replicas"]);
+    let way = if replicas > from { "up" } else { "down" };
+    let message = format!("Scaled {way} replica set {name} from {from} to {replicas}");
+    events
+        .record(deployment, EventType::Normal, "ScalingReplicaSet", &message)
+        .await;
+    Ok(())
 }
 
-async fn reconcile(client: &kube::Client, caches: &Caches, d: &Deployment) -> kube::Result<()> {
+async fn reconcile(
+    client: &kube::Client,
+    caches: &Caches,
+    d: &Deployment,
+    events: &Recorder,
+) -> kube::Result<()> {
+    let regarding = Regarding::of(d);
+    let ev = (events, &regarding);
     let ns = d.metadata.namespace.clone().unwrap_or_default();
     let name = d.metadata.name.clone().unwrap_or_default();
     let uid = d.metadata.uid.clone().unwrap_or_default();
@@ -135,7 +155,13 @@ async fn reconcile(client: &kube::Client, caches: &Caches, d: &Deployment) -> ku
         }))
         .unwrap_or_default();
         match api.create(&PostParams::default(), &rs).await {
-            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Ok(_) => {
+                let message = format!("Scaled up replica set {name}-{hash} from 0 to {initial}");
+                events
+                    .record(&regarding, EventType::Normal, "ScalingReplicaSet", &message)
+                    .await;
+            }
+            Err(kube::Error::Api(_)) => {}
             Err(e) => return Err(e),
         }
         return Ok(());
@@ -144,12 +170,12 @@ async fn reconcile(client: &kube::Client, caches: &Caches, d: &Deployment) -> ku
     if recreate {
         if old_replicas > 0 {
             for rs in old.iter().filter(|rs| int(&rs["spec"]["replicas"]) > 0) {
-                scale(&api, rs, 0).await?;
+                scale(&api, rs, 0, ev).await?;
             }
         } else if old.iter().all(|rs| int(&rs["status"]["replicas"]) == 0)
             && new_replicas != desired
         {
-            scale(&api, &new, desired).await?;
+            scale(&api, &new, desired, ev).await?;
         }
     } else {
         let surge = resolve(
@@ -169,11 +195,11 @@ async fn reconcile(client: &kube::Client, caches: &Caches, d: &Deployment) -> ku
         }
         let total = new_replicas + old_replicas;
         if old_replicas == 0 && new_replicas != desired {
-            scale(&api, &new, desired).await?;
+            scale(&api, &new, desired, ev).await?;
         } else if new_replicas < desired {
             let up = (desired + surge - total).min(desired - new_replicas);
             if up > 0 {
-                scale(&api, &new, new_replicas + up).await?;
+                scale(&api, &new, new_replicas + up, ev).await?;
             }
         }
         // Scale old ReplicaSets down only as far as availability allows.
@@ -191,7 +217,7 @@ async fn reconcile(client: &kube::Client, caches: &Caches, d: &Deployment) -> ku
             let unhealthy = (replicas - int(&rs["status"]["availableReplicas"])).max(0);
             let down = (unhealthy + can_remove.max(0)).min(replicas);
             if down > 0 {
-                scale(&api, rs, replicas - down).await?;
+                scale(&api, rs, replicas - down, ev).await?;
                 can_remove -= (down - unhealthy).max(0);
             }
         }

@@ -14,6 +14,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use sluice_kube::events::{EventType, Recorder, Regarding};
+
 use super::{Caches, Expectations, instant_at, owned_by, pod_active, pod_ready, value};
 
 /// The annotation (and label) carrying an Indexed Job's completion index.
@@ -23,13 +25,14 @@ pub async fn reconcile_all(
     client: &kube::Client,
     caches: &Caches,
     expect: &mut Expectations,
+    events: &Recorder,
 ) -> Option<Instant> {
     let mut wake: Option<Instant> = None;
     for job in caches.jobs.state() {
         if job.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        match reconcile(client, caches, &job, expect).await {
+        match reconcile(client, caches, &job, expect, events).await {
             Ok(Some(at)) => wake = Some(wake.map_or(at, |w| w.min(at))),
             Ok(None) => {}
             Err(e) => tracing::debug!(job = ?job.metadata.name, error = %e, "job reconcile failed"),
@@ -104,7 +107,9 @@ async fn reconcile(
     caches: &Caches,
     job: &Job,
     expect: &mut Expectations,
+    events: &Recorder,
 ) -> kube::Result<Option<Instant>> {
+    let regarding = Regarding::of(job);
     let ns = job.metadata.namespace.clone().unwrap_or_default();
     let name = job.metadata.name.clone().unwrap_or_default();
     let uid = job.metadata.uid.clone().unwrap_or_default();
@@ -266,9 +271,16 @@ async fn reconcile(
         };
         free.truncate((wanted_active - running) as usize);
         for index in free {
-            pod_api
+            let made = pod_api
                 .create(&PostParams::default(), &pod_for(&v, &name, &uid, index))
                 .await?;
+            let message = format!(
+                "Created pod: {}",
+                made.metadata.name.as_deref().unwrap_or("")
+            );
+            events
+                .record(&regarding, EventType::Normal, "SuccessfulCreate", &message)
+                .await;
         }
         expect.expect(&key);
     } else if running == wanted_active {
@@ -308,6 +320,16 @@ async fn reconcile(
             &Patch::Merge(json!({"status": new_status})),
         )
         .await?;
+        // Said once, when the finishing status is written.
+        if let Some((reason, message)) = failure {
+            events
+                .record(&regarding, EventType::Warning, reason, message)
+                .await;
+        } else if complete {
+            events
+                .record(&regarding, EventType::Normal, "Completed", "Job completed")
+                .await;
+        }
     }
     let pending_deadline = deadline.filter(|d| !finished && !suspended && *d > Timestamp::now());
     Ok(pending_deadline.map(instant_at))

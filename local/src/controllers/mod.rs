@@ -195,6 +195,14 @@ pub async fn run(
     let mut job_expect = Expectations::default();
     // When a Job's deadline or time to live, or a CronJob's next run, comes.
     let mut timers: Option<Instant> = None;
+    let recorder =
+        |component: &str| sluice_kube::events::Recorder::new(client.clone(), component, None);
+    let (deployment_events, replicaset_events, job_events, cronjob_events) = (
+        recorder("deployment-controller"),
+        recorder("replicaset-controller"),
+        recorder("job-controller"),
+        recorder("cronjob-controller"),
+    );
     let mut resync = tokio::time::interval(RESYNC);
     loop {
         let lapse = [
@@ -218,11 +226,11 @@ pub async fn run(
             _ = lapsed => {}
             _ = resync.tick() => {}
         }
-        deployment::reconcile_all(&client, &caches).await;
-        replicaset::reconcile_all(&client, &caches, &mut rs_expect).await;
+        deployment::reconcile_all(&client, &caches, &deployment_events).await;
+        replicaset::reconcile_all(&client, &caches, &mut rs_expect, &replicaset_events).await;
         statefulset::reconcile_all(&client, &caches, &mut sts_expect).await;
-        let job_timer = job::reconcile_all(&client, &caches, &mut job_expect).await;
-        let cron_timer = cronjob::reconcile_all(&client, &caches).await;
+        let job_timer = job::reconcile_all(&client, &caches, &mut job_expect, &job_events).await;
+        let cron_timer = cronjob::reconcile_all(&client, &caches, &cronjob_events).await;
         timers = job_timer.into_iter().chain(cron_timer).min();
         endpointslice::reconcile_all(&client, &caches).await;
     }

@@ -5,14 +5,21 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use sluice_kube::events::{EventType, Recorder, Regarding};
+
 use super::{Caches, Expectations, owned_by, pod_active, pod_ready, value};
 
-pub async fn reconcile_all(client: &kube::Client, caches: &Caches, expect: &mut Expectations) {
+pub async fn reconcile_all(
+    client: &kube::Client,
+    caches: &Caches,
+    expect: &mut Expectations,
+    events: &Recorder,
+) {
     for rs in caches.replicasets.state() {
         if rs.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        if let Err(e) = reconcile(client, caches, &rs, expect).await {
+        if let Err(e) = reconcile(client, caches, &rs, expect, events).await {
             tracing::debug!(rs = ?rs.metadata.name, error = %e, "replicaset reconcile failed");
         }
     }
@@ -23,6 +30,7 @@ async fn reconcile(
     caches: &Caches,
     rs: &ReplicaSet,
     expect: &mut Expectations,
+    events: &Recorder,
 ) -> kube::Result<()> {
     let ns = rs.metadata.namespace.clone().unwrap_or_default();
     let name = rs.metadata.name.clone().unwrap_or_default();
@@ -56,7 +64,19 @@ async fn reconcile(
                     "spec": template["spec"],
                 }))
                 .unwrap_or_default();
-                pod_api.create(&PostParams::default(), &pod).await?;
+                let made = pod_api.create(&PostParams::default(), &pod).await?;
+                let message = format!(
+                    "Created pod: {}",
+                    made.metadata.name.as_deref().unwrap_or("")
+                );
+                events
+                    .record(
+                        &Regarding::of(rs),
+                        EventType::Normal,
+                        "SuccessfulCreate",
+                        &message,
+                    )
+                    .await;
             }
         } else {
             // Not-ready Pods go first, then the newest.
@@ -67,12 +87,22 @@ async fn reconcile(
                 )
             });
             for p in pods.iter().take(pods.len() - desired) {
-                let _ = pod_api
-                    .delete(
-                        p.metadata.name.as_deref().unwrap_or(""),
-                        &DeleteParams::default(),
-                    )
-                    .await;
+                let pod_name = p.metadata.name.as_deref().unwrap_or("");
+                if pod_api
+                    .delete(pod_name, &DeleteParams::default())
+                    .await
+                    .is_ok()
+                {
+                    let message = format!("Deleted pod: {pod_name}");
+                    events
+                        .record(
+                            &Regarding::of(rs),
+                            EventType::Normal,
+                            "SuccessfulDelete",
+                            &message,
+                        )
+                        .await;
+                }
             }
         }
         expect.expect(&key);

@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod process;
 
+use sluice_kube::events::{EventType, Recorder, Regarding};
 use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -147,6 +148,12 @@ pub async fn run(
         .ready
         .store(true, std::sync::atomic::Ordering::Release);
     let ips = Arc::new(IpPool::new(cfg.index));
+    let kubelet = Arc::new(Recorder::new(
+        client.clone(),
+        "kubelet",
+        Some(&cfg.node_name),
+    ));
+    let scheduler = Recorder::new(client.clone(), "default-scheduler", None);
     // Addresses of Pods that were running before a restart stay theirs.
     let mut runners: HashMap<String, PodRunner> = HashMap::new();
     let mut beat = tokio::time::interval(Duration::from_secs(10));
@@ -195,14 +202,36 @@ pub async fn run(
                     let written = match room.take(need) {
                         Ok(()) => {
                             let bind = json!({"spec": {"nodeName": cfg.node_name}, "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}});
-                            api.patch(&name, &PatchParams::default(), &Patch::Merge(bind))
-                                .await
+                            let bound = api
+                                .patch(&name, &PatchParams::default(), &Patch::Merge(bind))
+                                .await;
+                            if bound.is_ok() {
+                                let message =
+                                    format!("Successfully assigned {key} to {}", cfg.node_name);
+                                scheduler
+                                    .record(
+                                        &Regarding::of(&*pod),
+                                        EventType::Normal,
+                                        "Scheduled",
+                                        &message,
+                                    )
+                                    .await;
+                            }
+                            bound
                         }
                         Err(short) => {
                             let message = format!("0/1 nodes are available: 1 {short}.");
                             if unschedulable_says(&pod, &message) {
                                 continue;
                             }
+                            scheduler
+                                .record(
+                                    &Regarding::of(&*pod),
+                                    EventType::Warning,
+                                    "FailedScheduling",
+                                    &message,
+                                )
+                                .await;
                             let status = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False",
                                 "reason": "Unschedulable", "message": message,
                                 "lastTransitionTime": sluice_kube::time::now_rfc3339()}]}});
@@ -262,8 +291,13 @@ pub async fn run(
                     if let Some(old) = runners.remove(&key) {
                         old.terminate(Duration::ZERO);
                     }
-                    let runner =
-                        PodRunner::start(client.clone(), &cfg, (*pod).clone(), ips.clone());
+                    let runner = PodRunner::start(
+                        client.clone(),
+                        &cfg,
+                        (*pod).clone(),
+                        ips.clone(),
+                        kubelet.clone(),
+                    );
                     runners.insert(key, runner);
                 }
             }

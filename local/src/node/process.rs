@@ -17,6 +17,8 @@ const INVALID_NAME: &str = "InvalidContainerName";
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Notify, watch};
 
+use sluice_kube::events::{EventType, Recorder, Regarding};
+
 use super::{IpPool, NodeConfig, pod_value};
 
 const MAX_BACKOFF: Duration = Duration::from_secs(20);
@@ -42,11 +44,27 @@ pub struct PodRunner {
 }
 
 impl PodRunner {
-    pub fn start(client: kube::Client, cfg: &NodeConfig, pod: Pod, ips: Arc<IpPool>) -> Self {
+    /// Start `pod`'s containers; what happens to them is recorded as Events by `events`
+    /// (the kubelet's).
+    pub fn start(
+        client: kube::Client,
+        cfg: &NodeConfig,
+        pod: Pod,
+        ips: Arc<IpPool>,
+        events: Arc<Recorder>,
+    ) -> Self {
         let (terminate, rx) = watch::channel(None);
         let finished = Arc::new(AtomicBool::new(false));
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let task = tokio::spawn(run_pod(client, cfg.clone(), pod, ips, rx, finished.clone()));
+        let task = tokio::spawn(run_pod(
+            client,
+            cfg.clone(),
+            pod,
+            ips,
+            rx,
+            finished.clone(),
+            events,
+        ));
         Self {
             uid,
             terminate,
@@ -344,8 +362,20 @@ async fn run_container(
     state: Arc<Mutex<ContainerState>>,
     changed: Arc<Notify>,
     mut terminate: watch::Receiver<Option<Duration>>,
+    events: Arc<Recorder>,
 ) {
     let name = c["name"].as_str().unwrap_or("").to_string();
+    let regarding = Regarding {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: pod["metadata"]["namespace"].as_str().unwrap_or("").into(),
+        name: pod["metadata"]["name"].as_str().unwrap_or("").into(),
+        uid: pod["metadata"]["uid"].as_str().map(str::to_string),
+    };
+    let event = |ty: EventType, reason: &'static str, message: String| {
+        let (events, regarding) = (events.clone(), regarding.clone());
+        async move { events.record(&regarding, ty, reason, &message).await }
+    };
     let policy = pod["spec"]["restartPolicy"]
         .as_str()
         .unwrap_or("Always")
@@ -412,6 +442,12 @@ async fn run_container(
             Err((reason, message)) => {
                 cfg.metrics.start_failures.inc();
                 tracing::info!(container = %name, %reason, %message, "container cannot start");
+                event(
+                    EventType::Warning,
+                    "Failed",
+                    format!("Error: {reason}: {message}"),
+                )
+                .await;
                 set(&|s| {
                     s.state = json!({"waiting": {"reason": reason, "message": message}});
                     s.ready = false;
@@ -429,6 +465,12 @@ async fn run_container(
         };
         let pid = child.id().unwrap_or(0);
         cfg.metrics.container_starts.inc();
+        event(
+            EventType::Normal,
+            "Started",
+            format!("Started container {name}"),
+        )
+        .await;
         let started_at = now();
         let started = Instant::now();
         // With a startup probe, the container counts as started (and the other probes run)
@@ -468,6 +510,7 @@ async fn run_container(
                 status = child.wait() => break status.ok().and_then(|s| s.code()).unwrap_or(137),
                 _ = terminate.changed() => {
                     let grace = terminate.borrow().unwrap_or(Duration::ZERO);
+                    event(EventType::Normal, "Killing", format!("Stopping container {name}")).await;
                     let hook_started = Instant::now();
                     if let Some(hook) = c["lifecycle"]["preStop"].as_object().filter(|_| !grace.is_zero()) {
                         // The hook runs within the grace period, as kubelet runs it.
@@ -503,6 +546,7 @@ async fn run_container(
                     } else {
                         startup_fails += 1;
                         cfg.metrics.probe_failures.get_or_create(&super::admin::ProbeLabels { probe: "startup" }).inc();
+                        event(EventType::Warning, "Unhealthy", "Startup probe failed".into()).await;
                         if startup_fails >= threshold(&startup) {
                             tracing::info!(container = %name, "startup probe failed; restarting");
                             let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
@@ -514,6 +558,7 @@ async fn run_container(
                     ready_fails = if ok { 0 } else { ready_fails + 1 };
                     if !ok {
                         cfg.metrics.probe_failures.get_or_create(&super::admin::ProbeLabels { probe: "readiness" }).inc();
+                        event(EventType::Warning, "Unhealthy", "Readiness probe failed".into()).await;
                     }
                     let ready = ok || (ready_fails < threshold(&readiness) && state.lock().unwrap_or_else(|p| p.into_inner()).ready);
                     if ready != state.lock().unwrap_or_else(|p| p.into_inner()).ready {
@@ -525,6 +570,7 @@ async fn run_container(
                     live_fails = if ok { 0 } else { live_fails + 1 };
                     if !ok {
                         cfg.metrics.probe_failures.get_or_create(&super::admin::ProbeLabels { probe: "liveness" }).inc();
+                        event(EventType::Warning, "Unhealthy", "Liveness probe failed".into()).await;
                     }
                     if live_fails >= threshold(&liveness) {
                         tracing::info!(container = %name, "liveness probe failed; restarting");
@@ -559,6 +605,15 @@ async fn run_container(
             s.restarts += 1;
         });
         cfg.metrics.container_restarts.inc();
+        event(
+            EventType::Warning,
+            "BackOff",
+            format!(
+                "Back-off restarting failed container {name} in pod {}",
+                regarding.name
+            ),
+        )
+        .await;
         tokio::select! { _ = tokio::time::sleep(backoff) => {}, _ = terminate.changed() => return }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
@@ -612,6 +667,7 @@ async fn run_pod(
     ips: Arc<IpPool>,
     terminate: watch::Receiver<Option<Duration>>,
     finished: Arc<AtomicBool>,
+    events: Arc<Recorder>,
 ) {
     let v = pod_value(&pod);
     let ns = v["metadata"]["namespace"]
@@ -656,6 +712,7 @@ async fn run_pod(
             st,
             changed.clone(),
             terminate.clone(),
+            events.clone(),
         )));
     }
     tracing::info!(pod = %format!("{ns}/{name}"), %ip, "pod started");
