@@ -1012,14 +1012,9 @@ async fn report_status(
     let Ok(text) = serde_json::to_string(&report) else {
         return true;
     };
-    let client = match upstream.at(&origin.logical_cluster) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "no client for the logical cluster");
-            return false;
-        }
+    let Some(api) = upstream_api(upstream, k, origin) else {
+        return false;
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(client, &origin.namespace, &k.resource);
     let patch = serde_json::json!({"metadata": {"annotations": {key: text}}});
     let written = api
         .patch(&origin.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -1033,6 +1028,17 @@ async fn report_status(
             tracing::warn!(kind = k.kind.kind, logical_cluster = %origin.logical_cluster,
                 namespace = %origin.namespace, name = %origin.name, error = %e, "status report failed");
             false
+        }
+    }
+}
+
+/// The API of `k`'s objects in `origin`'s namespace of its logical cluster.
+fn upstream_api(upstream: &Upstream, k: &KindSync, origin: &Origin) -> Option<Api<DynamicObject>> {
+    match upstream.at(&origin.logical_cluster) {
+        Ok(client) => Some(Api::namespaced_with(client, &origin.namespace, &k.resource)),
+        Err(e) => {
+            tracing::warn!(error = %e, "no client for the logical cluster");
+            None
         }
     }
 }
@@ -1065,14 +1071,9 @@ async fn set_finalizer(
     let Some(rv) = obj.metadata.resource_version.as_deref() else {
         return true;
     };
-    let client = match upstream.at(&origin.logical_cluster) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "no client for the logical cluster");
-            return false;
-        }
+    let Some(api) = upstream_api(upstream, k, origin) else {
+        return false;
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(client, &origin.namespace, &k.resource);
     let patch: json_patch::Patch = match serde_json::from_value(finalizers_patch(rv, &want)) {
         Ok(p) => p,
         Err(_) => return false,
