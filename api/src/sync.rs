@@ -74,6 +74,15 @@ pub fn replicas_annotation(cluster: &ClusterName) -> String {
     format!("{REPLICAS_ANNOTATION_PREFIX}{cluster}")
 }
 
+/// The share of `obj`'s replicas the placement controller gave `cluster`, when it split
+/// them (`None` when it did not).
+pub fn share_on(obj: &serde_json::Value, cluster: &ClusterName) -> Option<i64> {
+    obj["metadata"]["annotations"][replicas_annotation(cluster)]
+        .as_str()
+        .and_then(|n| n.parse::<i64>().ok())
+        .filter(|n| *n >= 0)
+}
+
 /// The status annotation key for `cluster`.
 pub fn status_annotation(cluster: &ClusterName) -> String {
     format!("{STATUS_ANNOTATION_PREFIX}{cluster}")

@@ -33,6 +33,10 @@ enum DevCommand {
         /// Stream every part's log here instead of writing it to `<state>/logs/`.
         #[arg(long)]
         verbose: bool,
+        /// The node agents run only the built-in images, never another container's
+        /// command (for trying manifests written by others).
+        #[arg(long)]
+        builtin_images_only: bool,
     },
 }
 
@@ -110,6 +114,10 @@ enum Command {
         logs_dir: PathBuf,
         #[arg(long, default_value_t = 110)]
         max_pods: u32,
+        /// Run only the built-in images (`sluice/echo`, `sluice/loadgen`), never another
+        /// container's command: for manifests whose commands are not meant for this machine.
+        #[arg(long)]
+        builtin_images_only: bool,
         /// Where to serve /metrics and /readyz.
         #[arg(long, default_value = "127.0.0.1:0")]
         admin: std::net::SocketAddr,
@@ -404,6 +412,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     state,
                     clusters,
                     verbose,
+                    builtin_images_only,
                 },
         } => {
             init_tracing();
@@ -412,6 +421,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 clusters,
                 sluice_bin: std::env::current_exe()?,
                 verbose,
+                builtin_images_only,
             };
             let running = sluice_local::devup::up(&cfg).await?;
             shutdown_signal().await?;
@@ -425,6 +435,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             index,
             logs_dir,
             max_pods,
+            builtin_images_only,
             admin,
         } => {
             init_tracing();
@@ -437,6 +448,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 logs_dir,
                 sluice_bin: std::env::current_exe()?,
                 max_pods,
+                builtin_images_only,
                 metrics: Default::default(),
             };
             let (tx, rx) = tokio::sync::watch::channel(false);

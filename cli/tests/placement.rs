@@ -107,6 +107,29 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
     ]);
     assert_eq!(available(&east), 2, "running in east");
     assert!(!deployment_exists(&west), "not in west");
+    // A bare Pod travels with its namespace too.
+    control.ok(&["-n", "shop", "run", "solo", "--image=sluice/echo"]);
+    let solo_in = |k: &Kubectl| {
+        k.ok(&["-n", &downstream_ns(), "get", "pods", "-o", "name"])
+            .contains("pod/solo")
+    };
+    let solo_phase = |control: &Kubectl| {
+        control.ok(&[
+            "-n",
+            "shop",
+            "get",
+            "pod",
+            "solo",
+            "-o",
+            "jsonpath={.status.phase}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || solo_in(&east)
+            && solo_phase(&control) == "Running"),
+        "the bare pod runs in east: {}",
+        solo_phase(&control)
+    );
     assert!(
         eventually(WITHIN, || condition(&control, "status") == "True"),
         "placed: {}",
@@ -228,6 +251,11 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
         available(&west)
     );
     assert!(samples.load(Ordering::Acquire) > 3, "the watcher sampled");
+    assert!(
+        eventually(WITHIN, || solo_in(&west) && !solo_in(&east)),
+        "the bare pod moved to west"
+    );
+    assert_eq!(solo_phase(&control), "Running", "and runs there");
     assert!(
         min_seen.load(Ordering::Acquire) >= 2,
         "available replicas in east ∪ west fell to {} during the move",
@@ -545,6 +573,75 @@ fn kubectl_logs_upstream_come_from_the_physical_cluster() {
         streamed.lines().count() >= 3,
         "followed lines arrive: {streamed:?}"
     );
+    // A Pod made in the logical cluster (`kubectl run`) runs on the cluster of its
+    // namespace; its status and logs come from there, and it has no mirror beside it.
+    control.ok(&[
+        "-n",
+        "talk",
+        "run",
+        "debug",
+        "--image=busybox",
+        "--restart=Never",
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "echo hello from debug; sleep 600",
+    ]);
+    let phase = || {
+        control.ok(&[
+            "-n",
+            "talk",
+            "get",
+            "pod",
+            "debug",
+            "-o",
+            "jsonpath={.status.phase}/{.status.podIP}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || phase().starts_with("Running/127.21.")),
+        "runs in west, status upstream: {}",
+        phase()
+    );
+    assert!(
+        eventually(WITHIN, || text(
+            control.run(&["-n", "talk", "logs", "debug"])
+        )
+        .contains("hello from debug")),
+        "logs: {:?}",
+        control.run(&["-n", "talk", "logs", "debug"])
+    );
+    let west = dev.kubectl("west");
+    let down =
+        sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), "talk");
+    assert!(
+        west.ok(&["-n", &down, "get", "pods", "-o", "name"])
+            .contains("pod/debug"),
+        "its copy runs in west"
+    );
+    let upstream_pods = control.ok(&["-n", "talk", "get", "pods", "-o", "name"]);
+    assert_eq!(
+        upstream_pods.matches("pod/debug").count(),
+        1,
+        "one Pod upstream, no mirror beside it: {upstream_pods}"
+    );
+    control.ok(&[
+        "-n",
+        "talk",
+        "delete",
+        "pod",
+        "debug",
+        "--wait=true",
+        "--timeout=120s",
+    ]);
+    assert!(
+        eventually(WITHIN, || !west
+            .ok(&["-n", &down, "get", "pods", "-o", "name"])
+            .contains("pod/debug")),
+        "deleted upstream, gone from west"
+    );
+
     // A mirror is not a pod of this logical cluster: asking for an unknown container
     // reaches the cluster, which says so.
     let out = logs(&["-c", "nope"]);

@@ -53,6 +53,8 @@ pub struct DevUpConfig {
     pub sluice_bin: PathBuf,
     /// Stream every part's log to the terminal instead of `<state>/logs/`.
     pub verbose: bool,
+    /// The node agents run only the built-in images (see [`crate::node::NodeConfig`]).
+    pub builtin_images_only: bool,
 }
 
 /// The descriptor of one local cluster (`<state>/clusters/<name>.json`).
@@ -405,6 +407,7 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
                 ])
                 .arg("--logs-dir")
                 .arg(&logs)
+                .args(cfg.builtin_images_only.then_some("--builtin-images-only"))
                 .stdout(Stdio::null()),
         )?;
         let dns = start_dns(&mut children, bin, name, index, &kubeconfig)?;

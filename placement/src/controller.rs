@@ -93,16 +93,21 @@ pub async fn run(
     let wildcard = roots.at("/clusters/*")?;
     let root = roots.at(&format!("/clusters/{}", LogicalClusterPath::root()))?;
     let changed = Arc::new(Notify::new());
-    let start = |ar: ApiResource, what: &str| {
+    let start_selected = |ar: ApiResource, what: &str, selector: Option<&str>| {
         let notify = changed.clone();
+        let mut watch = watcher::Config::default();
+        if let Some(s) = selector {
+            watch = watch.labels(s);
+        }
         Informer::start_across(
             Api::all_with(wildcard.clone(), &ar),
-            watcher::Config::default(),
+            watch,
             what,
             LOGICAL_CLUSTER_ANNOTATION,
             move |_| notify.notify_one(),
         )
     };
+    let start = |ar: ApiResource, what: &str| start_selected(ar, what, None);
     let w = Watched {
         namespaces: start(dynamic("", "v1", "Namespace", "namespaces"), "namespaces"),
         placements: start(
@@ -129,7 +134,11 @@ pub async fn run(
             .iter()
             .map(|k| {
                 let ar = dynamic(k.group, k.version, k.kind, k.plural);
-                (k, ar.clone(), start(ar, k.plural))
+                (
+                    k,
+                    ar.clone(),
+                    start_selected(ar, k.plural, k.upstream_selector()),
+                )
             })
             .collect(),
     };
@@ -502,7 +511,9 @@ impl Split {
     /// The shares of workload `v` (of `kind`) that has `spec.replicas`; `None` when it is
     /// not split.
     fn shares(&mut self, kind: &str, v: &Value) -> Option<Vec<(ClusterName, i64)>> {
-        if self.mode == Mode::Single || v["spec"]["replicas"].as_i64().is_none() {
+        // A Pod is one replica: it runs on one of the clusters.
+        if self.mode == Mode::Single || (v["spec"]["replicas"].as_i64().is_none() && kind != "Pod")
+        {
             return None;
         }
         let (replicas, each) = crate::demand::workload(kind, v)?;

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use sluice_api::ClusterName;
-use sluice_api::sync::replicas_annotation;
+use sluice_api::sync::share_on;
 use sluice_kube::resources::{Resources, pod_requests};
 
 /// How many pods a workload of `kind` runs (all of it: `spec.replicas`, a Job's
@@ -12,11 +12,12 @@ use sluice_kube::resources::{Resources, pod_requests};
 pub fn workload(kind: &str, obj: &Value) -> Option<(i64, Resources)> {
     let spec = &obj["spec"];
     let (count, template) = match kind {
-        "Deployment" | "StatefulSet" | "ReplicaSet" => {
+        "Deployment" | "StatefulSet" | "ReplicaSet" | "ReplicationController" => {
             (spec["replicas"].as_i64().unwrap_or(1), &spec["template"])
         }
         "Job" => (spec["parallelism"].as_i64().unwrap_or(1), &spec["template"]),
         "DaemonSet" => (1, &spec["template"]),
+        "Pod" => return Some((1, pod_requests(spec))),
         _ => return None,
     };
     Some((count.max(0), pod_requests(&template["spec"])))
@@ -24,10 +25,7 @@ pub fn workload(kind: &str, obj: &Value) -> Option<(i64, Resources)> {
 
 /// How many of a workload's pods `cluster` runs: its share when split, else all.
 pub fn count_on(obj: &Value, all: i64, cluster: &ClusterName) -> i64 {
-    obj["metadata"]["annotations"][replicas_annotation(cluster)]
-        .as_str()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(all)
+    share_on(obj, cluster).unwrap_or(all)
 }
 
 /// What `objects` (kind, object) request in all, or on `cluster` (by their shares there).

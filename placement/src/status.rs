@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 use sluice_api::ClusterName;
-use sluice_api::sync::{StatusReport, replicas_annotation, status_annotation};
+use sluice_api::sync::{StatusReport, share_on, status_annotation};
 
 /// Counters that add up across clusters, per kind.
 fn counters(kind: &str) -> &'static [&'static str] {
@@ -26,7 +26,7 @@ fn counters(kind: &str) -> &'static [&'static str] {
             "updatedReplicas",
             "availableReplicas",
         ],
-        "ReplicaSet" => &[
+        "ReplicaSet" | "ReplicationController" => &[
             "replicas",
             "fullyLabeledReplicas",
             "readyReplicas",
@@ -65,10 +65,7 @@ fn caught_up(obj: &Value, cluster: &ClusterName, r: &StatusReport) -> i64 {
 
 /// How many replicas `cluster` is to run of `obj`: its share when spread, else all.
 pub fn desired_on(obj: &Value, cluster: &ClusterName) -> i64 {
-    obj["metadata"]["annotations"][replicas_annotation(cluster)]
-        .as_str()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| obj["spec"]["replicas"].as_i64().unwrap_or(1))
+    share_on(obj, cluster).unwrap_or_else(|| obj["spec"]["replicas"].as_i64().unwrap_or(1))
 }
 
 /// Whether `obj` (of `kind`) is available on `cluster`: the cluster has caught up with its
@@ -78,9 +75,16 @@ pub fn available_on(kind: &str, obj: &Value, cluster: &ClusterName) -> bool {
     if kind == "Job" {
         return true;
     }
+    // A Pod runs on one cluster of a spread namespace; the others have nothing to run.
+    if kind == "Pod" && share_on(obj, cluster) == Some(0) {
+        return true;
+    }
     let Some(r) = report(obj, cluster) else {
         return false;
     };
+    if kind == "Pod" {
+        return pod_rank(&r.status) >= PodRank::Ready;
+    }
     let generation = obj["metadata"]["generation"].as_i64().unwrap_or(0);
     if caught_up(obj, cluster, &r) < generation {
         return false;
@@ -90,11 +94,35 @@ pub fn available_on(kind: &str, obj: &Value, cluster: &ClusterName) -> bool {
     match kind {
         "Deployment" => n("updatedReplicas") >= want && n("availableReplicas") >= want,
         "StatefulSet" => n("updatedReplicas") >= want && n("readyReplicas") >= want,
-        "ReplicaSet" => n("availableReplicas") >= want,
+        "ReplicaSet" | "ReplicationController" => n("availableReplicas") >= want,
         "DaemonSet" => {
             n("desiredNumberScheduled") > 0 && n("numberAvailable") >= n("desiredNumberScheduled")
         }
         _ => true,
+    }
+}
+
+/// How far a Pod copy has come, worst first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum PodRank {
+    Pending,
+    Failed,
+    Running,
+    /// Ready, or run to completion: it holds nothing up.
+    Ready,
+}
+
+fn pod_rank(status: &Value) -> PodRank {
+    let ready = status["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    });
+    match status["phase"].as_str() {
+        Some("Running") if ready => PodRank::Ready,
+        Some("Running") => PodRank::Running,
+        Some("Succeeded") => PodRank::Ready,
+        Some("Failed") => PodRank::Failed,
+        _ => PodRank::Pending,
     }
 }
 
@@ -107,6 +135,14 @@ pub fn summarize(kind: &str, obj: &Value, clusters: &[ClusterName]) -> Option<Va
         .collect();
     if reports.is_empty() {
         return None;
+    }
+    // A Pod's status is one cluster's: the copy that serves best (while a move runs it
+    // in two).
+    if kind == "Pod" {
+        return reports
+            .into_iter()
+            .max_by_key(|(_, r)| pod_rank(&r.status))
+            .map(|(_, r)| r.status);
     }
     // Observed only when every cluster it is placed on has caught up.
     let observed = if reports.len() == clusters.len() {
@@ -185,6 +221,24 @@ fn merge_conditions(reports: &[StatusReport]) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_shows_its_best_copy_and_is_available_where_ready() {
+        let running =
+            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+        let pending = json!({"phase": "Pending"});
+        let mut pod = deployment(&[("a", 1, pending.clone()), ("b", 1, running.clone())]);
+        pod["spec"] = json!({"containers": []});
+        assert_eq!(summarize("Pod", &pod, &names(&["a", "b"])), Some(running));
+        assert_eq!(summarize("Pod", &pod, &names(&["a"])), Some(pending));
+        assert!(available_on("Pod", &pod, &ClusterName::new("b")));
+        assert!(!available_on("Pod", &pod, &ClusterName::new("a")));
+        pod["metadata"]["annotations"]["replicas.sluice.dev/a"] = json!("0");
+        assert!(
+            available_on("Pod", &pod, &ClusterName::new("a")),
+            "nothing to run there"
+        );
+    }
 
     fn deployment(reports: &[(&str, i64, Value)]) -> Value {
         let mut annotations = Map::new();

@@ -29,6 +29,7 @@ use tracing::Instrument;
 use crate::drift::contained;
 use crate::metrics::SyncMetrics;
 use crate::transform::{Origin, downstream, namespace_object};
+use sluice_api::sync::share_on;
 use sluice_api::synced_kinds::{BUILTIN, SyncedKind};
 
 /// After a failed write, the pass runs again this much later.
@@ -241,9 +242,13 @@ async fn run_loop(
         .map(|kind| {
             let resource = resource(kind);
             let (c, src) = (changes.clone(), sources.clone());
+            let selector = match kind.upstream_selector() {
+                Some(s) => format!("{placed},{s}"),
+                None => placed.clone(),
+            };
             let up = Informer::start_across(
                 Api::all_with(upstream.wildcard.clone(), &resource),
-                watcher::Config::default().labels(&placed),
+                watcher::Config::default().labels(&selector),
                 kind.plural,
                 LOGICAL_CLUSTER_ANNOTATION,
                 move |e| c.record(e, |o: &DynamicObject| src.learn(&o.metadata)),
@@ -501,6 +506,10 @@ async fn pass(
                                 deleting.push((k, o, obj.clone()));
                             }
                         }
+                        // A Pod runs on one cluster of a spread namespace: not here.
+                        Ok(_)
+                            if share_on(&json, &config.cluster) == Some(0)
+                                && k.kind.kind == "Pod" => {}
                         Ok((o, d)) => {
                             if !holds(&obj, &finalizer) {
                                 to_hold.push((k, o.clone(), obj.clone()));
@@ -890,6 +899,14 @@ async fn mirror_pods(
         else {
             continue;
         };
+        // A copy of a Pod made upstream reports to that Pod; it has no mirror.
+        if p.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(LABEL_SYNCED))
+        {
+            continue;
+        }
         let Some((path, up_ns)) = origins.get(ns) else {
             continue;
         };

@@ -8,8 +8,7 @@ use serde_json::{Map, Value};
 use sluice_api::sync::{
     ANNOTATION_LOGICAL_CLUSTER, ANNOTATION_UPSTREAM_GENERATION, ANNOTATION_UPSTREAM_NAMESPACE,
     LABEL_LOGICAL_CLUSTER, LABEL_SYNCED, REPLICAS_ANNOTATION_PREFIX, STATE_LABEL_PREFIX,
-    STATUS_ANNOTATION_PREFIX, downstream_namespace, logical_cluster_label_value,
-    replicas_annotation,
+    STATUS_ANNOTATION_PREFIX, downstream_namespace, logical_cluster_label_value, share_on,
 };
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath, PathError};
 
@@ -147,11 +146,7 @@ pub fn downstream(
             Value::from(g.to_string()),
         );
     }
-    let share = meta["annotations"][replicas_annotation(cluster)]
-        .as_str()
-        .and_then(|n| n.parse::<i64>().ok())
-        .filter(|n| *n >= 0);
-    if let Some(n) = share
+    if let Some(n) = share_on(upstream, cluster)
         && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
         && spec.contains_key("replicas")
     {
@@ -207,6 +202,10 @@ fn strip_cluster_owned(kind: &str, obj: &mut Map<String, Value>) {
         }
         "PersistentVolumeClaim" => {
             spec.remove("volumeName");
+        }
+        // The cluster's scheduler picks the node.
+        "Pod" => {
+            spec.remove("nodeName");
         }
         "Job" => strip_generated_selector(spec),
         "CronJob" => {

@@ -195,6 +195,11 @@ pub struct DevUp {
 
 impl DevUp {
     pub fn start(clusters: &str) -> (Self, Duration) {
+        Self::start_with(clusters, &[])
+    }
+
+    /// `dev up` with `extra` arguments.
+    pub fn start_with(clusters: &str, extra: &[&str]) -> (Self, Duration) {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("state");
         let started = Instant::now();
@@ -202,6 +207,7 @@ impl DevUp {
             .args(["dev", "up", "--state"])
             .arg(&state)
             .args(["--clusters", clusters])
+            .args(extra)
             // SLUICE_DEV_LOG: a log filter for dev up's processes, to trace a test or bench.
             .env(
                 "SLUICE_LOG",

@@ -22,6 +22,14 @@ impl StateLabels {
         let Some(ns) = obj["metadata"]["namespace"].as_str() else {
             return;
         };
+        // A Pod a syncer mirrored up runs where it runs: it has no placement of its own.
+        if obj["kind"] == "Pod"
+            && obj["metadata"]["labels"]
+                .get(sluice_api::sync::LABEL_CLUSTER)
+                .is_some()
+        {
+            return;
+        }
         let key = ResourcePrefix::new("", "namespaces").key(cx.cluster, None, ns);
         let ns_labels: BTreeMap<String, String> = cx
             .state

@@ -52,6 +52,20 @@ fn tail(text: &[u8], lines: usize) -> &[u8] {
     }
 }
 
+/// The physical cluster a pod of a logical cluster runs on: a mirror names it; a pod made
+/// in the logical cluster runs where a syncer reports it from.
+fn running_on(pod: &Value) -> Option<&str> {
+    let meta = &pod["metadata"];
+    meta["labels"][sluice_api::sync::LABEL_CLUSTER]
+        .as_str()
+        .or_else(|| {
+            meta["annotations"]
+                .as_object()?
+                .keys()
+                .find_map(|k| k.strip_prefix(sluice_api::sync::STATUS_ANNOTATION_PREFIX))
+        })
+}
+
 pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
     let key = scope.t.prefix.key(
         scope.cluster.as_ref().ok_or(ApiError::MethodNotAllowed)?,
@@ -64,9 +78,10 @@ pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -
         .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
     let pod: Value =
         serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
-    // A mirror of a pod that runs on a physical cluster: its logs are there.
+    // A mirror of a pod that runs on a physical cluster, or a pod made here that a
+    // cluster runs (and reports on): its logs are there.
     if state.pod_logs_dir.is_none()
-        && let Some(cluster) = pod["metadata"]["labels"][sluice_api::sync::LABEL_CLUSTER].as_str()
+        && let Some(cluster) = running_on(&pod)
         && let Some(logical) = scope.cluster.as_ref()
     {
         return super::remote_logs::serve(

@@ -1,5 +1,5 @@
 //! The controllers a local physical cluster needs (the kube-controller-manager's part):
-//! ReplicaSets keep their Pods, Deployments roll ReplicaSets, StatefulSets keep ordinals,
+//! ReplicaSets (and ReplicationControllers) keep their Pods, Deployments roll ReplicaSets, StatefulSets keep ordinals,
 //! Jobs run Pods to completion, CronJobs make Jobs on schedule, EndpointSlices follow Pods.
 //!
 //! Informers (the shared runtime's) keep local caches; every change triggers a
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, ReplicationController, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
 use kube::runtime::watcher;
@@ -34,6 +34,7 @@ use tokio::sync::{Notify, watch};
 pub struct Caches {
     pub pods: Store<Pod>,
     pub replicasets: Store<ReplicaSet>,
+    pub replicationcontrollers: Store<ReplicationController>,
     pub deployments: Store<Deployment>,
     pub statefulsets: Store<StatefulSet>,
     pub services: Store<Service>,
@@ -162,6 +163,8 @@ pub async fn run(
     let notify = Arc::new(Notify::new());
     let pods = informer::<Pod>(&client, &notify, "pods");
     let replicasets = informer::<ReplicaSet>(&client, &notify, "replicasets");
+    let replicationcontrollers =
+        informer::<ReplicationController>(&client, &notify, "replicationcontrollers");
     let deployments = informer::<Deployment>(&client, &notify, "deployments");
     let services = informer::<Service>(&client, &notify, "services");
     let statefulsets = informer::<StatefulSet>(&client, &notify, "statefulsets");
@@ -171,6 +174,7 @@ pub async fn run(
     for ready in [
         pods.store.wait_until_ready().await,
         replicasets.store.wait_until_ready().await,
+        replicationcontrollers.store.wait_until_ready().await,
         deployments.store.wait_until_ready().await,
         services.store.wait_until_ready().await,
         slices.store.wait_until_ready().await,
@@ -183,6 +187,7 @@ pub async fn run(
     let caches = Caches {
         pods: pods.store.clone(),
         replicasets: replicasets.store.clone(),
+        replicationcontrollers: replicationcontrollers.store.clone(),
         deployments: deployments.store.clone(),
         statefulsets: statefulsets.store.clone(),
         services: services.store.clone(),

@@ -1,7 +1,9 @@
-//! ReplicaSets: as many active Pods from the template as `spec.replicas` asks.
+//! ReplicaSets, and their predecessor ReplicationControllers (the same job with an
+//! equality selector, still in older manifests): as many active Pods from the template as
+//! `spec.replicas` asks.
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -19,22 +21,39 @@ pub async fn reconcile_all(
         if rs.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        if let Err(e) = reconcile(client, caches, &rs, expect, events).await {
+        if let Err(e) = reconcile(client, caches, &*rs, expect, events).await {
             tracing::debug!(rs = ?rs.metadata.name, error = %e, "replicaset reconcile failed");
+        }
+    }
+    for rc in caches.replicationcontrollers.state() {
+        if rc.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Err(e) = reconcile(client, caches, &*rc, expect, events).await {
+            tracing::debug!(rc = ?rc.metadata.name, error = %e, "replicationcontroller reconcile failed");
         }
     }
 }
 
-async fn reconcile(
+async fn reconcile<K>(
     client: &kube::Client,
     caches: &Caches,
-    rs: &ReplicaSet,
+    rs: &K,
     expect: &mut Expectations,
     events: &Recorder,
-) -> kube::Result<()> {
-    let ns = rs.metadata.namespace.clone().unwrap_or_default();
-    let name = rs.metadata.name.clone().unwrap_or_default();
-    let uid = rs.metadata.uid.clone().unwrap_or_default();
+) -> kube::Result<()>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let meta = rs.meta();
+    let ns = meta.namespace.clone().unwrap_or_default();
+    let name = meta.name.clone().unwrap_or_default();
+    let uid = meta.uid.clone().unwrap_or_default();
+    let (owner_api_version, owner_kind) = (K::api_version(&()), K::kind(&()));
     let v = value(rs);
     let desired = v["spec"]["replicas"].as_i64().unwrap_or(1).max(0) as usize;
     let mut pods: Vec<std::sync::Arc<Pod>> = caches
@@ -47,7 +66,7 @@ async fn reconcile(
         .collect();
     let all = pods.len();
     pods.retain(|p| pod_active(p));
-    let key = format!("{ns}/{name}");
+    let key = format!("{owner_kind}/{ns}/{name}");
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     if pods.len() != desired && !expect.pending(&key) {
         if pods.len() < desired {
@@ -59,7 +78,7 @@ async fn reconcile(
                         "generateName": format!("{name}-"),
                         "labels": template["metadata"]["labels"],
                         "annotations": template["metadata"]["annotations"],
-                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}],
+                        "ownerReferences": [{"apiVersion": owner_api_version, "kind": owner_kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}],
                     },
                     "spec": template["spec"],
                 }))
@@ -115,14 +134,14 @@ async fn reconcile(
         "fullyLabeledReplicas": pods.len(),
         "readyReplicas": ready,
         "availableReplicas": ready,
-        "observedGeneration": rs.metadata.generation,
+        "observedGeneration": meta.generation,
     });
     let _ = all;
     if v["status"]["replicas"] != status["replicas"]
         || v["status"]["readyReplicas"].as_u64().unwrap_or(0) != ready as u64
         || v["status"]["observedGeneration"] != status["observedGeneration"]
     {
-        Api::<ReplicaSet>::namespaced(client.clone(), &ns)
+        Api::<K>::namespaced(client.clone(), &ns)
             .patch_status(
                 &name,
                 &PatchParams::default(),

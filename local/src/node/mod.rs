@@ -35,6 +35,9 @@ pub struct NodeConfig {
     /// The `sluice` binary, which runs the built-in images.
     pub sluice_bin: PathBuf,
     pub max_pods: u32,
+    /// Run only the built-in images, not the commands of other containers: for manifests
+    /// written by others, whose commands are not meant for this machine.
+    pub builtin_images_only: bool,
     /// Counters and readiness, served by [`admin::serve`].
     pub metrics: Arc<admin::NodeMetrics>,
 }

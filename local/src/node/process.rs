@@ -126,6 +126,12 @@ fn argv(cfg: &NodeConfig, c: &Value) -> Result<Vec<String>, (String, String)> {
             v.extend(args);
             Ok(v)
         }
+        (None, false) if cfg.builtin_images_only => Err((
+            "ImageNotBuiltIn".into(),
+            format!(
+                "image {image:?} is not built into Sluice, and this node runs built-in images only (--builtin-images-only): its command is not run"
+            ),
+        )),
         (_, false) => {
             let mut v = command;
             v.extend(args);
@@ -768,6 +774,7 @@ mod tests {
             logs_dir: PathBuf::from("/logs"),
             sluice_bin: PathBuf::from("sluice"),
             max_pods: 1,
+            builtin_images_only: false,
             metrics: Default::default(),
         };
         let pod = json!({"metadata": {"namespace": "shop", "name": "web"}});
