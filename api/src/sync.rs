@@ -29,6 +29,9 @@ pub const ANNOTATION_UPSTREAM_NAMESPACE: &str = "sluice.dev/upstream-namespace";
 pub const LABEL_SYNCED: &str = "sluice.dev/synced";
 /// The syncer's server-side apply field manager, upstream and downstream.
 pub const FIELD_MANAGER: &str = "sluice-syncer";
+/// The field manager of the placement controllers' writes (they release the Pod mirrors of
+/// a cluster that is gone).
+pub const PLACEMENT_MANAGER: &str = "sluice-placement";
 /// Break-glass placement: a namespace labelled `sluice.dev/cluster: <name>` runs on that
 /// cluster, whatever the Placements say.
 pub const LABEL_CLUSTER: &str = "sluice.dev/cluster";

@@ -651,6 +651,43 @@ fn kubectl_logs_upstream_come_from_the_physical_cluster() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // A mirror is read-only upstream; deleting it deletes the real Pod, which its
+    // Deployment replaces (mirrored in turn).
+    let refused = control.fails(&["-n", "talk", "label", pod.as_str(), "debugging=yes"]);
+    assert!(refused.contains("read-only mirrors"), "{refused}");
+    control.ok(&[
+        "-n",
+        "talk",
+        "delete",
+        pod.as_str(),
+        "--wait=true",
+        "--timeout=120s",
+    ]);
+    let talkers = || {
+        control
+            .ok(&[
+                "-n",
+                "talk",
+                "get",
+                "pods",
+                "-l",
+                "app=talker",
+                "-o",
+                "name",
+            ])
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        eventually(WITHIN, || {
+            let now = talkers();
+            now.len() == 1 && now[0] != pod
+        }),
+        "replaced: {:?} (was {pod})",
+        talkers()
+    );
 }
 
 const POLICIES: &str = r#"apiVersion: sluice.dev/v1alpha1
@@ -996,6 +1033,29 @@ spec:
         "deployment/web",
         "--timeout=180s",
     ]);
+    // The mirrors of the Pods east ran are not left upstream by its dead syncer.
+    let mirrors_of = |cluster: &str| {
+        control
+            .ok(&[
+                "-n",
+                "roam",
+                "get",
+                "pods",
+                "-l",
+                &format!("sluice.dev/cluster={cluster}"),
+                "-o",
+                "name",
+            ])
+            .lines()
+            .count()
+    };
+    assert!(
+        eventually(WITHIN, || mirrors_of("east") == 0
+            && mirrors_of("west") == 1),
+        "mirrors: east {} west {}",
+        mirrors_of("east"),
+        mirrors_of("west")
+    );
     // When east's syncer returns, it removes what no longer belongs there.
     let _east_syncer = Syncer::start(&dev, "east", 0);
     assert!(

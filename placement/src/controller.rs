@@ -15,8 +15,9 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use sluice_api::liveness::{SYNCER_LEASE_NAMESPACE, syncer_lease_name};
 use sluice_api::sync::{
-    REPLICAS_ANNOTATION_PREFIX, SOFT_FINALIZER_PREFIX, STATE_SYNC, STATUS_ANNOTATION_PREFIX,
-    SYNC_FINALIZER_PREFIX, placed_clusters, replicas_annotation, state_label,
+    LABEL_CLUSTER, REPLICAS_ANNOTATION_PREFIX, SOFT_FINALIZER_PREFIX, STATE_SYNC,
+    STATUS_ANNOTATION_PREFIX, SYNC_FINALIZER_PREFIX, placed_clusters, replicas_annotation,
+    state_label,
 };
 use sluice_api::synced_kinds::{BUILTIN, SyncedKind};
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
@@ -39,7 +40,7 @@ const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-l
 /// Namespaces that move off draining clusters at once.
 const MAX_DRAIN_MOVES: usize = 2;
 /// The field manager of placement's writes.
-const MANAGER: &str = "sluice-placement";
+const MANAGER: &str = sluice_api::sync::PLACEMENT_MANAGER;
 
 /// Why the controllers stopped before they were told to.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +72,8 @@ struct Watched {
     clusters: Informer<DynamicObject>,
     leases: Informer<Lease>,
     kinds: Vec<(&'static SyncedKind, ApiResource, Informer<DynamicObject>)>,
+    /// The Pods the syncers mirrored up.
+    mirrors: Informer<DynamicObject>,
 }
 
 impl Watched {
@@ -80,6 +83,7 @@ impl Watched {
             && self.clusters.is_ready()
             && self.leases.is_ready()
             && self.kinds.iter().all(|(_, _, i)| i.is_ready())
+            && self.mirrors.is_ready()
     }
 }
 
@@ -109,6 +113,11 @@ pub async fn run(
     };
     let start = |ar: ApiResource, what: &str| start_selected(ar, what, None);
     let w = Watched {
+        mirrors: start_selected(
+            dynamic("", "v1", "Pod", "pods"),
+            "mirrored pods",
+            Some(LABEL_CLUSTER),
+        ),
         namespaces: start(dynamic("", "v1", "Namespace", "namespaces"), "namespaces"),
         placements: start(
             dynamic("sluice.dev", "v1alpha1", "Placement", "placements"),
@@ -439,6 +448,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
             }
         }
         ok &= report_phase(&client, ns, &name, &phase).await;
+        ok &= drop_stale_mirrors(&client, &w.mirrors, &path, &name, &next, &clusters).await;
 
         // Every object carries its namespace's state labels (and, when split, its share).
         let mut split = Split::new(&target, &views);
@@ -479,6 +489,59 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
 
     ok &= report_placements(roots, &placements, &clusters).await;
     ok &= report_clusters(root, &cluster_objects, &clusters, &placed_on, &allocated).await;
+    ok
+}
+
+/// Delete the Pod mirrors in namespace `ns` of `path` that a cluster it is no longer placed
+/// on left behind because its syncer is gone (a live syncer removes its own once the Pods
+/// are gone); false if a write failed.
+async fn drop_stale_mirrors(
+    client: &kube::Client,
+    mirrors: &Informer<DynamicObject>,
+    path: &LogicalClusterPath,
+    ns: &str,
+    next: &[ClusterName],
+    clusters: &[ClusterView],
+) -> bool {
+    let mut ok = true;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &dynamic("", "v1", "Pod", "pods"));
+    for m in mirrors.store.in_namespace(&path.to_string(), ns) {
+        let Some(cluster) = labels_of(&m).get(LABEL_CLUSTER).map(ClusterName::new) else {
+            continue;
+        };
+        let alive = clusters.iter().any(|c| c.name == cluster && c.ready);
+        if next.contains(&cluster) || alive {
+            continue;
+        }
+        let name = m.metadata.name.clone().unwrap_or_default();
+        let params = PatchParams {
+            field_manager: Some(MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        let v = serde_json::to_value(&*m).unwrap_or(Value::Null);
+        if let Some(patch) = with_released_finalizers(None, &v, next)
+            && let Err(e) = api.patch(&name, &params, &Patch::Merge(&patch)).await
+        {
+            tracing::debug!(logical_cluster = %path, namespace = ns, pod = %name, error = %e, "releasing a stale mirror failed");
+            ok = false;
+            continue;
+        }
+        if m.metadata.deletion_timestamp.is_none() {
+            let deleted = api
+                .delete(&name, &kube::api::DeleteParams::default().grace_period(0))
+                .await;
+            match deleted {
+                Ok(_) => tracing::info!(logical_cluster = %path, namespace = ns, pod = %name,
+                    %cluster, "removed the mirror a lost cluster left"),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => {
+                    tracing::debug!(logical_cluster = %path, namespace = ns, pod = %name, error = %e, "deleting a stale mirror failed");
+                    ok = false;
+                }
+            }
+        }
+    }
     ok
 }
 

@@ -923,6 +923,25 @@ async fn mirror_pods(
         };
         wanted.insert((path.to_string(), up_ns.clone(), name.to_string()));
         let have = mirrored.get(&(path.to_string(), up_ns.clone(), name.to_string()));
+        // The mirror was deleted upstream: the real Pod goes first (its controller makes a
+        // new one); the mirror follows once it is gone.
+        if have.is_some_and(|h| !h["metadata"]["deletionTimestamp"].is_null()) {
+            if p.metadata.deletion_timestamp.is_none() {
+                let api: Api<Pod> = Api::namespaced(config.downstream.clone(), ns);
+                let deleted = api.delete(name, &DeleteParams::default()).await;
+                let gone = matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 404);
+                syncer
+                    .metrics
+                    .write("Pod", "delete", deleted.is_ok() || gone);
+                if let Err(e) = deleted
+                    && !gone
+                {
+                    tracing::warn!(namespace = ns, pod = name, error = %e, "deleting the pod whose mirror was deleted failed");
+                    ok = false;
+                }
+            }
+            continue;
+        }
         let client = match upstream.at(path) {
             Ok(c) => c,
             Err(_) => {
@@ -948,7 +967,7 @@ async fn mirror_pods(
         if have.is_none_or(|h| h["status"] != want["status"]) {
             let patch = serde_json::json!({"status": want["status"]});
             let written = api
-                .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch_status(name, &manager_params(), &Patch::Merge(&patch))
                 .await;
             syncer.metrics.write("Pod", "mirror", written.is_ok());
             if let Err(e) = written {
@@ -957,7 +976,8 @@ async fn mirror_pods(
             }
         }
     }
-    for (path, ns, name) in mirrored.keys() {
+    let finalizer = sync_finalizer(&config.cluster);
+    for ((path, ns, name), mirror) in &mirrored {
         let Ok(path) = path.parse::<LogicalClusterPath>() else {
             continue;
         };
@@ -969,6 +989,39 @@ async fn mirror_pods(
             continue;
         };
         let api: Api<Pod> = Api::namespaced(client, ns);
+        // The real Pod is gone: release the mirror, then delete it (a mirror deleted
+        // upstream is only waiting for the release).
+        let mut finalizers: Vec<String> =
+            serde_json::from_value(mirror["metadata"]["finalizers"].clone()).unwrap_or_default();
+        if finalizers.contains(&finalizer)
+            && let Some(rv) = mirror["metadata"]["resourceVersion"].as_str()
+        {
+            finalizers.retain(|f| f != &finalizer);
+            let released = match serde_json::from_value::<json_patch::Patch>(finalizers_patch(
+                rv,
+                &finalizers,
+            )) {
+                Ok(patch) => api
+                    .patch(name, &manager_params(), &Patch::Json::<()>(patch))
+                    .await
+                    .map(|_| ()),
+                Err(_) => Ok(()),
+            };
+            let gone = matches!(&released, Err(kube::Error::Api(s)) if s.code == 404);
+            syncer
+                .metrics
+                .write("Pod", "release", released.is_ok() || gone);
+            if let Err(e) = released
+                && !gone
+            {
+                tracing::debug!(namespace = %ns, pod = %name, error = %e, "releasing the mirror failed");
+                ok = false;
+                continue;
+            }
+        }
+        if !mirror["metadata"]["deletionTimestamp"].is_null() {
+            continue;
+        }
         let deleted = api
             .delete(name, &DeleteParams::default().grace_period(0))
             .await;
@@ -1128,6 +1181,15 @@ fn in_place(want: &Value, have: &Value) -> bool {
         m.remove("kind");
     }
     contained(&want, have)
+}
+
+/// Parameters of the syncer's writes that are not server-side applies: named for the
+/// syncer, the one writer of Pod mirrors.
+fn manager_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    }
 }
 
 fn apply_params() -> PatchParams {

@@ -2,11 +2,14 @@
 //! into its logical cluster, so `kubectl get pods -o wide` there shows it, with the cluster
 //! it runs on as its node (`<node>.<cluster>`) and the label `sluice.dev/cluster`. The
 //! mirror has no owner (its owner lives downstream, and the control plane's garbage
-//! collector would take an owner it cannot find for a deleted one).
+//! collector would take an owner it cannot find for a deleted one). It is read-only upstream
+//! (the API server refuses writes from anyone but the syncer); deleting it deletes the real
+//! Pod — its controller there makes a new one, mirrored in turn — and only then the mirror,
+//! which holds the cluster's sync finalizer until then.
 
 use serde_json::{Map, Value};
 use sluice_api::ClusterName;
-use sluice_api::sync::LABEL_CLUSTER;
+use sluice_api::sync::{LABEL_CLUSTER, sync_finalizer};
 
 use crate::transform::Origin;
 
@@ -23,6 +26,11 @@ pub fn pod(pod: &Value, origin: &Origin, cluster: &ClusterName) -> Option<Value>
     metadata.insert("name".into(), Value::from(name));
     metadata.insert("namespace".into(), Value::from(origin.namespace.as_str()));
     metadata.insert("labels".into(), Value::Object(labels));
+    // Deleting the mirror upstream waits for the syncer, which deletes the real Pod first.
+    metadata.insert(
+        "finalizers".into(),
+        Value::from(vec![sync_finalizer(cluster)]),
+    );
     if let Some(a) = pod["metadata"]["annotations"].as_object()
         && !a.is_empty()
     {
@@ -68,5 +76,9 @@ mod tests {
         assert!(up["metadata"].get("ownerReferences").is_none());
         assert!(up["metadata"].get("uid").is_none());
         assert_eq!(up["status"]["podIP"], "127.20.0.5");
+        assert_eq!(
+            up["metadata"]["finalizers"],
+            json!(["syncer.sluice.dev/east"])
+        );
     }
 }

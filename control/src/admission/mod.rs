@@ -47,6 +47,7 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
                 "clusters",
                 Arc::new(sluice_kinds::ClusterFields),
             );
+            hooks.register("", "pods", Arc::new(pod::MirroredPods));
             let labels = Arc::new(placement::StateLabels);
             for k in sluice_api::synced_kinds::BUILTIN {
                 hooks.register(k.group, k.plural, labels.clone());

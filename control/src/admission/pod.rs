@@ -1,9 +1,14 @@
 //! Pods end gracefully: one bound to a node is marked with its grace period and stopped
 //! there first; its node agent deletes it with grace period 0 once the containers are gone.
+//! In a logical cluster, the mirrors of Pods that run on a physical cluster are read-only:
+//! only the syncer writes them (deleting one is allowed: its syncer deletes the real Pod).
 
 use serde_json::Value;
+use sluice_api::sync::{FIELD_MANAGER, LABEL_CLUSTER, PLACEMENT_MANAGER};
 
-use crate::pipeline::hooks::{Deletion, Hook};
+use crate::errors::{ApiError, ApiResult};
+use crate::pipeline::hooks::{Deletion, Hook, HookCx};
+use crate::resources::Subresource;
 
 pub struct GracefulPods;
 
@@ -19,5 +24,41 @@ impl Hook for GracefulPods {
                 .unwrap_or(30)
                 .max(1),
         })
+    }
+}
+
+/// Mirrored Pods (label `sluice.dev/cluster`) are written by their syncer only (and
+/// released by the placement controllers when their cluster is gone).
+pub struct MirroredPods;
+
+impl MirroredPods {
+    fn check(cx: &HookCx<'_>, objects: &[&Value]) -> ApiResult<()> {
+        let mirror = objects
+            .iter()
+            .find_map(|o| o["metadata"]["labels"][LABEL_CLUSTER].as_str());
+        match mirror {
+            Some(cluster) if !matches!(cx.manager, Some(FIELD_MANAGER | PLACEMENT_MANAGER)) => {
+                Err(ApiError::Forbidden(format!(
+                    "pods labelled {LABEL_CLUSTER} are read-only mirrors of pods that run on a physical cluster (this one on {cluster:?}): change the workload that made it, or delete the pod to have it replaced there"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Hook for MirroredPods {
+    fn admit_create(&self, cx: &HookCx<'_>, obj: &mut Value) -> ApiResult<()> {
+        Self::check(cx, &[obj])
+    }
+
+    fn admit_update(
+        &self,
+        cx: &HookCx<'_>,
+        old: &Value,
+        new: &mut Value,
+        _sub: Option<Subresource>,
+    ) -> ApiResult<()> {
+        Self::check(cx, &[old, new])
     }
 }

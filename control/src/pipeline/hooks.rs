@@ -21,6 +21,9 @@ pub struct HookCx<'a> {
     pub state: &'a ApiState,
     pub t: &'a ResourceType,
     pub cluster: &'a LogicalClusterPath,
+    /// The field manager of a create or update (`None` for deletions and the server's own
+    /// writes).
+    pub manager: Option<&'a str>,
 }
 
 /// What was committed.

@@ -237,10 +237,12 @@ pub async fn create(
         target.namespace.as_deref(),
     );
     crate::defaults::on_create(&t.kind, &mut obj);
+    let manager = w.manager.clone();
     let cx = HookCx {
         state,
         t,
         cluster: &cluster,
+        manager: Some(&manager),
     };
     if ownership == Ownership::Update {
         crate::apply::record_update(
@@ -430,10 +432,12 @@ pub async fn modify(
     let t = &*target.t;
     let cluster = target.cluster.clone();
     let key = target.key(name);
+    let manager = w.manager.clone();
     let cx = HookCx {
         state,
         t,
         cluster: &cluster,
+        manager: Some(&manager),
     };
     let hooks = state.hooks.of(t);
     for _ in 0..WRITE_RETRIES {
@@ -759,6 +763,7 @@ pub async fn delete(
         state,
         t,
         cluster: &cluster,
+        manager: None,
     };
     for _ in 0..WRITE_RETRIES {
         let (entry, mut obj) = current(state, t, key, name)?;
