@@ -31,6 +31,53 @@ const fn k(
 /// carry [`crate::sync::LABEL_CLUSTER`].
 pub const NOT_MIRRORED: &str = "!sluice.dev/cluster";
 
+/// Label on a CustomResourceDefinition in a logical cluster: its custom resources travel
+/// (namespaced ones: a cluster-scoped kind has no namespace to be placed with).
+pub const SYNCABLE_LABEL: &str = "sluice.dev/syncable";
+
+/// The kind a CustomResourceDefinition (as JSON) marked syncable defines, in its storage
+/// version; `None` when it is not marked, not namespaced or incomplete.
+pub fn syncable_kind(crd: &serde_json::Value) -> Option<&'static SyncedKind> {
+    if crd["metadata"]["labels"][SYNCABLE_LABEL] != "true" || crd["spec"]["scope"] != "Namespaced" {
+        return None;
+    }
+    let spec = &crd["spec"];
+    let versions = spec["versions"].as_array()?;
+    let version = versions
+        .iter()
+        .find(|v| v["storage"] == true)
+        .or_else(|| versions.first())?["name"]
+        .as_str()?;
+    Some(custom(
+        spec["group"].as_str()?,
+        version,
+        spec["names"]["kind"].as_str()?,
+        spec["names"]["plural"].as_str()?,
+    ))
+}
+
+/// The custom kind `group/version` `kind` (`plural`), made `'static` once per distinct kind,
+/// so custom kinds are handled as the built-in ones are (the set is small and only grows).
+pub fn custom(group: &str, version: &str, kind: &str, plural: &str) -> &'static SyncedKind {
+    static CUSTOM: std::sync::Mutex<Vec<&'static SyncedKind>> = std::sync::Mutex::new(Vec::new());
+    let mut all = CUSTOM.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(k) = all
+        .iter()
+        .find(|k| k.group == group && k.version == version && k.kind == kind && k.plural == plural)
+    {
+        return k;
+    }
+    let keep = |s: &str| -> &'static str { Box::leak(s.to_string().into_boxed_str()) };
+    let k: &'static SyncedKind = Box::leak(Box::new(SyncedKind {
+        group: keep(group),
+        version: keep(version),
+        kind: keep(kind),
+        plural: keep(plural),
+    }));
+    all.push(k);
+    k
+}
+
 /// Every built-in kind that travels.
 pub const BUILTIN: &[SyncedKind] = &[
     k("", "v1", "Pod", "pods"),
@@ -130,5 +177,27 @@ mod tests {
         let deployment = BUILTIN.iter().find(|k| k.kind == "Deployment").unwrap();
         assert!(!deployment.is_mirror(mirror.iter()));
         assert_eq!(deployment.upstream_selector(), None);
+    }
+
+    #[test]
+    fn a_crd_marked_syncable_names_its_kind_once() {
+        let crd = serde_json::json!({
+            "metadata": {"name": "widgets.example.com", "labels": {"sluice.dev/syncable": "true"}},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"kind": "Widget", "plural": "widgets"},
+                "versions": [{"name": "v1beta1", "storage": false}, {"name": "v1", "storage": true}]},
+        });
+        let k = syncable_kind(&crd).unwrap();
+        assert_eq!(
+            (k.group, k.version, k.kind, k.plural),
+            ("example.com", "v1", "Widget", "widgets")
+        );
+        assert!(std::ptr::eq(k, syncable_kind(&crd).unwrap()), "made once");
+        let mut unmarked = crd.clone();
+        unmarked["metadata"]["labels"] = serde_json::json!({});
+        assert!(syncable_kind(&unmarked).is_none());
+        let mut cluster_scoped = crd;
+        cluster_scoped["spec"]["scope"] = "Cluster".into();
+        assert!(syncable_kind(&cluster_scoped).is_none());
     }
 }

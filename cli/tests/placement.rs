@@ -509,7 +509,7 @@ fn kubectl_logs_upstream_come_from_the_physical_cluster() {
     let (dev, _) = DevUp::start("east,west");
     let control = dev.kubectl_control();
     control.apply_stdin(TALKER);
-    let pod = || {
+    let talkers = || {
         control
             .ok(&[
                 "-n",
@@ -521,9 +521,11 @@ fn kubectl_logs_upstream_come_from_the_physical_cluster() {
                 "-o",
                 "name",
             ])
-            .trim()
-            .to_string()
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
     };
+    let pod = || talkers().join(" ");
     assert!(
         eventually(WITHIN, || !pod().is_empty()),
         "the pod is mirrored"
@@ -664,22 +666,6 @@ fn kubectl_logs_upstream_come_from_the_physical_cluster() {
         "--wait=true",
         "--timeout=120s",
     ]);
-    let talkers = || {
-        control
-            .ok(&[
-                "-n",
-                "talk",
-                "get",
-                "pods",
-                "-l",
-                "app=talker",
-                "-o",
-                "name",
-            ])
-            .lines()
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
     assert!(
         eventually(WITHIN, || {
             let now = talkers();

@@ -78,11 +78,12 @@ impl ApiState {
         self.ips.is_none().then_some(cluster)
     }
 
-    /// The types served to a request: a cluster's catalog; the built-ins for a wildcard.
+    /// The types served to a request: a cluster's catalog; for a wildcard, the built-ins
+    /// and every custom type some logical cluster defines.
     pub fn catalog_for(&self, scope: &ClusterScope) -> Arc<Catalog> {
         match scope {
             ClusterScope::One(c) => self.crds.catalog(c),
-            ClusterScope::Wildcard => Catalog::builtin_arc().clone(),
+            ClusterScope::Wildcard => self.crds.wildcard(),
         }
     }
 

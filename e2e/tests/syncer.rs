@@ -460,3 +460,124 @@ async fn an_object_the_cluster_refuses_is_reported_upstream_and_stalls_nothing()
     assert_eq!(refusals().await.len(), 1, "reported once");
     set.stop().await;
 }
+
+/// A custom resource definition labelled `sluice.dev/syncable: "true"` in a logical cluster
+/// makes its kind travel: the syncer installs the definition in the cluster, then its objects
+/// are placed and synced like built-in ones (and removed when deleted upstream); the objects
+/// of an unmarked definition stay upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_marked_syncable_travel() {
+    use kube::api::{ApiResource, DynamicObject};
+    let set = Clusterset::start().await;
+    set.place_shop().await;
+    let crd_api = ApiResource::erase::<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    >(&());
+    let crd = |plural: &str, kind: &str, labels: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.example.com"), "labels": labels},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]},
+        }))
+        .unwrap()
+    };
+    let crds: Api<DynamicObject> = Api::all_with(set.root.clone(), &crd_api);
+    crds.create(
+        &PostParams::default(),
+        &crd("widgets", "Widget", json!({"sluice.dev/syncable": "true"})),
+    )
+    .await
+    .unwrap();
+    crds.create(&PostParams::default(), &crd("gadgets", "Gadget", json!({})))
+        .await
+        .unwrap();
+    let resource = |plural: &str, kind: &str| ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let (widgets, gadgets) = (resource("widgets", "Widget"), resource("gadgets", "Gadget"));
+    // The logical cluster serves the kinds once their definitions are established.
+    let up_widgets: Api<DynamicObject> = Api::namespaced_with(set.root.clone(), "shop", &widgets);
+    let up_gadgets: Api<DynamicObject> = Api::namespaced_with(set.root.clone(), "shop", &gadgets);
+    let object = |kind: &str| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": kind,
+            "metadata": {"name": "one"}, "spec": {"size": 3}}))
+        .unwrap()
+    };
+    assert!(
+        eventually(WITHIN, || async {
+            up_widgets
+                .create(&PostParams::default(), &object("Widget"))
+                .await
+                .is_ok()
+        })
+        .await
+    );
+    assert!(
+        eventually(WITHIN, || async {
+            up_gadgets
+                .create(&PostParams::default(), &object("Gadget"))
+                .await
+                .is_ok()
+        })
+        .await
+    );
+
+    let ns = downstream_namespace(&LogicalClusterPath::root(), "shop");
+    let down_widgets: Api<DynamicObject> =
+        Api::namespaced_with(set.downstream.clone(), &ns, &widgets);
+    assert!(
+        eventually(WITHIN, || async {
+            down_widgets
+                .get_opt("one")
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|w| w.data["spec"]["size"] == 3)
+        })
+        .await,
+        "the Widget reached {ns}"
+    );
+    // The definition the cluster got is the syncer's; the unmarked one stayed upstream.
+    let down_crds: Api<DynamicObject> = Api::all_with(set.downstream.clone(), &crd_api);
+    let installed = down_crds.get("widgets.example.com").await.unwrap();
+    assert_eq!(
+        installed.metadata.labels.unwrap()["sluice.dev/synced"],
+        "true"
+    );
+    assert!(
+        down_crds
+            .get_opt("gadgets.example.com")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // The Widget carries its namespace's placement upstream; deleted there, it goes.
+    let up = up_widgets.get("one").await.unwrap();
+    assert!(
+        up.metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("state.sluice.dev/east")
+    );
+    up_widgets
+        .delete("one", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        eventually(WITHIN, || async {
+            down_widgets.get_opt("one").await.ok().flatten().is_none()
+                && up_widgets.get_opt("one").await.ok().flatten().is_none()
+        })
+        .await,
+        "deleted downstream, then upstream"
+    );
+    set.stop().await;
+}

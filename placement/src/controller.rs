@@ -19,7 +19,7 @@ use sluice_api::sync::{
     STATUS_ANNOTATION_PREFIX, SYNC_FINALIZER_PREFIX, placed_clusters, replicas_annotation,
     state_label,
 };
-use sluice_api::synced_kinds::{BUILTIN, SyncedKind};
+use sluice_api::synced_kinds::{BUILTIN, SYNCABLE_LABEL, SyncedKind, syncable_kind};
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
 use sluice_kube::resources::{Limits, Resources};
 use sluice_kube::selector::Selector;
@@ -74,6 +74,8 @@ struct Watched {
     kinds: Vec<(&'static SyncedKind, ApiResource, Informer<DynamicObject>)>,
     /// The Pods the syncers mirrored up.
     mirrors: Informer<DynamicObject>,
+    /// Custom resource definitions marked syncable: their kinds join `kinds`.
+    crds: Informer<DynamicObject>,
 }
 
 impl Watched {
@@ -84,6 +86,7 @@ impl Watched {
             && self.leases.is_ready()
             && self.kinds.iter().all(|(_, _, i)| i.is_ready())
             && self.mirrors.is_ready()
+            && self.crds.is_ready()
     }
 }
 
@@ -112,7 +115,17 @@ pub async fn run(
         )
     };
     let start = |ar: ApiResource, what: &str| start_selected(ar, what, None);
-    let w = Watched {
+    let mut w = Watched {
+        crds: start_selected(
+            dynamic(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+                "customresourcedefinitions",
+            ),
+            "syncable custom resource definitions",
+            Some(&format!("{SYNCABLE_LABEL}=true")),
+        ),
         mirrors: start_selected(
             dynamic("", "v1", "Pod", "pods"),
             "mirrored pods",
@@ -165,6 +178,19 @@ pub async fn run(
             }
             _ = changed.notified() => {}
             _ = tokio::time::sleep(wait) => {}
+        }
+        // Custom kinds marked syncable are placed like the built-in ones.
+        for crd in w.crds.state() {
+            let kind = serde_json::to_value(&*crd)
+                .ok()
+                .and_then(|v| syncable_kind(&v));
+            if let Some(k) = kind
+                && !w.kinds.iter().any(|(have, _, _)| std::ptr::eq(*have, k))
+            {
+                let ar = dynamic(k.group, k.version, k.kind, k.plural);
+                w.kinds
+                    .push((k, ar.clone(), start_selected(ar, k.plural, None)));
+            }
         }
         if !w.ready() {
             continue;

@@ -30,7 +30,7 @@ use crate::drift::contained;
 use crate::metrics::SyncMetrics;
 use crate::transform::{Origin, downstream, namespace_object};
 use sluice_api::sync::share_on;
-use sluice_api::synced_kinds::{BUILTIN, SyncedKind};
+use sluice_api::synced_kinds::{BUILTIN, SYNCABLE_LABEL, SyncedKind, syncable_kind};
 
 /// After a failed write, the pass runs again this much later.
 const RETRY: Duration = Duration::from_secs(1);
@@ -237,38 +237,47 @@ async fn run_loop(
     let sources = Sources::default();
     let placed = state_label(&config.cluster);
     let synced = format!("{LABEL_SYNCED}=true");
-    let kinds: Vec<KindSync> = BUILTIN
-        .iter()
-        .map(|kind| {
-            let resource = resource(kind);
-            let (c, src) = (changes.clone(), sources.clone());
-            let selector = match kind.upstream_selector() {
-                Some(s) => format!("{placed},{s}"),
-                None => placed.clone(),
-            };
-            let up = Informer::start_across(
-                Api::all_with(upstream.wildcard.clone(), &resource),
-                watcher::Config::default().labels(&selector),
-                kind.plural,
-                LOGICAL_CLUSTER_ANNOTATION,
-                move |e| c.record(e, |o: &DynamicObject| src.learn(&o.metadata)),
-            );
-            let c = changes.clone();
-            let down = Informer::start_typed(
-                Api::all_with(config.downstream.clone(), &resource),
-                watcher::Config::default().labels(&synced),
-                kind.plural,
-                move |e| c.record(e, |o: &DynamicObject| o.metadata.namespace.clone()),
-            );
-            KindSync {
-                kind,
-                resource,
-                up,
-                down,
-                started: std::time::Instant::now(),
-            }
-        })
-        .collect();
+    let start_kind = |kind: &'static SyncedKind| {
+        let resource = resource(kind);
+        let (c, src) = (changes.clone(), sources.clone());
+        let selector = match kind.upstream_selector() {
+            Some(s) => format!("{placed},{s}"),
+            None => placed.clone(),
+        };
+        let up = Informer::start_across(
+            Api::all_with(upstream.wildcard.clone(), &resource),
+            watcher::Config::default().labels(&selector),
+            kind.plural,
+            LOGICAL_CLUSTER_ANNOTATION,
+            move |e| c.record(e, |o: &DynamicObject| src.learn(&o.metadata)),
+        );
+        let c = changes.clone();
+        let down = Informer::start_typed(
+            Api::all_with(config.downstream.clone(), &resource),
+            watcher::Config::default().labels(&synced),
+            kind.plural,
+            move |e| c.record(e, |o: &DynamicObject| o.metadata.namespace.clone()),
+        );
+        KindSync {
+            kind,
+            resource,
+            up,
+            down,
+            started: std::time::Instant::now(),
+        }
+    };
+    let mut kinds: Vec<KindSync> = BUILTIN.iter().map(start_kind).collect();
+    // Custom resource definitions marked syncable in any logical cluster: their kinds join.
+    let crds = {
+        let c = changes.clone();
+        Informer::<DynamicObject>::start_across(
+            Api::all_with(upstream.wildcard.clone(), &crd_resource()),
+            watcher::Config::default().labels(&format!("{SYNCABLE_LABEL}=true")),
+            "syncable custom resource definitions",
+            LOGICAL_CLUSTER_ANNOTATION,
+            move |_| c.wake(),
+        )
+    };
     let namespaces = {
         let (c, src) = (changes.clone(), sources.clone());
         Informer::<Namespace>::start_with(
@@ -335,6 +344,25 @@ async fn run_loop(
         }
         if !namespaces.is_ready() {
             continue;
+        }
+        for crd in crds.store.state() {
+            let Ok(v) = serde_json::to_value(&*crd) else {
+                continue;
+            };
+            let Some(kind) = syncable_kind(&v) else {
+                continue;
+            };
+            if kinds.iter().any(|k| std::ptr::eq(k.kind, kind)) {
+                continue;
+            }
+            // The cluster serves the kind before its objects are applied there.
+            if install_crd(syncer, &config, &v).await {
+                tracing::info!(kind = kind.kind, group = kind.group, "custom kind syncable");
+                kinds.push(start_kind(kind));
+                changes.touch_all();
+            } else {
+                retry = true;
+            }
         }
         // A kind given up on downstream (not served there) is acted on from now: everything.
         let now_known = kinds.iter().filter(|k| k.down_known()).count();
@@ -697,22 +725,86 @@ async fn refused(
     }
 }
 
+fn crd_resource() -> ApiResource {
+    ApiResource::erase::<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    >(&())
+}
+
+/// Apply the syncable CustomResourceDefinition `crd` (from a logical cluster) to the
+/// cluster, without taking fields over from another manager (a definition the cluster's
+/// admin installed differently is left as it is, and the objects it refuses are reported);
+/// false if that failed for another reason.
+async fn install_crd(syncer: &Syncer, config: &Config, crd: &Value) -> bool {
+    let Some(name) = crd["metadata"]["name"].as_str() else {
+        return true;
+    };
+    let mut spec = crd["spec"].clone();
+    if let Some(s) = spec.as_object_mut() {
+        s.remove("conversion");
+    }
+    let want = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": name, "labels": {LABEL_SYNCED: "true"}},
+        "spec": spec,
+    });
+    let api: Api<DynamicObject> = Api::all_with(config.downstream.clone(), &crd_resource());
+    let written = api
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Apply(&want),
+        )
+        .await;
+    match written {
+        Ok(_) => {
+            syncer
+                .metrics
+                .write("CustomResourceDefinition", "apply", true);
+            true
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            tracing::warn!(crd = name, message = %s.message, "the cluster has its own definition of a syncable kind");
+            true
+        }
+        Err(e) => {
+            syncer
+                .metrics
+                .write("CustomResourceDefinition", "apply", false);
+            tracing::warn!(crd = name, error = %e, "installing a syncable kind's definition failed");
+            false
+        }
+    }
+}
+
+/// Count write `r` as `kind`/`verb`: `Ok` when it took effect or the object was gone
+/// already (404).
+fn counted<T>(
+    syncer: &Syncer,
+    kind: &'static str,
+    verb: &'static str,
+    r: kube::Result<T>,
+) -> kube::Result<()> {
+    let r = match r {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        r => r.map(|_| ()),
+    };
+    syncer.metrics.write(kind, verb, r.is_ok());
+    r
+}
+
 /// Delete `name` downstream; false if that failed (already gone is success).
 async fn delete<K>(syncer: &Syncer, kind: &'static str, api: &Api<K>, ns: &str, name: &str) -> bool
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let deleted = api.delete(name, &DeleteParams::default()).await;
-    let gone = matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 404);
-    syncer
-        .metrics
-        .write(kind, "delete", deleted.is_ok() || gone);
-    match deleted {
-        Ok(_) => {
+    match counted(syncer, kind, "delete", deleted) {
+        Ok(()) => {
             tracing::info!(kind, namespace = ns, name, "deleted");
             true
         }
-        Err(_) if gone => true,
         Err(e) => {
             tracing::warn!(kind, namespace = ns, name, error = %e, "delete failed");
             false
@@ -928,17 +1020,7 @@ async fn mirror_pods(
         if have.is_some_and(|h| !h["metadata"]["deletionTimestamp"].is_null()) {
             if p.metadata.deletion_timestamp.is_none() {
                 let api: Api<Pod> = Api::namespaced(config.downstream.clone(), ns);
-                let deleted = api.delete(name, &DeleteParams::default()).await;
-                let gone = matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 404);
-                syncer
-                    .metrics
-                    .write("Pod", "delete", deleted.is_ok() || gone);
-                if let Err(e) = deleted
-                    && !gone
-                {
-                    tracing::warn!(namespace = ns, pod = name, error = %e, "deleting the pod whose mirror was deleted failed");
-                    ok = false;
-                }
+                ok &= delete(syncer, "Pod", &api, ns, name).await;
             }
             continue;
         }
@@ -997,23 +1079,15 @@ async fn mirror_pods(
             && let Some(rv) = mirror["metadata"]["resourceVersion"].as_str()
         {
             finalizers.retain(|f| f != &finalizer);
-            let released = match serde_json::from_value::<json_patch::Patch>(finalizers_patch(
-                rv,
-                &finalizers,
-            )) {
-                Ok(patch) => api
-                    .patch(name, &manager_params(), &Patch::Json::<()>(patch))
-                    .await
-                    .map(|_| ()),
-                Err(_) => Ok(()),
+            let Ok(patch) =
+                serde_json::from_value::<json_patch::Patch>(finalizers_patch(rv, &finalizers))
+            else {
+                continue;
             };
-            let gone = matches!(&released, Err(kube::Error::Api(s)) if s.code == 404);
-            syncer
-                .metrics
-                .write("Pod", "release", released.is_ok() || gone);
-            if let Err(e) = released
-                && !gone
-            {
+            let released = api
+                .patch(name, &manager_params(), &Patch::Json::<()>(patch))
+                .await;
+            if let Err(e) = counted(syncer, "Pod", "release", released) {
                 tracing::debug!(namespace = %ns, pod = %name, error = %e, "releasing the mirror failed");
                 ok = false;
                 continue;
@@ -1025,13 +1099,7 @@ async fn mirror_pods(
         let deleted = api
             .delete(name, &DeleteParams::default().grace_period(0))
             .await;
-        let gone = matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 404);
-        syncer
-            .metrics
-            .write("Pod", "unmirror", deleted.is_ok() || gone);
-        if let Err(e) = deleted
-            && !gone
-        {
+        if let Err(e) = counted(syncer, "Pod", "unmirror", deleted) {
             tracing::warn!(namespace = %ns, pod = %name, error = %e, "removing the pod's mirror failed");
             ok = false;
         }

@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use serde_json::Value;
 use sluice_api::LogicalClusterPath;
 
-use crate::resources::Catalog;
+use crate::resources::{Catalog, ResourceType};
 use crate::storage::{ResourcePrefix, Store};
 
 pub fn crd_prefix() -> ResourcePrefix {
@@ -18,6 +18,10 @@ pub fn crd_prefix() -> ResourcePrefix {
 #[derive(Default)]
 pub struct CrdRegistry {
     clusters: RwLock<HashMap<LogicalClusterPath, Arc<Catalog>>>,
+    /// What a wildcard request (`/clusters/*`) is served: the built-ins and every custom
+    /// type some logical cluster defines (the first definition by cluster path when several
+    /// do), so a controller can watch a custom kind across logical clusters.
+    wildcard: RwLock<Option<Arc<Catalog>>>,
     generation: AtomicU64,
 }
 
@@ -28,6 +32,15 @@ impl CrdRegistry {
             .unwrap_or_else(|p| p.into_inner())
             .get(cluster)
             .cloned()
+            .unwrap_or_else(|| Catalog::builtin_arc().clone())
+    }
+
+    /// The types served to a wildcard request.
+    pub fn wildcard(&self) -> Arc<Catalog> {
+        self.wildcard
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
             .unwrap_or_else(|| Catalog::builtin_arc().clone())
     }
 
@@ -53,6 +66,26 @@ impl CrdRegistry {
                 Arc::new(Catalog::with_custom(custom, generation)),
             );
         }
+        // The union, recomputed under the same lock so it never misses a rebuild.
+        let mut paths: Vec<&LogicalClusterPath> = clusters.keys().collect();
+        paths.sort();
+        let builtin = Catalog::builtin().types().len();
+        let mut union: Vec<Arc<ResourceType>> = Vec::new();
+        for path in paths {
+            for t in clusters[path].types().iter().skip(builtin) {
+                let known = union.iter().any(|u| {
+                    u.group == t.group && u.version == t.version && u.resource == t.resource
+                });
+                if !known {
+                    union.push(t.clone());
+                }
+            }
+        }
+        let wildcard = (!union.is_empty()).then(|| {
+            let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+            Arc::new(Catalog::with_custom(union, generation))
+        });
+        *self.wildcard.write().unwrap_or_else(|p| p.into_inner()) = wildcard;
     }
 
     /// Rebuild every cluster that holds CRDs (at start).
