@@ -622,6 +622,22 @@ fn kubectl_logs_upstream_come_from_the_physical_cluster() {
             .contains("pod/debug"),
         "its copy runs in west"
     );
+    // What west's kubelet recorded about it is told upstream, on it.
+    let debug_events = || {
+        control.ok(&[
+            "-n",
+            "talk",
+            "get",
+            "events",
+            "-o",
+            "jsonpath={range .items[?(@.involvedObject.name==\"debug\")]}{.reason}@{.source.host} {end}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || debug_events().contains("Started@west-node.west")),
+        "events of the bare pod copied up: {}",
+        debug_events()
+    );
     let upstream_pods = control.ok(&["-n", "talk", "get", "pods", "-o", "name"]);
     assert_eq!(
         upstream_pods.matches("pod/debug").count(),

@@ -559,6 +559,26 @@ async fn custom_resources_marked_syncable_travel() {
             .unwrap()
             .is_none()
     );
+    // A change to the definition reaches the cluster.
+    crds.patch(
+        "widgets.example.com",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"names": {"shortNames": ["wd"]}}})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        eventually(WITHIN, || async {
+            down_crds
+                .get_opt("widgets.example.com")
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|c| c.data["spec"]["names"]["shortNames"] == json!(["wd"]))
+        })
+        .await,
+        "the changed definition reached the cluster"
+    );
     // The Widget carries its namespace's placement upstream; deleted there, it goes.
     let up = up_widgets.get("one").await.unwrap();
     assert!(

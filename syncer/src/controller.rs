@@ -267,17 +267,25 @@ async fn run_loop(
         }
     };
     let mut kinds: Vec<KindSync> = BUILTIN.iter().map(start_kind).collect();
-    // Custom resource definitions marked syncable in any logical cluster: their kinds join.
+    // Custom resource definitions marked syncable in any logical cluster: their kinds join,
+    // and the cluster gets each definition as it is now (applied again when it changes).
+    let crds_changed = Arc::new(AtomicBool::new(true));
     let crds = {
-        let c = changes.clone();
+        let (c, changed) = (changes.clone(), crds_changed.clone());
         Informer::<DynamicObject>::start_across(
             Api::all_with(upstream.wildcard.clone(), &crd_resource()),
             watcher::Config::default().labels(&format!("{SYNCABLE_LABEL}=true")),
             "syncable custom resource definitions",
             LOGICAL_CLUSTER_ANNOTATION,
-            move |_| c.wake(),
+            move |_| {
+                changed.store(true, Ordering::Release);
+                c.wake();
+            },
         )
     };
+    // The resourceVersion of each definition last applied to the cluster, by logical cluster
+    // and name.
+    let mut installed: HashMap<(String, String), String> = HashMap::new();
     let namespaces = {
         let (c, src) = (changes.clone(), sources.clone());
         Informer::<Namespace>::start_with(
@@ -345,23 +353,39 @@ async fn run_loop(
         if !namespaces.is_ready() {
             continue;
         }
-        for crd in crds.store.state() {
-            let Ok(v) = serde_json::to_value(&*crd) else {
-                continue;
-            };
-            let Some(kind) = syncable_kind(&v) else {
-                continue;
-            };
-            if kinds.iter().any(|k| std::ptr::eq(k.kind, kind)) {
-                continue;
-            }
-            // The cluster serves the kind before its objects are applied there.
-            if install_crd(syncer, &config, &v).await {
-                tracing::info!(kind = kind.kind, group = kind.group, "custom kind syncable");
-                kinds.push(start_kind(kind));
-                changes.touch_all();
-            } else {
-                retry = true;
+        if crds.is_ready() && crds_changed.swap(false, Ordering::AcqRel) {
+            for crd in crds.store.state() {
+                let key = (
+                    crd.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(LOGICAL_CLUSTER_ANNOTATION))
+                        .cloned()
+                        .unwrap_or_default(),
+                    crd.metadata.name.clone().unwrap_or_default(),
+                );
+                let rv = crd.metadata.resource_version.clone().unwrap_or_default();
+                if installed.get(&key) == Some(&rv) {
+                    continue;
+                }
+                let Ok(v) = serde_json::to_value(&*crd) else {
+                    continue;
+                };
+                let Some(kind) = syncable_kind(&v) else {
+                    continue;
+                };
+                // The cluster serves the kind before its objects are applied there.
+                if !install_crd(syncer, &config, &v).await {
+                    crds_changed.store(true, Ordering::Release);
+                    retry = true;
+                    continue;
+                }
+                installed.insert(key, rv);
+                if !kinds.iter().any(|k| std::ptr::eq(k.kind, kind)) {
+                    tracing::info!(kind = kind.kind, group = kind.group, "custom kind syncable");
+                    kinds.push(start_kind(kind));
+                    changes.touch_all();
+                }
             }
         }
         // A kind given up on downstream (not served there) is acted on from now: everything.
@@ -880,18 +904,17 @@ async fn copy_events(
                 continue;
             };
             let scope = path.to_string();
-            let found: Option<(String, Option<String>)> = if kind == "Pod" {
-                mirrors
-                    .up
-                    .store
-                    .get_in(&scope, up_ns, obj_name)
-                    .map(|m| ("v1".to_string(), m.metadata.uid.clone()))
-            } else {
+            // A Pod is a mirror, or one made upstream (a synced object like the others).
+            let mirror = (kind == "Pod")
+                .then(|| mirrors.up.store.get_in(&scope, up_ns, obj_name))
+                .flatten()
+                .map(|m| ("v1".to_string(), m.metadata.uid.clone()));
+            let found: Option<(String, Option<String>)> = mirror.or_else(|| {
                 kinds.iter().filter(|k| k.kind.kind == kind).find_map(|k| {
                     let o = k.up.store.get_in(&scope, up_ns, obj_name)?;
                     Some((k.kind.api_version(), o.metadata.uid.clone()))
                 })
-            };
+            });
             let Some((api_version, uid)) = found else {
                 continue;
             };

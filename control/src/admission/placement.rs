@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use sluice_api::sync::{STATE_LABEL_PREFIX, STATE_SYNC, placed_clusters, state_label};
+use sluice_api::synced_kinds::SyncedKind;
 
 use crate::errors::ApiResult;
 use crate::pipeline::hooks::{Hook, HookCx};
@@ -23,11 +24,15 @@ impl StateLabels {
             return;
         };
         // A Pod a syncer mirrored up runs where it runs: it has no placement of its own.
-        if obj["kind"] == "Pod"
-            && obj["metadata"]["labels"]
-                .get(sluice_api::sync::LABEL_CLUSTER)
-                .is_some()
-        {
+        let mirror = SyncedKind::find(&cx.t.group, &cx.t.resource).is_some_and(|k| {
+            k.is_mirror(
+                obj["metadata"]["labels"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|l| l.keys()),
+            )
+        });
+        if mirror {
             return;
         }
         let key = ResourcePrefix::new("", "namespaces").key(cx.cluster, None, ns);

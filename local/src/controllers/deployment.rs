@@ -2,12 +2,12 @@
 //! from old to new within `maxSurge` and `maxUnavailable` (or `Recreate`), with the status
 //! fields and conditions `kubectl rollout status` reads.
 
-use sluice_kube::events::{EventType, Recorder, Regarding};
 use std::hash::{Hash, Hasher};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use sluice_kube::events::{EventType, Recorder, Regarding};
 
 use super::{Caches, owned_by, value};
 

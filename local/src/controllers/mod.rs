@@ -1,6 +1,7 @@
 //! The controllers a local physical cluster needs (the kube-controller-manager's part):
-//! ReplicaSets (and ReplicationControllers) keep their Pods, Deployments roll ReplicaSets, StatefulSets keep ordinals,
-//! Jobs run Pods to completion, CronJobs make Jobs on schedule, EndpointSlices follow Pods.
+//! ReplicaSets (and ReplicationControllers) keep their Pods, Deployments roll ReplicaSets,
+//! StatefulSets keep ordinals, Jobs run Pods to completion, CronJobs make Jobs on schedule,
+//! EndpointSlices follow Pods.
 //!
 //! Informers (the shared runtime's) keep local caches; every change triggers a
 //! level-triggered pass over all objects: each controller computes the desired state from

@@ -64,7 +64,6 @@ where
             p.metadata.namespace.as_deref() == Some(ns.as_str()) && owned_by(&p.metadata, &uid)
         })
         .collect();
-    let all = pods.len();
     pods.retain(|p| pod_active(p));
     let key = format!("{owner_kind}/{ns}/{name}");
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -136,7 +135,6 @@ where
         "availableReplicas": ready,
         "observedGeneration": meta.generation,
     });
-    let _ = all;
     if v["status"]["replicas"] != status["replicas"]
         || v["status"]["readyReplicas"].as_u64().unwrap_or(0) != ready as u64
         || v["status"]["observedGeneration"] != status["observedGeneration"]

@@ -6,7 +6,6 @@
 pub mod admin;
 pub mod process;
 
-use sluice_kube::events::{EventType, Recorder, Regarding};
 use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -17,6 +16,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use sluice_kube::events::{EventType, Recorder, Regarding};
 use sluice_kube::resources::{Limits, Resources, pod_requests};
 use tokio::sync::watch;
 
