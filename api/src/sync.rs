@@ -128,6 +128,22 @@ pub struct StatusReport {
     pub status: serde_json::Value,
 }
 
+/// Prefix of the annotation in which a cluster's syncer reports, on an upstream namespace,
+/// what that cluster's MCS imports hold for the namespace's Services
+/// (`imports.sluice.dev/<cluster>`, an [`ImportReport`] as JSON): a move waits until every
+/// member cluster sees the new cluster's endpoints Ready before the old one is touched.
+pub const IMPORTS_ANNOTATION_PREFIX: &str = "imports.sluice.dev/";
+
+/// The import report annotation key for `cluster`.
+pub fn imports_annotation(cluster: &ClusterName) -> String {
+    format!("{IMPORTS_ANNOTATION_PREFIX}{cluster}")
+}
+
+/// What one cluster's MCS EndpointSlices hold for the Services of one namespace: by
+/// Service name, the Ready endpoints of each source cluster (by MCS cluster id). Only
+/// Services with at least one source appear.
+pub type ImportReport = std::collections::BTreeMap<String, std::collections::BTreeMap<String, u32>>;
+
 /// The state label key for `cluster`.
 pub fn state_label(cluster: &ClusterName) -> String {
     format!("{STATE_LABEL_PREFIX}{cluster}")

@@ -1236,3 +1236,142 @@ spec:
         up()
     );
 }
+
+/// The MCS controller of `dev`'s clusterset, stopped (SIGSTOP) while this lives and resumed
+/// (SIGCONT) when it is dropped, whatever the test's outcome.
+struct FrozenMcs(u32);
+
+impl FrozenMcs {
+    fn freeze(dev: &DevUp) -> Self {
+        let state = dev.state.display().to_string();
+        let pid = support::processes_with_pid(" mcs --control ")
+            .into_iter()
+            .find(|(_, cmd)| cmd.contains(&state))
+            .map(|(pid, _)| pid)
+            .expect("dev up runs an MCS controller");
+        signal(pid, "-STOP");
+        Self(pid)
+    }
+}
+
+impl Drop for FrozenMcs {
+    fn drop(&mut self) {
+        signal(self.0, "-CONT");
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let _ = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status();
+}
+
+/// Ready endpoints of `web` from `source` in `k`'s cluster's MCS imports.
+fn imported_ready(k: &Kubectl, source: &str) -> usize {
+    let out = k.ok(&[
+        "-n",
+        &downstream_ns(),
+        "get",
+        "endpointslices",
+        "-l",
+        &format!(
+            "multicluster.kubernetes.io/service-name=web,multicluster.kubernetes.io/source-cluster={source}"
+        ),
+        "-o",
+        "jsonpath={range .items[*].endpoints[*]}{.conditions.ready} {end}",
+    ]);
+    out.split_whitespace().filter(|r| *r == "true").count()
+}
+
+#[test]
+fn a_move_waits_until_every_cluster_imports_the_new_endpoints() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start("east,west,north");
+    let control = dev.kubectl_control();
+    let east = dev.kubectl("east");
+    let west = dev.kubectl("west");
+    let north = dev.kubectl("north");
+    control.apply_stdin(APP);
+    control.ok(&[
+        "-n",
+        "shop",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=180s",
+    ]);
+    // Every cluster holds the namespace (north runs nothing of it: imports only), each
+    // imports east's two endpoints, and each says so upstream on the namespace.
+    let reports = |control: &Kubectl| {
+        control.ok(&[
+            "get",
+            "namespace",
+            "shop",
+            "-o",
+            "go-template={{range $k, $v := .metadata.annotations}}{{$k}}={{$v}}\n{{end}}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || [&east, &west, &north]
+            .iter()
+            .all(|k| imported_ready(k, "east") == 2)),
+        "every cluster imports east's endpoints"
+    );
+    assert!(
+        eventually(WITHIN, || {
+            let r = reports(&control);
+            ["east", "west", "north"].iter().all(|c| {
+                r.contains(&format!(r#"imports.sluice.dev/{c}={{"web":{{"east":2}}}}"#))
+            })
+        }),
+        "every cluster reports its imports upstream: {}",
+        reports(&control)
+    );
+    assert!(!deployment_exists(&north), "north holds imports only");
+
+    // With the MCS controller stopped, B becomes available but nobody imports its
+    // endpoints: A stays, and the namespace says what the move waits for.
+    let frozen = FrozenMcs::freeze(&dev);
+    control.ok(&[
+        "label",
+        "namespace",
+        "shop",
+        "sluice.dev/cluster=west",
+        "--overwrite",
+    ]);
+    assert!(
+        eventually(WITHIN, || available(&west) == 2),
+        "the app runs in west"
+    );
+    assert!(
+        eventually(WITHIN, || condition(&control, "message")
+            .contains("Ready in the imports of")),
+        "the move waits for the imports: {}",
+        condition(&control, "message")
+    );
+    // Placement passes run every few seconds: several of them leave A in place.
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(available(&east), 2, "east is not touched while west is unseen");
+    assert_eq!(condition(&control, "reason"), "Moving");
+
+    // Imports resume: every cluster sees west's endpoints, then east goes.
+    drop(frozen);
+    assert!(
+        eventually(WITHIN, || !deployment_exists(&east)),
+        "the move completes once west is imported everywhere"
+    );
+    for k in [&east, &west, &north] {
+        assert_eq!(imported_ready(k, "west"), 2, "west imported everywhere");
+    }
+    assert!(
+        eventually(WITHIN, || condition(&control, "status") == "True"),
+        "placed: {}",
+        condition(&control, "message")
+    );
+    // East keeps the namespace for its imports.
+    assert!(
+        east.ok(&["get", "namespace", &downstream_ns(), "-o", "name"])
+            .contains(&downstream_ns()),
+        "east keeps an imports-only namespace"
+    );
+}

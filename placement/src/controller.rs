@@ -26,6 +26,7 @@ use sluice_kube::selector::Selector;
 use sluice_kube::{Informer, Roots};
 use tokio::sync::{Notify, watch};
 
+use crate::imports;
 use crate::schedule::{self, ClusterView, Mode, Phase, PolicyView, Target};
 use crate::status;
 
@@ -33,6 +34,8 @@ use crate::status;
 const RETRY: Duration = Duration::from_secs(1);
 /// A pass runs at least this often: heartbeats expire without an event.
 const RESYNC: Duration = Duration::from_secs(3);
+/// The `Cluster` condition by which the MCS controller says it admitted the cluster.
+const MCS_MEMBER: &str = "MCSMember";
 /// The namespace condition placement owns.
 pub const CONDITION_PLACED: &str = "Placed";
 /// Namespaces that are never placed: each cluster has its own.
@@ -266,6 +269,27 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
             })
         })
         .collect();
+    // The clusters that import Services: a move waits until each of them sees the new
+    // cluster's endpoints.
+    let members: Vec<imports::Member> = cluster_objects
+        .iter()
+        .filter_map(|c| {
+            let name = ClusterName::new(c.metadata.name.clone()?);
+            let admitted = c.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == MCS_MEMBER && c["status"] == "True")
+            });
+            if !admitted || !heartbeat_current(&w.leases, &name) {
+                return None;
+            }
+            let id = c.data["spec"]["clusterId"]
+                .as_str()
+                .filter(|id| !id.is_empty())
+                .unwrap_or(name.as_str())
+                .to_string();
+            Some(imports::Member { name, id })
+        })
+        .collect();
 
     // Placements by logical cluster, oldest first.
     let mut placements: BTreeMap<LogicalClusterPath, Vec<(Arc<DynamicObject>, PolicyView)>> =
@@ -418,12 +442,26 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
         };
         let empty = Vec::new();
         let objs = objects.get(&(path.clone(), name.clone())).unwrap_or(&empty);
+        let vs = values.get(&key).map(Vec::as_slice).unwrap_or(&[]);
+        let no_annotations = BTreeMap::new();
+        let ns_annotations = ns.metadata.annotations.as_ref().unwrap_or(&no_annotations);
         let available = |c: &ClusterName| {
-            objs.iter()
-                .filter(|(k, _, _)| k.reports_status())
-                .all(|(k, _, o)| {
-                    serde_json::to_value(&**o).is_ok_and(|v| status::available_on(k.kind, &v, c))
-                })
+            let workloads = objs
+                .iter()
+                .zip(vs)
+                .filter(|((k, _, _), _)| k.reports_status())
+                .all(|((k, _, _), v)| status::available_on(k.kind, v, c));
+            if !workloads {
+                return Err(schedule::NotYet::Workloads);
+            }
+            let kinds = objs.iter().zip(vs).map(|((k, _, _), v)| (k.kind, v));
+            let expected = imports::expected(kinds, c);
+            let unseen = imports::unseen_in(&expected, c, &members, ns_annotations);
+            if unseen.is_empty() {
+                Ok(())
+            } else {
+                Err(schedule::NotYet::Endpoints(unseen))
+            }
         };
         let held: BTreeSet<ClusterName> = ns
             .metadata
@@ -478,7 +516,6 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
 
         // Every object carries its namespace's state labels (and, when split, its share).
         let mut split = Split::new(&target, &views);
-        let vs = values.get(&key).map(Vec::as_slice).unwrap_or(&[]);
         for ((k, ar, o), v) in objs.iter().zip(vs) {
             let obj_name = o.metadata.name.clone().unwrap_or_default();
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, *ar);
@@ -755,14 +792,25 @@ async fn report_phase(
             "Unplaced",
             "no placement selects this namespace".to_string(),
         ),
-        Phase::Moving { from, to } => (
+        Phase::Moving { from, to, waiting } => (
             "False",
             "Moving",
             format!(
-                "moving from {} to {}: waiting until the workloads are available on {}",
+                "moving from {} to {}: waiting until {}",
                 join(from),
                 join(to),
-                join(to)
+                waiting
+                    .iter()
+                    .map(|(c, w)| match w {
+                        schedule::NotYet::Workloads =>
+                            format!("the workloads are available on {c}"),
+                        schedule::NotYet::Endpoints(unseen) => format!(
+                            "the endpoints on {c} are Ready in the imports of {}",
+                            join(unseen)
+                        ),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", and ")
             ),
         ),
         Phase::HeldBy(cs) => (

@@ -5,12 +5,13 @@
 //!
 //! They are API clients like any other (wildcard watches through `/clusters/*`, writes to
 //! each logical cluster), so they run inside `sluice control` today and can run apart
-//! later. The rules are pure ([`schedule`], [`status`], [`demand`]); [`controller`] is the IO around
+//! later. The rules are pure ([`schedule`], [`status`], [`demand`], [`imports`]); [`controller`] is the IO around
 //! them; [`drain`] is what a command line needs to cordon, drain and follow a cluster.
 
 pub mod controller;
 pub mod demand;
 pub mod drain;
+pub mod imports;
 pub mod schedule;
 pub mod status;
 

@@ -339,18 +339,31 @@ pub enum Phase {
     Moving {
         from: Vec<ClusterName>,
         to: Vec<ClusterName>,
+        /// What each new cluster not yet available waits for.
+        waiting: Vec<(ClusterName, NotYet)>,
     },
     /// The old clusters are held by soft finalizers.
     HeldBy(Vec<ClusterName>),
     Pending(Pending),
 }
 
+/// Why a namespace is not yet available on a cluster it moves to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotYet {
+    /// Its workloads there are not all running and available.
+    Workloads,
+    /// Its Services' endpoints there are not yet Ready in the MCS imports of these member
+    /// clusters.
+    Endpoints(Vec<ClusterName>),
+}
+
 /// The next set of clusters for a namespace now on `current` with target `target`;
-/// `available(c)`: its workloads are available on `c`; `held`: soft finalizers.
+/// `available(c)`: the namespace is available on `c` (or what it waits for there); `held`:
+/// soft finalizers.
 pub fn step(
     current: &[ClusterName],
     target: &Target,
-    available: impl Fn(&ClusterName) -> bool,
+    available: impl Fn(&ClusterName) -> Result<(), NotYet>,
     held: &BTreeSet<ClusterName>,
 ) -> (Vec<ClusterName>, Phase) {
     let wanted: Vec<ClusterName> = match target {
@@ -375,12 +388,17 @@ pub fn step(
     }
     // Make before break: the old clusters go once every new one is available (an
     // unplaced namespace has nowhere to be available, and simply goes).
-    if !wanted.iter().all(&available) {
+    let waiting: Vec<(ClusterName, NotYet)> = wanted
+        .iter()
+        .filter_map(|c| available(c).err().map(|w| (c.clone(), w)))
+        .collect();
+    if !waiting.is_empty() {
         return (
             next.into_iter().collect(),
             Phase::Moving {
                 from: extra,
                 to: wanted,
+                waiting,
             },
         );
     }
@@ -653,22 +671,41 @@ mod tests {
         let b = name("b");
         let to_b = on(&["b"], Mode::Single);
         let none = BTreeSet::new();
-        let (next, phase) = step(std::slice::from_ref(&a), &to_b, |_| false, &none);
+        let (next, phase) = step(
+            std::slice::from_ref(&a),
+            &to_b,
+            |_| Err(NotYet::Workloads),
+            &none,
+        );
         assert_eq!(next, vec![a.clone(), b.clone()]);
         assert!(matches!(phase, Phase::Moving { .. }));
-        let (next, _) = step(&next, &to_b, |_| false, &none);
+        let (next, _) = step(&next, &to_b, |_| Err(NotYet::Workloads), &none);
         assert_eq!(next, vec![a.clone(), b.clone()], "waits for B");
+        let unseen = |_: &ClusterName| Err(NotYet::Endpoints(vec![a.clone()]));
+        let (same, phase) = step(&next, &to_b, unseen, &none);
+        assert_eq!(
+            same, next,
+            "waits until B's endpoints are imported everywhere"
+        );
+        assert_eq!(
+            phase,
+            Phase::Moving {
+                from: vec![a.clone()],
+                to: vec![b.clone()],
+                waiting: vec![(b.clone(), NotYet::Endpoints(vec![a.clone()]))],
+            }
+        );
         let held: BTreeSet<ClusterName> = [a.clone()].into();
-        let (next2, phase) = step(&next, &to_b, |_| true, &held);
+        let (next2, phase) = step(&next, &to_b, |_| Ok(()), &held);
         assert_eq!(next2, vec![a.clone(), b.clone()]);
         assert_eq!(phase, Phase::HeldBy(vec![a.clone()]));
-        let (next, phase) = step(&next, &to_b, |_| true, &none);
+        let (next, phase) = step(&next, &to_b, |_| Ok(()), &none);
         assert_eq!(next, vec![b.clone()]);
         assert_eq!(phase, Phase::Placed);
         let pending = Target::Pending(Pending::ClusterNotFound("x".into()));
-        assert_eq!(step(&next, &pending, |_| true, &none).0, vec![b.clone()]);
+        assert_eq!(step(&next, &pending, |_| Ok(()), &none).0, vec![b.clone()]);
         assert_eq!(
-            step(&next, &Target::Unplaced, |_| false, &none),
+            step(&next, &Target::Unplaced, |_| Err(NotYet::Workloads), &none),
             (vec![], Phase::Unplaced)
         );
     }

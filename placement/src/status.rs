@@ -102,6 +102,13 @@ pub fn available_on(kind: &str, obj: &Value, cluster: &ClusterName) -> bool {
     }
 }
 
+/// Whether the copy of Pod `obj` on `cluster` runs and is Ready: an endpoint of the
+/// Services that select it.
+pub fn pod_serving_on(obj: &Value, cluster: &ClusterName) -> bool {
+    report(obj, cluster)
+        .is_some_and(|r| r.status["phase"] == "Running" && pod_rank(&r.status) == PodRank::Ready)
+}
+
 /// How far a Pod copy has come, worst first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum PodRank {

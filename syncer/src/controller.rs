@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
@@ -18,7 +19,8 @@ use sluice_api::liveness::{
 };
 use sluice_api::sync::{
     ANNOTATION_UPSTREAM_GENERATION, FIELD_MANAGER, LABEL_CLUSTER, LABEL_SYNCED, StatusReport,
-    downstream_namespace, finalizers_patch, state_label, status_annotation, sync_finalizer,
+    downstream_namespace, finalizers_patch, imports_annotation, placed_clusters, state_label,
+    status_annotation, sync_finalizer,
 };
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
 use sluice_kube::lease::{LeaseHolder, renew_forever};
@@ -295,6 +297,32 @@ async fn run_loop(
             move |e| c.record(e, |n: &Namespace| src.learn_downstream(&n.metadata)),
         )
     };
+    // Every namespace of every logical cluster: each one placed anywhere gets a namespace
+    // here too, holding at least the imports of its Services.
+    let logical_namespaces = {
+        let (c, src) = (changes.clone(), sources.clone());
+        Informer::<Namespace>::start_across(
+            Api::all(upstream.wildcard.clone()),
+            watcher::Config::default(),
+            "logical cluster namespaces",
+            LOGICAL_CLUSTER_ANNOTATION,
+            move |e| c.record(e, |n: &Namespace| src.learn_namespace(&n.metadata)),
+        )
+    };
+    // The MCS controller's EndpointSlices here: what this cluster imports.
+    let imports = {
+        let c = changes.clone();
+        Informer::<EndpointSlice>::start_with(
+            Api::all(config.downstream.clone()),
+            watcher::Config::default().labels(&format!(
+                "{}={}",
+                sluice_api::mcs::LABEL_MANAGED_BY,
+                sluice_api::mcs::MANAGED_BY
+            )),
+            "imported endpoint slices",
+            move |e| c.record(e, |s: &EndpointSlice| s.metadata.namespace.clone()),
+        )
+    };
     let mirrors = Mirrors {
         down: {
             let c = changes.clone();
@@ -399,10 +427,28 @@ async fn run_loop(
         if scope.is_empty() {
             continue;
         }
-        let targets = sources.targets(&scope, &kinds, &namespaces, &mirrors);
+        let targets = sources.targets(&scope, &kinds, &namespaces, &logical_namespaces, &mirrors);
         let span = tracing::debug_span!("round", namespaces = targets.len(), all = scope.is_all());
         let ok = async {
-            pass(syncer, &config, &upstream, &kinds, &namespaces, &targets).await
+            pass(
+                syncer,
+                &config,
+                &upstream,
+                &kinds,
+                &namespaces,
+                &logical_namespaces,
+                &targets,
+            )
+            .await
+                & report_imports(
+                    syncer,
+                    &config,
+                    &upstream,
+                    &logical_namespaces,
+                    &imports,
+                    &targets,
+                )
+                .await
                 & mirror_pods(syncer, &config, &upstream, &mirrors, &targets).await
                 & copy_events(
                     syncer, &config, &upstream, &kinds, &mirrors, &events, &targets,
@@ -452,6 +498,20 @@ impl Sources {
         Some(down)
     }
 
+    /// The downstream namespace of an upstream namespace read through the wildcard.
+    fn learn_namespace(&self, meta: &ObjectMeta) -> Option<String> {
+        let path: LogicalClusterPath = meta
+            .annotations
+            .as_ref()?
+            .get(LOGICAL_CLUSTER_ANNOTATION)?
+            .parse()
+            .ok()?;
+        let ns = meta.name.clone()?;
+        let down = downstream_namespace(&path, &ns);
+        self.lock().entry(down.clone()).or_insert((path, ns));
+        Some(down)
+    }
+
     /// A downstream namespace (and, from its annotations, what it holds).
     fn learn_downstream(&self, meta: &ObjectMeta) -> Option<String> {
         let name = meta.name.clone()?;
@@ -476,6 +536,7 @@ impl Sources {
         scope: &Scope<String>,
         kinds: &[KindSync],
         namespaces: &Informer<Namespace>,
+        logical_namespaces: &Informer<Namespace>,
         mirrors: &Mirrors,
     ) -> BTreeMap<String, Option<(LogicalClusterPath, String)>> {
         let names: BTreeSet<String> = match scope {
@@ -486,7 +547,21 @@ impl Sources {
                     .iter()
                     .flat_map(|k| k.up.store.namespaces())
                     .chain(mirrors.up.store.namespaces());
-                for (scope, ns) in upstream {
+                let placed = logical_namespaces
+                    .state()
+                    .into_iter()
+                    .filter(|n| placed_anywhere(n))
+                    .filter_map(|n| {
+                        let scope = n
+                            .metadata
+                            .annotations
+                            .as_ref()?
+                            .get(LOGICAL_CLUSTER_ANNOTATION)?
+                            .clone();
+                        Some((scope, n.metadata.name.clone()?))
+                    })
+                    .collect::<Vec<_>>();
+                for (scope, ns) in upstream.chain(placed) {
                     if let Ok(path) = scope.parse::<LogicalClusterPath>() {
                         let down = downstream_namespace(&path, &ns);
                         self.lock().entry(down).or_insert((path, ns));
@@ -532,6 +607,7 @@ async fn pass(
     upstream: &Upstream,
     kinds: &[KindSync],
     namespaces: &Informer<Namespace>,
+    logical_namespaces: &Informer<Namespace>,
     targets: &BTreeMap<String, Option<(LogicalClusterPath, String)>>,
 ) -> bool {
     let mut ok = true;
@@ -582,9 +658,20 @@ async fn pass(
         }
 
         // The namespace first: objects cannot be created in a namespace that is not there.
+        // A namespace placed anywhere is here too, for its imports.
+        let imported = source.as_ref().is_some_and(|(path, up_ns)| {
+            logical_namespaces
+                .get_in(path.as_str(), "", up_ns)
+                .is_some_and(|n| placed_anywhere(&n))
+        });
         let have_ns = namespaces.get("", down_ns);
-        if let Some(origin) = &origin {
-            let want = namespace_object(origin);
+        let wanted_ns = match (&origin, source) {
+            (Some(o), _) => Some((&o.logical_cluster, o.namespace.as_str())),
+            (None, Some((path, up_ns))) if imported => Some((path, up_ns.as_str())),
+            _ => None,
+        };
+        if let Some((path, up_ns)) = wanted_ns {
+            let want = namespace_object(path, up_ns);
             let in_place_ns = have_ns
                 .as_ref()
                 .and_then(|n| serde_json::to_value(&**n).ok())
@@ -696,14 +783,74 @@ async fn pass(
             }
         }
 
-        // A synced namespace with nothing placed in it goes too, once every upstream
-        // informer has listed (before that, "nothing placed" may only mean "not listed
-        // yet").
-        if origin.is_none()
+        // A synced namespace with nothing placed in it, of a namespace placed nowhere, goes
+        // too, once every upstream informer has listed (before that, "nothing placed" may
+        // only mean "not listed yet").
+        if wanted_ns.is_none()
             && kinds.iter().all(|k| k.up.is_ready())
+            && logical_namespaces.is_ready()
             && have_ns.is_some_and(|n| n.metadata.deletion_timestamp.is_none())
         {
             ok &= delete(syncer, "Namespace", &ns_api, "", down_ns).await;
+        }
+    }
+    ok
+}
+
+/// Whether an upstream namespace is placed on some cluster and not being deleted.
+fn placed_anywhere(ns: &Namespace) -> bool {
+    ns.metadata.deletion_timestamp.is_none()
+        && !placed_clusters(ns.metadata.labels.iter().flatten()).is_empty()
+}
+
+/// Report on each upstream namespace of `targets` what this cluster's MCS imports hold for
+/// it ([`crate::imports`]), where that changed; false if a write failed.
+async fn report_imports(
+    syncer: &Syncer,
+    config: &Config,
+    upstream: &Upstream,
+    logical_namespaces: &Informer<Namespace>,
+    imports: &Informer<EndpointSlice>,
+    targets: &BTreeMap<String, Option<(LogicalClusterPath, String)>>,
+) -> bool {
+    if !imports.is_ready() || !logical_namespaces.is_ready() {
+        return true;
+    }
+    let key = imports_annotation(&config.cluster);
+    let mut ok = true;
+    for (down_ns, source) in targets {
+        let Some((path, up_ns)) = source else {
+            continue;
+        };
+        let Some(ns) = logical_namespaces.get_in(path.as_str(), "", up_ns) else {
+            continue;
+        };
+        if !placed_anywhere(&ns) {
+            continue;
+        }
+        let want = crate::imports::annotation_value(&crate::imports::report(
+            &imports.store.in_namespace("", down_ns),
+        ));
+        let have = ns.metadata.annotations.as_ref().and_then(|a| a.get(&key));
+        if have == want.as_ref() {
+            continue;
+        }
+        let Ok(client) = upstream.at(path) else {
+            continue;
+        };
+        let api: Api<Namespace> = Api::all(client);
+        let patch = serde_json::json!({"metadata": {"annotations": {&key: want}}});
+        let written = api
+            .patch(up_ns, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        syncer.metrics.write("Namespace", "report", written.is_ok());
+        match written {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                tracing::warn!(namespace = %up_ns, error = %e, "reporting imports failed");
+                ok = false;
+            }
         }
     }
     ok

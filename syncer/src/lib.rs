@@ -4,12 +4,14 @@
 //!
 //! What travels (`sluice_api::synced_kinds`), what an upstream object becomes downstream ([`transform`]),
 //! when a downstream object already says what it should ([`drift`]), what travels back up
-//! ([`mirror`] for Pods, [`events`] for Events), and the loop that
+//! ([`mirror`] for Pods, [`events`] for Events, [`imports`] for what the cluster's MCS
+//! imports hold), and the loop that
 //! drives them on informers of both sides ([`controller`]).
 
 pub mod controller;
 pub mod drift;
 pub mod events;
+pub mod imports;
 pub mod logs;
 pub mod metrics;
 pub mod mirror;

@@ -167,21 +167,22 @@ pub fn downstream(
     ))
 }
 
-/// The downstream namespace of `origin`'s namespace: labelled with its logical cluster (so
-/// the MCS controller exports its Services) and annotated with where it comes from.
-pub fn namespace_object(origin: &Origin) -> Value {
+/// The downstream namespace of upstream `namespace` of logical cluster `path`: labelled with
+/// its logical cluster (so the MCS controller exports its Services) and annotated with where
+/// it comes from.
+pub fn namespace_object(path: &LogicalClusterPath, namespace: &str) -> Value {
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {
-            "name": downstream_namespace(&origin.logical_cluster, &origin.namespace),
+            "name": downstream_namespace(path, namespace),
             "labels": {
                 LABEL_SYNCED: "true",
-                LABEL_LOGICAL_CLUSTER: logical_cluster_label_value(&origin.logical_cluster),
+                LABEL_LOGICAL_CLUSTER: logical_cluster_label_value(path),
             },
             "annotations": {
-                ANNOTATION_LOGICAL_CLUSTER: origin.logical_cluster.as_str(),
-                ANNOTATION_UPSTREAM_NAMESPACE: origin.namespace,
+                ANNOTATION_LOGICAL_CLUSTER: path.as_str(),
+                ANNOTATION_UPSTREAM_NAMESPACE: namespace,
             },
         },
     })
@@ -372,7 +373,7 @@ mod tests {
     #[test]
     fn the_downstream_namespace_says_where_it_comes_from() {
         let (origin, down) = downstream(&with_meta("ConfigMap", json!({}))).expect("cm");
-        let ns = namespace_object(&origin);
+        let ns = namespace_object(&origin.logical_cluster, &origin.namespace);
         assert_eq!(ns["metadata"]["name"], down["metadata"]["namespace"]);
         assert_eq!(
             ns["metadata"]["labels"]["sluice.dev/logical-cluster"],

@@ -157,7 +157,12 @@ impl Controller {
                             .errors_of(&j.member.name)
                             .map(|e| e.to_string())
                             .collect();
-                        report_cluster(&config.control, &clusters, &j.member.name, &errors).await;
+                        let alive = alive_now
+                            .get(j.member.name.as_str())
+                            .copied()
+                            .unwrap_or(true);
+                        report_cluster(&config.control, &clusters, &j.member.name, alive, &errors)
+                            .await;
                     }
                 } else if !desired.errors.is_empty() {
                     // Cluster conditions summarise every service: a full round reports them.
@@ -236,8 +241,14 @@ impl Controller {
                 Ok(id) => id,
                 Err(e) => {
                     let errors = [e.to_string()];
-                    report_cluster(&config.control, clusters, &ClusterName::new(&name), &errors)
-                        .await;
+                    report_cluster(
+                        &config.control,
+                        clusters,
+                        &ClusterName::new(&name),
+                        true,
+                        &errors,
+                    )
+                    .await;
                     continue;
                 }
             };
@@ -387,17 +398,26 @@ impl Controller {
 
 /// Put the controller's verdict on a `Cluster` object: condition `MCSMember`, False with
 /// the reasons when the cluster was left out (a duplicate cluster id, an invalid id, no VIP
-/// range). Written only when it changes.
+/// range) or its liveness lease ran out (`LeaseExpired`). Written only when it changes.
 async fn report_cluster(
     control: &Client,
     clusters: &Informer<Cluster>,
     name: &ClusterName,
+    alive: bool,
     errors: &[String],
 ) {
-    let (status, reason, message) = if errors.is_empty() {
-        ("True", "Member", "exports and imports services".to_string())
-    } else {
+    let (status, reason, message) = if !errors.is_empty() {
         ("False", "Rejected", errors.join("; "))
+    } else if !alive {
+        (
+            "False",
+            "LeaseExpired",
+            "its agent's liveness lease ran out: its endpoints are out of every import, and its \
+             imports are left as they were"
+                .to_string(),
+        )
+    } else {
+        ("True", "Member", "exports and imports services".to_string())
     };
     let Some(current) = clusters
         .state()

@@ -1,0 +1,98 @@
+//! What this cluster's MCS imports hold, reported up: for each namespace of a logical
+//! cluster, how many Ready endpoints each source cluster contributes to each Service, as the
+//! MCS controller's EndpointSlices here say. The placement controllers read the reports of
+//! every member cluster to know that a move's new cluster is reachable everywhere before the
+//! old one is touched.
+//!
+//! Every cluster holds a namespace for every placed namespace of the clusterset (MCS
+//! namespace sameness: imports exist only where the namespace does), so a consumer in any
+//! cluster reaches a Service wherever it runs; where nothing of the namespace runs, the
+//! namespace holds only imports.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use sluice_api::mcs::{LABEL_SERVICE_NAME, LABEL_SOURCE_CLUSTER, is_managed};
+use sluice_api::sync::ImportReport;
+
+/// The import report of one namespace from its MCS EndpointSlices: Ready endpoints (a
+/// missing `ready` condition means ready, as in Kubernetes) by Service and source cluster.
+pub fn report(slices: &[Arc<EndpointSlice>]) -> ImportReport {
+    let mut out = ImportReport::new();
+    for s in slices.iter().filter(|s| is_managed(&s.metadata)) {
+        let labels = s.metadata.labels.as_ref();
+        let (Some(service), Some(source)) = (
+            labels.and_then(|l| l.get(LABEL_SERVICE_NAME)),
+            labels.and_then(|l| l.get(LABEL_SOURCE_CLUSTER)),
+        ) else {
+            continue;
+        };
+        let ready = s
+            .endpoints
+            .iter()
+            .flatten()
+            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+            .count() as u32;
+        *out.entry(service.clone())
+            .or_default()
+            .entry(source.clone())
+            .or_default() += ready;
+    }
+    out
+}
+
+/// The annotation value of `report`: `None` (no annotation) when the namespace imports
+/// nothing.
+pub fn annotation_value(report: &ImportReport) -> Option<String> {
+    if report.is_empty() {
+        return None;
+    }
+    serde_json::to_string(report).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slice(service: &str, source: &str, ready: &[Option<bool>], managed: bool) -> EndpointSlice {
+        let mut labels = std::collections::BTreeMap::new();
+        labels.insert(LABEL_SERVICE_NAME.to_string(), service.to_string());
+        labels.insert(LABEL_SOURCE_CLUSTER.to_string(), source.to_string());
+        if managed {
+            labels.insert(
+                sluice_api::mcs::LABEL_MANAGED_BY.to_string(),
+                sluice_api::mcs::MANAGED_BY.to_string(),
+            );
+        }
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{service}-{source}"), "namespace": "ns", "labels": labels},
+            "addressType": "IPv4",
+            "endpoints": ready.iter().enumerate().map(|(i, r)| serde_json::json!({
+                "addresses": [format!("10.0.0.{i}")],
+                "conditions": {"ready": r},
+            })).collect::<Vec<_>>(),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn ready_endpoints_are_counted_by_service_and_source() {
+        let slices = [
+            slice("web", "east", &[Some(true), None, Some(false)], true),
+            slice("web", "west", &[Some(true)], true),
+            slice("db", "east", &[Some(false)], true),
+            // A Service's own slice, not an import.
+            slice("web", "east", &[Some(true)], false),
+        ]
+        .map(Arc::new);
+        let r = report(&slices);
+        assert_eq!(r["web"]["east"], 2);
+        assert_eq!(r["web"]["west"], 1);
+        assert_eq!(r["db"]["east"], 0);
+        assert_eq!(r.len(), 2);
+        let text = annotation_value(&r).unwrap();
+        let back: ImportReport = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(annotation_value(&ImportReport::new()), None);
+    }
+}
