@@ -7,8 +7,9 @@
 //! - Every ClusterSetIP ServiceImport gets a listener per TCP port on `VIP:port`, balanced
 //!   over the MCS EndpointSlices of every source cluster that exposes that port: local
 //!   endpoints directly, remote ones through their cluster's gateway. Each source's
-//!   `sluice.dev/weight` is the weight of each of its endpoints, and `sluice.dev/draining`
-//!   drains them all.
+//!   `sluice.dev/weight` is its share of the service, spread evenly over its endpoints
+//!   that take new traffic (so a cluster's share does not grow with its endpoint count),
+//!   and `sluice.dev/draining` drains them all.
 //! - A derived Service (the MCS controller gives one to each import in a cluster whose
 //!   kube-proxy serves VIPs) gets no listener of its own: its ClusterIP is the import's VIP.
 //! - The gateway admits the local endpoints of imports (exported services), nothing else.
@@ -275,6 +276,7 @@ fn clusterset_services(
             let via = (!local).then_some(source);
             endpoints.extend(endpoints_of(s, target, weight, draining, source, via));
         }
+        spread_weights(&mut endpoints);
         services.push(listener(
             format!("{ns}/{name}:{} (clusterset)", port_label(pname, port)),
             SocketAddr::new(vip, port),
@@ -284,6 +286,29 @@ fn clusterset_services(
         ));
     }
     services
+}
+
+/// Resolution of a cluster's weight when it is spread over its endpoints: a share of 1
+/// over 1,000 endpoints still gives each a weight of 1.
+const WEIGHT_SCALE: u64 = 1000;
+
+/// Turn each endpoint's weight, its source cluster's share, into its part of that share:
+/// `weight × WEIGHT_SCALE ÷ n`, `n` the source's endpoints that take new traffic (not
+/// draining). A positive share never rounds down to nothing.
+fn spread_weights(endpoints: &mut [EndpointConfig]) {
+    let mut taking: HashMap<String, u64> = HashMap::new();
+    for e in endpoints.iter().filter(|e| !e.draining) {
+        *taking.entry(e.cluster.clone()).or_default() += 1;
+    }
+    for e in endpoints.iter_mut() {
+        let n = taking.get(&e.cluster).copied().unwrap_or(1).max(1);
+        let w = u64::from(e.weight) * WEIGHT_SCALE / n;
+        e.weight = if e.weight > 0 {
+            u32::try_from(w.max(1)).unwrap_or(u32::MAX)
+        } else {
+            0
+        };
+    }
 }
 
 /// The configuration from every service's listeners (in the order given) and the tunnels.
@@ -509,12 +534,104 @@ mod tests {
                     "10.0.0.1:8080".to_string(),
                     "east",
                     None,
-                    DEFAULT_WEIGHT,
+                    DEFAULT_WEIGHT * 1000,
                     false
                 ),
-                ("10.1.0.1:8080".to_string(), "west", Some("west"), 30, true),
+                (
+                    "10.1.0.1:8080".to_string(),
+                    "west",
+                    Some("west"),
+                    30_000,
+                    true
+                ),
             ]
         );
+    }
+
+    /// An MCS slice of `source` with `n` ready endpoints.
+    fn mcs_slice_of(source: &str, n: u8, annotations: serde_json::Value) -> Arc<EndpointSlice> {
+        let endpoints: Vec<serde_json::Value> = (1..=n)
+            .map(|i| json!({"addresses": [format!("10.{}.0.{i}", source.len())]}))
+            .collect();
+        obj(json!({
+            "metadata": {"name": format!("echo-{source}"), "namespace": "shop",
+                         "annotations": annotations,
+                         "labels": {"multicluster.kubernetes.io/service-name": "echo",
+                                    "multicluster.kubernetes.io/source-cluster": source,
+                                    "endpointslice.kubernetes.io/managed-by": "sluice-mcs"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}],
+            "endpoints": endpoints,
+        }))
+    }
+
+    /// Each cluster's summed endpoint weight, and the endpoints.
+    fn cluster_weights(
+        slices: &[Arc<EndpointSlice>],
+    ) -> (BTreeMap<String, u64>, Vec<EndpointConfig>) {
+        let imports = [import("echo", "127.60.0.1", "ClusterSetIP")];
+        let c = build_all(&[], slices, &imports, vec![peer("west")]);
+        let mut sums = BTreeMap::new();
+        for e in &c.services[0].endpoints {
+            *sums.entry(e.cluster.clone()).or_default() += u64::from(e.weight);
+        }
+        (sums, c.services[0].endpoints.clone())
+    }
+
+    #[test]
+    fn a_cluster_weight_is_its_share_whatever_its_endpoint_count() {
+        // One endpoint in east, three in west, equal weights: half the traffic each.
+        let (sums, endpoints) = cluster_weights(&[
+            mcs_slice_of("east", 1, json!({})),
+            mcs_slice_of("west", 3, json!({})),
+        ]);
+        assert_eq!(endpoints.len(), 4);
+        assert_eq!(sums["east"], 100_000);
+        assert!((99_997..=100_000).contains(&sums["west"]), "{sums:?}");
+        // 75 / 25 with the counts the other way round.
+        let (sums, _) = cluster_weights(&[
+            mcs_slice_of("east", 3, json!({"sluice.dev/weight": "25"})),
+            mcs_slice_of("west", 1, json!({"sluice.dev/weight": "75"})),
+        ]);
+        let (e, w) = (sums["east"] as f64, sums["west"] as f64);
+        assert!((w / (e + w) - 0.75).abs() < 0.001, "{sums:?}");
+        // Weight 0 stays 0; a weight of 1 over many endpoints never rounds to 0.
+        let (_, endpoints) = cluster_weights(&[
+            mcs_slice_of("east", 2, json!({"sluice.dev/weight": "0"})),
+            mcs_slice_of("west", 200, json!({"sluice.dev/weight": "1"})),
+        ]);
+        assert!(
+            endpoints
+                .iter()
+                .filter(|e| e.cluster == "east")
+                .all(|e| e.weight == 0)
+        );
+        assert!(
+            endpoints
+                .iter()
+                .filter(|e| e.cluster == "west")
+                .all(|e| e.weight == 5)
+        );
+    }
+
+    #[test]
+    fn traffic_follows_cluster_weights_not_endpoint_counts() {
+        let (_, endpoints) = cluster_weights(&[
+            mcs_slice_of("east", 1, json!({})),
+            mcs_slice_of("west", 3, json!({})),
+        ]);
+        let b = crate::balance::Balancer::new(
+            "echo",
+            crate::metrics::ProxyMetrics::default(),
+            &endpoints,
+            &crate::tunnel::Tunnels::default(),
+        );
+        let picks = 20_000;
+        let east = (0..picks)
+            .filter(|_| b.pick(&[]).is_some_and(|e| e.cluster == "east"))
+            .count();
+        // Half (±3 %), not the quarter per-endpoint weights gave.
+        assert!((9_400..10_600).contains(&east), "{east} of {picks} to east");
     }
 
     #[test]
