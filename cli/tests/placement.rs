@@ -1320,9 +1320,9 @@ fn a_move_waits_until_every_cluster_imports_the_new_endpoints() {
     assert!(
         eventually(WITHIN, || {
             let r = reports(&control);
-            ["east", "west", "north"].iter().all(|c| {
-                r.contains(&format!(r#"imports.sluice.dev/{c}={{"web":{{"east":2}}}}"#))
-            })
+            ["east", "west", "north"]
+                .iter()
+                .all(|c| r.contains(&format!(r#"imports.sluice.dev/{c}={{"web":{{"east":2}}}}"#)))
         }),
         "every cluster reports its imports upstream: {}",
         reports(&control)
@@ -1351,7 +1351,11 @@ fn a_move_waits_until_every_cluster_imports_the_new_endpoints() {
     );
     // Placement passes run every few seconds: several of them leave A in place.
     std::thread::sleep(Duration::from_secs(8));
-    assert_eq!(available(&east), 2, "east is not touched while west is unseen");
+    assert_eq!(
+        available(&east),
+        2,
+        "east is not touched while west is unseen"
+    );
     assert_eq!(condition(&control, "reason"), "Moving");
 
     // Imports resume: every cluster sees west's endpoints, then east goes.
