@@ -175,6 +175,58 @@ pub struct PlacementSpec {
     /// `Single` (one cluster) or `Spread` (every selected cluster).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// How traffic leaves a cluster the namespaces move off; defaults when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_shift: Option<TrafficShift>,
+}
+
+/// How traffic leaves a cluster when a namespace moves off it (or it is drained): once the
+/// new clusters are available and imported everywhere, the old cluster's traffic weight
+/// goes from 100 to 0 in `steps` equal steps over `durationSeconds`; then its endpoints
+/// are marked draining and it is removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.sluice.v1alpha1.TrafficShift")]
+pub struct TrafficShift {
+    /// Seconds from the first step to weight 0 (default 5; 0 to 3600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<u32>,
+    /// Steps of the shift (default 5; 1 to 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u32>,
+}
+
+impl TrafficShift {
+    pub const DEFAULT_DURATION_SECONDS: u32 = 5;
+    pub const MAX_DURATION_SECONDS: u32 = 3600;
+    pub const DEFAULT_STEPS: u32 = 5;
+    pub const MAX_STEPS: u32 = 100;
+
+    pub fn duration(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::from(
+            self.duration_seconds
+                .unwrap_or(Self::DEFAULT_DURATION_SECONDS)
+                .min(Self::MAX_DURATION_SECONDS),
+        ))
+    }
+
+    pub fn steps(&self) -> u32 {
+        self.steps
+            .unwrap_or(Self::DEFAULT_STEPS)
+            .clamp(1, Self::MAX_STEPS)
+    }
+
+    /// The leaving cluster's weight `elapsed` after the shift began: 100, then down by
+    /// `100 / steps` every `duration / steps`, 0 from `duration` on.
+    pub fn weight_at(&self, elapsed: std::time::Duration) -> u32 {
+        let total = self.duration();
+        if elapsed >= total {
+            return 0;
+        }
+        let steps = self.steps();
+        let taken = (elapsed.as_secs_f64() / total.as_secs_f64() * f64::from(steps)) as u32;
+        100 - 100 * taken.min(steps) / steps
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -195,3 +247,37 @@ resource!(
     "clusters",
     k8s_openapi::ClusterResourceScope
 );
+
+#[cfg(test)]
+mod traffic_shift_tests {
+    use super::TrafficShift;
+    use std::time::Duration;
+
+    #[test]
+    fn the_weight_steps_down_to_zero_over_the_window() {
+        let d = TrafficShift::default();
+        let at = |ms: u64| d.weight_at(Duration::from_millis(ms));
+        assert_eq!(
+            [
+                at(0),
+                at(999),
+                at(1000),
+                at(2500),
+                at(4999),
+                at(5000),
+                at(60_000)
+            ],
+            [100, 100, 80, 60, 20, 0, 0]
+        );
+        let instant = TrafficShift {
+            duration_seconds: Some(0),
+            steps: None,
+        };
+        assert_eq!(instant.weight_at(Duration::ZERO), 0);
+        let three = TrafficShift {
+            duration_seconds: Some(3),
+            steps: Some(3),
+        };
+        assert_eq!(three.weight_at(Duration::from_millis(1500)), 67);
+    }
+}

@@ -128,6 +128,32 @@ pub struct StatusReport {
     pub status: serde_json::Value,
 }
 
+/// Prefix of the annotation on an upstream namespace that sets a cluster's traffic weight
+/// for the namespace's Services (`weight.sluice.dev/<cluster>: "40"`, 0 to 100): the
+/// placement controllers write it while traffic shifts off a cluster, the cluster's syncer
+/// puts it on the downstream Services as `sluice.dev/weight`, and the MCS EndpointSlices
+/// carry it to every dataplane. Unset: the default weight.
+pub const WEIGHT_ANNOTATION_PREFIX: &str = "weight.sluice.dev/";
+/// Prefix of the annotation on an upstream namespace that marks a cluster's endpoints of the
+/// namespace's Services draining (`draining.sluice.dev/<cluster>: "true"`), carried down
+/// like the weight, as `sluice.dev/draining`.
+pub const DRAINING_ANNOTATION_PREFIX: &str = "draining.sluice.dev/";
+/// Prefix of the annotation on an upstream namespace recording when traffic began to
+/// shift off a cluster (`shift.sluice.dev/<cluster>`, RFC 3339).
+pub const SHIFT_ANNOTATION_PREFIX: &str = "shift.sluice.dev/";
+
+pub fn weight_annotation(cluster: &ClusterName) -> String {
+    format!("{WEIGHT_ANNOTATION_PREFIX}{cluster}")
+}
+
+pub fn draining_annotation(cluster: &ClusterName) -> String {
+    format!("{DRAINING_ANNOTATION_PREFIX}{cluster}")
+}
+
+pub fn shift_annotation(cluster: &ClusterName) -> String {
+    format!("{SHIFT_ANNOTATION_PREFIX}{cluster}")
+}
+
 /// Prefix of the annotation in which a cluster's syncer reports, on an upstream namespace,
 /// what that cluster's MCS imports hold for the namespace's Services
 /// (`imports.sluice.dev/<cluster>`, an [`ImportReport`] as JSON): a move waits until every
@@ -140,9 +166,23 @@ pub fn imports_annotation(cluster: &ClusterName) -> String {
 }
 
 /// What one cluster's MCS EndpointSlices hold for the Services of one namespace: by
-/// Service name, the Ready endpoints of each source cluster (by MCS cluster id). Only
-/// Services with at least one source appear.
-pub type ImportReport = std::collections::BTreeMap<String, std::collections::BTreeMap<String, u32>>;
+/// Service name, what each source cluster (by MCS cluster id) contributes. Only Services
+/// with at least one source appear.
+pub type ImportReport =
+    std::collections::BTreeMap<String, std::collections::BTreeMap<String, SourceImport>>;
+
+/// One source cluster's part of an imported Service, as the importing cluster sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SourceImport {
+    /// Its Ready endpoints.
+    pub ready: u32,
+    /// Its traffic weight, when not the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    /// Its endpoints are marked draining.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draining: bool,
+}
 
 /// The state label key for `cluster`.
 pub fn state_label(cluster: &ClusterName) -> String {

@@ -1320,9 +1320,11 @@ fn a_move_waits_until_every_cluster_imports_the_new_endpoints() {
     assert!(
         eventually(WITHIN, || {
             let r = reports(&control);
-            ["east", "west", "north"]
-                .iter()
-                .all(|c| r.contains(&format!(r#"imports.sluice.dev/{c}={{"web":{{"east":2}}}}"#)))
+            ["east", "west", "north"].iter().all(|c| {
+                r.contains(&format!(
+                    r#"imports.sluice.dev/{c}={{"web":{{"east":{{"ready":2}}}}}}"#
+                ))
+            })
         }),
         "every cluster reports its imports upstream: {}",
         reports(&control)
@@ -1358,12 +1360,50 @@ fn a_move_waits_until_every_cluster_imports_the_new_endpoints() {
     );
     assert_eq!(condition(&control, "reason"), "Moving");
 
-    // Imports resume: every cluster sees west's endpoints, then east goes.
+    // Imports resume: every cluster sees west's endpoints; then east's traffic weight steps
+    // down in north's imports, then to 0 and draining, and only then does east go.
     drop(frozen);
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + WITHIN;
+    while deployment_exists(&east) && std::time::Instant::now() < deadline {
+        let state = north.ok(&[
+            "-n",
+            &downstream_ns(),
+            "get",
+            "endpointslices",
+            "-l",
+            "multicluster.kubernetes.io/service-name=web,multicluster.kubernetes.io/source-cluster=east",
+            "-o",
+            r"jsonpath={range .items[*]}{.metadata.annotations.sluice\.dev/weight}/{.metadata.annotations.sluice\.dev/draining}{end}",
+        ]);
+        if seen.last() != Some(&state) {
+            seen.push(state);
+        }
+    }
+    assert!(!deployment_exists(&east), "the move completes: {seen:?}");
     assert!(
-        eventually(WITHIN, || !deployment_exists(&east)),
-        "the move completes once west is imported everywhere"
+        seen.iter().any(|s| s
+            .split('/')
+            .next()
+            .and_then(|w| w.parse::<u32>().ok())
+            .is_some_and(|w| w > 0 && w < 100)),
+        "east's weight stepped down while it still ran: {seen:?}"
     );
+    // Weight 0 and draining last only until every cluster's imports show it (milliseconds
+    // here): the namespace's Events tell the whole sequence.
+    let shifts = control.ok(&[
+        "-n",
+        "shop",
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.kind=Namespace,reason=Shifting",
+        "-o",
+        "jsonpath={range .items[*]}{.message}|{end}",
+    ]);
+    for step in ["(weight 80)", "(weight 20)", "(weight 0, draining)"] {
+        assert!(shifts.contains(step), "{step} in the Events: {shifts}");
+    }
     for k in [&east, &west, &north] {
         assert_eq!(imported_ready(k, "west"), 2, "west imported everywhere");
     }

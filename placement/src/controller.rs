@@ -28,12 +28,15 @@ use tokio::sync::{Notify, watch};
 
 use crate::imports;
 use crate::schedule::{self, ClusterView, Mode, Phase, PolicyView, Target};
+use crate::shift;
 use crate::status;
 
 /// After a failed write, the pass runs again this much later.
 const RETRY: Duration = Duration::from_secs(1);
 /// A pass runs at least this often: heartbeats expire without an event.
 const RESYNC: Duration = Duration::from_secs(3);
+/// While traffic shifts, a pass runs this often, so each step of a shift comes on time.
+const SHIFT_TICK: Duration = Duration::from_millis(250);
 /// The `Cluster` condition by which the MCS controller says it admitted the cluster.
 const MCS_MEMBER: &str = "MCSMember";
 /// The namespace condition placement owns.
@@ -168,8 +171,9 @@ pub async fn run(
             .collect(),
     };
     let mut retry = false;
+    let mut wait_next = RESYNC;
     loop {
-        let wait = if retry { RETRY } else { RESYNC };
+        let wait = if retry { RETRY } else { wait_next };
         tokio::select! {
             r = stop.changed() => {
                 if r.is_err() {
@@ -198,7 +202,9 @@ pub async fn run(
         if !w.ready() {
             continue;
         }
-        retry = !pass(&roots, &root, &w).await;
+        let (ok, shifting) = pass(&roots, &root, &w).await;
+        retry = !ok;
+        wait_next = if shifting { SHIFT_TICK } else { RESYNC };
     }
 }
 
@@ -235,9 +241,10 @@ fn heartbeat_current(leases: &Informer<Lease>, cluster: &ClusterName) -> bool {
         .is_some_and(|l| !sluice_kube::lease::is_expired(&l, k8s_openapi::jiff::Timestamp::now()))
 }
 
-/// One pass; false if a write failed.
-async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
+/// One pass: false if a write failed; true if traffic is shifting somewhere.
+async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
     let mut ok = true;
+    let mut shifting = false;
     let namespaces = w.namespaces.state();
     // The clusters, with how many namespaces each runs.
     let mut load: BTreeMap<ClusterName, usize> = BTreeMap::new();
@@ -306,6 +313,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
             } else {
                 Mode::Single
             },
+            traffic_shift: serde_json::from_value(spec["trafficShift"].clone()).unwrap_or_default(),
         };
         placements.entry(path).or_default().push((p, view));
     }
@@ -471,7 +479,39 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
             .filter_map(|(k, _)| k.strip_prefix(SOFT_FINALIZER_PREFIX))
             .map(ClusterName::new)
             .collect();
-        let (mut next, phase) = schedule::step(&current, &target, available, &held);
+        let (mut next, mut phase) = schedule::step(&current, &target, available, &held);
+        // Traffic leaves a cluster before the cluster goes.
+        let wanted: Vec<ClusterName> = match &target {
+            Target::On { clusters, .. } => clusters.clone(),
+            _ => Vec::new(),
+        };
+        let leaving: Vec<ClusterName> = current
+            .iter()
+            .filter(|c| !next.contains(c) && !wanted.contains(c))
+            .cloned()
+            .collect();
+        let shift_policy = policies
+            .iter()
+            .find(|p| p.namespaces.as_ref().is_ok_and(|s| s.matches(&labels)))
+            .map(|p| p.traffic_shift)
+            .unwrap_or_default();
+        let gate = shift::gate(
+            &current,
+            &wanted,
+            &leaving,
+            ns_annotations,
+            &shift_policy,
+            k8s_openapi::jiff::Timestamp::now(),
+            |c| imports::not_drained_in(c, &members, ns_annotations).is_empty(),
+        );
+        if !gate.kept.is_empty() {
+            for (c, _) in &gate.kept {
+                next.push(c.clone());
+            }
+            next.sort();
+            phase = Phase::Shifting(gate.kept.clone());
+            shifting = true;
+        }
         // What fits nowhere and runs nowhere yet is not started where it does not fit.
         if !established
             && matches!(
@@ -485,8 +525,11 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
             client.clone(),
             &dynamic("", "v1", "Namespace", "namespaces"),
         );
-        if next != current {
-            let patch = json!({"metadata": {"labels": state_labels_patch(&current, &next)}});
+        if next != current || !gate.annotations.is_empty() {
+            let patch = json!({"metadata": {
+                "labels": state_labels_patch(&current, &next),
+                "annotations": gate.annotations,
+            }});
             let r = ns_api
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await;
@@ -552,7 +595,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> bool {
 
     ok &= report_placements(roots, &placements, &clusters).await;
     ok &= report_clusters(root, &cluster_objects, &clusters, &placed_on, &allocated).await;
-    ok
+    (ok, shifting)
 }
 
 /// Delete the Pod mirrors in namespace `ns` of `path` that a cluster it is no longer placed
@@ -811,6 +854,21 @@ async fn report_phase(
                     })
                     .collect::<Vec<_>>()
                     .join(", and ")
+            ),
+        ),
+        Phase::Shifting(cs) => (
+            "False",
+            "Shifting",
+            format!(
+                "traffic shifts off {}",
+                cs.iter()
+                    .map(|(c, w)| if *w == 0 {
+                        format!("{c} (weight 0, draining)")
+                    } else {
+                        format!("{c} (weight {w})")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         ),
         Phase::HeldBy(cs) => (

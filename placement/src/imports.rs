@@ -110,10 +110,36 @@ pub fn unseen_in(
                 let have = report
                     .get(svc)
                     .and_then(|sources| sources.get(id))
-                    .copied()
-                    .unwrap_or(0);
+                    .map_or(0, |s| s.ready);
                 i64::from(have) < *want
             })
+        })
+        .map(|m| m.name.clone())
+        .collect()
+}
+
+/// The member clusters whose imports still show some Service's endpoints from `source`
+/// without its draining mark, by the reports in the namespace's `annotations` (a member
+/// that has not reported shows nothing: nothing to drain there).
+pub fn not_drained_in(
+    source: &ClusterName,
+    members: &[Member],
+    annotations: &BTreeMap<String, String>,
+) -> Vec<ClusterName> {
+    let Some(id) = members.iter().find(|m| &m.name == source).map(|m| &m.id) else {
+        return Vec::new();
+    };
+    members
+        .iter()
+        .filter(|m| {
+            let report: ImportReport = annotations
+                .get(&imports_annotation(&m.name))
+                .and_then(|s| serde_json::from_str(s).ok())
+                .unwrap_or_default();
+            report
+                .values()
+                .filter_map(|sources| sources.get(id))
+                .any(|s| !s.draining || s.weight.unwrap_or(1) > 0)
         })
         .map(|m| m.name.clone())
         .collect()
@@ -173,11 +199,11 @@ mod tests {
         );
         annotations.insert(
             "imports.sluice.dev/b".to_string(),
-            json!({"web": {"id-b": 2, "a": 2}}).to_string(),
+            json!({"web": {"id-b": {"ready": 2}, "a": {"ready": 2}}}).to_string(),
         );
         annotations.insert(
             "imports.sluice.dev/a".to_string(),
-            json!({"web": {"id-b": 1, "a": 2}}).to_string(),
+            json!({"web": {"id-b": {"ready": 1}, "a": {"ready": 2}}}).to_string(),
         );
         assert_eq!(
             unseen_in(&want, &name("b"), &members, &annotations),
@@ -185,12 +211,46 @@ mod tests {
         );
         annotations.insert(
             "imports.sluice.dev/a".to_string(),
-            json!({"web": {"id-b": 2}}).to_string(),
+            json!({"web": {"id-b": {"ready": 2}}}).to_string(),
         );
         assert!(unseen_in(&want, &name("b"), &members, &annotations).is_empty());
         // Nothing to serve, or a cluster the MCS controller does not serve: nothing to wait for.
         let none = BTreeMap::from([("web".to_string(), 0)]);
         assert!(unseen_in(&none, &name("b"), &members, &BTreeMap::new()).is_empty());
         assert!(unseen_in(&want, &name("c"), &members, &BTreeMap::new()).is_empty());
+    }
+
+    #[test]
+    fn a_source_is_drained_when_every_member_shows_it_draining_at_weight_zero() {
+        let members = vec![
+            Member {
+                name: name("a"),
+                id: "a".into(),
+            },
+            Member {
+                name: name("b"),
+                id: "b".into(),
+            },
+        ];
+        let mut annotations = BTreeMap::from([
+            (
+                "imports.sluice.dev/a".to_string(),
+                json!({"web": {"a": {"ready": 2, "weight": 0, "draining": true}}}).to_string(),
+            ),
+            (
+                "imports.sluice.dev/b".to_string(),
+                json!({"web": {"a": {"ready": 2, "weight": 20}, "b": {"ready": 2}}}).to_string(),
+            ),
+        ]);
+        assert_eq!(
+            not_drained_in(&name("a"), &members, &annotations),
+            vec![name("b")]
+        );
+        annotations.insert(
+            "imports.sluice.dev/b".to_string(),
+            json!({"web": {"a": {"ready": 0, "weight": 0, "draining": true}}}).to_string(),
+        );
+        assert!(not_drained_in(&name("a"), &members, &annotations).is_empty());
+        assert!(not_drained_in(&name("z"), &members, &annotations).is_empty());
     }
 }

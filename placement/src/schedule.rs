@@ -65,6 +65,8 @@ pub struct PolicyView {
     /// `None` matches every cluster.
     pub clusters: Result<Selector, SelectorError>,
     pub mode: Mode,
+    /// How traffic leaves the clusters its namespaces move off.
+    pub traffic_shift: sluice_api::sluice::TrafficShift,
 }
 
 /// Why a namespace cannot go where it is asked to.
@@ -342,6 +344,8 @@ pub enum Phase {
         /// What each new cluster not yet available waits for.
         waiting: Vec<(ClusterName, NotYet)>,
     },
+    /// Traffic shifts off the old clusters (each with its weight now, 0 once draining).
+    Shifting(Vec<(ClusterName, u32)>),
     /// The old clusters are held by soft finalizers.
     HeldBy(Vec<ClusterName>),
     Pending(Pending),
@@ -535,6 +539,7 @@ mod tests {
                 match_expressions: None,
             }),
             mode,
+            traffic_shift: Default::default(),
         }
     }
 

@@ -638,7 +638,17 @@ async fn pass(
                         Ok(_)
                             if share_on(&json, &config.cluster) == Some(0)
                                 && k.kind.kind == "Pod" => {}
-                        Ok((o, d)) => {
+                        Ok((o, mut d)) => {
+                            if k.kind.kind == "Service" {
+                                let ns = logical_namespaces.get_in(path.as_str(), "", up_ns);
+                                let annotations =
+                                    ns.as_ref().and_then(|n| n.metadata.annotations.as_ref());
+                                crate::transform::with_traffic(
+                                    &mut d,
+                                    annotations,
+                                    &config.cluster,
+                                );
+                            }
                             if !holds(&obj, &finalizer) {
                                 to_hold.push((k, o.clone(), obj.clone()));
                             }

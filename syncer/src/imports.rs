@@ -12,11 +12,15 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use sluice_api::mcs::{LABEL_SERVICE_NAME, LABEL_SOURCE_CLUSTER, is_managed};
+use sluice_api::mcs::{
+    ANNOTATION_DRAINING, ANNOTATION_WEIGHT, DEFAULT_WEIGHT, LABEL_SERVICE_NAME,
+    LABEL_SOURCE_CLUSTER, is_managed,
+};
 use sluice_api::sync::ImportReport;
 
-/// The import report of one namespace from its MCS EndpointSlices: Ready endpoints (a
-/// missing `ready` condition means ready, as in Kubernetes) by Service and source cluster.
+/// The import report of one namespace from its MCS EndpointSlices, by Service and source
+/// cluster: Ready endpoints (a missing `ready` condition means ready, as in Kubernetes),
+/// and the source's weight and draining state.
 pub fn report(slices: &[Arc<EndpointSlice>]) -> ImportReport {
     let mut out = ImportReport::new();
     for s in slices.iter().filter(|s| is_managed(&s.metadata)) {
@@ -33,10 +37,20 @@ pub fn report(slices: &[Arc<EndpointSlice>]) -> ImportReport {
             .flatten()
             .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
             .count() as u32;
-        *out.entry(service.clone())
+        let annotation = |k: &str| s.metadata.annotations.as_ref().and_then(|a| a.get(k));
+        let weight = annotation(ANNOTATION_WEIGHT)
+            .and_then(|w| w.trim().parse::<u32>().ok())
+            .filter(|w| *w != DEFAULT_WEIGHT);
+        let draining =
+            annotation(ANNOTATION_DRAINING).is_some_and(|d| d.trim().eq_ignore_ascii_case("true"));
+        let entry = out
+            .entry(service.clone())
             .or_default()
             .entry(source.clone())
-            .or_default() += ready;
+            .or_default();
+        entry.ready += ready;
+        entry.weight = weight;
+        entry.draining = draining;
     }
     out
 }
@@ -55,6 +69,16 @@ mod tests {
     use super::*;
 
     fn slice(service: &str, source: &str, ready: &[Option<bool>], managed: bool) -> EndpointSlice {
+        slice_with(service, source, ready, managed, serde_json::json!({}))
+    }
+
+    fn slice_with(
+        service: &str,
+        source: &str,
+        ready: &[Option<bool>],
+        managed: bool,
+        annotations: serde_json::Value,
+    ) -> EndpointSlice {
         let mut labels = std::collections::BTreeMap::new();
         labels.insert(LABEL_SERVICE_NAME.to_string(), service.to_string());
         labels.insert(LABEL_SOURCE_CLUSTER.to_string(), source.to_string());
@@ -65,7 +89,8 @@ mod tests {
             );
         }
         serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("{service}-{source}"), "namespace": "ns", "labels": labels},
+            "metadata": {"name": format!("{service}-{source}"), "namespace": "ns", "labels": labels,
+                         "annotations": annotations},
             "addressType": "IPv4",
             "endpoints": ready.iter().enumerate().map(|(i, r)| serde_json::json!({
                 "addresses": [format!("10.0.0.{i}")],
@@ -79,18 +104,36 @@ mod tests {
     fn ready_endpoints_are_counted_by_service_and_source() {
         let slices = [
             slice("web", "east", &[Some(true), None, Some(false)], true),
-            slice("web", "west", &[Some(true)], true),
+            slice_with(
+                "web",
+                "west",
+                &[Some(true)],
+                true,
+                serde_json::json!({"sluice.dev/weight": "0", "sluice.dev/draining": "true"}),
+            ),
             slice("db", "east", &[Some(false)], true),
             // A Service's own slice, not an import.
             slice("web", "east", &[Some(true)], false),
         ]
         .map(Arc::new);
         let r = report(&slices);
-        assert_eq!(r["web"]["east"], 2);
-        assert_eq!(r["web"]["west"], 1);
-        assert_eq!(r["db"]["east"], 0);
+        assert_eq!(r["web"]["east"].ready, 2);
+        assert_eq!(
+            r["web"]["east"].weight, None,
+            "the default weight is not said"
+        );
+        assert_eq!(
+            r["web"]["west"],
+            sluice_api::sync::SourceImport {
+                ready: 1,
+                weight: Some(0),
+                draining: true
+            }
+        );
+        assert_eq!(r["db"]["east"].ready, 0);
         assert_eq!(r.len(), 2);
         let text = annotation_value(&r).unwrap();
+        assert!(text.contains(r#""east":{"ready":2}"#), "{text}");
         let back: ImportReport = serde_json::from_str(&text).unwrap();
         assert_eq!(back, r);
         assert_eq!(annotation_value(&ImportReport::new()), None);

@@ -5,10 +5,12 @@
 //! volume), labelled as synced.
 
 use serde_json::{Map, Value};
+use sluice_api::mcs::{ANNOTATION_DRAINING, ANNOTATION_WEIGHT, DEFAULT_WEIGHT};
 use sluice_api::sync::{
     ANNOTATION_LOGICAL_CLUSTER, ANNOTATION_UPSTREAM_GENERATION, ANNOTATION_UPSTREAM_NAMESPACE,
     LABEL_LOGICAL_CLUSTER, LABEL_SYNCED, REPLICAS_ANNOTATION_PREFIX, STATE_LABEL_PREFIX,
-    STATUS_ANNOTATION_PREFIX, downstream_namespace, logical_cluster_label_value, share_on,
+    STATUS_ANNOTATION_PREFIX, downstream_namespace, draining_annotation,
+    logical_cluster_label_value, share_on, weight_annotation,
 };
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath, PathError};
 
@@ -186,6 +188,42 @@ pub fn namespace_object(path: &LogicalClusterPath, namespace: &str) -> Value {
             },
         },
     })
+}
+
+/// Give downstream Service `svc` this cluster's traffic weight and draining state, as its
+/// upstream namespace (`ns_annotations`) sets them for `cluster` while traffic shifts off
+/// it. Both are always written (the Service's own values, else the defaults), so that a
+/// shift that ends or is called off is undone downstream too.
+pub fn with_traffic(
+    svc: &mut Value,
+    ns_annotations: Option<&std::collections::BTreeMap<String, String>>,
+    cluster: &ClusterName,
+) {
+    let from_ns = |key: String| ns_annotations.and_then(|a| a.get(&key)).cloned();
+    let own = |key: &str| {
+        svc["metadata"]["annotations"][key]
+            .as_str()
+            .map(str::to_string)
+    };
+    let weight = from_ns(weight_annotation(cluster))
+        .or_else(|| own(ANNOTATION_WEIGHT))
+        .unwrap_or_else(|| DEFAULT_WEIGHT.to_string());
+    let draining = from_ns(draining_annotation(cluster))
+        .or_else(|| own(ANNOTATION_DRAINING))
+        .is_some_and(|d| d.trim().eq_ignore_ascii_case("true"));
+    let Some(meta) = svc.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let annotations = meta
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(a) = annotations.as_object_mut() {
+        a.insert(ANNOTATION_WEIGHT.into(), Value::from(weight));
+        a.insert(
+            ANNOTATION_DRAINING.into(),
+            Value::from(draining.to_string()),
+        );
+    }
 }
 
 /// Drop what the downstream cluster allocates for itself.
@@ -368,6 +406,37 @@ mod tests {
             down["metadata"]["annotations"],
             json!({"team": "a", "sluice.dev/upstream-generation": "3"})
         );
+    }
+
+    #[test]
+    fn a_service_carries_the_clusters_weight_and_draining_state() {
+        let east = ClusterName::new("east");
+        let mut svc =
+            json!({"metadata": {"name": "web", "annotations": {"sluice.dev/weight": "30"}}});
+        with_traffic(&mut svc, None, &east);
+        assert_eq!(
+            svc["metadata"]["annotations"]["sluice.dev/weight"], "30",
+            "its own"
+        );
+        assert_eq!(
+            svc["metadata"]["annotations"]["sluice.dev/draining"],
+            "false"
+        );
+        let shifting: std::collections::BTreeMap<String, String> = [
+            ("weight.sluice.dev/east".to_string(), "40".to_string()),
+            ("draining.sluice.dev/east".to_string(), "true".to_string()),
+            ("weight.sluice.dev/west".to_string(), "0".to_string()),
+        ]
+        .into();
+        with_traffic(&mut svc, Some(&shifting), &east);
+        assert_eq!(svc["metadata"]["annotations"]["sluice.dev/weight"], "40");
+        assert_eq!(
+            svc["metadata"]["annotations"]["sluice.dev/draining"],
+            "true"
+        );
+        let mut bare = json!({"metadata": {"name": "web"}});
+        with_traffic(&mut bare, Some(&shifting), &ClusterName::new("north"));
+        assert_eq!(bare["metadata"]["annotations"]["sluice.dev/weight"], "100");
     }
 
     #[test]

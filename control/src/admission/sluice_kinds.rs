@@ -1,8 +1,9 @@
 //! Fields of Sluice's own kinds that the placement controllers act on, checked where they
-//! are written: a `Placement`'s `mode` is `Single` or `Spread`, a `Cluster`'s capacity is
+//! are written: a `Placement`'s `mode` is `Single` or `Spread` and its traffic shift is in range, a `Cluster`'s capacity is
 //! made of quantities. Refused with 422 rather than read as "unset" later.
 
 use serde_json::Value;
+use sluice_api::sluice::TrafficShift;
 use sluice_kube::resources::parse_quantity;
 
 use crate::errors::Cause;
@@ -12,7 +13,7 @@ pub struct PlacementFields;
 
 impl Hook for PlacementFields {
     fn validate(&self, obj: &Value) -> Vec<Cause> {
-        match &obj["spec"]["mode"] {
+        let mut causes = match &obj["spec"]["mode"] {
             Value::Null => Vec::new(),
             Value::String(m) if m == "Single" || m == "Spread" => Vec::new(),
             other => vec![Cause::invalid(
@@ -20,7 +21,26 @@ impl Hook for PlacementFields {
                 &other.to_string(),
                 "supported values: \"Single\", \"Spread\"",
             )],
+        };
+        let shift = &obj["spec"]["trafficShift"];
+        for (field, min, max) in [
+            ("durationSeconds", 0u32, TrafficShift::MAX_DURATION_SECONDS),
+            ("steps", 1, TrafficShift::MAX_STEPS),
+        ] {
+            let Some(v) = shift.get(field).filter(|v| !v.is_null()) else {
+                continue;
+            };
+            if v.as_u64()
+                .is_none_or(|n| n < u64::from(min) || n > u64::from(max))
+            {
+                causes.push(Cause::invalid(
+                    format!("spec.trafficShift.{field}"),
+                    &v.to_string(),
+                    format!("must be a whole number from {min} to {max}"),
+                ));
+            }
         }
+        causes
     }
 }
 
@@ -72,6 +92,14 @@ mod tests {
                 .is_empty()
         );
         assert!(PlacementFields.validate(&json!({"spec": {}})).is_empty());
+        assert!(
+            PlacementFields
+                .validate(&json!({"spec": {"trafficShift": {"durationSeconds": 30, "steps": 10}}}))
+                .is_empty()
+        );
+        let bad = PlacementFields
+            .validate(&json!({"spec": {"trafficShift": {"durationSeconds": -1, "steps": 0}}}));
+        assert_eq!(bad.len(), 2, "{bad:?}");
         assert_eq!(
             PlacementFields
                 .validate(&json!({"spec": {"mode": "spread"}}))
