@@ -485,9 +485,12 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
             Target::On { clusters, .. } => clusters.clone(),
             _ => Vec::new(),
         };
+        // A cluster whose syncer is gone cannot be told its weight: it goes at once, as
+        // before (its endpoints leave the imports with its lease).
         let leaving: Vec<ClusterName> = current
             .iter()
             .filter(|c| !next.contains(c) && !wanted.contains(c))
+            .filter(|c| heartbeat_current(&w.leases, c))
             .cloned()
             .collect();
         let shift_policy = policies

@@ -84,6 +84,23 @@ pub fn expected<'a>(
     out
 }
 
+/// The MCS cluster id of `cluster`, if it is a member.
+fn id_of<'a>(cluster: &ClusterName, members: &'a [Member]) -> Option<&'a str> {
+    members
+        .iter()
+        .find(|m| &m.name == cluster)
+        .map(|m| m.id.as_str())
+}
+
+/// What member `m` reported its imports hold, by the namespace's `annotations` (nothing
+/// when it has not reported).
+fn report_of(m: &Member, annotations: &BTreeMap<String, String>) -> ImportReport {
+    annotations
+        .get(&imports_annotation(&m.name))
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default()
+}
+
 /// The member clusters whose imports do not yet hold `expected` Ready endpoints from
 /// `source` for every Service, by the reports in the namespace's `annotations`. Nothing is
 /// waited for when `source` is no member (the MCS controller does not serve it).
@@ -93,7 +110,7 @@ pub fn unseen_in(
     members: &[Member],
     annotations: &BTreeMap<String, String>,
 ) -> Vec<ClusterName> {
-    let Some(id) = members.iter().find(|m| &m.name == source).map(|m| &m.id) else {
+    let Some(id) = id_of(source, members) else {
         return Vec::new();
     };
     if expected.values().all(|n| *n <= 0) {
@@ -102,10 +119,7 @@ pub fn unseen_in(
     members
         .iter()
         .filter(|m| {
-            let report: ImportReport = annotations
-                .get(&imports_annotation(&m.name))
-                .and_then(|s| serde_json::from_str(s).ok())
-                .unwrap_or_default();
+            let report = report_of(m, annotations);
             expected.iter().any(|(svc, want)| {
                 let have = report
                     .get(svc)
@@ -126,17 +140,13 @@ pub fn not_drained_in(
     members: &[Member],
     annotations: &BTreeMap<String, String>,
 ) -> Vec<ClusterName> {
-    let Some(id) = members.iter().find(|m| &m.name == source).map(|m| &m.id) else {
+    let Some(id) = id_of(source, members) else {
         return Vec::new();
     };
     members
         .iter()
         .filter(|m| {
-            let report: ImportReport = annotations
-                .get(&imports_annotation(&m.name))
-                .and_then(|s| serde_json::from_str(s).ok())
-                .unwrap_or_default();
-            report
+            report_of(m, annotations)
                 .values()
                 .filter_map(|sources| sources.get(id))
                 .any(|s| !s.draining || s.weight.unwrap_or(1) > 0)

@@ -481,35 +481,21 @@ impl Sources {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The downstream namespace of upstream namespace `ns` of `path`, remembered.
+    fn remember(&self, path: LogicalClusterPath, ns: String) -> String {
+        let down = downstream_namespace(&path, &ns);
+        self.lock().entry(down.clone()).or_insert((path, ns));
+        down
+    }
+
     /// The downstream namespace of an upstream object read through the wildcard.
     fn learn(&self, meta: &ObjectMeta) -> Option<String> {
-        let path: LogicalClusterPath = meta
-            .annotations
-            .as_ref()?
-            .get(LOGICAL_CLUSTER_ANNOTATION)?
-            .parse()
-            .ok()?;
-        let ns = meta.namespace.clone()?;
-        let down = downstream_namespace(&path, &ns);
-        let mut known = self.lock();
-        if !known.contains_key(&down) {
-            known.insert(down.clone(), (path, ns));
-        }
-        Some(down)
+        Some(self.remember(logical_cluster_of(meta)?, meta.namespace.clone()?))
     }
 
     /// The downstream namespace of an upstream namespace read through the wildcard.
     fn learn_namespace(&self, meta: &ObjectMeta) -> Option<String> {
-        let path: LogicalClusterPath = meta
-            .annotations
-            .as_ref()?
-            .get(LOGICAL_CLUSTER_ANNOTATION)?
-            .parse()
-            .ok()?;
-        let ns = meta.name.clone()?;
-        let down = downstream_namespace(&path, &ns);
-        self.lock().entry(down.clone()).or_insert((path, ns));
-        Some(down)
+        Some(self.remember(logical_cluster_of(meta)?, meta.name.clone()?))
     }
 
     /// A downstream namespace (and, from its annotations, what it holds).
@@ -547,24 +533,14 @@ impl Sources {
                     .iter()
                     .flat_map(|k| k.up.store.namespaces())
                     .chain(mirrors.up.store.namespaces());
-                let placed = logical_namespaces
-                    .state()
-                    .into_iter()
-                    .filter(|n| placed_anywhere(n))
-                    .filter_map(|n| {
-                        let scope = n
-                            .metadata
-                            .annotations
-                            .as_ref()?
-                            .get(LOGICAL_CLUSTER_ANNOTATION)?
-                            .clone();
-                        Some((scope, n.metadata.name.clone()?))
-                    })
-                    .collect::<Vec<_>>();
-                for (scope, ns) in upstream.chain(placed) {
+                for (scope, ns) in upstream {
                     if let Ok(path) = scope.parse::<LogicalClusterPath>() {
-                        let down = downstream_namespace(&path, &ns);
-                        self.lock().entry(down).or_insert((path, ns));
+                        self.remember(path, ns);
+                    }
+                }
+                for n in logical_namespaces.state() {
+                    if placed_anywhere(&n) {
+                        self.learn_namespace(&n.metadata);
                     }
                 }
                 let mut all: BTreeSet<String> = self.lock().keys().cloned().collect();
@@ -805,6 +781,15 @@ async fn pass(
         }
     }
     ok
+}
+
+/// The logical cluster of an object read through the wildcard.
+fn logical_cluster_of(meta: &ObjectMeta) -> Option<LogicalClusterPath> {
+    meta.annotations
+        .as_ref()?
+        .get(LOGICAL_CLUSTER_ANNOTATION)?
+        .parse()
+        .ok()
 }
 
 /// Whether an upstream namespace is placed on some cluster and not being deleted.
