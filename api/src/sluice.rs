@@ -183,7 +183,8 @@ pub struct PlacementSpec {
 /// How traffic leaves a cluster when a namespace moves off it (or it is drained): once the
 /// new clusters are available and imported everywhere, the old cluster's traffic weight
 /// goes from 100 to 0 in `steps` equal steps over `durationSeconds`; then its endpoints
-/// are marked draining and it is removed.
+/// are marked draining, and it is removed once no dataplane of the clusterset holds a
+/// live connection or request to them — or `maxDrainSeconds` later, cutting what is left.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "dev.sluice.v1alpha1.TrafficShift")]
@@ -194,6 +195,10 @@ pub struct TrafficShift {
     /// Steps of the shift (default 5; 1 to 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<u32>,
+    /// Seconds a drained cluster's live connections may take to finish before they are
+    /// cut (default 30; 0 to 3600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_drain_seconds: Option<u32>,
 }
 
 impl TrafficShift {
@@ -201,12 +206,23 @@ impl TrafficShift {
     pub const MAX_DURATION_SECONDS: u32 = 3600;
     pub const DEFAULT_STEPS: u32 = 5;
     pub const MAX_STEPS: u32 = 100;
+    pub const DEFAULT_MAX_DRAIN_SECONDS: u32 = 30;
+    pub const MAX_MAX_DRAIN_SECONDS: u32 = 3600;
 
     pub fn duration(&self) -> std::time::Duration {
         std::time::Duration::from_secs(u64::from(
             self.duration_seconds
                 .unwrap_or(Self::DEFAULT_DURATION_SECONDS)
                 .min(Self::MAX_DURATION_SECONDS),
+        ))
+    }
+
+    /// How long live connections to a drained cluster may stay, after the weight reached 0.
+    pub fn max_drain(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::from(
+            self.max_drain_seconds
+                .unwrap_or(Self::DEFAULT_MAX_DRAIN_SECONDS)
+                .min(Self::MAX_MAX_DRAIN_SECONDS),
         ))
     }
 
@@ -271,12 +287,13 @@ mod traffic_shift_tests {
         );
         let instant = TrafficShift {
             duration_seconds: Some(0),
-            steps: None,
+            ..Default::default()
         };
         assert_eq!(instant.weight_at(Duration::ZERO), 0);
         let three = TrafficShift {
             duration_seconds: Some(3),
             steps: Some(3),
+            ..Default::default()
         };
         assert_eq!(three.weight_at(Duration::from_millis(1500)), 67);
     }

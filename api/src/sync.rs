@@ -182,7 +182,23 @@ pub struct SourceImport {
     /// Its endpoints are marked draining.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub draining: bool,
+    /// Live connections and in-flight requests this cluster's dataplane holds to the
+    /// source's endpoints, once it has them as draining (its [`TrafficReport`]); `None`
+    /// while the dataplane has not reported them draining.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<u64>,
 }
+
+/// Annotation on a downstream namespace in which the cluster's dataplane reports its
+/// traffic to draining sources (a [`TrafficReport`] as JSON; absent when none drains):
+/// the syncer carries it up into the cluster's import report, and a move removes the old
+/// cluster only when every member reports no live connection to it.
+pub const TRAFFIC_ANNOTATION: &str = "traffic.sluice.dev/active";
+
+/// A dataplane's live connections and in-flight requests to the endpoints of draining
+/// source clusters, by Service name and source cluster id (zero included: "drained").
+pub type TrafficReport =
+    std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>;
 
 /// The state label key for `cluster`.
 pub fn state_label(cluster: &ClusterName) -> String {

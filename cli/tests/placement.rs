@@ -1419,3 +1419,188 @@ fn a_move_waits_until_every_cluster_imports_the_new_endpoints() {
         "east keeps an imports-only namespace"
     );
 }
+
+/// The app with a TCP echo port besides HTTP, and a Placement that sets the traffic shift
+/// of `shop` (pinned by its label; the Placement's cluster selector matches nothing).
+const STREAMING_APP: &str = r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels: {sluice.dev/cluster: east, team: shop}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: Placement
+metadata: {name: shop-shift}
+spec:
+  namespaceSelector: {matchLabels: {team: shop}}
+  locationSelector: {matchLabels: {region: nowhere}}
+  trafficShift: {durationSeconds: 1, steps: 1, maxDrainSeconds: 600}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: echo
+        image: sluice/echo
+        ports: [{name: http, containerPort: 8080}, {name: stream, containerPort: 9000}]
+        readinessProbe: {httpGet: {port: http, path: /ready}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports:
+  - {name: http, port: 80, targetPort: http}
+  - {name: tcp-stream, port: 9000, targetPort: stream}
+"#;
+
+/// A TCP connection through a cluster's clusterset VIP, echoing what it is sent.
+struct Stream(std::net::TcpStream);
+
+impl Stream {
+    fn open(k: &Kubectl) -> Stream {
+        let vip = k.ok(&[
+            "-n",
+            &downstream_ns(),
+            "get",
+            "serviceimport",
+            "web",
+            "-o",
+            "jsonpath={.spec.ips[0]}",
+        ]);
+        let s = std::net::TcpStream::connect((vip.trim(), 9000)).expect("connect to the VIP");
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut s = Stream(s);
+        assert!(s.echoes(), "the stream echoes");
+        s
+    }
+
+    /// One round trip; false once the connection is broken.
+    fn echoes(&mut self) -> bool {
+        use std::io::{Read, Write};
+        let mut buf = [0u8; 5];
+        self.0.write_all(b"ping\n").is_ok()
+            && self.0.read_exact(&mut buf).is_ok()
+            && &buf == b"ping\n"
+    }
+}
+
+/// The namespace's `Drained` condition field `field` (jsonpath).
+fn drained(control: &Kubectl, field: &str) -> String {
+    control.ok(&[
+        "get",
+        "namespace",
+        "shop",
+        "-o",
+        &format!("jsonpath={{.status.conditions[?(@.type==\"Drained\")].{field}}}"),
+    ])
+}
+
+#[test]
+fn a_move_holds_the_old_cluster_while_a_connection_to_it_lives_and_says_what_it_cut() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start("east,west");
+    let control = dev.kubectl_control();
+    let east = dev.kubectl("east");
+    let west = dev.kubectl("west");
+    control.apply_stdin(STREAMING_APP);
+    assert!(
+        eventually(WITHIN, || available(&east) == 1 && imported_ready(&west, "east") == 1),
+        "the app runs in east and west imports it"
+    );
+    // A long-lived connection from west, through west's VIP, to east's pod.
+    let mut stream = Stream::open(&west);
+    control.ok(&[
+        "label",
+        "namespace",
+        "shop",
+        "sluice.dev/cluster=west",
+        "--overwrite",
+    ]);
+    // West runs the app and takes the traffic; east is draining, held by the connection
+    // west's dataplane reports (visible upstream in west's import report).
+    let report = |control: &Kubectl| {
+        control.ok(&[
+            "get",
+            "namespace",
+            "shop",
+            "-o",
+            r"jsonpath={.metadata.annotations.imports\.sluice\.dev/west}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || report(&control)
+            .contains(r#""east":{"ready":1,"weight":0,"draining":true,"active":1}"#)),
+        "west reports its live connection to draining east: {}",
+        report(&control)
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(available(&east), 1, "east stays while the connection lives");
+    assert_eq!(condition(&control, "reason"), "Shifting");
+    assert!(stream.echoes(), "the connection still carries data");
+    // The connection ends: east goes, and the namespace says nothing was cut.
+    drop(stream);
+    assert!(
+        eventually(WITHIN, || !deployment_exists(&east)),
+        "east leaves once the connection is closed"
+    );
+    assert!(
+        eventually(WITHIN, || drained(&control, "reason") == "Drained"),
+        "drained: {}",
+        drained(&control, "message")
+    );
+    assert!(
+        drained(&control, "message").contains("east left with no live connection"),
+        "{}",
+        drained(&control, "message")
+    );
+
+    // Back to east, with at most 3 s for connections to drain: the one left open is cut,
+    // and the namespace and an Event say so.
+    control.ok(&[
+        "patch",
+        "placement",
+        "shop-shift",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"trafficShift":{"maxDrainSeconds":3}}}"#,
+    ]);
+    let stream = Stream::open(&west);
+    control.ok(&[
+        "label",
+        "namespace",
+        "shop",
+        "sluice.dev/cluster=east",
+        "--overwrite",
+    ]);
+    assert!(
+        eventually(WITHIN, || drained(&control, "reason") == "ConnectionsCut"),
+        "the cut is reported: {}",
+        drained(&control, "message")
+    );
+    let message = drained(&control, "message");
+    assert!(
+        message.contains("west left after 3 s with 1 live connections or requests to it cut"),
+        "{message}"
+    );
+    assert_eq!(drained(&control, "status"), "False");
+    let events = control.ok(&[
+        "-n",
+        "shop",
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.kind=Namespace,reason=ConnectionsCut",
+        "-o",
+        "jsonpath={range .items[*]}{.type}:{.message}|{end}",
+    ]);
+    assert!(events.contains("Warning:west left after 3 s"), "{events}");
+    drop(stream);
+}

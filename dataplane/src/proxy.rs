@@ -262,6 +262,20 @@ impl Proxy {
         out
     }
 
+    /// Per service, live traffic to each source cluster that drains there as a whole
+    /// ([`crate::balance::Balancer::draining_by_cluster`]).
+    pub fn draining_active(&self) -> Vec<(String, String, u64)> {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        for r in running.iter() {
+            let svc = r.service();
+            for (cluster, n) in svc.balancer.draining_by_cluster() {
+                out.push((svc.name.clone(), cluster, n));
+            }
+        }
+        out
+    }
+
     /// The running configuration and live state, as `/config_dump` shows it.
     pub fn dump(&self) -> serde_json::Value {
         self.dump_services(None)

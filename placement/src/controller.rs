@@ -41,6 +41,8 @@ const SHIFT_TICK: Duration = Duration::from_millis(250);
 const MCS_MEMBER: &str = "MCSMember";
 /// The namespace condition placement owns.
 pub const CONDITION_PLACED: &str = "Placed";
+/// Namespace condition: how the traffic to the clusters a namespace last left ended.
+pub const CONDITION_DRAINED: &str = "Drained";
 /// Namespaces that are never placed: each cluster has its own.
 const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
 /// Namespaces that move off draining clusters at once.
@@ -505,7 +507,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
             ns_annotations,
             &shift_policy,
             k8s_openapi::jiff::Timestamp::now(),
-            |c| imports::not_drained_in(c, &members, ns_annotations).is_empty(),
+            |c| imports::drain_of(c, &members, ns_annotations),
         );
         if !gate.kept.is_empty() {
             for (c, _) in &gate.kept {
@@ -557,7 +559,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
                 *a = *a + full;
             }
         }
-        ok &= report_phase(&client, ns, &name, &phase).await;
+        ok &= report_phase(&client, ns, &name, &phase, &gate.drained).await;
         ok &= drop_stale_mirrors(&client, &w.mirrors, &path, &name, &next, &clusters).await;
 
         // Every object carries its namespace's state labels (and, when split, its share).
@@ -821,13 +823,62 @@ fn same_status(have: &Value, want: &Value) -> bool {
         .is_some_and(|w| w.iter().all(|(k, v)| &have[k] == v))
 }
 
-/// The namespace condition (and an Event when it changes) for `phase`.
+/// The `Drained` condition for clusters that just left: how their traffic ended (status
+/// True when nothing was cut), as a condition value and the Event's type.
+fn drained_condition(drained: &[shift::Drained]) -> Option<(Value, &'static str)> {
+    if drained.is_empty() {
+        return None;
+    }
+    let clean = drained.iter().all(|d| d.cut == 0 && d.unknown.is_empty());
+    let message = drained
+        .iter()
+        .map(|d| {
+            let mut m = match d.waited {
+                None => format!(
+                    "{} left with no live connection or request to it in any cluster",
+                    d.cluster
+                ),
+                Some(w) => format!(
+                    "{} left after {} s with {} live connections or requests to it cut",
+                    d.cluster,
+                    w.as_secs(),
+                    d.cut
+                ),
+            };
+            if !d.unknown.is_empty() {
+                m.push_str(&format!(" (unknown in {}: not reported)", join(&d.unknown)));
+            }
+            m
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let (status, reason, kind) = if clean {
+        ("True", "Drained", "Normal")
+    } else {
+        ("False", "ConnectionsCut", "Warning")
+    };
+    Some((
+        json!({
+            "type": CONDITION_DRAINED,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": sluice_kube::time::now_rfc3339(),
+        }),
+        kind,
+    ))
+}
+
+/// The namespace conditions (and an Event for each change) for `phase`, and for the
+/// clusters that just left, how their traffic ended.
 async fn report_phase(
     client: &kube::Client,
     ns: &DynamicObject,
     name: &str,
     phase: &Phase,
+    drained: &[shift::Drained],
 ) -> bool {
+    let drained = drained_condition(drained);
     let (status, reason, message) = match phase {
         Phase::Placed => {
             let on = placed_clusters(ns.metadata.labels.iter().flatten());
@@ -888,28 +939,36 @@ async fn report_phase(
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == CONDITION_PLACED));
     // A namespace that was never placed has nothing to say.
-    if have.is_none() && matches!(phase, Phase::Unplaced) {
-        return true;
-    }
-    if have.is_some_and(|c| {
+    let silent = have.is_none() && matches!(phase, Phase::Unplaced);
+    let same = have.is_some_and(|c| {
         c["status"] == status && c["reason"] == reason && c["message"] == message.as_str()
-    }) {
+    });
+    let placed_changed = !silent && !same;
+    if !placed_changed && drained.is_none() {
         return true;
     }
     let mut conditions: Vec<Value> = ns.data["status"]["conditions"]
         .as_array()
         .into_iter()
         .flatten()
+        .filter(|c| drained.is_none() || c["type"] != CONDITION_DRAINED)
         .filter(|c| c["type"] != CONDITION_PLACED)
         .cloned()
         .collect();
-    conditions.push(json!({
-        "type": CONDITION_PLACED,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": sluice_kube::time::now_rfc3339(),
-    }));
+    if let Some(c) = have.filter(|_| !placed_changed) {
+        conditions.push(c.clone());
+    } else if placed_changed {
+        conditions.push(json!({
+            "type": CONDITION_PLACED,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": sluice_kube::time::now_rfc3339(),
+        }));
+    }
+    if let Some((c, _)) = &drained {
+        conditions.push(c.clone());
+    }
     let api: Api<DynamicObject> = Api::all_with(
         client.clone(),
         &dynamic("", "v1", "Namespace", "namespaces"),
@@ -921,6 +980,16 @@ async fn report_phase(
     {
         tracing::warn!(namespace = name, error = %e, "namespace condition failed");
         return false;
+    }
+    if let Some((c, kind)) = &drained {
+        let (reason, message) = (
+            c["reason"].as_str().unwrap_or_default(),
+            c["message"].as_str().unwrap_or_default(),
+        );
+        event(client, name, reason, message, kind).await;
+    }
+    if !placed_changed {
+        return true;
     }
     let kind = if status == "True" {
         "Normal"

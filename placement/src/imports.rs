@@ -14,6 +14,7 @@ use serde_json::Value;
 use sluice_api::ClusterName;
 use sluice_api::sync::{ImportReport, imports_annotation};
 
+use crate::shift::DrainReport;
 use crate::status;
 
 /// A member of the MCS clusterset that imports: a cluster whose syncer is alive and which
@@ -132,27 +133,39 @@ pub fn unseen_in(
         .collect()
 }
 
-/// The member clusters whose imports still show some Service's endpoints from `source`
-/// without its draining mark, by the reports in the namespace's `annotations` (a member
-/// that has not reported shows nothing: nothing to drain there).
-pub fn not_drained_in(
+/// What the members report about `source`'s traffic, by the reports in the namespace's
+/// `annotations`: who does not yet show its endpoints at weight 0 and draining, and, from
+/// those that do, the live traffic their dataplanes hold to it. A member that imports
+/// nothing from `source` has nothing to drain; nothing is waited for when `source` is no
+/// member (the MCS controller does not serve it).
+pub fn drain_of(
     source: &ClusterName,
     members: &[Member],
     annotations: &BTreeMap<String, String>,
-) -> Vec<ClusterName> {
+) -> DrainReport {
+    let mut out = DrainReport::default();
     let Some(id) = id_of(source, members) else {
-        return Vec::new();
+        return out;
     };
-    members
-        .iter()
-        .filter(|m| {
-            report_of(m, annotations)
-                .values()
-                .filter_map(|sources| sources.get(id))
-                .any(|s| !s.draining || s.weight.unwrap_or(1) > 0)
-        })
-        .map(|m| m.name.clone())
-        .collect()
+    for m in members {
+        let report = report_of(m, annotations);
+        let parts: Vec<_> = report.values().filter_map(|s| s.get(id)).collect();
+        if parts.is_empty() {
+            continue;
+        }
+        if parts
+            .iter()
+            .any(|s| !s.draining || s.weight.unwrap_or(1) > 0)
+        {
+            out.unconfirmed.push(m.name.clone());
+        } else if parts.iter().any(|s| s.active.is_none()) {
+            out.unreported.push(m.name.clone());
+            out.active += parts.iter().filter_map(|s| s.active).sum::<u64>();
+        } else {
+            out.active += parts.iter().filter_map(|s| s.active).sum::<u64>();
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -231,7 +244,7 @@ mod tests {
     }
 
     #[test]
-    fn a_source_is_drained_when_every_member_shows_it_draining_at_weight_zero() {
+    fn a_source_drains_when_every_member_shows_it_draining_and_holds_no_traffic_to_it() {
         let members = vec![
             Member {
                 name: name("a"),
@@ -245,7 +258,8 @@ mod tests {
         let mut annotations = BTreeMap::from([
             (
                 "imports.sluice.dev/a".to_string(),
-                json!({"web": {"a": {"ready": 2, "weight": 0, "draining": true}}}).to_string(),
+                json!({"web": {"a": {"ready": 2, "weight": 0, "draining": true, "active": 0}}})
+                    .to_string(),
             ),
             (
                 "imports.sluice.dev/b".to_string(),
@@ -253,14 +267,37 @@ mod tests {
             ),
         ]);
         assert_eq!(
-            not_drained_in(&name("a"), &members, &annotations),
+            drain_of(&name("a"), &members, &annotations).unconfirmed,
             vec![name("b")]
         );
         annotations.insert(
             "imports.sluice.dev/b".to_string(),
             json!({"web": {"a": {"ready": 0, "weight": 0, "draining": true}}}).to_string(),
         );
-        assert!(not_drained_in(&name("a"), &members, &annotations).is_empty());
-        assert!(not_drained_in(&name("z"), &members, &annotations).is_empty());
+        assert_eq!(
+            drain_of(&name("a"), &members, &annotations),
+            DrainReport {
+                unreported: vec![name("b")],
+                ..Default::default()
+            },
+            "b's dataplane has not said what it holds"
+        );
+        annotations.insert(
+            "imports.sluice.dev/b".to_string(),
+            json!({"web": {"a": {"ready": 0, "weight": 0, "draining": true, "active": 2}},
+                   "db": {"a": {"ready": 0, "weight": 0, "draining": true, "active": 1}}})
+            .to_string(),
+        );
+        assert_eq!(
+            drain_of(&name("a"), &members, &annotations),
+            DrainReport {
+                active: 3,
+                ..Default::default()
+            }
+        );
+        assert_eq!(
+            drain_of(&name("z"), &members, &annotations),
+            DrainReport::default()
+        );
     }
 }

@@ -7,6 +7,10 @@
 //! syncers read it (they carry it to the downstream Services, and the MCS EndpointSlices
 //! carry it to every dataplane): `shift.sluice.dev/<cluster>` (when the shift began),
 //! `weight.sluice.dev/<cluster>` and `draining.sluice.dev/<cluster>`.
+//!
+//! Once draining, the cluster stays until the dataplane of every member reports no live
+//! connection or request to it (through the import reports), or the policy's
+//! `maxDrainSeconds` have passed — then what was left is cut, and [`Drained`] says how much.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -39,20 +43,52 @@ fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
     }
 }
 
+/// What the member clusters report about a leaving cluster's traffic.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DrainReport {
+    /// Members whose imports do not yet show it at weight 0 and draining.
+    pub unconfirmed: Vec<ClusterName>,
+    /// Live connections and in-flight requests to it, summed over the members that
+    /// reported.
+    pub active: u64,
+    /// Members that show it draining but whose dataplane has not reported its traffic.
+    pub unreported: Vec<ClusterName>,
+}
+
+impl DrainReport {
+    fn settled(&self) -> bool {
+        self.unconfirmed.is_empty() && self.unreported.is_empty() && self.active == 0
+    }
+}
+
+/// How a leaving cluster's traffic ended, as it goes: never hidden (a condition and an
+/// Event say it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Drained {
+    pub cluster: ClusterName,
+    /// Live connections and requests still open when the wait was over (cut).
+    pub cut: u64,
+    /// Members whose traffic to it is unknown (not confirmed draining, or not reported).
+    pub unknown: Vec<ClusterName>,
+    /// The wait that ran out, when it did.
+    pub waited: Option<Duration>,
+}
+
 /// What the gate decided for one namespace.
 #[derive(Debug, Default, PartialEq)]
 pub struct Decision {
     /// Leaving clusters kept while their traffic shifts off (with their weight now), or
-    /// for one more pass once drained.
+    /// while it drains.
     pub kept: Vec<(ClusterName, u32)>,
     /// The namespace annotations to set (string) or remove (null).
     pub annotations: Map<String, Value>,
+    /// Leaving clusters released now, with how their traffic ended.
+    pub drained: Vec<Drained>,
 }
 
 /// The gate for a namespace on `current`, whose placement wants `wanted` and whose next
 /// step removes `leaving`, given its `annotations`, its `policy`, the time `now`, and
-/// `drained(c)`: every member cluster's imports show `c`'s endpoints at weight 0 and
-/// draining.
+/// `drain(c)`: what the members report about `c`'s traffic.
 pub fn gate(
     current: &[ClusterName],
     wanted: &[ClusterName],
@@ -60,7 +96,7 @@ pub fn gate(
     annotations: &BTreeMap<String, String>,
     policy: &TrafficShift,
     now: Timestamp,
-    drained: impl Fn(&ClusterName) -> bool,
+    drain: impl Fn(&ClusterName) -> DrainReport,
 ) -> Decision {
     let mut d = Decision::default();
     let mut set = |k: String, v: Option<String>| {
@@ -85,10 +121,30 @@ pub fn gate(
             let marked =
                 annotations.get(&draining_annotation(c)).map(String::as_str) == Some("true");
             set(draining_annotation(c), Some("true".into()));
-            // Removed once every member's imports say it drains — or, should one never
-            // say so (its MCS controller or syncer stuck), once the wait is over.
-            let overdue = elapsed(since, now) >= policy.duration() + CONFIRM_WITHIN;
-            if !(marked && (drained(c) || overdue)) {
+            if !marked {
+                d.kept.push((c.clone(), 0));
+                continue;
+            }
+            // Removed once every member's imports say it drains and every dataplane holds
+            // nothing to it — or once the wait is over: for live traffic, the policy's
+            // maximum drain time; for a member that never says it drains (its MCS
+            // controller or syncer stuck), at least the confirmation bound.
+            let r = drain(c);
+            let mut wait = policy.max_drain();
+            if !r.unconfirmed.is_empty() {
+                wait = wait.max(CONFIRM_WITHIN);
+            }
+            let overdue = elapsed(since, now) >= policy.duration() + wait;
+            if r.settled() || overdue {
+                let mut unknown = r.unconfirmed.clone();
+                unknown.extend(r.unreported.iter().cloned());
+                d.drained.push(Drained {
+                    cluster: c.clone(),
+                    cut: r.active,
+                    unknown,
+                    waited: (!r.settled()).then_some(wait),
+                });
+            } else {
                 d.kept.push((c.clone(), 0));
             }
         }
@@ -130,6 +186,10 @@ mod tests {
         ClusterName::new(n)
     }
 
+    fn drained(_: &ClusterName) -> DrainReport {
+        DrainReport::default()
+    }
+
     fn apply(annotations: &mut BTreeMap<String, String>, d: &Decision) {
         for (k, v) in &d.annotations {
             match v.as_str() {
@@ -150,29 +210,79 @@ mod tests {
         let leaving = [a.clone()];
         let mut ann = BTreeMap::new();
 
-        let d = gate(&current, &wanted, &leaving, &ann, &policy, at(0), |_| true);
+        let d = gate(&current, &wanted, &leaving, &ann, &policy, at(0), drained);
         assert_eq!(d.kept, vec![(a.clone(), 100)]);
         apply(&mut ann, &d);
         assert_eq!(ann["shift.sluice.dev/a"], t0.to_string());
-        let d = gate(&current, &wanted, &leaving, &ann, &policy, at(2), |_| true);
+        let d = gate(&current, &wanted, &leaving, &ann, &policy, at(2), drained);
         assert_eq!(d.kept, vec![(a.clone(), 60)]);
         apply(&mut ann, &d);
         assert_eq!(ann["weight.sluice.dev/a"], "60");
         // The window is over: weight 0 and draining, kept until the imports say so.
-        let d = gate(&current, &wanted, &leaving, &ann, &policy, at(5), |_| true);
+        let d = gate(&current, &wanted, &leaving, &ann, &policy, at(5), drained);
         assert_eq!(d.kept, vec![(a.clone(), 0)]);
         apply(&mut ann, &d);
         assert_eq!(ann["draining.sluice.dev/a"], "true");
-        let d = gate(&current, &wanted, &leaving, &ann, &policy, at(6), |_| false);
+        let unconfirmed = |_: &ClusterName| DrainReport {
+            unconfirmed: vec![b.clone()],
+            ..Default::default()
+        };
+        let d = gate(
+            &current,
+            &wanted,
+            &leaving,
+            &ann,
+            &policy,
+            at(6),
+            unconfirmed,
+        );
         assert_eq!(d.kept, vec![(a.clone(), 0)], "not yet draining everywhere");
-        // Drained: released; nothing to write.
-        let d = gate(&current, &wanted, &leaving, &ann, &policy, at(6), |_| true);
-        assert_eq!(d, Decision::default());
-        // Never confirmed: released after the wait.
-        let d = gate(&current, &wanted, &leaving, &ann, &policy, at(65), |_| {
-            false
-        });
-        assert_eq!(d, Decision::default());
+        // Live traffic to a: kept while the maximum drain time runs (30 s by default).
+        let busy = |_: &ClusterName| DrainReport {
+            active: 3,
+            ..Default::default()
+        };
+        let d = gate(&current, &wanted, &leaving, &ann, &policy, at(34), busy);
+        assert_eq!(d.kept, vec![(a.clone(), 0)], "connections still open");
+        // Drained: released, said so; nothing to write.
+        let d = gate(&current, &wanted, &leaving, &ann, &policy, at(6), drained);
+        assert!(d.kept.is_empty() && d.annotations.is_empty());
+        assert_eq!(
+            d.drained,
+            vec![Drained {
+                cluster: a.clone(),
+                cut: 0,
+                unknown: vec![],
+                waited: None
+            }]
+        );
+        // The maximum drain time is over: released, with what was cut.
+        let d = gate(&current, &wanted, &leaving, &ann, &policy, at(35), busy);
+        assert!(d.kept.is_empty());
+        assert_eq!(d.drained[0].cut, 3);
+        assert_eq!(d.drained[0].waited, Some(Duration::from_secs(30)));
+        // Never confirmed: released after the confirmation wait, the member unknown.
+        let d = gate(
+            &current,
+            &wanted,
+            &leaving,
+            &ann,
+            &policy,
+            at(64),
+            unconfirmed,
+        );
+        assert_eq!(d.kept, vec![(a.clone(), 0)]);
+        let d = gate(
+            &current,
+            &wanted,
+            &leaving,
+            &ann,
+            &policy,
+            at(65),
+            unconfirmed,
+        );
+        assert!(d.kept.is_empty());
+        assert_eq!(d.drained[0].unknown, vec![b.clone()]);
         // Gone from the namespace: its annotations stay a while, then go.
         let d = gate(
             std::slice::from_ref(&b),
@@ -181,7 +291,7 @@ mod tests {
             &ann,
             &policy,
             at(7),
-            |_| true,
+            drained,
         );
         assert!(d.annotations.is_empty());
         let d = gate(
@@ -191,7 +301,7 @@ mod tests {
             &ann,
             &policy,
             at(16),
-            |_| true,
+            drained,
         );
         apply(&mut ann, &d);
         assert!(ann.is_empty(), "{ann:?}");
@@ -217,7 +327,7 @@ mod tests {
             &ann,
             &policy,
             now,
-            |_| true,
+            drained,
         );
         apply(&mut ann, &d);
         assert!(!ann.contains_key("weight.sluice.dev/a"), "{ann:?}");
@@ -229,7 +339,7 @@ mod tests {
             &BTreeMap::new(),
             &policy,
             now,
-            |_| true,
+            drained,
         );
         assert_eq!(d, Decision::default());
     }

@@ -444,6 +444,7 @@ async fn run_loop(
                     syncer,
                     &config,
                     &upstream,
+                    &namespaces,
                     &logical_namespaces,
                     &imports,
                     &targets,
@@ -799,11 +800,13 @@ fn placed_anywhere(ns: &Namespace) -> bool {
 }
 
 /// Report on each upstream namespace of `targets` what this cluster's MCS imports hold for
-/// it ([`crate::imports`]), where that changed; false if a write failed.
+/// it ([`crate::imports`]) and its dataplane's traffic to draining sources, where that
+/// changed; false if a write failed.
 async fn report_imports(
     syncer: &Syncer,
     config: &Config,
     upstream: &Upstream,
+    namespaces: &Informer<Namespace>,
     logical_namespaces: &Informer<Namespace>,
     imports: &Informer<EndpointSlice>,
     targets: &BTreeMap<String, Option<(LogicalClusterPath, String)>>,
@@ -823,8 +826,12 @@ async fn report_imports(
         if !placed_anywhere(&ns) {
             continue;
         }
+        let traffic = namespaces
+            .get("", down_ns)
+            .and_then(|n| crate::imports::traffic_of(&n));
         let want = crate::imports::annotation_value(&crate::imports::report(
             &imports.store.in_namespace("", down_ns),
+            traffic.as_ref(),
         ));
         let have = ns.metadata.annotations.as_ref().and_then(|a| a.get(&key));
         if have == want.as_ref() {

@@ -16,12 +16,13 @@ use sluice_api::mcs::{
     ANNOTATION_DRAINING, ANNOTATION_WEIGHT, DEFAULT_WEIGHT, LABEL_SERVICE_NAME,
     LABEL_SOURCE_CLUSTER, is_managed,
 };
-use sluice_api::sync::ImportReport;
+use sluice_api::sync::{ImportReport, TRAFFIC_ANNOTATION, TrafficReport};
 
 /// The import report of one namespace from its MCS EndpointSlices, by Service and source
 /// cluster: Ready endpoints (a missing `ready` condition means ready, as in Kubernetes),
-/// and the source's weight and draining state.
-pub fn report(slices: &[Arc<EndpointSlice>]) -> ImportReport {
+/// the source's weight and draining state, and from `traffic` (the dataplane's report on
+/// the namespace) the live traffic to it once it drains.
+pub fn report(slices: &[Arc<EndpointSlice>], traffic: Option<&TrafficReport>) -> ImportReport {
     let mut out = ImportReport::new();
     for s in slices.iter().filter(|s| is_managed(&s.metadata)) {
         let labels = s.metadata.labels.as_ref();
@@ -51,8 +52,19 @@ pub fn report(slices: &[Arc<EndpointSlice>]) -> ImportReport {
         entry.ready += ready;
         entry.weight = weight;
         entry.draining = draining;
+        entry.active = traffic
+            .and_then(|t| t.get(service))
+            .and_then(|sources| sources.get(source))
+            .copied();
     }
     out
+}
+
+/// The dataplane's traffic report on a downstream namespace (garbage reads as none: the
+/// move then waits, as for a dataplane that has not reported).
+pub fn traffic_of(ns: &k8s_openapi::api::core::v1::Namespace) -> Option<TrafficReport> {
+    let value = ns.metadata.annotations.as_ref()?.get(TRAFFIC_ANNOTATION)?;
+    serde_json::from_str(value).ok()
 }
 
 /// The annotation value of `report`: `None` (no annotation) when the namespace imports
@@ -116,7 +128,10 @@ mod tests {
             slice("web", "east", &[Some(true)], false),
         ]
         .map(Arc::new);
-        let r = report(&slices);
+        let traffic: TrafficReport =
+            serde_json::from_value(serde_json::json!({"web": {"west": 3}})).unwrap();
+        assert_eq!(report(&slices, None)["web"]["west"].active, None);
+        let r = report(&slices, Some(&traffic));
         assert_eq!(r["web"]["east"].ready, 2);
         assert_eq!(
             r["web"]["east"].weight, None,
@@ -127,7 +142,8 @@ mod tests {
             sluice_api::sync::SourceImport {
                 ready: 1,
                 weight: Some(0),
-                draining: true
+                draining: true,
+                active: Some(3),
             }
         );
         assert_eq!(r["db"]["east"].ready, 0);

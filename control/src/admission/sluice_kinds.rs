@@ -26,6 +26,7 @@ impl Hook for PlacementFields {
         for (field, min, max) in [
             ("durationSeconds", 0u32, TrafficShift::MAX_DURATION_SECONDS),
             ("steps", 1, TrafficShift::MAX_STEPS),
+            ("maxDrainSeconds", 0, TrafficShift::MAX_MAX_DRAIN_SECONDS),
         ] {
             let Some(v) = shift.get(field).filter(|v| !v.is_null()) else {
                 continue;

@@ -105,6 +105,26 @@ impl Balancer {
         }
         out
     }
+
+    /// In-flight requests and open connections per source cluster whose every endpoint
+    /// here drains (zero included): what a move's drain gate waits for. A cluster with
+    /// one endpoint still serving is not draining as a whole (a rolling update there).
+    pub fn draining_by_cluster(&self) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64, bool)> = Vec::new();
+        for e in self.endpoints().iter() {
+            match out.iter_mut().find(|(c, _, _)| *c == e.cluster) {
+                Some((_, n, all)) => {
+                    *n += e.active();
+                    *all &= e.draining();
+                }
+                None => out.push((e.cluster.clone(), e.active(), e.draining())),
+            }
+        }
+        out.into_iter()
+            .filter(|(_, _, all)| *all)
+            .map(|(c, n, _)| (c, n))
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -121,6 +141,47 @@ mod tests {
             cluster: "east".into(),
             via: None,
         }
+    }
+
+    #[test]
+    fn only_clusters_draining_as_a_whole_report_their_live_traffic() {
+        let at = |port: u16, cluster: &str, draining: bool| EndpointConfig {
+            cluster: cluster.into(),
+            ..ep(port, 100, draining)
+        };
+        let b = Balancer::new(
+            "s",
+            ProxyMetrics::default(),
+            &[
+                at(1, "east", false),
+                at(2, "west", false),
+                at(3, "west", false),
+            ],
+            &Tunnels::default(),
+        );
+        let held: Vec<_> = b.endpoints().iter().map(|e| e.start()).collect();
+        assert!(b.draining_by_cluster().is_empty());
+        // One of west's endpoints terminates (a rolling update): west still serves.
+        b.update(
+            &[
+                at(1, "east", false),
+                at(2, "west", true),
+                at(3, "west", false),
+            ],
+            &Tunnels::default(),
+        );
+        assert!(b.draining_by_cluster().is_empty());
+        b.update(
+            &[
+                at(1, "east", false),
+                at(2, "west", true),
+                at(3, "west", true),
+            ],
+            &Tunnels::default(),
+        );
+        assert_eq!(b.draining_by_cluster(), vec![("west".to_string(), 2)]);
+        drop(held);
+        assert_eq!(b.draining_by_cluster(), vec![("west".to_string(), 0)]);
     }
 
     #[test]

@@ -5,9 +5,11 @@
 //! the services whose objects changed ([`build`]); a change of peers rebuilds all. The
 //! result is applied live, and the proxy touches only listeners whose configuration
 //! changed. It also renews the cluster's lease, the signal the MCS controller uses to keep
-//! this cluster's endpoints in every import.
+//! this cluster's endpoints in every import, and reports its live traffic to draining
+//! clusters on their namespaces ([`traffic`]), what a move waits for.
 
 pub mod build;
+pub mod traffic;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -143,6 +145,13 @@ impl ClusterMode {
                 renew_every: RENEW_EVERY,
             },
         ));
+        let listeners = traffic::Listeners::default();
+        let report = tokio::spawn(traffic::report_forever(
+            self.client.clone(),
+            proxy.clone(),
+            listeners.clone(),
+            stop.clone(),
+        ));
         // Each service's listeners, and the peers they were built with.
         let mut built: BTreeMap<ServiceKey, Vec<ServiceConfig>> = BTreeMap::new();
         let mut peers: Vec<PeerConfig> = Vec::new();
@@ -175,6 +184,7 @@ impl ClusterMode {
                     .map(|c| self::peers(&c.state(), &self.cluster, self.transport))
                     .unwrap_or_default();
                 built.clear();
+                listeners.clear();
             }
             let objects: BTreeMap<ServiceKey, build::ServiceObjects<'_>> = match &scope {
                 Scope::All => {
@@ -215,6 +225,15 @@ impl ClusterMode {
                 } else {
                     built.insert(key.clone(), configs)
                 };
+                listeners.set(
+                    &key,
+                    old.iter().flatten().map(|c| c.name.as_str()),
+                    built
+                        .get(&key)
+                        .into_iter()
+                        .flatten()
+                        .map(|c| c.name.as_str()),
+                );
                 if let Some(d) = delta.as_mut()
                     && !d.add(
                         &key,
@@ -259,6 +278,7 @@ impl ClusterMode {
             }
         }
         lease.abort();
+        let _ = report.await;
     }
 }
 
