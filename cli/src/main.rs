@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+mod demo;
 mod drain;
 
 use anyhow::Context;
@@ -66,6 +67,23 @@ enum TunnelCommand {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The whole promise in one run: a local clusterset, a sample app in logical cluster
+    /// `root:shop` on `east`, consumers in `west` (HTTP/1.1, HTTP/2, gRPC, TCP streams), a
+    /// move to `west` by one label, a drain of `east`; live progress, a report and a plot
+    /// (`<state>/demo.svg`, `.png`, `demo.json`). Exit status 0 only if no request failed.
+    Demo {
+        #[arg(long, default_value = ".sluice/demo")]
+        state: PathBuf,
+        /// Leave the clusterset running after the report, for kubectl, until Ctrl-C.
+        #[arg(long)]
+        keep: bool,
+        /// Requests per second of each consumer.
+        #[arg(long, default_value_t = 100)]
+        rate: u32,
+        /// Seconds of each steady phase.
+        #[arg(long, default_value_t = 6)]
+        steady: u64,
+    },
     /// Run the logical-cluster API server.
     Control {
         /// Where storage, the CA, certificates and kubeconfigs live.
@@ -406,6 +424,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tracing::info!("shutting down");
             bound.shutdown().await;
         }
+        Command::Demo {
+            state,
+            keep,
+            rate,
+            steady,
+        } => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let ok = demo::run(demo::DemoConfig {
+                state,
+                keep,
+                rate,
+                steady: std::time::Duration::from_secs(steady),
+            })
+            .await?;
+            if !ok {
+                std::process::exit(1);
+            }
+        }
         Command::Dev {
             command:
                 DevCommand::Up {
@@ -503,6 +539,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 path,
                 timeout: std::time::Duration::from_secs_f64(timeout),
                 live: true,
+                observe: None,
+                stop: None,
             })
             .await;
             println!("{}", report.to_json());

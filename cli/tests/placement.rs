@@ -1512,7 +1512,8 @@ fn a_move_holds_the_old_cluster_while_a_connection_to_it_lives_and_says_what_it_
     let west = dev.kubectl("west");
     control.apply_stdin(STREAMING_APP);
     assert!(
-        eventually(WITHIN, || available(&east) == 1 && imported_ready(&west, "east") == 1),
+        eventually(WITHIN, || available(&east) == 1
+            && imported_ready(&west, "east") == 1),
         "the app runs in east and west imports it"
     );
     // A long-lived connection from west, through west's VIP, to east's pod.
@@ -1536,8 +1537,9 @@ fn a_move_holds_the_old_cluster_while_a_connection_to_it_lives_and_says_what_it_
         ])
     };
     assert!(
-        eventually(WITHIN, || report(&control)
-            .contains(r#""east":{"ready":1,"weight":0,"draining":true,"active":1}"#)),
+        eventually(WITHIN, || report(&control).contains(
+            r#""east":{"ready":1,"weight":0,"draining":true,"active":1}"#
+        )),
         "west reports its live connection to draining east: {}",
         report(&control)
     );

@@ -71,6 +71,8 @@ async fn load(target: SocketAddr, protocol: Protocol, rate: u32, secs: f64) -> l
         path: "/".into(),
         timeout: Duration::from_secs(5),
         live: false,
+        observe: None,
+        stop: None,
     })
     .await
 }

@@ -215,6 +215,8 @@ async fn load(target: SocketAddr, protocol: Protocol) -> loadgen::Report {
         path: "/".into(),
         timeout: Duration::from_secs(5),
         live: false,
+        observe: None,
+        stop: None,
     })
     .await
 }

@@ -67,6 +67,28 @@ pub struct LoadgenConfig {
     pub timeout: Duration,
     /// Print a line per second to stderr.
     pub live: bool,
+    /// Every request's outcome, as it comes (for a caller that shows or plots them).
+    pub observe: Option<mpsc::UnboundedSender<Sample>>,
+    /// Stop early when this turns true.
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+/// One request's outcome: its latency and, when it succeeded, the cluster that answered
+/// (from the echo server's body), or why it failed.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub protocol: Protocol,
+    pub latency: Duration,
+    pub outcome: Result<Option<String>, String>,
+}
+
+/// The `cluster` an echo answer names (HTTP JSON body, or the JSON inside a gRPC reply).
+fn answered_by(body: &[u8]) -> Option<String> {
+    const KEY: &[u8] = b"\"cluster\":\"";
+    let at = body.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let rest = &body[at..];
+    let end = rest.iter().position(|b| *b == b'"')?;
+    String::from_utf8(rest[..end].to_vec()).ok()
 }
 
 /// What happened, for the report.
@@ -195,7 +217,7 @@ async fn one(
     pools: &Pools,
     addr: SocketAddr,
     path: &str,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     match protocol {
         Protocol::Tcp => {
             let mut s = connect(addr).await?;
@@ -209,7 +231,7 @@ async fn one(
             if &buf != b"ping\n" {
                 return Err("tcp: wrong echo".into());
             }
-            Ok(())
+            Ok(None)
         }
         Protocol::Http1 => {
             let mut s = h1_sender(pools, addr).await?;
@@ -228,10 +250,12 @@ async fn one(
                 )
             })?;
             let status = resp.status();
-            resp.into_body()
+            let body = resp
+                .into_body()
                 .collect()
                 .await
-                .map_err(|e| format!("body: {e}"))?;
+                .map_err(|e| format!("body: {e}"))?
+                .to_bytes();
             if !s.is_closed() {
                 pools
                     .h1
@@ -244,7 +268,7 @@ async fn one(
             if !status.is_success() {
                 return Err(format!("status {}", status.as_u16()));
             }
-            Ok(())
+            Ok(answered_by(&body))
         }
         Protocol::H2 | Protocol::Grpc => {
             let mut s = h2_sender(pools, addr).await?;
@@ -279,12 +303,13 @@ async fn one(
                     None => return Err("grpc: no status".into()),
                 }
             }
-            Ok(())
+            Ok(answered_by(&collected.to_bytes()))
         }
     }
 }
 
-fn percentile(sorted: &[u64], p: f64) -> f64 {
+/// The `p` quantile (0..=1) of `sorted` microseconds, in milliseconds.
+pub fn percentile(sorted: &[u64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -327,6 +352,7 @@ pub async fn run(cfg: LoadgenConfig) -> Report {
     };
     let pools = Arc::new(Pools::default());
     let (tx, mut rx) = mpsc::unbounded_channel::<Result<Duration, String>>();
+    let mut stop = cfg.stop.clone();
     let start = Instant::now();
     let interval = Duration::from_secs_f64(1.0 / f64::from(cfg.rate.max(1)));
     let mut ticker = tokio::time::interval(interval);
@@ -356,27 +382,36 @@ pub async fn run(cfg: LoadgenConfig) -> Report {
             *report.failures.entry(reason).or_default() += 1;
         }
     };
-    while start.elapsed() < cfg.duration {
+    while start.elapsed() < cfg.duration && !stop.as_ref().is_some_and(|s| *s.borrow()) {
         tokio::select! {
+            _ = async { stop.as_mut()?.changed().await.ok() }, if stop.is_some() => {}
             _ = ticker.tick() => {
                 report.sent += 1;
                 let targets = endpoints.read().unwrap_or_else(|p| p.into_inner()).clone();
                 let tx = tx.clone();
                 if targets.is_empty() {
-                    let _ = tx.send(Err("no ready endpoints".into()));
+                    let reason = "no ready endpoints".to_string();
+                    if let Some(o) = &cfg.observe {
+                        let _ = o.send(Sample { protocol: cfg.protocol, latency: Duration::ZERO, outcome: Err(reason.clone()) });
+                    }
+                    let _ = tx.send(Err(reason));
                     continue;
                 }
                 let addr = targets[n % targets.len()];
                 n += 1;
                 let (pools, path, protocol, timeout) = (pools.clone(), cfg.path.clone(), cfg.protocol, cfg.timeout);
+                let observe = cfg.observe.clone();
                 tokio::spawn(async move {
                     let t = Instant::now();
                     let r = match tokio::time::timeout(timeout, one(protocol, &pools, addr, &path)).await {
-                        Ok(Ok(())) => Ok(t.elapsed()),
-                        Ok(Err(e)) => Err(e),
+                        Ok(r) => r,
                         Err(_) => Err("timeout".into()),
                     };
-                    let _ = tx.send(r);
+                    let latency = t.elapsed();
+                    if let Some(o) = observe {
+                        let _ = o.send(Sample { protocol, latency, outcome: r.clone() });
+                    }
+                    let _ = tx.send(r.map(|_| latency));
                 });
             }
             Some(r) = rx.recv() => tally(r, &mut report, &mut latencies, &mut sec_ok, &mut sec_failed),
@@ -451,6 +486,7 @@ mod tests {
             } else {
                 echo.http
             };
+            let (observe, mut samples) = mpsc::unbounded_channel();
             let report = run(LoadgenConfig {
                 targets: Targets::Fixed(vec![target]),
                 protocol,
@@ -459,10 +495,20 @@ mod tests {
                 path: "/".into(),
                 timeout: Duration::from_secs(2),
                 live: false,
+                observe: Some(observe),
+                stop: None,
             })
             .await;
             assert!(report.ok >= 80, "{protocol:?}: {report:?}");
             assert_eq!(report.failed, 0, "{protocol:?}: {report:?}");
+            // Every request is observed, with the cluster that answered (TCP: none).
+            let mut n = 0;
+            while let Ok(s) = samples.try_recv() {
+                let want = (protocol != Protocol::Tcp).then(|| "c".to_string());
+                assert_eq!(s.outcome, Ok(want), "{protocol:?}");
+                n += 1;
+            }
+            assert_eq!(n, report.ok, "{protocol:?}");
         }
         // Nothing listening: every request fails, with its reason.
         let report = run(LoadgenConfig {
@@ -473,6 +519,8 @@ mod tests {
             path: "/".into(),
             timeout: Duration::from_secs(1),
             live: false,
+            observe: None,
+            stop: None,
         })
         .await;
         assert_eq!(report.ok, 0);

@@ -1,0 +1,71 @@
+#![allow(clippy::unwrap_used)]
+//! `sluice demo` end to end: the whole scenario (a move by one label and a drain, under
+//! HTTP/1.1, HTTP/2, gRPC and TCP-stream load through clusterset DNS and VIPs) finishes with
+//! exit status 0, every request and stream counted, and writes its report and plot.
+
+mod support;
+
+use std::process::Command;
+
+use support::sluice_bin;
+
+#[test]
+fn the_demo_moves_and_drains_without_a_failed_request_and_writes_its_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("demo");
+    let out = Command::new(sluice_bin())
+        .args(["demo", "--steady", "3", "--rate", "50", "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state.join("demo.json")).unwrap()).unwrap();
+    assert_eq!(report["failed"], 0, "{report}");
+    assert_eq!(report["streams"]["broken"], 0, "{report}");
+    // 4 consumers at 50/s through 5 phases of at least 3 s.
+    assert!(report["requests"].as_u64().unwrap() >= 2_500, "{report}");
+    assert!(
+        report["streams"]["roundTrips"].as_u64().unwrap() > 50,
+        "{report}"
+    );
+    let phases: Vec<&str> = report["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "steady on east",
+            "move shop to west",
+            "steady on west",
+            "drain east",
+            "after the drain"
+        ]
+    );
+    // The traffic crossed: after each phase, all of the app's answers came from west.
+    assert!(
+        report["facts"]["shopAllOnWestAfterSeconds"].is_number(),
+        "{report}"
+    );
+    assert!(
+        report["facts"]["cartAllOnWestAfterSeconds"].is_number(),
+        "{report}"
+    );
+    for plot in ["demo.svg", "demo.png"] {
+        let len = std::fs::metadata(state.join(plot)).unwrap().len();
+        assert!(len > 10_000, "{plot}: {len} bytes");
+    }
+    assert!(
+        stdout.contains("result: 0 failed requests, 0 broken streams"),
+        "{stdout}"
+    );
+}
