@@ -14,7 +14,7 @@ fn the_demo_moves_and_drains_without_a_failed_request_and_writes_its_plot() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("demo");
     let out = Command::new(sluice_bin())
-        .args(["demo", "--steady", "3", "--rate", "50", "--state"])
+        .args(["demo", "--steady", "6", "--rate", "100", "--state"])
         .arg(&state)
         .output()
         .unwrap();
@@ -29,8 +29,8 @@ fn the_demo_moves_and_drains_without_a_failed_request_and_writes_its_plot() {
         serde_json::from_slice(&std::fs::read(state.join("demo.json")).unwrap()).unwrap();
     assert_eq!(report["failed"], 0, "{report}");
     assert_eq!(report["streams"]["broken"], 0, "{report}");
-    // 4 consumers at 50/s through 5 phases of at least 3 s.
-    assert!(report["requests"].as_u64().unwrap() >= 2_500, "{report}");
+    // 4 consumers at 100/s through 5 phases, 3 of them 6 s long: over 10,000 requests.
+    assert!(report["requests"].as_u64().unwrap() >= 10_000, "{report}");
     assert!(
         report["streams"]["roundTrips"].as_u64().unwrap() > 50,
         "{report}"
