@@ -46,7 +46,7 @@ print("p99 during the drain (ms):      ", stat(2))
 ratio = sorted(r[1] / r[0] for r in rows)
 print("p99 move / steady:               min %.2f  median %.2f  max %.2f" % (ratio[0], ratio[(len(ratio) - 1) // 2], ratio[-1]))
 print("label change -> east gone (s):  ", stat(3))
-print("label change -> 100%% on west (s):", stat(4, "%.0f"))
+print("label change -> 100% on west (s):", stat(4, "%.0f"))
 print("drain of east, 1 namespace (s): ", stat(5))
 print("requests: %d in all, failed: %d, broken streams: %d" % (
     sum(r[6] for r in rows), sum(r[7] for r in rows), sum(r[8] for r in rows)))
