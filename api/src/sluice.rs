@@ -199,6 +199,52 @@ pub struct TrafficShift {
     /// cut (default 30; 0 to 3600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_drain_seconds: Option<u32>,
+    /// When a move is rolled back by itself (defaults when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<Rollback>,
+}
+
+/// While traffic shifts off the old clusters, the dataplanes measure how the old and the
+/// new clusters answer; a move whose new clusters answer worse beyond these bounds is
+/// rolled back: traffic shifts back, the old clusters stay, the new ones go, and the
+/// namespace says `MoveFailed` with the figures until its target changes again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.sluice.v1alpha1.Rollback")]
+pub struct Rollback {
+    /// Roll back at all (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Percentage points by which the new clusters' error rate may exceed the old ones'
+    /// (default 2; 0 to 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_error_rate_increase_percent: Option<u32>,
+    /// How many times the old clusters' p99 latency the new clusters' may reach, and at
+    /// least 50 ms more (default 10; 1 to 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_p99_factor: Option<u32>,
+    /// Requests the new clusters must have answered before they are judged (default 50;
+    /// 1 to 1000000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_requests: Option<u32>,
+}
+
+impl Rollback {
+    pub fn enabled(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
+
+    pub fn max_error_rate_increase_percent(&self) -> u32 {
+        self.max_error_rate_increase_percent.unwrap_or(2).min(100)
+    }
+
+    pub fn max_p99_factor(&self) -> u32 {
+        self.max_p99_factor.unwrap_or(10).clamp(1, 1000)
+    }
+
+    pub fn min_requests(&self) -> u32 {
+        self.min_requests.unwrap_or(50).clamp(1, 1_000_000)
+    }
 }
 
 impl TrafficShift {

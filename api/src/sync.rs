@@ -173,6 +173,7 @@ pub type ImportReport =
 
 /// One source cluster's part of an imported Service, as the importing cluster sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SourceImport {
     /// Its Ready endpoints.
     pub ready: u32,
@@ -187,7 +188,32 @@ pub struct SourceImport {
     /// while the dataplane has not reported them draining.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active: Option<u64>,
+    /// How the source answered this cluster's dataplane lately, while a shift is under way
+    /// (its [`HealthReport`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<SourceHealth>,
 }
+
+/// Annotation on a downstream namespace in which the cluster's dataplane reports, while a
+/// traffic shift is under way for one of its Services, how each source cluster answered
+/// over the last seconds (a [`HealthReport`] as JSON): a move whose new cluster answers
+/// worse than the old one is rolled back.
+pub const HEALTH_ANNOTATION: &str = "traffic.sluice.dev/health";
+
+/// How one source cluster answered: requests, errors (failed attempts, 5xx, gRPC errors)
+/// and the p99 latency of its answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceHealth {
+    pub requests: u64,
+    pub errors: u64,
+    /// p99 latency in microseconds (an upper bound: a histogram bucket's).
+    pub p99_micros: u64,
+}
+
+/// A dataplane's health report by Service name and source cluster id.
+pub type HealthReport =
+    std::collections::BTreeMap<String, std::collections::BTreeMap<String, SourceHealth>>;
 
 /// Annotation on a downstream namespace in which the cluster's dataplane reports its
 /// traffic to draining sources (a [`TrafficReport`] as JSON; absent when none drains):

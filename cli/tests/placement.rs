@@ -1606,3 +1606,156 @@ fn a_move_holds_the_old_cluster_while_a_connection_to_it_lives_and_says_what_it_
     assert!(events.contains("Warning:west left after 3 s"), "{events}");
     drop(stream);
 }
+
+/// The app, whose pods answer 5 % of requests with errors in west only, and a Placement
+/// that sets `shop`'s traffic shift (slow enough to judge west while east still serves).
+const FAULTY_APP: &str = r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels: {sluice.dev/cluster: east, team: shop}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: Placement
+metadata: {name: shop-shift}
+spec:
+  namespaceSelector: {matchLabels: {team: shop}}
+  locationSelector: {matchLabels: {region: nowhere}}
+  trafficShift: {durationSeconds: 30, steps: 10, rollback: {minRequests: 50}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: echo
+        image: sluice/echo
+        env:
+        - {name: ECHO_ERROR_PERCENT, value: "5"}
+        - {name: ECHO_ERROR_CLUSTER, value: west}
+        ports: [{name: http, containerPort: 8080}]
+        readinessProbe: {httpGet: {port: http, path: /ready}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+"#;
+
+#[test]
+fn a_move_to_a_cluster_that_answers_with_errors_rolls_back_by_itself() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start("east,west");
+    let control = dev.kubectl_control();
+    let east = dev.kubectl("east");
+    let west = dev.kubectl("west");
+    control.apply_stdin(FAULTY_APP);
+    assert!(
+        eventually(WITHIN, || available(&east) == 2
+            && imported_ready(&west, "east") == 2),
+        "the app runs in east and west imports it"
+    );
+    // Consumers in west, through west's VIP, all along.
+    let vip = west.ok(&[
+        "-n",
+        &downstream_ns(),
+        "get",
+        "serviceimport",
+        "web",
+        "-o",
+        "jsonpath={.spec.ips[0]}",
+    ]);
+    let mut load = std::process::Command::new(support::sluice_bin())
+        .args(["loadgen", "--protocol", "http1", "--rate", "100"])
+        .args([
+            "--duration",
+            "600",
+            "--target",
+            &format!("{}:80", vip.trim()),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    control.ok(&[
+        "label",
+        "namespace",
+        "shop",
+        "sluice.dev/cluster=west",
+        "--overwrite",
+    ]);
+    // West runs the app and takes traffic; its errors are seen while east still serves, and
+    // the move fails by itself, with the figures.
+    let reason = |control: &Kubectl| condition(control, "reason");
+    assert!(
+        eventually(WITHIN, || reason(&control) == "MoveFailed"),
+        "rolled back: {} {}",
+        reason(&control),
+        condition(&control, "message")
+    );
+    let message = condition(&control, "message");
+    eprintln!("verdict: {message}");
+    assert!(
+        message.contains("the move to west was rolled back") && message.contains("% errors of"),
+        "{message}"
+    );
+    let verdict: serde_json::Value = serde_json::from_str(&control.ok(&[
+        "get",
+        "namespace",
+        "shop",
+        "-o",
+        r"jsonpath={.metadata.annotations.moves\.sluice\.dev/failed}",
+    ]))
+    .unwrap();
+    assert!(
+        verdict["new"]["requests"].as_u64().unwrap() >= 50,
+        "{verdict}"
+    );
+    assert!(verdict["new"]["errors"].as_u64().unwrap() > 0, "{verdict}");
+    assert_eq!(verdict["from"], serde_json::json!(["east"]));
+    // East stays; west goes (its traffic shifted back off it); the failure stays said.
+    assert!(
+        eventually(WITHIN, || !deployment_exists(&west)),
+        "west's copy is removed"
+    );
+    assert_eq!(available(&east), 2, "east kept serving");
+    assert!(
+        eventually(WITHIN, || reason(&control) == "MoveFailed"),
+        "{}",
+        condition(&control, "message")
+    );
+    // A new target clears the verdict: back to east by its label, placed again.
+    control.ok(&[
+        "label",
+        "namespace",
+        "shop",
+        "sluice.dev/cluster=east",
+        "--overwrite",
+    ]);
+    assert!(
+        eventually(WITHIN, || condition(&control, "status") == "True"),
+        "{}",
+        condition(&control, "message")
+    );
+    assert!(
+        !control
+            .ok(&[
+                "get",
+                "namespace",
+                "shop",
+                "-o",
+                "jsonpath={.metadata.annotations}"
+            ])
+            .contains("moves.sluice.dev/failed"),
+        "the verdict is cleared"
+    );
+    let _ = load.kill();
+    let _ = load.wait();
+}

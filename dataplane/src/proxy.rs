@@ -276,6 +276,23 @@ impl Proxy {
         out
     }
 
+    /// Per listener named in `only`, attempts, errors and latencies so far per source
+    /// cluster.
+    pub fn tallies(
+        &self,
+        only: &dyn Fn(&str) -> bool,
+    ) -> Vec<(String, String, crate::balance::outcomes::Tally)> {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        for r in running.iter().filter(|r| only(&r.config.name)) {
+            let svc = r.service();
+            for (cluster, t) in svc.balancer.tally_by_cluster() {
+                out.push((svc.name.clone(), cluster, t));
+            }
+        }
+        out
+    }
+
     /// The running configuration and live state, as `/config_dump` shows it.
     pub fn dump(&self) -> serde_json::Value {
         self.dump_services(None)

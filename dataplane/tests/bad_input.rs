@@ -24,6 +24,7 @@ async fn setup() -> (echo::Bound, sluice_dataplane::Bound, SocketAddr) {
             pod: "echo".into(),
             namespace: "shop".into(),
         },
+        error_percent: 0,
     })
     .await
     .unwrap();

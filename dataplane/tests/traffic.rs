@@ -23,6 +23,7 @@ async fn backend(i: u8) -> echo::Bound {
             pod: format!("echo-{i}"),
             namespace: "shop".into(),
         },
+        error_percent: 0,
     })
     .await
     .unwrap()

@@ -79,6 +79,7 @@ async fn backend(ip: [u8; 4], cluster: &str, pod: &str) -> echo::Bound {
             pod: pod.into(),
             namespace: "shop".into(),
         },
+        error_percent: 0,
     })
     .await
     .unwrap()

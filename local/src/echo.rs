@@ -30,11 +30,15 @@ pub struct EchoConfig {
     pub http_port: u16,
     pub tcp_port: u16,
     pub identity: Identity,
+    /// Percent of HTTP and gRPC answers that are errors (HTTP 500): fault injection, to
+    /// see a bad rollout caught.
+    pub error_percent: u32,
 }
 
 impl EchoConfig {
     /// From the environment a Pod gets: `POD_IP`, `POD_NAME`, `POD_NAMESPACE`,
-    /// `SLUICE_CLUSTER`, `ECHO_HTTP_PORT`, `ECHO_TCP_PORT`.
+    /// `SLUICE_CLUSTER`, `ECHO_HTTP_PORT`, `ECHO_TCP_PORT`, and `ECHO_ERROR_PERCENT`
+    /// (applied only in cluster `ECHO_ERROR_CLUSTER` when that is set).
     pub fn from_env() -> Result<Self, EchoError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         fn parse<T: std::str::FromStr>(
@@ -58,6 +62,10 @@ impl EchoConfig {
                 cluster: var("SLUICE_CLUSTER").unwrap_or_default(),
                 pod: var("POD_NAME").unwrap_or_else(|| "echo".into()),
                 namespace: var("POD_NAMESPACE").unwrap_or_default(),
+            },
+            error_percent: match var("ECHO_ERROR_CLUSTER") {
+                Some(c) if Some(c.as_str()) != var("SLUICE_CLUSTER").as_deref() => 0,
+                _ => parse("ECHO_ERROR_PERCENT", var("ECHO_ERROR_PERCENT"), 0u32)?.min(100),
             },
         })
     }
@@ -113,10 +121,28 @@ pub fn proto_string_field(s: &str) -> Vec<u8> {
     out
 }
 
+/// What answers: who, and how often it fails on purpose.
+struct Answering {
+    identity: Identity,
+    error_percent: u32,
+    served: std::sync::atomic::AtomicU64,
+}
+
+impl Answering {
+    /// Whether this answer is one of the `error_percent` in every hundred that fail.
+    fn fails(&self) -> bool {
+        let n = self
+            .served
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        u64::from(self.error_percent) > n % 100
+    }
+}
+
 async fn answer(
-    identity: Arc<Identity>,
+    answering: Arc<Answering>,
     req: Request<hyper::body::Incoming>,
 ) -> Result<Response<EchoBody>, Infallible> {
+    let identity = &answering.identity;
     let grpc = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -146,6 +172,13 @@ async fn answer(
         "bodyBytes": body,
         "traceparent": traceparent,
     });
+    if answering.fails() {
+        let mut resp = Response::new(BodyExt::boxed(Full::new(Bytes::from_static(
+            b"injected error (ECHO_ERROR_PERCENT)",
+        ))));
+        *resp.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+        return Ok(resp);
+    }
     if grpc {
         let mut trailers = http::HeaderMap::new();
         trailers.insert("grpc-status", header::HeaderValue::from_static("0"));
@@ -193,7 +226,11 @@ pub async fn build(config: EchoConfig) -> Result<Bound, EchoError> {
     let (http, bound_http) = bind(config.http_port).await?;
     let (tcp, bound_tcp) = bind(config.tcp_port).await?;
     let (shutdown, rx) = watch::channel(false);
-    let identity = Arc::new(config.identity);
+    let identity = Arc::new(Answering {
+        identity: config.identity,
+        error_percent: config.error_percent,
+        served: std::sync::atomic::AtomicU64::new(0),
+    });
     let mut http_rx = rx.clone();
     let http_task = tokio::spawn(async move {
         let mut conns = tokio::task::JoinSet::new();
@@ -262,6 +299,7 @@ mod tests {
                 pod: "echo-1".into(),
                 namespace: "shop".into(),
             },
+            error_percent: 0,
         })
         .await
         .unwrap();

@@ -477,6 +477,7 @@ mod tests {
                 pod: "p".into(),
                 namespace: "n".into(),
             },
+            error_percent: 0,
         })
         .await
         .unwrap();

@@ -14,10 +14,11 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use sluice_api::liveness::{SYNCER_LEASE_NAMESPACE, syncer_lease_name};
+use sluice_api::sluice::TrafficShift;
 use sluice_api::sync::{
     LABEL_CLUSTER, REPLICAS_ANNOTATION_PREFIX, SOFT_FINALIZER_PREFIX, STATE_SYNC,
-    STATUS_ANNOTATION_PREFIX, SYNC_FINALIZER_PREFIX, placed_clusters, replicas_annotation,
-    state_label,
+    STATUS_ANNOTATION_PREFIX, SYNC_FINALIZER_PREFIX, draining_annotation, placed_clusters,
+    replicas_annotation, shift_annotation, state_label, weight_annotation,
 };
 use sluice_api::synced_kinds::{BUILTIN, SYNCABLE_LABEL, SyncedKind, syncable_kind};
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
@@ -27,6 +28,7 @@ use sluice_kube::{Informer, Roots};
 use tokio::sync::{Notify, watch};
 
 use crate::imports;
+use crate::rollback;
 use crate::schedule::{self, ClusterView, Mode, Phase, PolicyView, Target};
 use crate::shift;
 use crate::status;
@@ -455,6 +457,24 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
         let vs = values.get(&key).map(Vec::as_slice).unwrap_or(&[]);
         let no_annotations = BTreeMap::new();
         let ns_annotations = ns.metadata.annotations.as_ref().unwrap_or(&no_annotations);
+        // A move that failed stays rolled back while the target is the one it failed for;
+        // a new target clears it.
+        let verdict = rollback::Verdict::of(ns_annotations);
+        let mut clear_verdict = false;
+        let (target, rolled_back) = match (verdict, target) {
+            (Some(v), Target::On { clusters, mode }) if same_clusters(&clusters, &v.to()) => (
+                Target::On {
+                    clusters: v.from(),
+                    mode,
+                },
+                Some(v),
+            ),
+            (Some(_), t) => {
+                clear_verdict = true;
+                (t, None)
+            }
+            (None, t) => (t, None),
+        };
         let available = |c: &ClusterName| {
             let workloads = objs
                 .iter()
@@ -500,15 +520,24 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
             .find(|p| p.namespaces.as_ref().is_ok_and(|s| s.matches(&labels)))
             .map(|p| p.traffic_shift)
             .unwrap_or_default();
+        // A rolled-back move's new clusters answered badly: their traffic goes at once.
+        let gate_policy = match rolled_back {
+            Some(_) => TrafficShift {
+                duration_seconds: Some(0),
+                ..shift_policy
+            },
+            None => shift_policy,
+        };
         let gate = shift::gate(
             &current,
             &wanted,
             &leaving,
             ns_annotations,
-            &shift_policy,
+            &gate_policy,
             k8s_openapi::jiff::Timestamp::now(),
             |c| imports::drain_of(c, &members, ns_annotations),
         );
+        let mut gate = gate;
         if !gate.kept.is_empty() {
             for (c, _) in &gate.kept {
                 next.push(c.clone());
@@ -516,6 +545,48 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
             next.sort();
             phase = Phase::Shifting(gate.kept.clone());
             shifting = true;
+        }
+        // While traffic still shifts, the new clusters are judged against the old ones: if
+        // they answer worse, the move fails and its traffic shifts back.
+        let old: Vec<ClusterName> = gate
+            .kept
+            .iter()
+            .filter(|(_, w)| *w > 0)
+            .map(|(c, _)| c.clone())
+            .collect();
+        let new: Vec<ClusterName> = current
+            .iter()
+            .filter(|c| wanted.contains(c))
+            .cloned()
+            .collect();
+        let policy = shift_policy.rollback.unwrap_or_default();
+        if rolled_back.is_none()
+            && let Some(v) = rollback::judge(&new, &old, &members, ns_annotations, &policy)
+        {
+            tracing::warn!(logical_cluster = %path, namespace = %name, verdict = %v.message,
+                "move rolled back");
+            gate.annotations.insert(
+                rollback::FAILED_ANNOTATION.to_string(),
+                Value::from(serde_json::to_string(&v).unwrap_or_default()),
+            );
+            for c in &old {
+                for k in [
+                    shift_annotation(c),
+                    weight_annotation(c),
+                    draining_annotation(c),
+                ] {
+                    gate.annotations.insert(k, Value::Null);
+                }
+            }
+            next = current.clone();
+            phase = Phase::RolledBack(v.message.clone());
+        } else if clear_verdict {
+            gate.annotations
+                .insert(rollback::FAILED_ANNOTATION.to_string(), Value::Null);
+        }
+        // The failure stays said while the namespace is held back, whatever else goes on.
+        if let Some(v) = &rolled_back {
+            phase = Phase::RolledBack(v.message.clone());
         }
         // What fits nowhere and runs nowhere yet is not started where it does not fit.
         if !established
@@ -925,6 +996,7 @@ async fn report_phase(
                     .join(", ")
             ),
         ),
+        Phase::RolledBack(message) => ("False", "MoveFailed", message.clone()),
         Phase::HeldBy(cs) => (
             "False",
             "Draining",
@@ -999,6 +1071,15 @@ async fn report_phase(
     let kind = if reason == "Moving" { "Normal" } else { kind };
     event(client, name, reason, &message, kind).await;
     true
+}
+
+/// Whether two lists name the same clusters, in any order.
+fn same_clusters(a: &[ClusterName], b: &[ClusterName]) -> bool {
+    let mut a = a.to_vec();
+    let mut b = b.to_vec();
+    a.sort();
+    b.sort();
+    a == b
 }
 
 fn join(cs: &[ClusterName]) -> String {

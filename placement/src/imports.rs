@@ -86,7 +86,7 @@ pub fn expected<'a>(
 }
 
 /// The MCS cluster id of `cluster`, if it is a member.
-fn id_of<'a>(cluster: &ClusterName, members: &'a [Member]) -> Option<&'a str> {
+pub(crate) fn id_of<'a>(cluster: &ClusterName, members: &'a [Member]) -> Option<&'a str> {
     members
         .iter()
         .find(|m| &m.name == cluster)
@@ -95,7 +95,7 @@ fn id_of<'a>(cluster: &ClusterName, members: &'a [Member]) -> Option<&'a str> {
 
 /// What member `m` reported its imports hold, by the namespace's `annotations` (nothing
 /// when it has not reported).
-fn report_of(m: &Member, annotations: &BTreeMap<String, String>) -> ImportReport {
+pub(crate) fn report_of(m: &Member, annotations: &BTreeMap<String, String>) -> ImportReport {
     annotations
         .get(&imports_annotation(&m.name))
         .and_then(|s| serde_json::from_str(s).ok())

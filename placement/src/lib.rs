@@ -6,13 +6,14 @@
 //! They are API clients like any other (wildcard watches through `/clusters/*`, writes to
 //! each logical cluster), so they run inside `sluice control` today and can run apart
 //! later. The rules are pure ([`schedule`], [`status`], [`demand`], [`imports`],
-//! [`shift`]); [`controller`] is the IO around
+//! [`shift`], [`rollback`]); [`controller`] is the IO around
 //! them; [`drain`] is what a command line needs to cordon, drain and follow a cluster.
 
 pub mod controller;
 pub mod demand;
 pub mod drain;
 pub mod imports;
+pub mod rollback;
 pub mod schedule;
 pub mod shift;
 pub mod status;

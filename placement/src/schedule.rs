@@ -348,6 +348,9 @@ pub enum Phase {
     Shifting(Vec<(ClusterName, u32)>),
     /// The old clusters are held by soft finalizers.
     HeldBy(Vec<ClusterName>),
+    /// A move failed (its new clusters answered worse) and was rolled back: the message
+    /// has the figures.
+    RolledBack(String),
     Pending(Pending),
 }
 

@@ -826,12 +826,13 @@ async fn report_imports(
         if !placed_anywhere(&ns) {
             continue;
         }
-        let traffic = namespaces
+        let dataplane = namespaces
             .get("", down_ns)
-            .and_then(|n| crate::imports::traffic_of(&n));
+            .map(|n| crate::imports::Dataplane::of(&n))
+            .unwrap_or_default();
         let want = crate::imports::annotation_value(&crate::imports::report(
             &imports.store.in_namespace("", down_ns),
-            traffic.as_ref(),
+            &dataplane,
         ));
         let have = ns.metadata.annotations.as_ref().and_then(|a| a.get(&key));
         if have == want.as_ref() {

@@ -16,13 +16,15 @@ use sluice_api::mcs::{
     ANNOTATION_DRAINING, ANNOTATION_WEIGHT, DEFAULT_WEIGHT, LABEL_SERVICE_NAME,
     LABEL_SOURCE_CLUSTER, is_managed,
 };
-use sluice_api::sync::{ImportReport, TRAFFIC_ANNOTATION, TrafficReport};
+use sluice_api::sync::{
+    HEALTH_ANNOTATION, HealthReport, ImportReport, TRAFFIC_ANNOTATION, TrafficReport,
+};
 
 /// The import report of one namespace from its MCS EndpointSlices, by Service and source
 /// cluster: Ready endpoints (a missing `ready` condition means ready, as in Kubernetes),
-/// the source's weight and draining state, and from `traffic` (the dataplane's report on
-/// the namespace) the live traffic to it once it drains.
-pub fn report(slices: &[Arc<EndpointSlice>], traffic: Option<&TrafficReport>) -> ImportReport {
+/// the source's weight and draining state, and from the dataplane's reports on the namespace
+/// the live traffic to it once it drains and how it answered while a shift is under way.
+pub fn report(slices: &[Arc<EndpointSlice>], dataplane: &Dataplane) -> ImportReport {
     let mut out = ImportReport::new();
     for s in slices.iter().filter(|s| is_managed(&s.metadata)) {
         let labels = s.metadata.labels.as_ref();
@@ -52,7 +54,15 @@ pub fn report(slices: &[Arc<EndpointSlice>], traffic: Option<&TrafficReport>) ->
         entry.ready += ready;
         entry.weight = weight;
         entry.draining = draining;
-        entry.active = traffic
+        entry.active = dataplane
+            .traffic
+            .as_ref()
+            .and_then(|t| t.get(service))
+            .and_then(|sources| sources.get(source))
+            .copied();
+        entry.health = dataplane
+            .health
+            .as_ref()
             .and_then(|t| t.get(service))
             .and_then(|sources| sources.get(source))
             .copied();
@@ -60,11 +70,24 @@ pub fn report(slices: &[Arc<EndpointSlice>], traffic: Option<&TrafficReport>) ->
     out
 }
 
-/// The dataplane's traffic report on a downstream namespace (garbage reads as none: the
-/// move then waits, as for a dataplane that has not reported).
-pub fn traffic_of(ns: &k8s_openapi::api::core::v1::Namespace) -> Option<TrafficReport> {
-    let value = ns.metadata.annotations.as_ref()?.get(TRAFFIC_ANNOTATION)?;
-    serde_json::from_str(value).ok()
+/// What the cluster's dataplane reports on a downstream namespace.
+#[derive(Debug, Default)]
+pub struct Dataplane {
+    pub traffic: Option<TrafficReport>,
+    pub health: Option<HealthReport>,
+}
+
+impl Dataplane {
+    /// The reports on `ns` (garbage reads as none: a move then waits, as for a dataplane
+    /// that has not reported).
+    pub fn of(ns: &k8s_openapi::api::core::v1::Namespace) -> Self {
+        let a = ns.metadata.annotations.as_ref();
+        let parse = |k: &str| a.and_then(|a| a.get(k));
+        Self {
+            traffic: parse(TRAFFIC_ANNOTATION).and_then(|v| serde_json::from_str(v).ok()),
+            health: parse(HEALTH_ANNOTATION).and_then(|v| serde_json::from_str(v).ok()),
+        }
+    }
 }
 
 /// The annotation value of `report`: `None` (no annotation) when the namespace imports
@@ -128,10 +151,18 @@ mod tests {
             slice("web", "east", &[Some(true)], false),
         ]
         .map(Arc::new);
-        let traffic: TrafficReport =
-            serde_json::from_value(serde_json::json!({"web": {"west": 3}})).unwrap();
-        assert_eq!(report(&slices, None)["web"]["west"].active, None);
-        let r = report(&slices, Some(&traffic));
+        let dataplane = Dataplane {
+            traffic: serde_json::from_value(serde_json::json!({"web": {"west": 3}})).unwrap(),
+            health: serde_json::from_value(
+                serde_json::json!({"web": {"west": {"requests": 9, "errors": 1, "p99Micros": 700}}}),
+            )
+            .unwrap(),
+        };
+        assert_eq!(
+            report(&slices, &Dataplane::default())["web"]["west"].active,
+            None
+        );
+        let r = report(&slices, &dataplane);
         assert_eq!(r["web"]["east"].ready, 2);
         assert_eq!(
             r["web"]["east"].weight, None,
@@ -144,6 +175,11 @@ mod tests {
                 weight: Some(0),
                 draining: true,
                 active: Some(3),
+                health: Some(sluice_api::sync::SourceHealth {
+                    requests: 9,
+                    errors: 1,
+                    p99_micros: 700
+                }),
             }
         );
         assert_eq!(r["db"]["east"].ready, 0);

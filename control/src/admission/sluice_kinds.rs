@@ -27,8 +27,12 @@ impl Hook for PlacementFields {
             ("durationSeconds", 0u32, TrafficShift::MAX_DURATION_SECONDS),
             ("steps", 1, TrafficShift::MAX_STEPS),
             ("maxDrainSeconds", 0, TrafficShift::MAX_MAX_DRAIN_SECONDS),
+            ("rollback.maxErrorRateIncreasePercent", 0, 100),
+            ("rollback.maxP99Factor", 1, 1000),
+            ("rollback.minRequests", 1, 1_000_000),
         ] {
-            let Some(v) = shift.get(field).filter(|v| !v.is_null()) else {
+            let v = field.split('.').try_fold(shift, |v, k| v.get(k));
+            let Some(v) = v.filter(|v| !v.is_null()) else {
                 continue;
             };
             if v.as_u64()
@@ -40,6 +44,14 @@ impl Hook for PlacementFields {
                     format!("must be a whole number from {min} to {max}"),
                 ));
             }
+        }
+        let enabled = &shift["rollback"]["enabled"];
+        if !(enabled.is_null() || enabled.is_boolean()) {
+            causes.push(Cause::invalid(
+                "spec.trafficShift.rollback.enabled",
+                &enabled.to_string(),
+                "must be true or false",
+            ));
         }
         causes
     }
@@ -101,6 +113,19 @@ mod tests {
         let bad = PlacementFields
             .validate(&json!({"spec": {"trafficShift": {"durationSeconds": -1, "steps": 0}}}));
         assert_eq!(bad.len(), 2, "{bad:?}");
+        let rollback = |r: serde_json::Value| {
+            PlacementFields.validate(&json!({"spec": {"trafficShift": {"rollback": r}}}))
+        };
+        assert!(rollback(json!({"maxErrorRateIncreasePercent": 5, "minRequests": 10})).is_empty());
+        let bad = rollback(
+            json!({"maxErrorRateIncreasePercent": 101, "maxP99Factor": 0,
+                                  "enabled": "yes"}),
+        );
+        assert_eq!(bad.len(), 3, "{bad:?}");
+        assert!(
+            format!("{bad:?}").contains("spec.trafficShift.rollback.maxP99Factor"),
+            "{bad:?}"
+        );
         assert_eq!(
             PlacementFields
                 .validate(&json!({"spec": {"mode": "spread"}}))

@@ -106,6 +106,19 @@ impl Balancer {
         out
     }
 
+    /// Attempts, errors and latencies so far, per source cluster.
+    pub fn tally_by_cluster(&self) -> Vec<(String, super::outcomes::Tally)> {
+        let mut out: Vec<(String, super::outcomes::Tally)> = Vec::new();
+        for e in self.endpoints().iter() {
+            let t = e.outcomes.tally();
+            match out.iter_mut().find(|(c, _)| *c == e.cluster) {
+                Some((_, sum)) => sum.add(&t),
+                None => out.push((e.cluster.clone(), t)),
+            }
+        }
+        out
+    }
+
     /// In-flight requests and open connections per source cluster whose every endpoint
     /// here drains (zero included): what a move's drain gate waits for. A cluster with
     /// one endpoint still serving is not draining as a whole (a rolling update there).

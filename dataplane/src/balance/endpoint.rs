@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use super::outcomes::Outcomes;
 use super::{ewma, outlier};
 use crate::config::EndpointConfig;
 use crate::metrics::EndpointMetrics;
@@ -33,6 +34,8 @@ pub struct Endpoint {
     active: AtomicU64,
     health: Mutex<Health>,
     pub metrics: EndpointMetrics,
+    /// Attempts, errors and latencies, for a move's health check.
+    pub outcomes: Outcomes,
     /// State a protocol layer keeps for this endpoint (the HTTP layer's connection
     /// pools), opaque here: dropped when the endpoint drains, so that idle connections
     /// close while in-flight requests finish on theirs.
@@ -60,6 +63,7 @@ impl Endpoint {
                 outlier: outlier::Outlier::default(),
             }),
             metrics,
+            outcomes: Outcomes::default(),
             attached: RwLock::new(None),
         }
     }
@@ -108,6 +112,7 @@ impl Endpoint {
 
     pub fn success(&self, rtt: Duration) {
         self.metrics.latency.observe(rtt.as_secs_f64());
+        self.outcomes.answered(rtt);
         if let Ok(mut h) = self.health.lock() {
             h.ewma.observe(rtt);
             h.outlier.success();
@@ -117,6 +122,7 @@ impl Endpoint {
 
     /// A failed attempt; ejects the endpoint after enough of them in a row.
     pub fn failure(&self, rtt: Duration) {
+        self.outcomes.failed();
         if let Ok(mut h) = self.health.lock() {
             // A failure is slow for balancing purposes, however fast it came.
             h.ewma.observe(rtt.max(Duration::from_millis(100)));

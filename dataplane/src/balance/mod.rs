@@ -7,6 +7,7 @@
 pub mod balancer;
 pub mod endpoint;
 pub mod ewma;
+pub mod outcomes;
 pub mod outlier;
 pub mod p2c;
 

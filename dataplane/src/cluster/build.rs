@@ -192,6 +192,16 @@ impl<'a> ServiceObjects<'a> {
     }
 }
 
+/// Whether a traffic shift is under way for the service: some source cluster's weight
+/// is not the default.
+pub fn shifting(objects: &ServiceObjects<'_>) -> bool {
+    objects.mcs_slices.iter().any(|s| {
+        annotation(&s.metadata, ANNOTATION_WEIGHT)
+            .and_then(|w| w.parse::<u32>().ok())
+            .is_some_and(|w| w != DEFAULT_WEIGHT)
+    })
+}
+
 /// The listeners of one service: its ClusterIP ports, then its clusterset VIP ports.
 /// `peers` are the clusters whose endpoints are reachable (through their gateways).
 pub fn service_configs(

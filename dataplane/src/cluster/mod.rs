@@ -220,6 +220,7 @@ impl ClusterMode {
             let mut delta = (!scope.is_all() && !whole_next).then(Delta::default);
             for (key, o) in objects {
                 let configs = build::service_configs(&self.cluster, &peers, &o);
+                let shifting = build::shifting(&o);
                 let old = if configs.is_empty() {
                     built.remove(&key)
                 } else {
@@ -233,6 +234,7 @@ impl ClusterMode {
                         .into_iter()
                         .flatten()
                         .map(|c| c.name.as_str()),
+                    shifting,
                 );
                 if let Some(d) = delta.as_mut()
                     && !d.add(

@@ -160,6 +160,13 @@ async fn forward(
                     Failure::Draining
                 } else {
                     ep.success(start.elapsed());
+                    let grpc_error = resp
+                        .headers()
+                        .get("grpc-status")
+                        .is_some_and(|v| v.as_bytes() != b"0");
+                    if resp.status().is_server_error() || grpc_error {
+                        ep.outcomes.server_error();
+                    }
                     return track(resp, guard, &ep);
                 }
             }

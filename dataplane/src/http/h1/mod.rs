@@ -224,6 +224,9 @@ async fn exchange(
                     continue;
                 }
                 ep.success(start.elapsed());
+                if head.status >= 500 {
+                    ep.outcomes.server_error();
+                }
                 break Ok((ep, guard, pool, conn, head));
             }
         }
