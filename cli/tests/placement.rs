@@ -1420,46 +1420,60 @@ fn a_move_waits_until_every_cluster_imports_the_new_endpoints() {
     );
 }
 
-/// The app with a TCP echo port besides HTTP, and a Placement that sets the traffic shift
-/// of `shop` (pinned by its label; the Placement's cluster selector matches nothing).
-const STREAMING_APP: &str = r#"apiVersion: v1
+/// `shop` pinned to east, a Placement that sets its traffic shift to `shift` (its cluster
+/// selector matches nothing: the label places), and the `web` app: `replicas` echo pods
+/// whose container gets the extra lines `container`, behind a Service with `ports`.
+fn shifted_app(shift: &str, replicas: u32, container: &str, ports: &str) -> String {
+    format!(
+        r#"apiVersion: v1
 kind: Namespace
 metadata:
   name: shop
-  labels: {sluice.dev/cluster: east, team: shop}
+  labels: {{sluice.dev/cluster: east, team: shop}}
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: Placement
-metadata: {name: shop-shift}
+metadata: {{name: shop-shift}}
 spec:
-  namespaceSelector: {matchLabels: {team: shop}}
-  locationSelector: {matchLabels: {region: nowhere}}
-  trafficShift: {durationSeconds: 1, steps: 1, maxDrainSeconds: 600}
+  namespaceSelector: {{matchLabels: {{team: shop}}}}
+  locationSelector: {{matchLabels: {{region: nowhere}}}}
+  trafficShift: {shift}
 ---
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: web, namespace: shop}
+metadata: {{name: web, namespace: shop}}
 spec:
-  replicas: 1
-  selector: {matchLabels: {app: web}}
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: web}}}}
   template:
-    metadata: {labels: {app: web}}
+    metadata: {{labels: {{app: web}}}}
     spec:
       containers:
       - name: echo
         image: sluice/echo
-        ports: [{name: http, containerPort: 8080}, {name: stream, containerPort: 9000}]
-        readinessProbe: {httpGet: {port: http, path: /ready}, periodSeconds: 1}
+        readinessProbe: {{httpGet: {{port: http, path: /ready}}, periodSeconds: 1}}
+{container}
 ---
 apiVersion: v1
 kind: Service
-metadata: {name: web, namespace: shop}
+metadata: {{name: web, namespace: shop}}
 spec:
-  selector: {app: web}
+  selector: {{app: web}}
   ports:
-  - {name: http, port: 80, targetPort: http}
-  - {name: tcp-stream, port: 9000, targetPort: stream}
-"#;
+{ports}
+"#
+    )
+}
+
+/// The app with a TCP echo port besides HTTP; the old cluster may drain for 10 minutes.
+fn streaming_app() -> String {
+    shifted_app(
+        "{durationSeconds: 1, steps: 1, maxDrainSeconds: 600}",
+        1,
+        "        ports: [{name: http, containerPort: 8080}, {name: stream, containerPort: 9000}]",
+        "  - {name: http, port: 80, targetPort: http}\n  - {name: tcp-stream, port: 9000, targetPort: stream}",
+    )
+}
 
 /// A TCP connection through a cluster's clusterset VIP, echoing what it is sent.
 struct Stream(std::net::TcpStream);
@@ -1510,7 +1524,7 @@ fn a_move_holds_the_old_cluster_while_a_connection_to_it_lives_and_says_what_it_
     let control = dev.kubectl_control();
     let east = dev.kubectl("east");
     let west = dev.kubectl("west");
-    control.apply_stdin(STREAMING_APP);
+    control.apply_stdin(&streaming_app());
     assert!(
         eventually(WITHIN, || available(&east) == 1
             && imported_ready(&west, "east") == 1),
@@ -1607,47 +1621,16 @@ fn a_move_holds_the_old_cluster_while_a_connection_to_it_lives_and_says_what_it_
     drop(stream);
 }
 
-/// The app, whose pods answer 5 % of requests with errors in west only, and a Placement
-/// that sets `shop`'s traffic shift (slow enough to judge west while east still serves).
-const FAULTY_APP: &str = r#"apiVersion: v1
-kind: Namespace
-metadata:
-  name: shop
-  labels: {sluice.dev/cluster: east, team: shop}
----
-apiVersion: sluice.dev/v1alpha1
-kind: Placement
-metadata: {name: shop-shift}
-spec:
-  namespaceSelector: {matchLabels: {team: shop}}
-  locationSelector: {matchLabels: {region: nowhere}}
-  trafficShift: {durationSeconds: 30, steps: 10, rollback: {minRequests: 50}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers:
-      - name: echo
-        image: sluice/echo
-        env:
-        - {name: ECHO_ERROR_PERCENT, value: "5"}
-        - {name: ECHO_ERROR_CLUSTER, value: west}
-        ports: [{name: http, containerPort: 8080}]
-        readinessProbe: {httpGet: {port: http, path: /ready}, periodSeconds: 1}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: shop}
-spec:
-  selector: {app: web}
-  ports: [{name: http, port: 80, targetPort: http}]
-"#;
+/// The app, whose pods answer 5 % of requests with errors in west only; the shift is slow
+/// enough to judge west while east still serves.
+fn faulty_app() -> String {
+    shifted_app(
+        "{durationSeconds: 30, steps: 10, rollback: {minRequests: 50}}",
+        2,
+        "        ports: [{name: http, containerPort: 8080}]\n        env:\n        - {name: ECHO_ERROR_PERCENT, value: \"5\"}\n        - {name: ECHO_ERROR_CLUSTER, value: west}",
+        "  - {name: http, port: 80, targetPort: http}",
+    )
+}
 
 #[test]
 fn a_move_to_a_cluster_that_answers_with_errors_rolls_back_by_itself() {
@@ -1656,7 +1639,7 @@ fn a_move_to_a_cluster_that_answers_with_errors_rolls_back_by_itself() {
     let control = dev.kubectl_control();
     let east = dev.kubectl("east");
     let west = dev.kubectl("west");
-    control.apply_stdin(FAULTY_APP);
+    control.apply_stdin(&faulty_app());
     assert!(
         eventually(WITHIN, || available(&east) == 2
             && imported_ready(&west, "east") == 2),

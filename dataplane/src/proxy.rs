@@ -249,31 +249,33 @@ impl Proxy {
             .map(|(_, a)| a)
     }
 
-    /// In-flight requests and open connections per service and source cluster.
-    pub fn active(&self) -> Vec<(String, String, u64)> {
+    /// For each running listener named in `only`, what `per_cluster` says of its balancer,
+    /// as (listener, source cluster, value).
+    fn by_listener_and_cluster<T>(
+        &self,
+        only: &dyn Fn(&str) -> bool,
+        per_cluster: impl Fn(&crate::balance::Balancer) -> Vec<(String, T)>,
+    ) -> Vec<(String, String, T)> {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
-        for r in running.iter() {
+        for r in running.iter().filter(|r| only(&r.config.name)) {
             let svc = r.service();
-            for (cluster, n) in svc.balancer.active_by_cluster() {
-                out.push((svc.name.clone(), cluster, n));
+            for (cluster, v) in per_cluster(&svc.balancer) {
+                out.push((svc.name.clone(), cluster, v));
             }
         }
         out
     }
 
+    /// In-flight requests and open connections per service and source cluster.
+    pub fn active(&self) -> Vec<(String, String, u64)> {
+        self.by_listener_and_cluster(&|_| true, |b| b.active_by_cluster())
+    }
+
     /// Per service, live traffic to each source cluster that drains there as a whole
     /// ([`crate::balance::Balancer::draining_by_cluster`]).
     pub fn draining_active(&self) -> Vec<(String, String, u64)> {
-        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = Vec::new();
-        for r in running.iter() {
-            let svc = r.service();
-            for (cluster, n) in svc.balancer.draining_by_cluster() {
-                out.push((svc.name.clone(), cluster, n));
-            }
-        }
-        out
+        self.by_listener_and_cluster(&|_| true, |b| b.draining_by_cluster())
     }
 
     /// Per listener named in `only`, attempts, errors and latencies so far per source
@@ -282,15 +284,7 @@ impl Proxy {
         &self,
         only: &dyn Fn(&str) -> bool,
     ) -> Vec<(String, String, crate::balance::outcomes::Tally)> {
-        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = Vec::new();
-        for r in running.iter().filter(|r| only(&r.config.name)) {
-            let svc = r.service();
-            for (cluster, t) in svc.balancer.tally_by_cluster() {
-                out.push((svc.name.clone(), cluster, t));
-            }
-        }
-        out
+        self.by_listener_and_cluster(only, |b| b.tally_by_cluster())
     }
 
     /// The running configuration and live state, as `/config_dump` shows it.
