@@ -45,6 +45,9 @@ const MCS_MEMBER: &str = "MCSMember";
 pub const CONDITION_PLACED: &str = "Placed";
 /// Namespace condition: how the traffic to the clusters a namespace last left ended.
 pub const CONDITION_DRAINED: &str = "Drained";
+/// Namespace annotation recording that condition (written with the placement itself, so it
+/// survives a status write from a stale snapshot).
+const DRAINED_ANNOTATION: &str = "drained.sluice.dev/last";
 /// Namespaces that are never placed: each cluster has its own.
 const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
 /// Namespaces that move off draining clusters at once.
@@ -597,6 +600,10 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
         {
             next.clear();
         }
+        if let Some((c, _)) = drained_condition(&gate.drained) {
+            gate.annotations
+                .insert(DRAINED_ANNOTATION.to_string(), Value::from(c.to_string()));
+        }
         let ns_api: Api<DynamicObject> = Api::all_with(
             client.clone(),
             &dynamic("", "v1", "Namespace", "namespaces"),
@@ -949,7 +956,26 @@ async fn report_phase(
     phase: &Phase,
     drained: &[shift::Drained],
 ) -> bool {
-    let drained = drained_condition(drained);
+    // How the last drain ended: fresh from this pass (with its Event), else as recorded on
+    // the namespace, so that a status write from a stale snapshot is put right.
+    let fresh = drained_condition(drained);
+    let want_drained: Option<Value> = fresh.as_ref().map(|(c, _)| c.clone()).or_else(|| {
+        ns.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DRAINED_ANNOTATION))
+            .and_then(|v| serde_json::from_str(v).ok())
+    });
+    let have_drained = ns.data["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == CONDITION_DRAINED));
+    let drained = want_drained.filter(|w| {
+        have_drained.is_none_or(|h| {
+            ["status", "reason", "message"]
+                .iter()
+                .any(|k| h[*k] != w[*k])
+        })
+    });
     let (status, reason, message) = match phase {
         Phase::Placed => {
             let on = placed_clusters(ns.metadata.labels.iter().flatten());
@@ -1038,7 +1064,7 @@ async fn report_phase(
             "lastTransitionTime": sluice_kube::time::now_rfc3339(),
         }));
     }
-    if let Some((c, _)) = &drained {
+    if let Some(c) = &drained {
         conditions.push(c.clone());
     }
     let api: Api<DynamicObject> = Api::all_with(
@@ -1053,7 +1079,7 @@ async fn report_phase(
         tracing::warn!(namespace = name, error = %e, "namespace condition failed");
         return false;
     }
-    if let Some((c, kind)) = &drained {
+    if let Some((c, kind)) = &fresh {
         let (reason, message) = (
             c["reason"].as_str().unwrap_or_default(),
             c["message"].as_str().unwrap_or_default(),
