@@ -1475,20 +1475,25 @@ fn streaming_app() -> String {
     )
 }
 
+/// The clusterset VIP of `web` in `k`'s cluster.
+fn vip_of_web(k: &Kubectl) -> String {
+    k.ok(&[
+        "-n",
+        &downstream_ns(),
+        "get",
+        "serviceimport",
+        "web",
+        "-o",
+        "jsonpath={.spec.ips[0]}",
+    ])
+}
+
 /// A TCP connection through a cluster's clusterset VIP, echoing what it is sent.
 struct Stream(std::net::TcpStream);
 
 impl Stream {
     fn open(k: &Kubectl) -> Stream {
-        let vip = k.ok(&[
-            "-n",
-            &downstream_ns(),
-            "get",
-            "serviceimport",
-            "web",
-            "-o",
-            "jsonpath={.spec.ips[0]}",
-        ]);
+        let vip = vip_of_web(k);
         let s = std::net::TcpStream::connect((vip.trim(), 9000)).expect("connect to the VIP");
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut s = Stream(s);
@@ -1646,15 +1651,7 @@ fn a_move_to_a_cluster_that_answers_with_errors_rolls_back_by_itself() {
         "the app runs in east and west imports it"
     );
     // Consumers in west, through west's VIP, all along.
-    let vip = west.ok(&[
-        "-n",
-        &downstream_ns(),
-        "get",
-        "serviceimport",
-        "web",
-        "-o",
-        "jsonpath={.spec.ips[0]}",
-    ]);
+    let vip = vip_of_web(&west);
     let mut load = std::process::Command::new(support::sluice_bin())
         .args(["loadgen", "--protocol", "http1", "--rate", "100"])
         .args([
