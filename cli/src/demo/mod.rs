@@ -163,7 +163,7 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
     traffic.phase("move shop to west");
     live.line(
         &traffic,
-        "kubectl label namespace shop sluice.dev/cluster=west --overwrite",
+        "label sluice.dev/cluster=west on namespace shop (what `kubectl label` does)",
     );
     let moved_at = traffic.started.elapsed();
     patch_labels(&shop, "shop", json!({"sluice.dev/cluster": "west"})).await?;
@@ -183,7 +183,10 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
 
     // The drain.
     traffic.phase("drain east");
-    live.line(&traffic, "sluice drain east");
+    live.line(
+        &traffic,
+        "cordon and drain east (what `sluice drain east` does)",
+    );
     let drained_at = traffic.started.elapsed();
     drain::set(&roots, &east, true, true).await?;
     live.run_until(&traffic, PHASE_LIMIT, "east to be empty", || {
@@ -540,7 +543,7 @@ impl Live {
 
     /// A line above the progress.
     fn line(&self, traffic: &Traffic, text: &str) {
-        let line = format!("{:>5} s  $ {text}", traffic.started.elapsed().as_secs());
+        let line = format!("{:>5} s  > {text}", traffic.started.elapsed().as_secs());
         match &self.bar {
             Some(b) => b.println(line),
             None => println!("{line}"),
