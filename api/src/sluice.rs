@@ -86,6 +86,11 @@ pub struct ClusterSpec {
     /// East-west gateway addresses (`host:port`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gateways: Vec<String>,
+    /// Where the cluster's ingress takes external traffic (`host:port`, the host an IP
+    /// address): the clusterset DNS answers Ingress hosts with these, of every Ready cluster
+    /// that is not being drained.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ingresses: Vec<String>,
     /// PEM roots that gateway peers of this cluster are verified against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_bundle: Option<String>,

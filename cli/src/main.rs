@@ -169,6 +169,10 @@ enum Command {
         kubeconfig: Option<PathBuf>,
         #[arg(long, default_value = "/")]
         path: String,
+        /// The Host (HTTP/1.1) or :authority (HTTP/2, gRPC) to send, as a client of a name
+        /// would (an ingress routes by it); default: the target's address.
+        #[arg(long)]
+        host: Option<String>,
         /// Per-request timeout in seconds.
         #[arg(long, default_value_t = 5.0)]
         timeout: f64,
@@ -200,6 +204,10 @@ enum Command {
         /// Where to serve /metrics and /readyz.
         #[arg(long, default_value = "127.0.0.1:0")]
         admin: SocketAddr,
+        /// The control plane's kubeconfig: answer the hosts of every logical cluster's
+        /// Ingresses with the ingress addresses of the clusters that take clients.
+        #[arg(long)]
+        control: Option<PathBuf>,
         /// Worker threads (default: one per core).
         #[arg(long)]
         threads: Option<usize>,
@@ -229,6 +237,10 @@ enum Command {
         /// Cluster mode: tunnels to other clusters over `h2` (mTLS TCP) or `quic`.
         #[arg(long, default_value = "h2")]
         tunnel_transport: String,
+        /// Cluster mode: serve Ingress objects (class `sluice`, or none) on this address:
+        /// this cluster's, and with --control every logical cluster's.
+        #[arg(long, requires = "kubeconfig")]
+        ingress: Option<SocketAddr>,
         /// Quick mode: where to listen.
         #[arg(long, requires = "upstream")]
         listen: Option<SocketAddr>,
@@ -507,6 +519,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             port,
             kubeconfig,
             path,
+            host,
             timeout,
         } => {
             use sluice_local::loadgen::{LoadgenConfig, Targets, run};
@@ -537,6 +550,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 rate,
                 duration: std::time::Duration::from_secs_f64(duration),
                 path,
+                host,
                 timeout: std::time::Duration::from_secs_f64(timeout),
                 live: true,
                 observe: None,
@@ -564,6 +578,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             forward,
             ttl,
             admin,
+            control,
             threads: _,
         } => {
             init_tracing();
@@ -576,6 +591,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.cluster_zone = Some(cluster_zone).filter(|z| !z.is_empty());
             config.forward = forward;
             config.ttl = ttl;
+            if let Some(p) = control {
+                let root = sluice_kube::client::config_from_kubeconfig(&p, None).await?;
+                let wildcard =
+                    sluice_kube::roots::Roots::new(root.clone(), "/clusters/").at("/clusters/*")?;
+                config.control = Some(sluice_dns::Control {
+                    root: sluice_kube::client::build(root)?,
+                    wildcard,
+                });
+            }
             let mut bound = sluice_dns::build(config).await?;
             println!("dns: listening on {} admin {}", bound.addr, bound.admin);
             shutdown_signal().await?;
@@ -588,6 +612,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tunnel_dir,
             gateway,
             tunnel_transport,
+            ingress,
             admin,
             workers,
             busy_poll_us,
@@ -614,23 +639,34 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             // The tunnel (gateway) starts now; services follow from the cluster.
             let initial = sluice_dataplane::ProxyConfig {
                 tunnel: tunnel.clone(),
+                ingress: ingress.map(|listen| sluice_dataplane::IngressConfig {
+                    listen,
+                    routes: vec![],
+                }),
                 ..Default::default()
             };
             let bound = sluice_dataplane::build(&initial, admin).await?;
             bound.proxy.set_unsynced();
             let client = kube_client(Some(&kubeconfig)).await?;
-            let control = match control {
-                Some(p) => Some(kube_client(Some(&p)).await?),
-                None => None,
+            let (control, upstream) = match control {
+                Some(p) => {
+                    let config = sluice_kube::client::config_from_kubeconfig(&p, None).await?;
+                    let wildcard =
+                        sluice_kube::roots::Roots::new(config, "/clusters/").at("/clusters/*")?;
+                    (Some(kube_client(Some(&p)).await?), Some(wildcard))
+                }
+                None => (None, None),
             };
+            let ingress = bound.proxy.ingress_addr();
             let gw = bound
                 .proxy
                 .tunnels
                 .gateway_addr()
                 .map(|a| a.to_string())
                 .unwrap_or_else(|| "-".into());
+            let ing = ingress.map_or_else(|| "-".into(), |a| a.to_string());
             println!(
-                "proxy: cluster {cluster} gateway {gw} admin {}",
+                "proxy: cluster {cluster} gateway {gw} admin {} ingress {ing}",
                 bound.admin
             );
             let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -639,6 +675,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     cluster,
                     client,
                     control,
+                    upstream,
+                    ingress,
                     tunnel,
                     transport,
                 }
@@ -675,6 +713,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         timeouts: Default::default(),
                         retry_ratio: 0.2,
                         exported: false,
+                        locality: Default::default(),
                     }],
                     ..Default::default()
                 },

@@ -14,6 +14,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use support::clusterset::{
+    available, condition, deployment_exists, downstream_ns, ds, imported_ready, kill9, vip_of_web,
+};
 use support::{DevUp, Kubectl, eventually};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -48,44 +51,6 @@ spec:
   selector: {app: web}
   ports: [{name: http, port: 80, targetPort: http}]
 "#;
-
-/// The downstream namespace of `shop` in the root logical cluster.
-fn downstream_ns() -> String {
-    sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), "shop")
-}
-
-/// Available replicas of `web` in a physical cluster (0 when it is not there).
-fn available(k: &Kubectl) -> i64 {
-    let out = k.run(&[
-        "-n",
-        &downstream_ns(),
-        "get",
-        "deployment",
-        "web",
-        "-o",
-        "jsonpath={.status.availableReplicas}",
-        "--ignore-not-found",
-    ]);
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0)
-}
-
-fn deployment_exists(k: &Kubectl) -> bool {
-    let out = k.ok(&["-n", &downstream_ns(), "get", "deployments", "-o", "name"]);
-    out.contains("deployment.apps/web")
-}
-
-fn condition(control: &Kubectl, field: &str) -> String {
-    control.ok(&[
-        "get",
-        "namespace",
-        "shop",
-        "-o",
-        &format!("jsonpath={{.status.conditions[?(@.type==\"Placed\")].{field}}}"),
-    ])
-}
 
 #[test]
 fn apply_run_roll_out_and_move_without_losing_availability() {
@@ -371,10 +336,6 @@ fn running(k: &Kubectl) -> Vec<String> {
         .collect();
     v.sort();
     v
-}
-
-fn ds(ns: &str) -> String {
-    sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), ns)
 }
 
 #[test]
@@ -907,12 +868,6 @@ fn syncer_pid(dev: &DevUp, cluster: &str) -> Option<u32> {
         .map(|(pid, _)| pid)
 }
 
-fn kill9(pid: u32) {
-    let _ = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status();
-}
-
 /// A syncer for `cluster` started by the test, as dev up starts one; killed on drop.
 struct Syncer(std::process::Child);
 
@@ -1267,22 +1222,6 @@ fn signal(pid: u32, sig: &str) {
 }
 
 /// Ready endpoints of `web` from `source` in `k`'s cluster's MCS imports.
-fn imported_ready(k: &Kubectl, source: &str) -> usize {
-    let out = k.ok(&[
-        "-n",
-        &downstream_ns(),
-        "get",
-        "endpointslices",
-        "-l",
-        &format!(
-            "multicluster.kubernetes.io/service-name=web,multicluster.kubernetes.io/source-cluster={source}"
-        ),
-        "-o",
-        "jsonpath={range .items[*].endpoints[*]}{.conditions.ready} {end}",
-    ]);
-    out.split_whitespace().filter(|r| *r == "true").count()
-}
-
 #[test]
 fn a_move_waits_until_every_cluster_imports_the_new_endpoints() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -1473,19 +1412,6 @@ fn streaming_app() -> String {
         "        ports: [{name: http, containerPort: 8080}, {name: stream, containerPort: 9000}]",
         "  - {name: http, port: 80, targetPort: http}\n  - {name: tcp-stream, port: 9000, targetPort: stream}",
     )
-}
-
-/// The clusterset VIP of `web` in `k`'s cluster.
-fn vip_of_web(k: &Kubectl) -> String {
-    k.ok(&[
-        "-n",
-        &downstream_ns(),
-        "get",
-        "serviceimport",
-        "web",
-        "-o",
-        "jsonpath={.spec.ips[0]}",
-    ])
 }
 
 /// A TCP connection through a cluster's clusterset VIP, echoing what it is sent.

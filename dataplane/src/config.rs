@@ -72,13 +72,33 @@ pub struct IngressConfig {
     pub routes: Vec<IngressRoute>,
 }
 
-/// Requests whose Host (port ignored, case-insensitive) is `host` go to `service`.
+/// Requests whose Host (port ignored, case-insensitive) is `host` and whose path matches
+/// `path` go to `service`, as a networking.k8s.io/v1 Ingress rule says: `host` empty for
+/// any host, `*.example.com` for one more label; among the routes of a host an `Exact`
+/// path beats a `Prefix`, and a longer prefix a shorter one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IngressRoute {
     pub host: String,
+    /// `/` (everything) when absent.
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub path_type: PathType,
     /// The `name` of a service in this configuration.
     pub service: String,
+}
+
+/// How an ingress route's path matches a request's (Kubernetes' `pathType`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PathType {
+    /// By whole path elements: `/shop` matches `/shop`, `/shop/` and `/shop/cart`, not
+    /// `/shopping`. `ImplementationSpecific` is taken as this.
+    #[default]
+    #[serde(alias = "ImplementationSpecific")]
+    Prefix,
+    /// The path itself only.
+    Exact,
 }
 
 /// How a listener's traffic is understood.
@@ -155,6 +175,34 @@ pub struct ServiceConfig {
     /// Other clusters may reach this service's local endpoints through the gateway.
     #[serde(default)]
     pub exported: bool,
+    /// Which endpoints come first: any (by weight and load), or this cluster's own.
+    #[serde(default)]
+    pub locality: Locality,
+}
+
+/// Where a service's requests go first: a Service's `trafficDistribution`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Locality {
+    /// Every endpoint by its weight and load (Kubernetes' default).
+    #[default]
+    Any,
+    /// `PreferClose`: endpoints reached directly (this cluster's own) take the traffic;
+    /// remote ones take it only when no local endpoint serves, or every local one is
+    /// overloaded ([`crate::balance::SPILL_IN_FLIGHT`] in flight).
+    PreferClose,
+}
+
+impl Locality {
+    /// From a Service's or ServiceImport's `trafficDistribution` (`PreferSameZone` is the
+    /// newer name of `PreferClose`; `PreferSameNode` is closer still, and one cluster is
+    /// the closest this proxy tells apart).
+    pub fn from_traffic_distribution(value: Option<&str>) -> Self {
+        match value {
+            Some("PreferClose" | "PreferSameZone" | "PreferSameNode") => Self::PreferClose,
+            _ => Self::Any,
+        }
+    }
 }
 
 fn default_retry_ratio() -> f64 {

@@ -40,8 +40,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 pub use config::{
-    AppProtocol, EndpointConfig, IngressConfig, IngressRoute, PeerConfig, ProxyConfig,
-    ServiceConfig, TunnelConfig, TunnelTransport,
+    AppProtocol, EndpointConfig, IngressConfig, IngressRoute, Locality, PathType, PeerConfig,
+    ProxyConfig, ServiceConfig, TunnelConfig, TunnelTransport,
 };
 pub use proxy::{ApplyError, Proxy};
 

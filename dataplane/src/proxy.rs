@@ -8,8 +8,8 @@ use std::sync::Mutex;
 
 use prometheus_client::registry::Registry;
 
-use crate::config::{ConfigError, ProxyConfig, ServiceConfig, validate_services};
-use crate::ingress::Ingress;
+use crate::config::{ConfigError, IngressRoute, ProxyConfig, ServiceConfig, validate_services};
+use crate::ingress::{Ingress, Table};
 use crate::listener::{self, Running};
 use crate::metrics::ProxyMetrics;
 use crate::service::Service;
@@ -203,17 +203,25 @@ impl Proxy {
                 old.stop();
             }
         }
-        let mut routes = HashMap::new();
-        for r in &ic.routes {
-            if let Some(run) = running.iter().find(|run| run.config.name == r.service) {
-                let host = r.host.trim_end_matches('.').to_ascii_lowercase();
-                routes.insert(host, run.svc.clone());
-            }
-        }
         if let Some(i) = ingress.as_ref() {
-            i.routes.set(routes);
+            i.routes.set(route_table(&ic.routes, running));
         }
         Ok(())
+    }
+
+    /// Replace the ingress's routes (cluster mode: from Ingress objects), leaving its
+    /// listener as it is; routes naming a service that has no listener are left out.
+    /// False when no ingress runs.
+    pub fn set_ingress_routes(&self, routes: &[IngressRoute]) -> bool {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let ingress = self.ingress.lock().unwrap_or_else(|p| p.into_inner());
+        match ingress.as_ref() {
+            Some(i) => {
+                i.routes.set(route_table(routes, &running));
+                true
+            }
+            None => false,
+        }
     }
 
     /// `/readyz` fails until [`Proxy::set_synced`] (cluster mode's first configuration).
@@ -327,6 +335,17 @@ impl Proxy {
 }
 
 /// The gateway admits a service's local endpoints if the service is exported.
+/// The ingress's table: each route bound to the running listener of its service.
+fn route_table(routes: &[IngressRoute], running: &[Running]) -> Table {
+    let mut table = Table::default();
+    for r in routes {
+        if let Some(run) = running.iter().find(|run| run.config.name == r.service) {
+            table.add(&r.host, r.path.as_deref(), r.path_type, run.svc.clone());
+        }
+    }
+    table
+}
+
 fn admitted(sc: &ServiceConfig) -> impl Iterator<Item = SocketAddr> + '_ {
     sc.endpoints
         .iter()

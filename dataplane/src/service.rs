@@ -24,10 +24,12 @@ pub struct Service {
 
 impl Service {
     pub fn new(c: &ServiceConfig, metrics: ProxyMetrics, tunnels: &Tunnels) -> Self {
+        let balancer = Balancer::new(&c.name, metrics.clone(), &c.endpoints, tunnels);
+        balancer.set_locality(c.locality);
         Self {
             name: c.name.clone(),
             protocol: c.protocol,
-            balancer: Balancer::new(&c.name, metrics.clone(), &c.endpoints, tunnels),
+            balancer,
             metrics,
             budget: RetryBudget::new(c.retry_ratio),
             connect_ms: AtomicU64::new(c.timeouts.connect_ms),
@@ -35,9 +37,11 @@ impl Service {
         }
     }
 
-    /// Apply what can change without rebinding: endpoints, timeouts, the retry ratio.
+    /// Apply what can change without rebinding: endpoints, locality, timeouts, the retry
+    /// ratio.
     pub fn update(&self, c: &ServiceConfig, tunnels: &Tunnels) {
         self.balancer.update(&c.endpoints, tunnels);
+        self.balancer.set_locality(c.locality);
         self.connect_ms
             .store(c.timeouts.connect_ms, Ordering::Relaxed);
         self.request_ms

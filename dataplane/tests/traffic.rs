@@ -39,6 +39,7 @@ fn service(protocol: AppProtocol, endpoints: Vec<EndpointConfig>) -> ProxyConfig
             timeouts: Default::default(),
             retry_ratio: 0.2,
             exported: false,
+            locality: Default::default(),
         }],
         ..Default::default()
     }
@@ -70,6 +71,7 @@ async fn load(target: SocketAddr, protocol: Protocol, rate: u32, secs: f64) -> l
         rate,
         duration: Duration::from_secs_f64(secs),
         path: "/".into(),
+        host: None,
         timeout: Duration::from_secs(5),
         live: false,
         observe: None,

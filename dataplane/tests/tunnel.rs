@@ -18,7 +18,7 @@ use sluice_dataplane::tunnel::ca::Authority;
 use sluice_dataplane::tunnel::identity::{Identity, SpiffeId, TrustBundle};
 use sluice_dataplane::tunnel::pool::Peer;
 use sluice_dataplane::{
-    AppProtocol, EndpointConfig, IngressConfig, IngressRoute, PeerConfig, ProxyConfig,
+    AppProtocol, EndpointConfig, IngressConfig, IngressRoute, Locality, PeerConfig, ProxyConfig,
     ServiceConfig, TunnelConfig, TunnelTransport,
 };
 use sluice_local::echo::{self, EchoConfig};
@@ -94,6 +94,7 @@ fn service(name: &str, protocol: AppProtocol, endpoints: Vec<EndpointConfig>) ->
         timeouts: Default::default(),
         retry_ratio: 0.2,
         exported: false,
+        locality: Default::default(),
     }
 }
 
@@ -186,6 +187,8 @@ async fn east(pki: &Pki, w: &West, transport: TunnelTransport) -> sluice_datapla
             listen: "127.0.0.1:0".parse().unwrap(),
             routes: vec![IngressRoute {
                 host: "shop.example".into(),
+                path: None,
+                path_type: Default::default(),
                 service: "shop/web".into(),
             }],
         }),
@@ -214,6 +217,7 @@ async fn load(target: SocketAddr, protocol: Protocol) -> loadgen::Report {
         rate: 200,
         duration: Duration::from_millis(1500),
         path: "/".into(),
+        host: None,
         timeout: Duration::from_secs(5),
         live: false,
         observe: None,
@@ -534,6 +538,89 @@ async fn only_exported_endpoints_are_reachable() {
         ),
         "{metrics}"
     );
+}
+
+/// Requests at 200/s for `secs` through `target`: the report and who answered each.
+async fn answered(
+    target: SocketAddr,
+    protocol: Protocol,
+    secs: f64,
+) -> (loadgen::Report, std::collections::BTreeMap<String, u64>) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let report = loadgen::run(LoadgenConfig {
+        targets: Targets::Fixed(vec![target]),
+        protocol,
+        rate: 200,
+        duration: Duration::from_secs_f64(secs),
+        path: "/".into(),
+        host: None,
+        timeout: Duration::from_secs(5),
+        live: false,
+        observe: Some(tx),
+        stop: None,
+    })
+    .await;
+    let mut by = std::collections::BTreeMap::new();
+    while let Ok(s) = rx.try_recv() {
+        if let Ok(Some(c)) = s.outcome {
+            *by.entry(c).or_insert(0) += 1;
+        }
+    }
+    (report, by)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefer_close_keeps_traffic_local_and_spills_over_when_local_endpoints_die() {
+    let pki = Pki::new();
+    let w = west(&pki).await;
+    let local = backend([127, 0, 2, 11], "east", "web-east").await;
+    let mut tunnel = pki.tunnel("east");
+    tunnel.peers = vec![PeerConfig {
+        cluster: "west".into(),
+        address: w.gateway,
+        transport: TunnelTransport::H2,
+    }];
+    let mut endpoints = vec![endpoint(local.http, "east", None)];
+    endpoints.extend(w.web.iter().map(|b| endpoint(b.http, "west", Some("west"))));
+    let mut web = service("shop/web", AppProtocol::Http, endpoints);
+    web.locality = Locality::PreferClose;
+    let mut config = ProxyConfig {
+        services: vec![web],
+        tunnel: Some(tunnel),
+        ingress: None,
+    };
+    let e = sluice_dataplane::build(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    wait_up(&e.proxy.tunnels.peer("west").unwrap()).await;
+    let addr = e.proxy.addr_of("shop/web").unwrap();
+
+    // Local first: every answer from east, over HTTP/1.1 and HTTP/2.
+    for protocol in [Protocol::Http1, Protocol::H2] {
+        let (r, by) = answered(addr, protocol, 1.0).await;
+        assert_eq!(r.failed, 0, "{r:?}");
+        assert_eq!(by.get("west"), None, "{protocol:?}: {by:?}");
+        assert!(by["east"] > 150, "{by:?}");
+    }
+    // Without the preference, west's two endpoints take their part.
+    config.services[0].locality = Locality::Any;
+    e.proxy.apply(&config).unwrap();
+    let (r, by) = answered(addr, Protocol::Http1, 1.0).await;
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert!(by.get("west").copied().unwrap_or(0) > 50, "{by:?}");
+    config.services[0].locality = Locality::PreferClose;
+    e.proxy.apply(&config).unwrap();
+
+    // The local endpoint dies under load: idempotent requests spill over to west, none fails.
+    let load = tokio::spawn(answered(addr, Protocol::Http1, 3.0));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    local.shutdown().await;
+    let (r, by) = load.await.unwrap();
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert!(by["east"] > 100 && by["west"] > 200, "{by:?}");
+    let (r, by) = answered(addr, Protocol::Http1, 1.0).await;
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert_eq!(by.get("east"), None, "{by:?}");
 }
 
 /// A TCP relay (or UDP, for QUIC) that can be frozen: it stops forwarding without

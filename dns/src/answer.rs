@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, SOA, SRV, TXT};
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
+use sluice_api::LogicalClusterPath;
 use sluice_api::mcs::ServiceImportType;
 
 use crate::model::{Endpoint, LocalService, Model, Port, ServiceKey, Slice};
@@ -53,6 +54,8 @@ impl Zones {
 pub enum ZoneKind {
     Clusterset,
     Cluster,
+    /// An Ingress host (any name an Ingress of a logical cluster serves).
+    Ingress,
 }
 
 impl ZoneKind {
@@ -60,6 +63,7 @@ impl ZoneKind {
         match self {
             ZoneKind::Clusterset => "clusterset",
             ZoneKind::Cluster => "cluster",
+            ZoneKind::Ingress => "ingress",
         }
     }
 }
@@ -73,13 +77,14 @@ pub struct Answer {
     pub additionals: Vec<Record>,
 }
 
-/// The answer for `name`/`qtype` if `name` is inside one of the zones; `None` otherwise
-/// (the caller forwards).
+/// The answer for `name`/`qtype` asked from `src` if `name` is inside one of the zones;
+/// `None` otherwise (the caller forwards).
 pub fn resolve(
     model: &Model,
     zones: &Zones,
     name: &LowerName,
     qtype: RecordType,
+    src: Option<IpAddr>,
 ) -> Option<(ZoneKind, Answer)> {
     let (clusterset, cluster) = (&zones.clusterset_lower, zones.cluster_lower.as_ref());
     if clusterset.zone_of(name) {
@@ -93,9 +98,32 @@ pub fn resolve(
     if cluster.zone_of(name) {
         let labels = relative_labels(name, cluster);
         let ctx = Ctx::new(zones, zone, qtype, name);
-        return Some((ZoneKind::Cluster, ctx.cluster(model, labels)));
+        let logical = src.and_then(|ip| model.logical_cluster_of(ip));
+        return Some((ZoneKind::Cluster, ctx.cluster(model, labels, logical)));
     }
     None
+}
+
+/// The answer for an Ingress host outside the served zones: the addresses of the
+/// clusters' ingresses that take clients (A or AAAA by family; other types: no data).
+/// `None` when no Ingress names `name` (the caller forwards).
+pub fn ingress(model: &Model, ttl: u32, name: &LowerName, qtype: RecordType) -> Option<Answer> {
+    let host = name.to_string();
+    let host = host.trim_end_matches('.');
+    if !model.is_ingress_host(host) {
+        return None;
+    }
+    let owner = Name::from(name);
+    let answers = model
+        .ingress_addresses()
+        .into_iter()
+        .filter(|ip| family_matches(qtype, ip))
+        .map(|ip| addr_record(&owner, ttl, ip))
+        .collect();
+    Some(Answer {
+        answers,
+        ..Answer::default()
+    })
 }
 
 /// The labels of `name` left of `zone`, left to right; `None` if one is not UTF-8
@@ -279,17 +307,39 @@ impl<'z> Ctx<'z> {
         }
     }
 
-    /// `cluster.local`, relative labels left to right.
-    fn cluster(&self, model: &Model, labels: Option<Vec<&str>>) -> Answer {
+    /// `cluster.local`, relative labels left to right. `logical`: the logical cluster of
+    /// the pod that asks, when Sluice placed it; its own Services' names then answer as
+    /// their clusterset names do (the VIP here, or the ready endpoints everywhere), so an
+    /// app written for one cluster reaches a Service wherever it runs. Names that are no
+    /// Service of its logical cluster answer as for any pod.
+    fn cluster(
+        &self,
+        model: &Model,
+        labels: Option<Vec<&str>>,
+        logical: Option<&LogicalClusterPath>,
+    ) -> Answer {
         let serial = model.serial;
         let Some(labels) = labels else {
             return self.nxdomain(serial);
         };
+        if let Some(path) = logical
+            && let [rest @ .., svc, ns, "svc"] = labels.as_slice()
+        {
+            let key = ServiceKey::new(&model.downstream_of(path, ns), svc);
+            if let Some(view) = self.import_view(model, &key, rest.len()) {
+                return self.in_service(serial, &view, rest, true);
+            }
+        }
         match labels.as_slice() {
             [] => self.apex(serial),
             ["ns"] => self.ns_host(serial),
             ["svc"] | ["pod"] | [_, "pod"] => self.nodata(serial),
             [ns, "svc"] if model.has_services_in(ns) => self.nodata(serial),
+            [ns, "svc"]
+                if logical.is_some_and(|p| model.has_imports_in(&model.downstream_of(p, ns))) =>
+            {
+                self.nodata(serial)
+            }
             [ip, ns, "pod"] => match ip.replace('-', ".").parse::<IpAddr>() {
                 Ok(addr) if addr.is_ipv4() && model.has_pod(ns, addr) => {
                     let answers = if family_matches(self.qtype, &addr) {

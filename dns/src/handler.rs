@@ -87,7 +87,17 @@ impl DnsHandler {
         }
         let local = if class == DNSClass::IN || class == DNSClass::ANY {
             let model = state.model.read().unwrap_or_else(|p| p.into_inner());
-            answer::resolve(&model, &state.zones, query.name(), qtype)
+            answer::resolve(
+                &model,
+                &state.zones,
+                query.name(),
+                qtype,
+                Some(request.src().ip()),
+            )
+            .or_else(|| {
+                answer::ingress(&model, state.zones.ttl, query.name(), qtype)
+                    .map(|a| (answer::ZoneKind::Ingress, a))
+            })
         } else {
             None
         };

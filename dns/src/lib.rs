@@ -2,7 +2,11 @@
 //!
 //! Serves `clusterset.local` per the MCS DNS specification 1.0.0 from ServiceImports and
 //! MCS EndpointSlices, `cluster.local` from Services, EndpointSlices and Pods (local
-//! clusters), and forwards everything else to an upstream with a cache. Built on
+//! clusters), and forwards everything else to an upstream with a cache. A pod that Sluice
+//! placed (known by its source address) asking for an ordinary `cluster.local` name of its
+//! own logical cluster gets the clusterset answer of that Service, wherever it runs. With
+//! the control plane, the hosts of every logical cluster's Ingresses are answered with
+//! the ingress addresses of the clusters that take clients. Built on
 //! hickory-server: [`handler`] answers, [`answer`] computes records from [`model`], which
 //! the [`informers`] keep current.
 
@@ -21,9 +25,11 @@ use std::time::Duration;
 
 use hickory_proto::rr::Name;
 use hickory_server::server::Server;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::Ingress;
 use sluice_api::mcs::ServiceImport;
+use sluice_api::sluice::Cluster;
 use tokio::sync::{oneshot, watch};
 
 use crate::answer::Zones;
@@ -52,6 +58,18 @@ pub struct Config {
     pub cluster_zone: Option<String>,
     pub forward: Option<SocketAddr>,
     pub ttl: u32,
+    /// The control plane: its `Cluster`s (root) and every logical cluster's Ingresses (the
+    /// wildcard `/clusters/*`), so Ingress hosts are answered with the clusters' ingress
+    /// addresses.
+    pub control: Option<Control>,
+}
+
+/// Clients of the control plane.
+pub struct Control {
+    /// Logical cluster `root`, where `Cluster` objects live.
+    pub root: kube::Client,
+    /// `/clusters/*`: every logical cluster at once (list and watch).
+    pub wildcard: kube::Client,
 }
 
 impl Config {
@@ -65,6 +83,7 @@ impl Config {
             cluster_zone: Some("cluster.local".into()),
             forward: None,
             ttl: DEFAULT_TTL,
+            control: None,
         }
     }
 }
@@ -149,7 +168,7 @@ pub async fn build(config: Config) -> Result<Bound, BuildError> {
     );
     zones.local_cluster = config.cluster_id.to_ascii_lowercase();
     let serve_cluster = zones.cluster.is_some();
-    let informers = if serve_cluster { 4 } else { 2 };
+    let informers = if serve_cluster { 5 } else { 2 };
     let state = Arc::new(DnsState::new(
         zones,
         informers,
@@ -165,8 +184,13 @@ pub async fn build(config: Config) -> Result<Bound, BuildError> {
         client.clone(),
         state.clone(),
     ));
+    if let Some(control) = config.control {
+        tokio::spawn(informers::run::<Cluster>(control.root, state.clone()));
+        tokio::spawn(informers::run::<Ingress>(control.wildcard, state.clone()));
+    }
     if serve_cluster {
         tokio::spawn(informers::run::<Service>(client.clone(), state.clone()));
+        tokio::spawn(informers::run::<Namespace>(client.clone(), state.clone()));
         tokio::spawn(informers::run::<Pod>(client, state.clone()));
     }
 

@@ -6,9 +6,15 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::Ingress;
+use sluice_api::LogicalClusterPath;
 use sluice_api::mcs::{self, ServiceImport, ServiceImportType};
+use sluice_api::sluice::Cluster;
+use sluice_api::sync::{
+    ANNOTATION_LOGICAL_CLUSTER, LABEL_LOGICAL_CLUSTER, LABEL_SYNCED, downstream_namespace,
+};
 
 /// `namespace/name` of a Service or ServiceImport.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -95,6 +101,23 @@ pub enum LocalService {
     ExternalName(String),
 }
 
+/// An Ingress: its logical cluster (empty for one of this cluster's own), namespace and
+/// name.
+pub type IngressId = (String, String, String);
+
+/// A cluster's ingress as DNS answers for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterIngress {
+    pub ips: Vec<IpAddr>,
+    /// Ready (its syncer's heartbeat is current).
+    pub ready: bool,
+    /// Being drained: it leaves the answers first, while its ingress still serves.
+    pub draining: bool,
+}
+
+/// The ingress class the clusterset's ingresses serve (or an Ingress that names none).
+const INGRESS_CLASS: &str = "sluice";
+
 /// Which table a slice landed in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum SliceHome {
@@ -113,6 +136,14 @@ pub struct Model {
     /// Pod IPs per namespace, with a count (two pods may briefly share an IP).
     pods: HashMap<(String, IpAddr), usize>,
     pod_ips: HashMap<(String, String), IpAddr>,
+    /// The namespace of the pod holding each address (the last one seen, when two do).
+    ip_namespaces: HashMap<IpAddr, String>,
+    /// Namespaces that Sluice placed here: the logical cluster each belongs to.
+    logical: HashMap<String, LogicalClusterPath>,
+    /// The hosts of each Ingress served by the clusterset's ingresses, by [`IngressId`].
+    ingresses: HashMap<IngressId, Vec<String>>,
+    /// Every cluster's ingress addresses and whether it takes new clients.
+    clusters: BTreeMap<String, ClusterIngress>,
     /// Bumped on every change; the SOA serial.
     pub serial: u32,
 }
@@ -312,6 +343,59 @@ impl Model {
         self.slice_homes.keys().cloned().collect()
     }
 
+    /// The logical cluster of the pod at `ip`, if Sluice placed it (its namespace is the
+    /// downstream namespace of a logical cluster's namespace).
+    pub fn logical_cluster_of(&self, ip: IpAddr) -> Option<&LogicalClusterPath> {
+        self.logical.get(self.ip_namespaces.get(&ip)?)
+    }
+
+    /// The namespace here that holds namespace `ns` of logical cluster `path`: `ns` itself
+    /// when it already is one of `path`'s downstream namespaces (a pod's search path names
+    /// its own), else the downstream name of `path`'s namespace `ns`.
+    pub fn downstream_of(&self, path: &LogicalClusterPath, ns: &str) -> String {
+        match self.logical.get(ns) {
+            Some(p) if p == path => ns.to_string(),
+            _ => downstream_namespace(path, ns),
+        }
+    }
+
+    /// A namespace: placed by Sluice when it carries the logical-cluster label and a
+    /// logical cluster path annotation.
+    pub fn apply_namespace(&mut self, ns: &Namespace) {
+        let Some(name) = &ns.metadata.name else {
+            return;
+        };
+        let placed = ns
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(LABEL_LOGICAL_CLUSTER));
+        let path = ns
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_LOGICAL_CLUSTER))
+            .and_then(|p| p.parse::<LogicalClusterPath>().ok())
+            .filter(|_| placed);
+        let changed = match path {
+            Some(p) => self.logical.insert(name.clone(), p.clone()) != Some(p),
+            None => self.logical.remove(name).is_some(),
+        };
+        if changed {
+            self.bump();
+        }
+    }
+
+    pub fn delete_namespace(&mut self, name: &str) {
+        if self.logical.remove(name).is_some() {
+            self.bump();
+        }
+    }
+
+    pub fn namespace_ids(&self) -> Vec<String> {
+        self.logical.keys().cloned().collect()
+    }
+
     pub fn apply_pod(&mut self, pod: &Pod) {
         let (Some(ns), Some(name)) = (&pod.metadata.namespace, &pod.metadata.name) else {
             return;
@@ -329,6 +413,7 @@ impl Model {
         if let Some(ip) = ip {
             self.pod_ips.insert(id, ip);
             *self.pods.entry((ns.clone(), ip)).or_default() += 1;
+            self.ip_namespaces.insert(ip, ns.clone());
             self.bump();
         }
     }
@@ -341,6 +426,14 @@ impl Model {
                 *n -= 1;
                 if *n == 0 {
                     self.pods.remove(&key);
+                    if self.ip_namespaces.get(&ip) == Some(&key.0) {
+                        self.ip_namespaces.remove(&ip);
+                        // Another pod may hold the address still (in another namespace).
+                        if let Some(((other, _), _)) = self.pods.iter().find(|((_, a), _)| *a == ip)
+                        {
+                            self.ip_namespaces.insert(ip, other.clone());
+                        }
+                    }
                 }
             }
             self.bump();
@@ -351,15 +444,162 @@ impl Model {
         self.pod_ips.keys().cloned().collect()
     }
 
+    /// An Ingress's hosts, if the clusterset's ingresses serve it (class `sluice` or none;
+    /// not a syncer's copy, which the logical cluster's original stands for).
+    pub fn apply_ingress(&mut self, ing: &Ingress) {
+        let Some(id) = ingress_id(ing) else { return };
+        let synced = ing
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(LABEL_SYNCED));
+        let spec = ing.spec.as_ref();
+        let class = spec
+            .and_then(|s| s.ingress_class_name.as_deref())
+            .or_else(|| {
+                ing.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("kubernetes.io/ingress.class"))
+                    .map(String::as_str)
+            });
+        if synced || class.is_some_and(|c| c != INGRESS_CLASS) {
+            self.delete_ingress(&id);
+            return;
+        }
+        let mut hosts: Vec<String> = spec
+            .and_then(|s| s.rules.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.host.as_deref())
+            .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect();
+        hosts.sort();
+        hosts.dedup();
+        if self.ingresses.get(&id) != Some(&hosts) {
+            self.ingresses.insert(id, hosts);
+            self.bump();
+        }
+    }
+
+    pub fn delete_ingress(&mut self, id: &IngressId) {
+        if self.ingresses.remove(id).is_some() {
+            self.bump();
+        }
+    }
+
+    pub fn ingress_ids(&self) -> Vec<IngressId> {
+        self.ingresses.keys().cloned().collect()
+    }
+
+    /// Whether some Ingress names `host` (lower case, no trailing dot): exactly, or by a
+    /// wildcard rule (`*.example.com` covers one more label).
+    pub fn is_ingress_host(&self, host: &str) -> bool {
+        let wildcard = host.split_once('.').map(|(_, rest)| format!("*.{rest}"));
+        self.ingresses
+            .values()
+            .flatten()
+            .any(|h| h == host || Some(h) == wildcard.as_ref())
+    }
+
+    /// A `Cluster` of the control plane: its ingress addresses, readiness and drain.
+    pub fn apply_cluster(&mut self, c: &Cluster) {
+        let Some(name) = c.metadata.name.clone() else {
+            return;
+        };
+        let spec = c.spec.as_ref();
+        let ips: Vec<IpAddr> = spec
+            .map(|s| s.ingresses.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|a| {
+                a.parse::<std::net::SocketAddr>()
+                    .map(|s| s.ip())
+                    .or_else(|_| a.parse::<IpAddr>())
+                    .ok()
+            })
+            .collect();
+        let ready = c.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        let entry = ClusterIngress {
+            ips,
+            ready,
+            draining: spec.and_then(|s| s.drain).unwrap_or(false),
+        };
+        if self.clusters.get(&name) != Some(&entry) {
+            self.clusters.insert(name, entry);
+            self.bump();
+        }
+    }
+
+    pub fn delete_cluster(&mut self, name: &str) {
+        if self.clusters.remove(name).is_some() {
+            self.bump();
+        }
+    }
+
+    pub fn cluster_names(&self) -> Vec<String> {
+        self.clusters.keys().cloned().collect()
+    }
+
+    /// Where clients of an Ingress host go: the ingresses of the Ready clusters that are
+    /// not being drained; if there are none, of the Ready ones; if none is Ready, of every
+    /// cluster (an answer that may work beats none).
+    pub fn ingress_addresses(&self) -> Vec<IpAddr> {
+        let pick = |keep: &dyn Fn(&ClusterIngress) -> bool| -> Vec<IpAddr> {
+            let mut ips: Vec<IpAddr> = self
+                .clusters
+                .values()
+                .filter(|c| keep(c))
+                .flat_map(|c| c.ips.iter().copied())
+                .collect();
+            ips.sort();
+            ips.dedup();
+            ips
+        };
+        [
+            pick(&|c| c.ready && !c.draining),
+            pick(&|c| c.ready),
+            pick(&|_| true),
+        ]
+        .into_iter()
+        .find(|ips| !ips.is_empty())
+        .unwrap_or_default()
+    }
+
     /// Counts per object kind, for metrics.
-    pub fn counts(&self) -> [(&'static str, usize); 4] {
+    pub fn counts(&self) -> [(&'static str, usize); 7] {
         [
             ("serviceimports", self.imports.len()),
             ("services", self.services.len()),
             ("endpointslices", self.slice_homes.len()),
             ("pods", self.pod_ips.len()),
+            ("namespaces", self.logical.len()),
+            ("ingresses", self.ingresses.len()),
+            ("clusters", self.clusters.len()),
         ]
     }
+}
+
+/// An Ingress's id: logical cluster (from a wildcard list's annotation; empty for one of
+/// this cluster's own), namespace, name.
+pub fn ingress_id(ing: &Ingress) -> Option<IngressId> {
+    let path = ing
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_LOGICAL_CLUSTER))
+        .cloned()
+        .unwrap_or_default();
+    Some((
+        path,
+        ing.metadata.namespace.clone()?,
+        ing.metadata.name.clone()?,
+    ))
 }
 
 /// Keys present before a re-list that the re-list did not return.

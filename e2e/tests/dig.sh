@@ -23,7 +23,8 @@
 #
 # Every case is sent over UDP by dig and by kdig; the first case is also sent over TCP by
 # both. Prints `ok` or `FAIL` per query and exits 1 if any failed (2 on a usage error).
-# kdig is optional: without it the kdig queries are skipped with a note.
+# kdig is optional: without it the kdig queries are skipped with a note. With DIG_SOURCE
+# set, every query is sent from that address (both tools' -b).
 set -euo pipefail
 
 usage() {
@@ -56,6 +57,8 @@ query() {
         cmd=(kdig +retry=0 +timeout=2 "@$host" -p "$port" -q "$qname" -t "$qtype" +noall +header +answer)
     fi
     [[ $proto == tcp ]] && cmd+=(+tcp)
+    # DIG_SOURCE: the address queries come from (a pod's IP), for answers that depend on it.
+    [[ -n ${DIG_SOURCE:-} ]] && cmd+=(-b "$DIG_SOURCE")
     # A failed query is a result (NOREPLY), not a reason to stop the script.
     out=$("${cmd[@]}" </dev/null 2>&1) || true
     awk '

@@ -11,7 +11,7 @@ use std::time::Duration;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use serde_json::{Value, json};
-use support::{Cluster, answers, query, until};
+use support::{Cluster, answers, query, query_from, until};
 
 fn import(name: &str, ty: &str, ips: &[&str], ports: Value) -> Value {
     json!({
@@ -561,4 +561,150 @@ example.com. A REFUSED -
     println!("{stdout}{stderr}");
     assert!(out.status.success(), "dig.sh failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("kdig"), "kdig ran too");
+}
+
+/// A namespace Sluice placed here for namespace `ns` of logical cluster `path`, as the
+/// syncer writes it.
+fn placed_namespace(path: &str, ns: &str) -> (String, Value) {
+    let p: sluice_api::LogicalClusterPath = path.parse().unwrap();
+    let name = sluice_api::sync::downstream_namespace(&p, ns);
+    let v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": name,
+        "labels": {"sluice.dev/logical-cluster": sluice_api::sync::logical_cluster_label_value(&p)},
+        "annotations": {"sluice.dev/logical-cluster": path, "sluice.dev/upstream-namespace": ns}
+    }});
+    (name, v)
+}
+
+/// A pod at `ip` in namespace `ns`.
+async fn pod_at(c: &Cluster, ns: &str, name: &str, ip: &str) {
+    c.create(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"containers": [{"name": "c", "image": "sluice/echo"}]}}))
+        .await;
+    c.patch_status(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "status": {"podIP": ip, "podIPs": [{"ip": ip}]}}))
+        .await;
+}
+
+/// Apps written for one cluster keep their names: a pod Sluice placed, asking for
+/// `<svc>.<ns>.svc.cluster.local` (or the form its search path makes of a short name) of a
+/// Service of its own logical cluster, gets that Service's clusterset answer here, wherever
+/// the Service runs; pods of other logical clusters, or not placed by Sluice, do not.
+#[tokio::test]
+async fn placed_pods_reach_their_logical_clusters_services_by_ordinary_names() {
+    let c = Cluster::start().await;
+    let (shop, shop_ns) = placed_namespace("root", "shop");
+    let (client, client_ns) = placed_namespace("root", "client");
+    let (other, other_ns) = placed_namespace("root:other", "client");
+    for ns in [shop_ns, client_ns, other_ns] {
+        c.create(ns).await;
+    }
+    c.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "plain"}}))
+        .await;
+    // `web` runs elsewhere: only its import is here. `db` is headless, ready in west.
+    for (name, ty, ips) in [
+        ("web", "ClusterSetIP", vec!["127.61.0.10"]),
+        ("db", "Headless", vec![]),
+    ] {
+        let mut si = import(
+            name,
+            ty,
+            &ips,
+            json!([{"name": "http", "protocol": "TCP", "port": 80}]),
+        );
+        si["metadata"]["namespace"] = json!(shop);
+        c.create(si).await;
+    }
+    let mut slice = mcs_slice(
+        "db-west",
+        "db",
+        "west",
+        json!([ep("127.21.1.7", None, true)]),
+    );
+    slice["metadata"]["namespace"] = json!(shop);
+    c.create(slice).await;
+    pod_at(&c, &client, "consumer", "127.21.1.20").await;
+    pod_at(&c, &other, "stranger", "127.21.1.21").await;
+    pod_at(&c, "plain", "plain", "127.21.1.22").await;
+    let dns = c.dns("west").await;
+    let a = dns.addr;
+
+    // The pod's informers may lag the creates: wait for the first answer.
+    let web = "web.shop.svc.cluster.local.";
+    let first = until(Duration::from_secs(10), || async {
+        answers(&query_from(a, "127.21.1.20", web, RecordType::A).await) == ["127.61.0.10"]
+    })
+    .await;
+    assert!(first.is_some(), "{web} from the consumer");
+    let from = |q: &'static str, t| query_from(a, "127.21.1.20", q, t);
+    // The search path's forms: `web.<own ns>.svc…` for `web`, the logical name for `web.shop`.
+    let own = format!("web.{shop}.svc.cluster.local.");
+    let m = query_from(a, "127.21.1.20", &own, RecordType::A).await;
+    assert_eq!(answers(&m), ["127.61.0.10"]);
+    let m = from("_http._tcp.web.shop.svc.cluster.local.", RecordType::SRV).await;
+    assert_eq!(answers(&m), ["0 100 80 web.shop.svc.cluster.local."]);
+    let m = from("db.shop.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(answers(&m), ["127.21.1.7"]);
+    let m = from("shop.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    // Names that are no Service of its logical cluster answer as for anyone.
+    let m = from("kubernetes.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(answers(&m), ["127.40.0.1"]);
+    let m = from("nope.shop.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
+    // Another logical cluster's pod, a pod Sluice did not place, and no pod at all.
+    for src in ["127.21.1.21", "127.21.1.22", "127.0.0.1"] {
+        let m = query_from(a, src, web, RecordType::A).await;
+        assert_eq!(
+            m.metadata.response_code,
+            ResponseCode::NXDomain,
+            "from {src}"
+        );
+    }
+
+    // The same through dig and kdig, sent from the consumer's address.
+    let cases = format!(
+        "{web} A NOERROR 127.61.0.10
+{own} A NOERROR 127.61.0.10
+_http._tcp.{web} SRV NOERROR 0,100,80,{web}
+db.shop.svc.cluster.local. A NOERROR 127.21.1.7
+kubernetes.default.svc.cluster.local. A NOERROR 127.40.0.1
+"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cases");
+    std::fs::write(&file, cases).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/dig.sh");
+    let out = tokio::process::Command::new("bash")
+        .args([
+            script,
+            &a.ip().to_string(),
+            &a.port().to_string(),
+            file.to_str().unwrap(),
+        ])
+        .env("DIG_SOURCE", "127.21.1.20")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "dig.sh failed:\n{stdout}\n{stderr}");
+
+    // The consumer's namespace leaves Sluice (its label goes): its names are its own again.
+    c.patch(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": client, "labels": {"sluice.dev/logical-cluster": null}}}),
+    )
+    .await;
+    let gone = until(Duration::from_secs(10), || async {
+        query_from(a, "127.21.1.20", web, RecordType::A)
+            .await
+            .metadata
+            .response_code
+            == ResponseCode::NXDomain
+    })
+    .await;
+    assert!(gone.is_some(), "answered after the namespace left Sluice");
 }

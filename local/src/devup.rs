@@ -57,14 +57,23 @@ pub struct DevUpConfig {
     pub builtin_images_only: bool,
 }
 
+/// Where one local cluster's parts answer (`host:port` each).
+pub struct Addresses<'a> {
+    pub api: &'a str,
+    pub dns: &'a str,
+    pub gateway: &'a str,
+    pub ingress: &'a str,
+}
+
 /// The descriptor of one local cluster (`<state>/clusters/<name>.json`).
-pub fn descriptor(name: &str, index: u8, api: &str, dns: &str, gateway: &str) -> serde_json::Value {
+pub fn descriptor(name: &str, index: u8, a: &Addresses<'_>) -> serde_json::Value {
     json!({
         "name": name,
         "index": index,
-        "api": api,
-        "dns": dns,
-        "gateway": gateway,
+        "api": a.api,
+        "dns": a.dns,
+        "gateway": a.gateway,
+        "ingress": a.ingress,
         "podCidr": format!("127.{}.0.0/16", 20 + index),
         "serviceCidr": format!("127.{}.0.0/16", 40 + index),
         "vipCidr": format!("127.{}.0.0/16", 60 + index),
@@ -173,8 +182,19 @@ fn start_announcing(
         .ok_or_else(|| DevUpError::DidNotStart(what.to_string(), line.clone()))
 }
 
-/// Start a cluster's dataplane in cluster mode, its gateway on `127.(20+i).0.1:15443`;
-/// returns the gateway and admin addresses.
+/// The port of every local cluster's ingress: 80 as root (what an external client
+/// expects of a name the DNS answers for), else 8080.
+fn ingress_port() -> u16 {
+    if nix::unistd::geteuid().is_root() {
+        80
+    } else {
+        8080
+    }
+}
+
+/// Start a cluster's dataplane in cluster mode, its gateway on `127.(20+i).0.1:15443`, its
+/// ingress on `127.(20+i).0.1:80` (8080 when not root); returns the gateway, admin and
+/// ingress addresses.
 fn start_dataplane(
     children: &mut Children,
     bin: &Path,
@@ -182,7 +202,7 @@ fn start_dataplane(
     name: &str,
     index: u8,
     kubeconfig: &Path,
-) -> Result<(String, String), DevUpError> {
+) -> Result<(String, String, String), DevUpError> {
     let mut cmd = Command::new(bin);
     cmd.arg("proxy")
         .arg("--kubeconfig")
@@ -200,8 +220,10 @@ fn start_dataplane(
             &format!("127.{}.0.1:15443", 20 + index),
             "--admin",
             &format!("127.{}.0.1:15000", 20 + index),
+            "--ingress",
+            &format!("127.{}.0.1:{}", 20 + index, ingress_port()),
         ]);
-    // "proxy: cluster NAME gateway ADDR admin ADDR"
+    // "proxy: cluster NAME gateway ADDR admin ADDR ingress ADDR"
     let line = start_announcing(
         children,
         &format!("cluster {name} dataplane"),
@@ -210,7 +232,9 @@ fn start_dataplane(
     )?;
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
-        [_, "gateway", gw, "admin", admin] => Ok((gw.to_string(), admin.to_string())),
+        [_, "gateway", gw, "admin", admin, "ingress", ing] => {
+            Ok((gw.to_string(), admin.to_string(), ing.to_string()))
+        }
         _ => Err(DevUpError::DidNotStart(
             format!("cluster {name} dataplane"),
             line,
@@ -277,6 +301,7 @@ fn start_dns(
     name: &str,
     index: u8,
     kubeconfig: &Path,
+    control: &Path,
 ) -> Result<String, DevUpError> {
     let port = if nix::unistd::geteuid().is_root() {
         53
@@ -284,14 +309,19 @@ fn start_dns(
         0
     };
     let mut cmd = Command::new(bin);
-    cmd.arg("dns").arg("--kubeconfig").arg(kubeconfig).args([
-        "--cluster-id",
-        name,
-        "--listen",
-        &format!("127.{}.0.1:{port}", 20 + index),
-        "--admin",
-        &format!("127.{}.0.1:9153", 20 + index),
-    ]);
+    cmd.arg("dns")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--control")
+        .arg(control)
+        .args([
+            "--cluster-id",
+            name,
+            "--listen",
+            &format!("127.{}.0.1:{port}", 20 + index),
+            "--admin",
+            &format!("127.{}.0.1:9153", 20 + index),
+        ]);
     if let Some(up) = system_resolver() {
         cmd.args(["--forward", &up]);
     }
@@ -410,21 +440,34 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
                 .args(cfg.builtin_images_only.then_some("--builtin-images-only"))
                 .stdout(Stdio::null()),
         )?;
-        let dns = start_dns(&mut children, bin, name, index, &kubeconfig)?;
-        let (gateway, admin) =
+        let dns = start_dns(
+            &mut children,
+            bin,
+            name,
+            index,
+            &kubeconfig,
+            &cfg.state.join("control.kubeconfig"),
+        )?;
+        let (gateway, admin, ingress) =
             start_dataplane(&mut children, bin, &cfg.state, name, index, &kubeconfig)?;
         let addr = api.trim_start_matches("https://").to_string();
+        let addresses = Addresses {
+            api: &addr,
+            dns: &dns,
+            gateway: &gateway,
+            ingress: &ingress,
+        };
         std::fs::write(
             clusters_dir.join(format!("{name}.json")),
-            serde_json::to_vec_pretty(&descriptor(name, index, &addr, &dns, &gateway))?,
+            serde_json::to_vec_pretty(&descriptor(name, index, &addresses))?,
         )
         .map_err(io(format!("writing cluster {name}'s descriptor")))?;
         summary.push(format!(
-            "  {name:<8} API {api}  DNS {dns}  gateway {gateway}  kubeconfig {}",
+            "  {name:<8} API {api}  DNS {dns}  gateway {gateway}  ingress {ingress}  kubeconfig {}",
             kubeconfig.display()
         ));
         admins.push((format!("cluster {name} dataplane"), admin));
-        apis.push((name.clone(), index, api, kubeconfig, gateway));
+        apis.push((name.clone(), index, api, kubeconfig, gateway, ingress));
     }
     // Register the clusters with the control plane.
     let control = client(&cfg.state.join("control.kubeconfig")).await?;
@@ -433,11 +476,11 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
         "clusters",
     );
     let clusters: Api<DynamicObject> = Api::all_with(control, &ar);
-    for (name, index, api, _, gateway) in &apis {
+    for (name, index, api, _, gateway, ingress) in &apis {
         let obj: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "sluice.dev/v1alpha1", "kind": "Cluster",
             "metadata": {"name": name, "labels": {"sluice.dev/local": "true", "sluice.dev/index": index.to_string()}},
-            "spec": {"api": api, "clusterId": name, "gateways": [gateway]},
+            "spec": {"api": api, "clusterId": name, "gateways": [gateway], "ingresses": [ingress]},
         }))?;
         match clusters.create(&PostParams::default(), &obj).await {
             Ok(_) => {}
@@ -458,7 +501,7 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
     )?;
     admins.push(("MCS controller".into(), mcs));
     // A syncer per cluster: what is placed on it, from the logical clusters.
-    for (name, index, _, kubeconfig, _) in &apis {
+    for (name, index, _, kubeconfig, _, _) in &apis {
         let what = format!("cluster {name} syncer");
         let line = start_announcing(
             &mut children,
@@ -480,7 +523,7 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
         wait_ready(what, admin, Duration::from_secs(30)).await?;
     }
     // Ready once every node agent has registered its Node.
-    for (name, _, _, kubeconfig, _) in &apis {
+    for (name, _, _, kubeconfig, _, _) in &apis {
         let c = client(kubeconfig).await?;
         let nodes: Api<Node> = Api::all(c);
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -64,6 +64,8 @@ pub struct LoadgenConfig {
     pub rate: u32,
     pub duration: Duration,
     pub path: String,
+    /// The Host / `:authority` requests carry; `None`: the target's address.
+    pub host: Option<String>,
     pub timeout: Duration,
     /// Print a line per second to stderr.
     pub live: bool,
@@ -217,7 +219,9 @@ async fn one(
     pools: &Pools,
     addr: SocketAddr,
     path: &str,
+    host: Option<&str>,
 ) -> Result<Option<String>, String> {
+    let authority = host.map_or_else(|| addr.to_string(), str::to_string);
     match protocol {
         Protocol::Tcp => {
             let mut s = connect(addr).await?;
@@ -236,7 +240,7 @@ async fn one(
         Protocol::Http1 => {
             let mut s = h1_sender(pools, addr).await?;
             let req = Request::get(path)
-                .header(header::HOST, addr.to_string())
+                .header(header::HOST, authority)
                 .body(Full::new(Bytes::new()))
                 .map_err(|e| e.to_string())?;
             let resp = s.send_request(req).await.map_err(|e| {
@@ -273,12 +277,12 @@ async fn one(
         Protocol::H2 | Protocol::Grpc => {
             let mut s = h2_sender(pools, addr).await?;
             let req = if protocol == Protocol::Grpc {
-                Request::post(format!("http://{addr}{GRPC_METHOD}"))
+                Request::post(format!("http://{authority}{GRPC_METHOD}"))
                     .header(header::CONTENT_TYPE, "application/grpc")
                     .header(header::TE, "trailers")
                     .body(Full::new(grpc_frame(&[])))
             } else {
-                Request::get(format!("http://{addr}{path}")).body(Full::new(Bytes::new()))
+                Request::get(format!("http://{authority}{path}")).body(Full::new(Bytes::new()))
             }
             .map_err(|e| e.to_string())?;
             let resp = s.send_request(req).await.map_err(|e| format!("h2: {e}"))?;
@@ -399,11 +403,11 @@ pub async fn run(cfg: LoadgenConfig) -> Report {
                 }
                 let addr = targets[n % targets.len()];
                 n += 1;
-                let (pools, path, protocol, timeout) = (pools.clone(), cfg.path.clone(), cfg.protocol, cfg.timeout);
+                let (pools, path, host, protocol, timeout) = (pools.clone(), cfg.path.clone(), cfg.host.clone(), cfg.protocol, cfg.timeout);
                 let observe = cfg.observe.clone();
                 tokio::spawn(async move {
                     let t = Instant::now();
-                    let r = match tokio::time::timeout(timeout, one(protocol, &pools, addr, &path)).await {
+                    let r = match tokio::time::timeout(timeout, one(protocol, &pools, addr, &path, host.as_deref())).await {
                         Ok(r) => r,
                         Err(_) => Err("timeout".into()),
                     };
@@ -494,6 +498,7 @@ mod tests {
                 rate: 200,
                 duration: Duration::from_millis(500),
                 path: "/".into(),
+                host: None,
                 timeout: Duration::from_secs(2),
                 live: false,
                 observe: Some(observe),
@@ -518,6 +523,7 @@ mod tests {
             rate: 100,
             duration: Duration::from_millis(200),
             path: "/".into(),
+            host: None,
             timeout: Duration::from_secs(1),
             live: false,
             observe: None,

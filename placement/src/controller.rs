@@ -48,6 +48,12 @@ pub const CONDITION_DRAINED: &str = "Drained";
 /// Namespace annotation recording that condition (written with the placement itself, so it
 /// survives a status write from a stale snapshot).
 const DRAINED_ANNOTATION: &str = "drained.sluice.dev/last";
+/// Namespace annotation: a pass placed the namespace with its workloads counted (some pods
+/// of demand) and they fitted. Only such a namespace is established where it is: one that
+/// was placed while empty and then grew beyond every cluster's room is taken off again,
+/// whatever its syncer has already reported on it (a report comes within milliseconds of
+/// the placement, so it cannot tell "running" from "just placed").
+const ADMITTED_ANNOTATION: &str = "capacity.sluice.dev/admitted";
 /// Namespaces that are never placed: each cluster has its own.
 const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
 /// Namespaces that move off draining clusters at once.
@@ -425,11 +431,13 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
                 v
             })
             .collect();
-        // Its workloads run where it is: some cluster it is on has reported on them.
-        let established = values.get(&key).is_some_and(|vs| {
-            vs.iter()
-                .any(|v| current.iter().any(|c| status::report(v, c).is_some()))
-        });
+        // Its workloads run where it is: it was admitted with them counted.
+        let admitted = ns
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(ADMITTED_ANNOTATION));
+        let established = !current.is_empty() && admitted;
         let terminating = ns.metadata.deletion_timestamp.is_some();
         let target = if terminating {
             // A namespace being deleted stays where it is while its contents go.
@@ -599,6 +607,14 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
             )
         {
             next.clear();
+        }
+        let admit = !next.is_empty() && full.pods > 0.0 && !matches!(phase, Phase::Pending(_));
+        if admit && !admitted {
+            gate.annotations
+                .insert(ADMITTED_ANNOTATION.to_string(), Value::from("true"));
+        } else if next.is_empty() && admitted {
+            gate.annotations
+                .insert(ADMITTED_ANNOTATION.to_string(), Value::Null);
         }
         if let Some((c, _)) = drained_condition(&gate.drained) {
             gate.annotations

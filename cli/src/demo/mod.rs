@@ -3,8 +3,9 @@
 //! apply): namespace `shop` pinned to `east` by its label, and namespace `cart` placed on
 //! `east` by a Placement. Consumers load both through `west`'s clusterset VIPs — the name
 //! resolved through `west`'s clusterset DNS — over HTTP/1.1, HTTP/2 and gRPC, with a chain of
-//! long-lived TCP streams; then `shop` moves to `west` by changing its one label, and `east`
-//! is drained. Live progress each second; at the end a report (requests, failures, p50/p99
+//! long-lived TCP streams, and an external client reaches `shop` by its Ingress host (the
+//! clusterset DNS answers it with a cluster's ingress); then `shop` moves to `west` by
+//! changing its one label, and `east` is drained. Live progress each second; at the end a report (requests, failures, p50/p99
 //! and duration per phase; how long until all of an app's traffic was on `west`) and a plot
 //! in the state directory. Succeeds only if no request failed and no stream broke.
 
@@ -44,6 +45,8 @@ pub struct DemoConfig {
 }
 
 const WORKSPACE: &str = "shop";
+/// The host external clients of `shop` use (its Ingress).
+const SHOP_HOST: &str = "shop.example";
 const FIELD_MANAGER: &str = "kubectl";
 /// How long a move or a drain may take before the demo gives up.
 const PHASE_LIMIT: Duration = Duration::from_secs(120);
@@ -94,6 +97,7 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
     for obj in [namespace("shop", json!({"sluice.dev/cluster": "east"}))]
         .into_iter()
         .chain(app("shop"))
+        .chain([ingress("shop", SHOP_HOST)])
         .chain(app("cart"))
     {
         apply(&shop, &obj).await?;
@@ -139,15 +143,42 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
         vips.push(vip);
     }
     let (shop_vip, cart_vip) = (vips[0], vips[1]);
+    // The external client: shop.example as the clusterset DNS answers it (an ingress of a
+    // cluster that takes clients), on the ingresses' port.
+    let ingress_port = descriptor(&cfg.state, "west")?["ingress"]
+        .as_str()
+        .and_then(|a| a.parse::<SocketAddr>().ok())
+        .context("west's ingress address in its descriptor")?
+        .port();
+    let ingress_ip = wait_for(
+        &format!("{SHOP_HOST} to resolve"),
+        Duration::from_secs(60),
+        || resolve(west_dns, SHOP_HOST.to_string()),
+    )
+    .await?;
+    let external = SocketAddr::new(ingress_ip, ingress_port);
+    wait_for(
+        &format!("{SHOP_HOST} to answer at {external}"),
+        Duration::from_secs(60),
+        || answers_as(external, SHOP_HOST),
+    )
+    .await?;
+    step.say(&format!(
+        "external client: {SHOP_HOST} → {external} (an ingress)"
+    ));
 
     let consumers = vec![
         consumer("shop", Protocol::Http1, shop_vip, 80),
         consumer("shop", Protocol::H2, shop_vip, 81),
         consumer("shop", Protocol::Grpc, shop_vip, 82),
+        Consumer {
+            host: Some(SHOP_HOST.to_string()),
+            ..consumer("shop", Protocol::Http1, ingress_ip, ingress_port)
+        },
         consumer("cart", Protocol::Http1, cart_vip, 80),
     ];
     step.say(&format!(
-        "consumers in west: shop over HTTP/1.1, HTTP/2 and gRPC, cart over HTTP/1.1, {} requests/s each; TCP streams to shop",
+        "consumers in west: shop over HTTP/1.1, HTTP/2 and gRPC, cart over HTTP/1.1; an external client of {SHOP_HOST} through the ingress; {} requests/s each; TCP streams to shop",
         cfg.rate
     ));
     let traffic = Traffic::start(
@@ -299,6 +330,7 @@ fn consumer(app: &'static str, protocol: Protocol, vip: IpAddr, port: u16) -> Co
         app,
         protocol,
         target: SocketAddr::new(vip, port),
+        host: None,
     }
 }
 
@@ -338,6 +370,14 @@ fn deployment(ns: &str) -> Value {
 
 /// The `sluice/echo` Deployment and its Service: HTTP/1.1 on 80, h2c on 81, gRPC on 82 (all
 /// the pod's 8080), and a TCP echo on 9000.
+/// An Ingress sending every request for `host` to the app's HTTP port.
+fn ingress(ns: &str, host: &str) -> Value {
+    json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "echo", "namespace": ns},
+        "spec": {"rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": "echo", "port": {"name": "http"}}}}]}}]}})
+}
+
 fn app(ns: &str) -> [Value; 2] {
     [
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
@@ -371,6 +411,7 @@ fn resource(obj: &Value) -> anyhow::Result<(ApiResource, bool)> {
         "Placement" => ("placements", false),
         "Deployment" => ("deployments", true),
         "Service" => ("services", true),
+        "Ingress" => ("ingresses", true),
         other => bail!("the demo does not apply {other}"),
     };
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
@@ -448,12 +489,16 @@ async fn resolve(server: SocketAddr, name: String) -> Option<IpAddr> {
 
 /// Whether an HTTP GET to `addr` answers 200.
 async fn answers(addr: SocketAddr) -> Option<bool> {
+    answers_as(addr, "demo").await
+}
+
+/// Whether `GET /` for `host` at `addr` answers 200 within 3 s.
+async fn answers_as(addr: SocketAddr, host: &str) -> Option<bool> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let attempt = async {
         let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-        s.write_all(b"GET / HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n")
-            .await
-            .ok()?;
+        let request = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        s.write_all(request.as_bytes()).await.ok()?;
         let mut out = Vec::new();
         s.read_to_end(&mut out).await.ok()?;
         Some(out.starts_with(b"HTTP/1.1 200"))

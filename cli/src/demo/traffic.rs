@@ -95,6 +95,9 @@ pub struct Consumer {
     pub app: &'static str,
     pub protocol: Protocol,
     pub target: SocketAddr,
+    /// The Host its requests name (an external client of an Ingress host); `None`: the
+    /// target's address.
+    pub host: Option<String>,
 }
 
 /// Running consumers.
@@ -144,6 +147,7 @@ impl Traffic {
                     rate,
                     duration: Duration::from_secs(24 * 3600),
                     path: "/".into(),
+                    host: c.host,
                     timeout: Duration::from_secs(5),
                     live: false,
                     observe: Some(observe),

@@ -2,6 +2,8 @@
 
 #![allow(dead_code, unused_imports)]
 
+pub mod clusterset;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -1,14 +1,19 @@
 //! The endpoints of one service and the pick among them.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use super::endpoint::Endpoint;
 use super::p2c;
-use crate::config::EndpointConfig;
+use crate::config::{EndpointConfig, Locality};
 use crate::metrics::ProxyMetrics;
 use crate::tunnel::Tunnels;
+
+/// Under `PreferClose`, a local endpoint with this many requests or connections in flight
+/// counts as overloaded; when every local one is, new work spills over to remote ones.
+pub const SPILL_IN_FLIGHT: u64 = 64;
 
 /// The endpoints of one service.
 #[derive(Debug)]
@@ -16,6 +21,8 @@ pub struct Balancer {
     service: String,
     metrics: ProxyMetrics,
     endpoints: RwLock<Arc<[Arc<Endpoint>]>>,
+    /// `PreferClose`: endpoints reached directly come first.
+    prefer_close: AtomicBool,
 }
 
 impl Balancer {
@@ -29,9 +36,16 @@ impl Balancer {
             service: service.to_string(),
             metrics,
             endpoints: RwLock::new(Arc::from(Vec::new())),
+            prefer_close: AtomicBool::new(false),
         };
         b.update(configs, tunnels);
         b
+    }
+
+    /// Which endpoints come first (a service's `trafficDistribution`).
+    pub fn set_locality(&self, locality: Locality) {
+        self.prefer_close
+            .store(locality == Locality::PreferClose, Ordering::Relaxed);
     }
 
     pub fn endpoints(&self) -> Arc<[Arc<Endpoint>]> {
@@ -79,7 +93,8 @@ impl Balancer {
     }
 
     /// An endpoint for a new request or connection, not one of `tried`: serving (not
-    /// draining, weight > 0), not ejected unless every candidate is.
+    /// draining, weight > 0), not ejected unless every candidate is. Under `PreferClose`,
+    /// a local endpoint that is healthy and not overloaded, if there is one.
     pub fn pick(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
         let all = self.endpoints();
         let now = Instant::now();
@@ -90,6 +105,16 @@ impl Balancer {
         // Ejected endpoints drop out, unless that would leave none.
         if candidates.iter().any(|e| !e.ejected(now)) {
             candidates.retain(|e| !e.ejected(now));
+        }
+        if self.prefer_close.load(Ordering::Relaxed) {
+            let close: Vec<&Arc<Endpoint>> = candidates
+                .iter()
+                .copied()
+                .filter(|e| e.local && !e.ejected(now))
+                .collect();
+            if close.iter().any(|e| e.active() < SPILL_IN_FLIGHT) {
+                return p2c::choose(&close, &mut rand::rng()).cloned();
+            }
         }
         p2c::choose(&candidates, &mut rand::rng()).cloned()
     }
@@ -230,6 +255,49 @@ mod tests {
         }
         assert_eq!(b.endpoints()[0].active(), 1, "same endpoint object kept");
         assert!(b.pick(&[([127, 0, 0, 1], 3).into()]).is_none());
+    }
+
+    #[test]
+    fn prefer_close_keeps_traffic_local_and_spills_when_local_cannot_take_it() {
+        let remote = |port: u16| EndpointConfig {
+            cluster: "west".into(),
+            via: Some("west".into()),
+            ..ep(port, 100, false)
+        };
+        let configs = [ep(1, 100, false), remote(2), remote(3)];
+        let b = Balancer::new("s", ProxyMetrics::default(), &configs, &Tunnels::default());
+        let local_share = |b: &Balancer| {
+            (0..3_000)
+                .filter(|_| b.pick(&[]).is_some_and(|e| e.local))
+                .count()
+        };
+        // Without a preference the local endpoint gets its third.
+        assert!((800..1_200).contains(&local_share(&b)));
+        b.set_locality(Locality::PreferClose);
+        assert_eq!(local_share(&b), 3_000);
+        // Tried already (a retry): the next pick goes remote.
+        assert!(!b.pick(&[([127, 0, 0, 1], 1).into()]).unwrap().local);
+        // Overloaded: every local endpoint at the spill mark sends new work out.
+        let local = b.endpoints().iter().find(|e| e.local).unwrap().clone();
+        let held: Vec<_> = (0..SPILL_IN_FLIGHT).map(|_| local.start()).collect();
+        assert!(local_share(&b) < 2_000);
+        drop(held);
+        assert_eq!(local_share(&b), 3_000);
+        // Unhealthy: an ejected local endpoint sends everything out.
+        for _ in 0..10 {
+            local.failure(Duration::from_millis(1));
+        }
+        assert_eq!(local_share(&b), 0);
+        // Draining (a move away from this cluster): remote takes it all.
+        b.update(
+            &[ep(4, 100, true), remote(2), remote(3)],
+            &Tunnels::default(),
+        );
+        assert_eq!(local_share(&b), 0);
+        // No remote endpoint left: local ones serve, whatever their load.
+        b.update(&[ep(5, 100, false)], &Tunnels::default());
+        assert_eq!(local_share(&b), 3_000);
+        b.set_locality(Locality::Any);
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub struct Endpoint {
     attached: RwLock<Option<Arc<dyn Any + Send + Sync>>>,
     /// The peer cluster whose gateway leads to this endpoint; `None`: reached directly.
     pub via: Option<Arc<Peer>>,
+    /// In this cluster (the configuration names no gateway): what `PreferClose` prefers.
+    pub local: bool,
 }
 
 impl Endpoint {
@@ -52,6 +54,7 @@ impl Endpoint {
     ) -> Self {
         Self {
             address: c.address,
+            local: c.via.is_none(),
             via,
             cluster: c.cluster.clone(),
             weight: AtomicU32::new(c.weight),

@@ -11,5 +11,5 @@ pub mod outcomes;
 pub mod outlier;
 pub mod p2c;
 
-pub use balancer::Balancer;
+pub use balancer::{Balancer, SPILL_IN_FLIGHT};
 pub use endpoint::{ActiveGuard, Endpoint};

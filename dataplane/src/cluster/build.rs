@@ -20,14 +20,15 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
 use sluice_api::ServiceKey;
 use sluice_api::mcs::{ANNOTATION_DRAINING, ANNOTATION_WEIGHT, is_managed, slice_service};
 use sluice_api::mcs::{LABEL_SOURCE_CLUSTER, ServiceImport, ServiceImportType};
 use sluice_kube::meta::{annotation, label};
 
 use crate::config::{
-    AppProtocol, DEFAULT_WEIGHT, EndpointConfig, PeerConfig, ProxyConfig, ServiceConfig,
-    TunnelConfig,
+    AppProtocol, DEFAULT_WEIGHT, EndpointConfig, IngressRoute, Locality, PathType, PeerConfig,
+    ProxyConfig, ServiceConfig, TunnelConfig,
 };
 
 /// What the whole configuration is built from.
@@ -126,11 +127,11 @@ fn local_service(
             ));
         }
     }
-    let name = format!(
-        "{}/{}:{}",
+    let name = listener_name(
         svc.metadata.namespace.as_deref().unwrap_or(""),
         svc.metadata.name.as_deref().unwrap_or(""),
-        port_label(pname, port)
+        &port_label(pname, port),
+        false,
     );
     Some(listener(
         name,
@@ -139,6 +140,12 @@ fn local_service(
         endpoints,
         false,
     ))
+}
+
+/// A listener's name: `ns/name:port`, and ` (clusterset)` for an import's VIP.
+fn listener_name(ns: &str, name: &str, port: &str, clusterset: bool) -> String {
+    let suffix = if clusterset { " (clusterset)" } else { "" };
+    format!("{ns}/{name}:{port}{suffix}")
 }
 
 /// How a listener's name shows a port: by its name, else its number.
@@ -166,6 +173,7 @@ fn listener(
         timeouts: Default::default(),
         retry_ratio: 0.2,
         exported,
+        locality: Locality::Any,
     }
 }
 
@@ -258,6 +266,7 @@ fn clusterset_services(
     else {
         return Vec::new();
     };
+    let locality = Locality::from_traffic_distribution(imp.spec.traffic_distribution.as_deref());
     let mut services = Vec::new();
     for p in &imp.spec.ports {
         if !tcp(p.protocol.as_deref()) {
@@ -287,13 +296,16 @@ fn clusterset_services(
             endpoints.extend(endpoints_of(s, target, weight, draining, source, via));
         }
         spread_weights(&mut endpoints);
-        services.push(listener(
-            format!("{ns}/{name}:{} (clusterset)", port_label(pname, port)),
-            SocketAddr::new(vip, port),
-            AppProtocol::from_port(p.app_protocol.as_deref(), p.name.as_deref()),
-            endpoints,
-            true,
-        ));
+        services.push(ServiceConfig {
+            locality,
+            ..listener(
+                listener_name(ns, name, &port_label(pname, port), true),
+                SocketAddr::new(vip, port),
+                AppProtocol::from_port(p.app_protocol.as_deref(), p.name.as_deref()),
+                endpoints,
+                true,
+            )
+        });
     }
     services
 }
@@ -365,6 +377,86 @@ pub fn owners(
         }
     }
     (out, shared)
+}
+
+/// The ingress class this dataplane serves; an Ingress naming no class is served too.
+pub const INGRESS_CLASS: &str = "sluice";
+
+/// Whether an Ingress is this dataplane's to serve (its `ingressClassName`, or the older
+/// `kubernetes.io/ingress.class` annotation, is `sluice` or unset).
+pub fn serves(ing: &Ingress) -> bool {
+    let class = ing
+        .spec
+        .as_ref()
+        .and_then(|s| s.ingress_class_name.as_deref())
+        .or_else(|| annotation(&ing.metadata, "kubernetes.io/ingress.class"));
+    class.is_none_or(|c| c == INGRESS_CLASS)
+}
+
+/// The listener an Ingress backend in namespace `ns` names: the Service's clusterset VIP
+/// for that port (it reaches the Service wherever it runs), else its ClusterIP.
+fn backend_listener(
+    ns: &str,
+    backend: &IngressBackend,
+    built: &BTreeMap<ServiceKey, Vec<ServiceConfig>>,
+) -> Option<String> {
+    let svc = backend.service.as_ref()?;
+    let configs = built.get(&ServiceKey::new(ns, &svc.name))?;
+    let port = svc.port.as_ref()?;
+    let fits = |c: &&ServiceConfig, clusterset: bool| match (&port.name, port.number) {
+        (Some(pname), _) => c.name == listener_name(ns, &svc.name, pname, clusterset),
+        (None, Some(n)) => {
+            i32::from(c.listen.port()) == n && c.name.ends_with(" (clusterset)") == clusterset
+        }
+        (None, None) => false,
+    };
+    let pick = |clusterset| configs.iter().find(|c| fits(c, clusterset));
+    pick(true).or_else(|| pick(false)).map(|c| c.name.clone())
+}
+
+/// The ingress routes of Ingress objects, each with the namespace its backends live in
+/// here (its downstream namespace, for one from a logical cluster). Rules whose backend
+/// has no listener (no such Service or port) are left out; a default backend serves any
+/// host and path no rule takes.
+pub fn ingress_routes<'a>(
+    ingresses: impl IntoIterator<Item = (&'a str, &'a Ingress)>,
+    built: &BTreeMap<ServiceKey, Vec<ServiceConfig>>,
+) -> Vec<IngressRoute> {
+    let mut out = Vec::new();
+    for (ns, ing) in ingresses {
+        let Some(spec) = ing.spec.as_ref().filter(|_| serves(ing)) else {
+            continue;
+        };
+        for rule in spec.rules.iter().flatten() {
+            let host = rule.host.clone().unwrap_or_default();
+            for p in rule.http.iter().flat_map(|h| &h.paths) {
+                if let Some(service) = backend_listener(ns, &p.backend, built) {
+                    out.push(IngressRoute {
+                        host: host.clone(),
+                        path: p.path.clone(),
+                        path_type: match p.path_type.as_str() {
+                            "Exact" => PathType::Exact,
+                            _ => PathType::Prefix,
+                        },
+                        service,
+                    });
+                }
+            }
+        }
+        if let Some(service) = spec
+            .default_backend
+            .as_ref()
+            .and_then(|b| backend_listener(ns, b, built))
+        {
+            out.push(IngressRoute {
+                host: String::new(),
+                path: None,
+                path_type: PathType::Prefix,
+                service,
+            });
+        }
+    }
+    out
 }
 
 /// Group objects by service key.
@@ -701,5 +793,100 @@ mod tests {
         assert_eq!(pieces.iter().map(Vec::len).collect::<Vec<_>>(), [1, 2]);
         let assembled = assemble(pieces.iter().map(Vec::as_slice), None, &peers);
         assert_eq!(assembled, whole);
+    }
+
+    #[test]
+    fn prefer_close_comes_from_the_imports_traffic_distribution() {
+        let imp = |td: Option<&str>| -> Arc<ServiceImport> {
+            obj(json!({
+                "metadata": {"name": "echo", "namespace": "shop"},
+                "spec": {"type": "ClusterSetIP", "ips": ["127.60.0.1"],
+                         "ports": [{"name": "http", "port": 80}],
+                         "trafficDistribution": td},
+            }))
+        };
+        for (td, want) in [
+            (None, Locality::Any),
+            (Some("PreferClose"), Locality::PreferClose),
+            (Some("PreferSameZone"), Locality::PreferClose),
+            (Some("SomethingElse"), Locality::Any),
+        ] {
+            let c = build_all(&[], &[], &[imp(td)], vec![]);
+            assert_eq!(c.services[0].locality, want, "{td:?}");
+        }
+    }
+
+    fn ingress(v: serde_json::Value) -> Ingress {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn ingress_rules_route_to_clusterset_vips_first() {
+        let services = [
+            service("echo", "10.96.0.10"),
+            service("local", "10.96.0.11"),
+        ];
+        let imports = [import("echo", "127.60.0.1", "ClusterSetIP")];
+        let configs = build_all(&services, &[], &imports, vec![]).services;
+        let mut built: BTreeMap<ServiceKey, Vec<ServiceConfig>> = BTreeMap::new();
+        for c in configs {
+            let svc = c.name.split(['/', ':']).nth(1).unwrap().to_string();
+            built
+                .entry(ServiceKey::new("shop", &svc))
+                .or_default()
+                .push(c);
+        }
+        let web = ingress(json!({
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {
+                "rules": [{"host": "shop.example", "http": {"paths": [
+                    {"path": "/", "pathType": "Prefix",
+                     "backend": {"service": {"name": "echo", "port": {"number": 80}}}},
+                    {"path": "/local", "pathType": "Exact",
+                     "backend": {"service": {"name": "local", "port": {"name": "http"}}}},
+                    {"path": "/nope", "pathType": "Prefix",
+                     "backend": {"service": {"name": "missing", "port": {"number": 80}}}},
+                    {"path": "/wrong-port", "pathType": "Prefix",
+                     "backend": {"service": {"name": "echo", "port": {"number": 81}}}},
+                ]}}],
+                "defaultBackend": {"service": {"name": "echo", "port": {"name": "http"}}},
+            },
+        }));
+        let other = ingress(json!({
+            "metadata": {"name": "other", "namespace": "shop"},
+            "spec": {"ingressClassName": "nginx", "rules": [{"host": "x", "http": {"paths": [
+                {"path": "/", "pathType": "Prefix",
+                 "backend": {"service": {"name": "echo", "port": {"number": 80}}}}]}}]},
+        }));
+        let routes = ingress_routes([("shop", &web), ("shop", &other)], &built);
+        let got: Vec<(&str, Option<&str>, PathType, &str)> = routes
+            .iter()
+            .map(|r| {
+                (
+                    r.host.as_str(),
+                    r.path.as_deref(),
+                    r.path_type,
+                    r.service.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "shop.example",
+                    Some("/"),
+                    PathType::Prefix,
+                    "shop/echo:http (clusterset)"
+                ),
+                (
+                    "shop.example",
+                    Some("/local"),
+                    PathType::Exact,
+                    "shop/local:http"
+                ),
+                ("", None, PathType::Prefix, "shop/echo:http (clusterset)"),
+            ]
+        );
     }
 }

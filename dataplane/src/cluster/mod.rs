@@ -6,7 +6,10 @@
 //! result is applied live, and the proxy touches only listeners whose configuration
 //! changed. It also renews the cluster's lease, the signal the MCS controller uses to keep
 //! this cluster's endpoints in every import, and reports its live traffic to draining
-//! clusters on their namespaces ([`traffic`]), what a move waits for.
+//! clusters on their namespaces ([`traffic`]), what a move waits for. With an ingress
+//! listener it serves the `Ingress` objects of its cluster and of every logical cluster
+//! (through the control plane's wildcard), each backend through its Service's clusterset
+//! VIP, so any cluster's ingress reaches an app wherever it runs.
 
 pub mod build;
 pub mod traffic;
@@ -14,10 +17,12 @@ pub mod traffic;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_api::ServiceKey;
@@ -25,6 +30,7 @@ use sluice_api::liveness::{LEASE_NAME, LEASE_NAMESPACE, LEASE_TTL, RENEW_EVERY};
 use sluice_api::mcs::ServiceImport;
 use sluice_api::mcs::slice_service;
 use sluice_api::sluice::Cluster;
+use sluice_api::sync::{ANNOTATION_LOGICAL_CLUSTER, LABEL_SYNCED, downstream_namespace};
 use sluice_kube::Informer;
 use sluice_kube::lease::{LeaseHolder, renew_forever};
 
@@ -33,7 +39,9 @@ type Scope = sluice_kube::Scope<ServiceKey>;
 type ServiceIndex<K> = sluice_kube::Index<K, ServiceKey>;
 use tokio::sync::watch;
 
-use crate::config::{PeerConfig, ServiceConfig, TunnelConfig, TunnelTransport};
+use crate::config::{
+    IngressConfig, IngressRoute, PeerConfig, ServiceConfig, TunnelConfig, TunnelTransport,
+};
 use crate::proxy::Proxy;
 
 pub struct ClusterMode {
@@ -42,6 +50,10 @@ pub struct ClusterMode {
     pub client: Client,
     /// The control plane (logical cluster `root`): other clusters' gateways.
     pub control: Option<Client>,
+    /// The control plane's wildcard (`/clusters/*`): every logical cluster's Ingresses.
+    pub upstream: Option<Client>,
+    /// Where the ingress listens (the proxy was started with it); `None`: no ingress.
+    pub ingress: Option<SocketAddr>,
     /// Identity, trust bundle and this cluster's gateway address.
     pub tunnel: Option<TunnelConfig>,
     pub transport: TunnelTransport,
@@ -64,6 +76,41 @@ fn peers(clusters: &[Arc<Cluster>], me: &str, transport: TunnelTransport) -> Vec
         })
         .collect();
     out.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    out
+}
+
+/// The Ingresses to serve, each with the namespace here its backends live in: this
+/// cluster's own (not the syncer's copies, which `upstream` has at their source) and every
+/// logical cluster's, in the downstream namespace of its namespace.
+fn ingresses(
+    local: &[Arc<Ingress>],
+    upstream: Option<&[Arc<Ingress>]>,
+) -> Vec<(String, Arc<Ingress>)> {
+    let mut out = Vec::new();
+    for ing in local {
+        let synced = ing
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(LABEL_SYNCED));
+        if synced && upstream.is_some() {
+            continue;
+        }
+        if let Some(ns) = &ing.metadata.namespace {
+            out.push((ns.clone(), ing.clone()));
+        }
+    }
+    for ing in upstream.into_iter().flatten() {
+        let path = ing
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_LOGICAL_CLUSTER))
+            .and_then(|p| p.parse::<sluice_api::LogicalClusterPath>().ok());
+        if let (Some(path), Some(ns)) = (path, &ing.metadata.namespace) {
+            out.push((downstream_namespace(&path, ns), ing.clone()));
+        }
+    }
     out
 }
 
@@ -135,6 +182,23 @@ impl ClusterMode {
         let clusters: Option<Informer<Cluster>> = self.control.as_ref().map(|c| {
             Informer::start_with(Api::all(c.clone()), all(), "clusters", changes.widener())
         });
+        // Ingresses change only the ingress's routes: a flag, and a wake-up.
+        let ingress_dirty = Arc::new(AtomicBool::new(true));
+        let ingress_informer = |api: Api<Ingress>, what: &str| {
+            let (dirty, changes) = (ingress_dirty.clone(), changes.clone());
+            Informer::start_with(api, all(), what, move |_: &watcher::Event<Ingress>| {
+                dirty.store(true, Ordering::Relaxed);
+                changes.wake();
+            })
+        };
+        let local_ingresses: Option<Informer<Ingress>> = self
+            .ingress
+            .map(|_| ingress_informer(Api::all(self.client.clone()), "ingresses"));
+        let upstream_ingresses: Option<Informer<Ingress>> = self
+            .ingress
+            .and(self.upstream.as_ref())
+            .map(|c| ingress_informer(Api::all(c.clone()), "logical clusters' ingresses"));
+        let mut routes: Vec<IngressRoute> = Vec::new();
         let lease = tokio::spawn(renew_forever(
             Api::namespaced(self.client.clone(), LEASE_NAMESPACE),
             LEASE_NAMESPACE.to_string(),
@@ -167,12 +231,21 @@ impl ClusterMode {
             let synced = services.is_ready()
                 && slices.is_ready()
                 && imports.is_ready()
-                && clusters.as_ref().is_none_or(|c| c.is_ready());
+                && clusters.as_ref().is_none_or(|c| c.is_ready())
+                && local_ingresses.as_ref().is_none_or(|c| c.is_ready())
+                && upstream_ingresses.as_ref().is_none_or(|c| c.is_ready());
             if !synced {
                 continue;
             }
             let scope = changes.take();
+            // Routes name listeners: new Ingresses, and listeners that came or went.
+            let reroute = self.ingress.is_some()
+                && (ingress_dirty.swap(false, Ordering::Relaxed) || !scope.is_empty());
             if scope.is_empty() {
+                if reroute {
+                    routes = self.routes(&local_ingresses, &upstream_ingresses, &built);
+                    proxy.set_ingress_routes(&routes);
+                }
                 continue;
             }
             let started = Instant::now();
@@ -247,16 +320,26 @@ impl ClusterMode {
                     delta = None;
                 }
             }
+            if reroute {
+                routes = self.routes(&local_ingresses, &upstream_ingresses, &built);
+            }
             let applied = match delta {
-                Some(d) => proxy
-                    .apply_services(&d.upsert, &d.remove)
-                    .map(|()| d.upsert.len() + d.remove.len()),
+                Some(d) => proxy.apply_services(&d.upsert, &d.remove).map(|()| {
+                    if reroute {
+                        proxy.set_ingress_routes(&routes);
+                    }
+                    d.upsert.len() + d.remove.len()
+                }),
                 None => {
-                    let config = build::assemble(
+                    let mut config = build::assemble(
                         built.values().map(Vec::as_slice),
                         self.tunnel.clone(),
                         &peers,
                     );
+                    config.ingress = self.ingress.map(|listen| IngressConfig {
+                        listen,
+                        routes: routes.clone(),
+                    });
                     // While two services name one address, who wins is decided whole.
                     (owners, whole_next) = build::owners(&built);
                     proxy.apply(&config).map(|()| config.services.len())
@@ -281,6 +364,19 @@ impl ClusterMode {
         }
         lease.abort();
         let _ = report.await;
+    }
+
+    /// The ingress's routes from the Ingresses the informers hold.
+    fn routes(
+        &self,
+        local: &Option<Informer<Ingress>>,
+        upstream: &Option<Informer<Ingress>>,
+        built: &BTreeMap<ServiceKey, Vec<ServiceConfig>>,
+    ) -> Vec<IngressRoute> {
+        let local = local.as_ref().map(|i| i.state()).unwrap_or_default();
+        let upstream = upstream.as_ref().map(|i| i.state());
+        let all = ingresses(&local, upstream.as_deref());
+        build::ingress_routes(all.iter().map(|(ns, i)| (ns.as_str(), i.as_ref())), built)
     }
 }
 

@@ -21,6 +21,7 @@ pub async fn http_proxy(
             timeouts,
             retry_ratio: 0.2,
             exported: false,
+            locality: Default::default(),
         }],
         ..Default::default()
     };

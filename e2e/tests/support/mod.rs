@@ -91,6 +91,15 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("apply {v}: {e}"));
     }
 
+    /// A JSON merge patch (`null` removes a key).
+    pub async fn patch(&self, v: Value) {
+        let name = v["metadata"]["name"].as_str().expect("name").to_string();
+        self.api(&v)
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&v))
+            .await
+            .unwrap_or_else(|e| panic!("patch {v}: {e}"));
+    }
+
     pub async fn patch_status(&self, v: Value) {
         let name = v["metadata"]["name"].as_str().expect("name").to_string();
         self.api(&v)
@@ -116,6 +125,21 @@ pub async fn wait_synced(dns: &sluice_dns::Bound) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("dns informers did not sync");
+}
+
+/// One query over UDP from the address `src` (a pod's IP).
+pub async fn query_from(addr: SocketAddr, src: &str, name: &str, qtype: RecordType) -> Message {
+    let name = Name::from_ascii(name).expect("name");
+    let bind: SocketAddr = format!("{src}:0").parse().expect("source address");
+    let stream = UdpClientStream::builder(addr, TokioRuntimeProvider::new())
+        .with_timeout(Some(Duration::from_secs(2)))
+        .with_bind_addr(Some(bind))
+        .build();
+    let (mut client, bg) = Client::<TokioRuntimeProvider>::from_sender(stream);
+    let bg = tokio::spawn(bg);
+    let r = client.query(name, DNSClass::IN, qtype).await;
+    bg.abort();
+    r.expect("dns response").into_message()
 }
 
 /// One query with hickory's client, over UDP (EDNS) or TCP.

@@ -1,0 +1,246 @@
+#![allow(clippy::unwrap_used)]
+//! External traffic: an `Ingress` applied to a logical cluster is served by every cluster's
+//! ingress, each forwarding to wherever the backend runs; the clusterset DNS answers the
+//! Ingress host with the ingress addresses of the clusters that take clients; a move under
+//! load through both clusters' ingresses loses no request; a cluster being drained leaves
+//! the DNS answer while its ingress keeps serving. The tests share the clusterset's fixed
+//! loopback ranges, so they run one at a time.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use support::clusterset::{available, deployment_exists, imported_ready};
+use support::{DevUp, eventually, sluice_bin};
+
+const WITHIN: Duration = Duration::from_secs(120);
+
+const HOST: &str = "shop.example";
+
+/// `web` (echo) in namespace `shop` on `east`, with an Ingress for `shop.example`.
+const APP: &str = r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels: {sluice.dev/cluster: east}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: echo
+        image: sluice/echo
+        ports: [{name: http, containerPort: 8080}]
+        readinessProbe: {httpGet: {port: http, path: /ready}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: shop}
+spec:
+  rules:
+  - host: shop.example
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+"#;
+
+/// A key of cluster `name`'s descriptor.
+fn described(dev: &DevUp, name: &str, key: &str) -> String {
+    let path = dev.state.join("clusters").join(format!("{name}.json"));
+    let d: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    d[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{key} in {d}"))
+        .to_string()
+}
+
+/// `GET /` with `Host: shop.example` through the ingress at `addr`: the status line and
+/// the cluster that answered.
+fn get(addr: &str) -> Option<(String, String)> {
+    use std::io::{Read, Write};
+    let addr: SocketAddr = addr.parse().ok()?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(
+        format!("GET /cart HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.lines().next()?.to_string();
+    let cluster = out
+        .split("\"cluster\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or("")
+        .to_string();
+    Some((status, cluster))
+}
+
+/// The A records `dig` gets for `shop.example` from the DNS server at `dns`, sorted.
+fn dig(dns: &str) -> Vec<String> {
+    let (ip, port) = dns.rsplit_once(':').unwrap();
+    let out = Command::new("dig")
+        .args(["+short", "+tries=1", "+time=2", "-p", port])
+        .arg(format!("@{ip}"))
+        .args([HOST, "A"])
+        .output()
+        .unwrap();
+    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
+    v.sort();
+    v
+}
+
+/// `sluice loadgen` through the ingress at `addr` for `secs` at 100 requests a second, as
+/// a client of `shop.example` would send them.
+fn loadgen(protocol: &str, addr: &str, secs: u32) -> Child {
+    Command::new(sluice_bin())
+        .args([
+            "loadgen",
+            "--protocol",
+            protocol,
+            "--rate",
+            "100",
+            "--host",
+            HOST,
+        ])
+        .args(["--duration", &secs.to_string(), "--target", addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn report(child: Child) -> (u64, u64, String) {
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let r: serde_json::Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("loadgen report {text:?}: {e}"));
+    (
+        r["ok"].as_u64().unwrap_or(0),
+        r["failed"].as_u64().unwrap_or(u64::MAX),
+        r["failures"].to_string(),
+    )
+}
+
+#[test]
+fn every_clusters_ingress_serves_the_app_through_moves_and_dns_follows_drains() {
+    let (dev, _) = DevUp::start("east,west");
+    let control = dev.kubectl_control();
+    let (east, west) = (dev.kubectl("east"), dev.kubectl("west"));
+    let (east_in, west_in) = (
+        described(&dev, "east", "ingress"),
+        described(&dev, "west", "ingress"),
+    );
+    let east_ip = east_in.rsplit_once(':').unwrap().0.to_string();
+    let west_ip = west_in.rsplit_once(':').unwrap().0.to_string();
+    control.apply_stdin(APP);
+    assert!(
+        eventually(WITHIN, || available(&east) == 2
+            && imported_ready(&west, "east") == 2),
+        "the app runs in east and west imports it"
+    );
+
+    // Both clusters' ingresses serve it; west's forwards to east through the gateway.
+    for ingress in [&east_in, &west_in] {
+        assert!(
+            eventually(WITHIN, || get(ingress)
+                .is_some_and(|(s, c)| s.starts_with("HTTP/1.1 200") && c == "east")),
+            "{ingress}: {:?}",
+            get(ingress)
+        );
+    }
+    // Hosts no Ingress names get 404 from the ingress.
+    let other = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(west_in.as_str()).unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+
+    // The clusterset DNS answers the host with both ingresses, in each cluster.
+    let both = {
+        let mut v = vec![east_ip.clone(), west_ip.clone()];
+        v.sort();
+        v
+    };
+    for cluster in ["east", "west"] {
+        let dns = described(&dev, cluster, "dns");
+        assert!(
+            eventually(WITHIN, || dig(&dns) == both),
+            "{cluster}'s DNS: {:?}",
+            dig(&dns)
+        );
+    }
+
+    // A move under load through both ingresses, HTTP/1.1 and HTTP/2: nothing fails.
+    let loads = [
+        loadgen("http1", &east_in, 30),
+        loadgen("h2", &west_in, 30),
+        loadgen("http1", &west_in, 30),
+    ];
+    std::thread::sleep(Duration::from_secs(3));
+    control.ok(&[
+        "label",
+        "namespace",
+        "shop",
+        "sluice.dev/cluster=west",
+        "--overwrite",
+    ]);
+    assert!(
+        eventually(WITHIN, || !deployment_exists(&east)
+            && available(&west) == 2),
+        "moved to west"
+    );
+    for (i, l) in loads.into_iter().enumerate() {
+        let (ok, failed, why) = report(l);
+        eprintln!("ingress load {i} through the move: {ok} ok, {failed} failed");
+        assert_eq!(failed, 0, "load {i}: {why}");
+        assert!(ok >= 2_000, "load {i}: only {ok} answered");
+    }
+    assert!(get(&east_in).is_some_and(|(_, c)| c == "west"));
+
+    // East is drained: it leaves the DNS answers first, and its ingress keeps serving.
+    control.ok(&[
+        "patch",
+        "cluster",
+        "east",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"unschedulable":true,"drain":true}}"#,
+    ]);
+    let west_dns = described(&dev, "west", "dns");
+    assert!(
+        eventually(WITHIN, || dig(&west_dns) == [west_ip.clone()]),
+        "east left the answer: {:?}",
+        dig(&west_dns)
+    );
+    let (status, cluster) = get(&east_in).expect("east's ingress answers");
+    assert!(
+        status.starts_with("HTTP/1.1 200") && cluster == "west",
+        "{status} {cluster}"
+    );
+}

@@ -1,0 +1,116 @@
+//! The sample app of the clusterset tests (`web` in namespace `shop` of the root logical
+//! cluster) as the physical clusters see it, and the processes of a local clusterset.
+
+use super::Kubectl;
+
+/// The downstream namespace of `shop` in the root logical cluster.
+pub fn downstream_ns() -> String {
+    sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), "shop")
+}
+
+/// Available replicas of `web` in a physical cluster (0 when it is not there).
+pub fn available(k: &Kubectl) -> i64 {
+    let out = k.run(&[
+        "-n",
+        &downstream_ns(),
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.status.availableReplicas}",
+        "--ignore-not-found",
+    ]);
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+pub fn deployment_exists(k: &Kubectl) -> bool {
+    let out = k.ok(&["-n", &downstream_ns(), "get", "deployments", "-o", "name"]);
+    out.contains("deployment.apps/web")
+}
+
+pub fn condition(control: &Kubectl, field: &str) -> String {
+    control.ok(&[
+        "get",
+        "namespace",
+        "shop",
+        "-o",
+        &format!("jsonpath={{.status.conditions[?(@.type==\"Placed\")].{field}}}"),
+    ])
+}
+
+pub fn ds(ns: &str) -> String {
+    sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), ns)
+}
+
+pub fn kill9(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status();
+}
+
+pub fn imported_ready(k: &Kubectl, source: &str) -> usize {
+    let out = k.ok(&[
+        "-n",
+        &downstream_ns(),
+        "get",
+        "endpointslices",
+        "-l",
+        &format!(
+            "multicluster.kubernetes.io/service-name=web,multicluster.kubernetes.io/source-cluster={source}"
+        ),
+        "-o",
+        "jsonpath={range .items[*].endpoints[*]}{.conditions.ready} {end}",
+    ]);
+    out.split_whitespace().filter(|r| *r == "true").count()
+}
+
+/// The clusterset VIP of `web` in `k`'s cluster.
+pub fn vip_of_web(k: &Kubectl) -> String {
+    k.ok(&[
+        "-n",
+        &downstream_ns(),
+        "get",
+        "serviceimport",
+        "web",
+        "-o",
+        "jsonpath={.spec.ips[0]}",
+    ])
+}
+
+/// Every process of local cluster `cluster` of the clusterset in `state`: its parts (each
+/// names a path under `<state>/clusters/<cluster>`) and their descendants (the node agent's
+/// Pods).
+pub fn processes_of(state: &std::path::Path, cluster: &str) -> Vec<(u32, String)> {
+    let dir = state.join("clusters").display().to_string();
+    let (own, kubeconfig) = (
+        format!("{dir}/{cluster}/"),
+        format!("{dir}/{cluster}.kubeconfig"),
+    );
+    let mut out: Vec<(u32, String)> = super::processes_with_pid("")
+        .into_iter()
+        .filter(|(_, cmd)| cmd.contains(&own) || cmd.contains(&kubeconfig))
+        .collect();
+    // Descendants, until no new one turns up.
+    loop {
+        let known: Vec<u32> = out.iter().map(|(p, _)| *p).collect();
+        let children: Vec<(u32, String)> = super::processes_with_pid("")
+            .into_iter()
+            .filter(|(pid, _)| !known.contains(pid))
+            .filter(|(pid, _)| parent_of(*pid).is_some_and(|pp| known.contains(&pp)))
+            .collect();
+        if children.is_empty() {
+            return out;
+        }
+        out.extend(children);
+    }
+}
+
+/// The parent pid of `pid` (`/proc/<pid>/stat`, the field after the command's parentheses).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
