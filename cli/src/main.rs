@@ -144,7 +144,8 @@ enum Command {
     /// TCP echo on $ECHO_TCP_PORT (9000), bound to $POD_IP.
     Echo,
     /// The `sluice/loadgen` test image: constant-rate load; every failure counted with its
-    /// reason; a line per second on stderr; a JSON report on stdout; exit 1 if any failed.
+    /// reason; a line per second on stderr; a JSON report on stdout (also when SIGINT or
+    /// SIGTERM ends it early); exit 1 if any failed.
     Loadgen {
         /// http1, h2, grpc or tcp.
         #[arg(long, default_value = "http1")]
@@ -544,6 +545,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         .context("--target host:port")?,
                 ),
             };
+            // SIGINT/SIGTERM end the run early; the report still covers what was sent.
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            tokio::spawn(async move {
+                if shutdown_signal().await.is_ok() {
+                    let _ = stop.send(true);
+                }
+            });
             let report = run(LoadgenConfig {
                 targets,
                 protocol: protocol.parse().map_err(anyhow::Error::msg)?,
@@ -554,7 +562,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 timeout: std::time::Duration::from_secs_f64(timeout),
                 live: true,
                 observe: None,
-                stop: None,
+                stop: Some(stopped),
             })
             .await;
             println!("{}", report.to_json());

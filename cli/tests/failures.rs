@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use support::clusterset::{
-    available, deployment_exists, imported_ready, kill9, processes_of, vip_of_web,
+    Load, available, deployment_exists, imported_ready, kill9, processes_of, vip_of_web,
 };
 use support::{DevUp, eventually, processes_with_pid, sluice_bin};
 
@@ -58,34 +58,6 @@ spec:
     )
 }
 
-/// `sluice loadgen` against `target` for `secs` at 100 requests a second; its JSON report
-/// on stdout.
-fn loadgen(protocol: &str, target: &str, secs: u32) -> Child {
-    Command::new(sluice_bin())
-        .args(["loadgen", "--protocol", protocol, "--rate", "100"])
-        .args(["--duration", &secs.to_string(), "--target", target])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-/// A loadgen's report, once it finished.
-fn report(child: Child) -> serde_json::Value {
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("loadgen report {text:?}: {e}"))
-}
-
-/// Requests answered and failed in a report, with the failures' reasons.
-fn counted(r: &serde_json::Value) -> (u64, u64, String) {
-    (
-        r["ok"].as_u64().unwrap_or(0),
-        r["failed"].as_u64().unwrap_or(u64::MAX),
-        r["failures"].to_string(),
-    )
-}
-
 /// A `sluice control` the test started again where dev up's was; killed on drop.
 struct Restarted(Child);
 
@@ -124,8 +96,8 @@ fn dataplanes_keep_routing_while_the_control_plane_is_down_and_it_reconverges() 
     );
     let vip = vip_of_web(&west);
     let vip = vip.trim();
-    let h1 = loadgen("http1", &format!("{vip}:80"), 20);
-    let h2 = loadgen("h2", &format!("{vip}:81"), 20);
+    let h1 = Load::start("http1", &format!("{vip}:80"), 20, None);
+    let h2 = Load::start("h2", &format!("{vip}:81"), 20, None);
     std::thread::sleep(Duration::from_secs(3));
 
     // The control plane dies (SIGKILL) for 8 s, then comes back on its address and data.
@@ -145,13 +117,14 @@ fn dataplanes_keep_routing_while_the_control_plane_is_down_and_it_reconverges() 
             .spawn()
             .unwrap(),
     );
-    for (name, r) in [("HTTP/1.1", report(h1)), ("HTTP/2", report(h2))] {
-        let (ok, failed, why) = counted(&r);
+    for (name, load) in [("HTTP/1.1", h1), ("HTTP/2", h2)] {
+        let c = load.finish();
         eprintln!(
-            "{name} through west's VIP with the control plane down: {ok} ok, {failed} failed"
+            "{name} through west's VIP with the control plane down: {} ok, {} failed",
+            c.ok, c.failed
         );
-        assert_eq!(failed, 0, "{name}: {why}");
-        assert!(ok >= 1_500, "{name}: only {ok} answered");
+        assert_eq!(c.failed, 0, "{name}: {}", c.failures);
+        assert!(c.ok >= 1_500, "{name}: only {} answered", c.ok);
     }
 
     // Back: every part reconverges, and a move goes through as before, under load.
@@ -162,7 +135,7 @@ fn dataplanes_keep_routing_while_the_control_plane_is_down_and_it_reconverges() 
             .success()),
         "the control plane answers again"
     );
-    let during = loadgen("http1", &format!("{vip}:80"), 40);
+    let during = Load::start("http1", &format!("{vip}:80"), 40, None);
     control.ok(&[
         "label",
         "namespace",
@@ -177,9 +150,12 @@ fn dataplanes_keep_routing_while_the_control_plane_is_down_and_it_reconverges() 
         available(&east),
         available(&west)
     );
-    let (ok, failed, why) = counted(&report(during));
-    eprintln!("HTTP/1.1 through the move after the restart: {ok} ok, {failed} failed");
-    assert_eq!(failed, 0, "{why}");
+    let c = during.finish();
+    eprintln!(
+        "HTTP/1.1 through the move after the restart: {} ok, {} failed",
+        c.ok, c.failed
+    );
+    assert_eq!(c.failed, 0, "{}", c.failures);
     drop(restarted);
 }
 
@@ -229,8 +205,8 @@ spec:
     );
     let vip = vip_of_web(&west);
     let vip = vip.trim();
-    let h1 = loadgen("http1", &format!("{vip}:80"), 15);
-    let h2 = loadgen("h2", &format!("{vip}:81"), 15);
+    let h1 = Load::start("http1", &format!("{vip}:80"), 15, None);
+    let h2 = Load::start("h2", &format!("{vip}:81"), 15, None);
     std::thread::sleep(Duration::from_secs(4));
 
     // Every process of east at once: API server, node agent and its Pods, DNS, dataplane,
@@ -262,11 +238,14 @@ spec:
         "east's endpoints left west's imports within {} ms of the kill",
         killed.elapsed().as_millis()
     );
-    for (name, r) in [("HTTP/1.1", report(h1)), ("HTTP/2", report(h2))] {
-        let (ok, failed, why) = counted(&r);
-        eprintln!("{name} through west's VIP while east died: {ok} ok, {failed} failed");
-        assert_eq!(failed, 0, "{name}: {why}");
-        assert!(ok >= 1_000, "{name}: only {ok} answered");
+    for (name, load) in [("HTTP/1.1", h1), ("HTTP/2", h2)] {
+        let c = load.finish();
+        eprintln!(
+            "{name} through west's VIP while east died: {} ok, {} failed",
+            c.ok, c.failed
+        );
+        assert_eq!(c.failed, 0, "{name}: {}", c.failures);
+        assert!(c.ok >= 1_000, "{name}: only {} answered", c.ok);
     }
     // Its workloads run elsewhere: west takes both replicas.
     assert!(

@@ -9,11 +9,11 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use support::clusterset::{available, deployment_exists, imported_ready};
-use support::{DevUp, eventually, sluice_bin};
+use support::clusterset::{Load, available, deployment_exists, imported_ready};
+use support::{DevUp, eventually};
 
 const WITHIN: Duration = Duration::from_secs(120);
 
@@ -110,38 +110,6 @@ fn dig(dns: &str) -> Vec<String> {
     v
 }
 
-/// `sluice loadgen` through the ingress at `addr` for `secs` at 100 requests a second, as
-/// a client of `shop.example` would send them.
-fn loadgen(protocol: &str, addr: &str, secs: u32) -> Child {
-    Command::new(sluice_bin())
-        .args([
-            "loadgen",
-            "--protocol",
-            protocol,
-            "--rate",
-            "100",
-            "--host",
-            HOST,
-        ])
-        .args(["--duration", &secs.to_string(), "--target", addr])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-fn report(child: Child) -> (u64, u64, String) {
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let r: serde_json::Value = serde_json::from_str(text.trim())
-        .unwrap_or_else(|e| panic!("loadgen report {text:?}: {e}"));
-    (
-        r["ok"].as_u64().unwrap_or(0),
-        r["failed"].as_u64().unwrap_or(u64::MAX),
-        r["failures"].to_string(),
-    )
-}
-
 #[test]
 fn every_clusters_ingress_serves_the_app_through_moves_and_dns_follows_drains() {
     let (dev, _) = DevUp::start("east,west");
@@ -198,9 +166,9 @@ fn every_clusters_ingress_serves_the_app_through_moves_and_dns_follows_drains() 
 
     // A move under load through both ingresses, HTTP/1.1 and HTTP/2: nothing fails.
     let loads = [
-        loadgen("http1", &east_in, 30),
-        loadgen("h2", &west_in, 30),
-        loadgen("http1", &west_in, 30),
+        Load::start("http1", &east_in, 30, Some(HOST)),
+        Load::start("h2", &west_in, 30, Some(HOST)),
+        Load::start("http1", &west_in, 30, Some(HOST)),
     ];
     std::thread::sleep(Duration::from_secs(3));
     control.ok(&[
@@ -216,10 +184,13 @@ fn every_clusters_ingress_serves_the_app_through_moves_and_dns_follows_drains() 
         "moved to west"
     );
     for (i, l) in loads.into_iter().enumerate() {
-        let (ok, failed, why) = report(l);
-        eprintln!("ingress load {i} through the move: {ok} ok, {failed} failed");
-        assert_eq!(failed, 0, "load {i}: {why}");
-        assert!(ok >= 2_000, "load {i}: only {ok} answered");
+        let c = l.finish();
+        eprintln!(
+            "ingress load {i} through the move: {} ok, {} failed",
+            c.ok, c.failed
+        );
+        assert_eq!(c.failed, 0, "load {i}: {}", c.failures);
+        assert!(c.ok >= 2_000, "load {i}: only {} answered", c.ok);
     }
     assert!(get(&east_in).is_some_and(|(_, c)| c == "west"));
 

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use support::clusterset::{
-    available, condition, deployment_exists, downstream_ns, ds, imported_ready, kill9, vip_of_web,
+    Load, available, condition, deployment_exists, downstream_ns, ds, imported_ready, kill9,
+    vip_of_web,
 };
 use support::{DevUp, Kubectl, eventually};
 
@@ -1043,6 +1044,13 @@ spec:
         image: sluice/echo
         resources: {{requests: {{cpu: 100m, memory: 16Mi}}}}
         readinessProbe: {{httpGet: {{port: 8080, path: /ready}}, periodSeconds: 1}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  selector: {{app: web}}
+  ports: [{{name: http, port: 80, targetPort: 8080}}]
 "#
     )
 }
@@ -1108,6 +1116,29 @@ spec:
         vec![ds("small")],
         "small fits the least loaded: east"
     );
+    // Consumers of small in west, through west's VIP, for the rest of the test: what else
+    // is admitted, refused or spilled costs them nothing.
+    let small_vip = || {
+        west.ok(&[
+            "-n",
+            &ds("small"),
+            "get",
+            "serviceimport",
+            "web",
+            "-o",
+            "jsonpath={.spec.ips[0]}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || !small_vip().trim().is_empty()),
+        "small imported in west"
+    );
+    let vip = small_vip();
+    assert!(
+        eventually(WITHIN, || support::http_get(vip.trim(), 80, "/").is_some()),
+        "small answers through west's VIP"
+    );
+    let load = Load::start("http1", &format!("{}:80", vip.trim()), 3600, None);
     // 4 pods do not fit beside small's 2 on east (3): west.
     control.apply_stdin(&capped("big", 4));
     control.ok(&[
@@ -1190,6 +1221,13 @@ spec:
         "status sums both clusters: {}",
         up()
     );
+    let c = load.stop();
+    eprintln!(
+        "small through west's VIP while others were placed and it spilled: {} ok, {} failed",
+        c.ok, c.failed
+    );
+    assert_eq!(c.failed, 0, "{}", c.failures);
+    assert!(c.ok >= 1_000, "only {} answered", c.ok);
 }
 
 /// The MCS controller of `dev`'s clusterset, stopped (SIGSTOP) while this lives and resumed

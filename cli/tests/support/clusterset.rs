@@ -1,7 +1,9 @@
 //! The sample app of the clusterset tests (`web` in namespace `shop` of the root logical
 //! cluster) as the physical clusters see it, and the processes of a local clusterset.
 
-use super::Kubectl;
+use std::process::{Child, Command, Stdio};
+
+use super::{Kubectl, sluice_bin};
 
 /// The downstream namespace of `shop` in the root logical cluster.
 pub fn downstream_ns() -> String {
@@ -113,4 +115,56 @@ fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 1..];
     after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A `sluice loadgen` at 100 requests a second, its JSON report read when it ends.
+pub struct Load(Child);
+
+/// What a [`Load`] counted.
+#[derive(Debug)]
+pub struct Counted {
+    pub ok: u64,
+    pub failed: u64,
+    /// The failures by reason (JSON).
+    pub failures: String,
+}
+
+impl Load {
+    /// `protocol` (http1, h2, grpc, tcp) against `target` for `secs`, its requests naming
+    /// `host` (an Ingress host) if given.
+    pub fn start(protocol: &str, target: &str, secs: u32, host: Option<&str>) -> Self {
+        let mut cmd = Command::new(sluice_bin());
+        cmd.args(["loadgen", "--protocol", protocol, "--rate", "100"])
+            .args(["--duration", &secs.to_string(), "--target", target]);
+        if let Some(h) = host {
+            cmd.args(["--host", h]);
+        }
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sluice loadgen");
+        Load(child)
+    }
+
+    /// Wait until it ends by itself.
+    pub fn finish(self) -> Counted {
+        let out = self.0.wait_with_output().expect("loadgen output");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let r: serde_json::Value = serde_json::from_str(text.trim())
+            .unwrap_or_else(|e| panic!("loadgen report {text:?}: {e}"));
+        Counted {
+            ok: r["ok"].as_u64().unwrap_or(0),
+            failed: r["failed"].as_u64().unwrap_or(u64::MAX),
+            failures: r["failures"].to_string(),
+        }
+    }
+
+    /// End it now (SIGTERM: it still reports what it sent).
+    pub fn stop(self) -> Counted {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        self.finish()
+    }
 }
