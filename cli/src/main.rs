@@ -136,6 +136,10 @@ enum Command {
         /// container's command: for manifests whose commands are not meant for this machine.
         #[arg(long)]
         builtin_images_only: bool,
+        /// The cluster's DNS server, given to each Pod as `SLUICE_DNS_SERVER` with its
+        /// search path (what kubelet writes into a Pod's resolv.conf).
+        #[arg(long)]
+        dns: Option<SocketAddr>,
         /// Where to serve /metrics and /readyz.
         #[arg(long, default_value = "127.0.0.1:0")]
         admin: std::net::SocketAddr,
@@ -156,7 +160,8 @@ enum Command {
         /// Seconds to run.
         #[arg(long, default_value_t = 10.0)]
         duration: f64,
-        /// Fixed targets (`host:port`); or use --service.
+        /// Targets (`ip:port`, or `name:port` resolved through --dns or the Pod's DNS
+        /// server and search path, again every 5 s); or use --service.
         #[arg(long)]
         target: Vec<String>,
         /// `namespace/name`: the Service whose ready endpoints (from its EndpointSlices,
@@ -170,6 +175,10 @@ enum Command {
         kubeconfig: Option<PathBuf>,
         #[arg(long, default_value = "/")]
         path: String,
+        /// The DNS server for `name:port` targets (default: $SLUICE_DNS_SERVER, with the
+        /// search path $SLUICE_DNS_SEARCH, asked from $POD_IP).
+        #[arg(long)]
+        dns: Option<SocketAddr>,
         /// The Host (HTTP/1.1) or :authority (HTTP/2, gRPC) to send, as a client of a name
         /// would (an ingress routes by it); default: the target's address.
         #[arg(long)]
@@ -485,6 +494,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             logs_dir,
             max_pods,
             builtin_images_only,
+            dns,
             admin,
         } => {
             init_tracing();
@@ -498,6 +508,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 sluice_bin: std::env::current_exe()?,
                 max_pods,
                 builtin_images_only,
+                dns,
                 metrics: Default::default(),
             };
             let (tx, rx) = tokio::sync::watch::channel(false);
@@ -520,6 +531,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             port,
             kubeconfig,
             path,
+            dns,
             host,
             timeout,
         } => {
@@ -537,13 +549,32 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         port,
                     }
                 }
-                None => Targets::Fixed(
-                    target
-                        .iter()
-                        .map(|t| t.parse())
-                        .collect::<Result<_, _>>()
-                        .context("--target host:port")?,
-                ),
+                None => match target
+                    .iter()
+                    .map(|t| t.parse::<SocketAddr>())
+                    .collect::<Result<Vec<_>, _>>()
+                {
+                    Ok(addrs) => Targets::Fixed(addrs),
+                    // Names: resolved as a Pod resolves them (its DNS server and search
+                    // path from the environment the node agent gives it), or by --dns.
+                    Err(_) => {
+                        let resolver = match dns {
+                            Some(server) => sluice_local::resolve::Resolver::new(server),
+                            None => sluice_local::resolve::Resolver::from_env().context(
+                                "a --target NAME:PORT needs a DNS server: --dns, or SLUICE_DNS_SERVER (set in the local clusters' Pods)",
+                            )?,
+                        };
+                        let names = target
+                            .iter()
+                            .map(|t| {
+                                let (name, port) = t.rsplit_once(':')?;
+                                Some((name.to_string(), port.parse::<u16>().ok()?))
+                            })
+                            .collect::<Option<Vec<_>>>()
+                            .context("--target host:port or name:port")?;
+                        Targets::Names { names, resolver }
+                    }
+                },
             };
             // SIGINT/SIGTERM end the run early; the report still covers what was sent.
             let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use support::clusterset::{Load, available, deployment_exists, imported_ready};
+use support::clusterset::{Load, available, deployment_exists, ds, imported_ready};
 use support::{DevUp, eventually};
 
 const WITHIN: Duration = Duration::from_secs(120);
@@ -58,6 +58,70 @@ spec:
       paths:
       - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
 "#;
+
+/// A Job in namespace `clients` (on west) whose Pod loads `web.shop:80` — the name an app
+/// written for one cluster uses — for 30 s, resolved through its cluster's DNS.
+const SHOPPER: &str = r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: clients
+  labels: {sluice.dev/cluster: west}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: shopper, namespace: clients}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: loadgen
+        image: sluice/loadgen
+        args: [--protocol, http1, --rate, "100", --duration, "30", --target, "web.shop:80"]
+"#;
+
+/// The JSON report of the shopper Job's Pod in west, once it finished.
+fn shopper_report(west: &support::Kubectl) -> serde_json::Value {
+    let ns = ds("clients");
+    let phase = || {
+        west.ok(&[
+            "-n",
+            &ns,
+            "get",
+            "pods",
+            "-l",
+            "job-name=shopper",
+            "-o",
+            "jsonpath={.items[0].status.phase}",
+        ])
+    };
+    assert!(
+        eventually(WITHIN, || matches!(
+            phase().as_str(),
+            "Succeeded" | "Failed"
+        )),
+        "the shopper finished: {}",
+        phase()
+    );
+    let pod = west.ok(&[
+        "-n",
+        &ns,
+        "get",
+        "pods",
+        "-l",
+        "job-name=shopper",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
+    let logs = west.ok(&["-n", &ns, "logs", pod.trim()]);
+    let report = logs
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .unwrap_or_else(|| panic!("no report in the shopper's log:\n{logs}"));
+    serde_json::from_str(report).unwrap_or_else(|e| panic!("{report}: {e}"))
+}
 
 /// A key of cluster `name`'s descriptor.
 fn described(dev: &DevUp, name: &str, key: &str) -> String {
@@ -164,7 +228,11 @@ fn every_clusters_ingress_serves_the_app_through_moves_and_dns_follows_drains() 
         );
     }
 
-    // A move under load through both ingresses, HTTP/1.1 and HTTP/2: nothing fails.
+    // A consumer in west written for one cluster: a Pod asking for `web.shop` by its
+    // ordinary name (search path, cluster.local), from its own address.
+    control.apply_stdin(SHOPPER);
+    // A move under load through both ingresses, HTTP/1.1 and HTTP/2, and from that Pod
+    // inside: nothing fails.
     let loads = [
         Load::start("http1", &east_in, 30, Some(HOST)),
         Load::start("h2", &west_in, 30, Some(HOST)),
@@ -193,6 +261,16 @@ fn every_clusters_ingress_serves_the_app_through_moves_and_dns_follows_drains() 
         assert!(c.ok >= 2_000, "load {i}: only {} answered", c.ok);
     }
     assert!(get(&east_in).is_some_and(|(_, c)| c == "west"));
+    let shopper = shopper_report(&west);
+    let (ok, failed) = (
+        shopper["ok"].as_u64().unwrap(),
+        shopper["failed"].as_u64().unwrap(),
+    );
+    eprintln!(
+        "the Pod in west through web.shop (cluster.local) during the move: {ok} ok, {failed} failed"
+    );
+    assert_eq!(failed, 0, "{shopper}");
+    assert!(ok >= 2_000, "{shopper}");
 
     // East is drained: it leaves the DNS answers first, and its ingress keeps serving.
     control.ok(&[

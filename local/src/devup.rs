@@ -421,6 +421,14 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
         let kubeconfig = clusters_dir.join(format!("{name}.kubeconfig"));
         std::fs::copy(dir.join("api").join("admin.kubeconfig"), &kubeconfig)
             .map_err(io(format!("copying cluster {name}'s kubeconfig")))?;
+        let dns = start_dns(
+            &mut children,
+            bin,
+            name,
+            index,
+            &kubeconfig,
+            &cfg.state.join("control.kubeconfig"),
+        )?;
         children.spawn(
             &format!("cluster {name} node agent"),
             Command::new(bin)
@@ -438,15 +446,8 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
                 .arg("--logs-dir")
                 .arg(&logs)
                 .args(cfg.builtin_images_only.then_some("--builtin-images-only"))
+                .args(["--dns", &dns])
                 .stdout(Stdio::null()),
-        )?;
-        let dns = start_dns(
-            &mut children,
-            bin,
-            name,
-            index,
-            &kubeconfig,
-            &cfg.state.join("control.kubeconfig"),
         )?;
         let (gateway, admin, ingress) =
             start_dataplane(&mut children, bin, &cfg.state, name, index, &kubeconfig)?;

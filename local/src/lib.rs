@@ -8,3 +8,4 @@ pub mod devup;
 pub mod echo;
 pub mod loadgen;
 pub mod node;
+pub mod resolve;

@@ -22,6 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::echo::{GRPC_METHOD, grpc_frame};
+use crate::resolve::Resolver;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
@@ -56,6 +57,33 @@ pub enum Targets {
         name: String,
         port: u16,
     },
+    /// Names (`name`, `port`), resolved as a Pod resolves them and again every few seconds
+    /// (the answers' TTL), so a client follows what the DNS says.
+    Names {
+        names: Vec<(String, u16)>,
+        resolver: Resolver,
+    },
+}
+
+/// How often [`Targets::Names`] are resolved again (the clusterset DNS's TTL).
+const RESOLVE_EVERY: Duration = Duration::from_secs(5);
+
+async fn follow_names(names: Vec<(String, u16)>, resolver: Resolver, out: Endpoints) {
+    loop {
+        let mut found = Vec::new();
+        for (name, port) in &names {
+            match resolver.lookup(name).await {
+                Ok(ips) => found.extend(ips.into_iter().map(|ip| SocketAddr::new(ip, *port))),
+                Err(e) => tracing::warn!(error = %e, "resolving a target"),
+            }
+        }
+        // A failed lookup keeps what the last one found.
+        if !found.is_empty() {
+            found.sort();
+            *out.write().unwrap_or_else(|p| p.into_inner()) = found;
+        }
+        tokio::time::sleep(RESOLVE_EVERY).await;
+    }
 }
 
 pub struct LoadgenConfig {
@@ -143,6 +171,19 @@ async fn follow_service(
         }
         ready.sort();
         *out.write().unwrap_or_else(|p| p.into_inner()) = ready;
+    }
+}
+
+/// Wait up to 10 s for a follower's first endpoints.
+async fn first_endpoints(endpoints: &Endpoints) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while endpoints
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .is_empty()
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -342,15 +383,12 @@ pub async fn run(cfg: LoadgenConfig) -> Report {
                 port,
                 endpoints.clone(),
             ));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while endpoints
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_empty()
-                && Instant::now() < deadline
-            {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            first_endpoints(&endpoints).await;
+            Some(f)
+        }
+        Targets::Names { names, resolver } => {
+            let f = tokio::spawn(follow_names(names, resolver, endpoints.clone()));
+            first_endpoints(&endpoints).await;
             Some(f)
         }
     };

@@ -463,28 +463,13 @@ async fn patch_labels(client: &kube::Client, ns: &str, labels: Value) -> anyhow:
     Ok(())
 }
 
-/// The A record of `name` from the DNS server at `server`.
+/// The first A record of `name` from the DNS server at `server`.
 async fn resolve(server: SocketAddr, name: String) -> Option<IpAddr> {
-    use hickory_net::client::{Client, ClientHandle};
-    use hickory_net::runtime::TokioRuntimeProvider;
-    use hickory_net::udp::UdpClientStream;
-    use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
-    let name = Name::from_ascii(&name).ok()?;
-    let stream = UdpClientStream::builder(server, TokioRuntimeProvider::new())
-        .with_timeout(Some(Duration::from_secs(2)))
-        .build();
-    let (mut client, bg) = Client::<TokioRuntimeProvider>::from_sender(stream);
-    let bg = tokio::spawn(bg);
-    let r = client.query(name, DNSClass::IN, RecordType::A).await;
-    bg.abort();
-    r.ok()?
-        .into_message()
-        .answers
-        .iter()
-        .find_map(|a| match &a.data {
-            RData::A(a) => Some(IpAddr::V4(a.0)),
-            _ => None,
-        })
+    let found = sluice_local::resolve::Resolver::new(server)
+        .lookup(&name)
+        .await
+        .ok()?;
+    found.first().copied()
 }
 
 /// Whether an HTTP GET to `addr` answers 200.

@@ -38,6 +38,9 @@ pub struct NodeConfig {
     /// Run only the built-in images, not the commands of other containers: for manifests
     /// written by others, whose commands are not meant for this machine.
     pub builtin_images_only: bool,
+    /// The cluster's DNS server: each Pod gets it and its search path in its environment
+    /// ([`crate::resolve`]), as kubelet writes them into a Pod's resolv.conf.
+    pub dns: Option<std::net::SocketAddr>,
     /// Counters and readiness, served by [`admin::serve`].
     pub metrics: Arc<admin::NodeMetrics>,
 }

@@ -172,6 +172,13 @@ async fn environment(
                 .to_string(),
         ),
     ];
+    if let Some(dns) = cfg.dns {
+        env.push((crate::resolve::ENV_SERVER.to_string(), dns.to_string()));
+        env.push((
+            crate::resolve::ENV_SEARCH.to_string(),
+            format!("{ns}.svc.cluster.local svc.cluster.local cluster.local"),
+        ));
+    }
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let cm_data = |cm: ConfigMap| cm.data.unwrap_or_default();
@@ -775,6 +782,7 @@ mod tests {
             sluice_bin: PathBuf::from("sluice"),
             max_pods: 1,
             builtin_images_only: false,
+            dns: None,
             metrics: Default::default(),
         };
         let pod = json!({"metadata": {"namespace": "shop", "name": "web"}});
