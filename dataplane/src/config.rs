@@ -79,6 +79,8 @@ pub struct IngressConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IngressRoute {
+    /// Empty (or absent): any host.
+    #[serde(default)]
     pub host: String,
     /// `/` (everything) when absent.
     #[serde(default)]

@@ -298,7 +298,7 @@ impl<'z> Ctx<'z> {
             ["svc"] if model.imports_len() > 0 => self.nodata(serial),
             [ns, "svc"] if model.has_imports_in(ns) => self.nodata(serial),
             [rest @ .., svc, ns, "svc"] => {
-                match self.import_view(model, &ServiceKey::new(ns, svc), rest.len()) {
+                match self.import_view(model, &ServiceKey::new(ns, svc), rest.len(), true) {
                     Some(view) => self.in_service(serial, &view, rest, true),
                     None => self.nxdomain(serial),
                 }
@@ -326,8 +326,8 @@ impl<'z> Ctx<'z> {
             && let [rest @ .., svc, ns, "svc"] = labels.as_slice()
         {
             let key = ServiceKey::new(&model.downstream_of(path, ns), svc);
-            if let Some(view) = self.import_view(model, &key, rest.len()) {
-                return self.in_service(serial, &view, rest, true);
+            if let Some(view) = self.import_view(model, &key, rest.len(), false) {
+                return self.in_service(serial, &view, rest, false);
             }
         }
         match labels.as_slice() {
@@ -390,18 +390,23 @@ impl<'z> Ctx<'z> {
         out
     }
 
+    /// An import's view; `with_cluster`: endpoints named `host.cluster` (clusterset.local),
+    /// else `host` (a placed Pod's cluster.local name, as a StatefulSet's Pods are named
+    /// in one cluster).
     fn import_view<'m>(
         &self,
         model: &'m Model,
         key: &ServiceKey,
         depth: usize,
+        with_cluster: bool,
     ) -> Option<View<'m>> {
         let import = model.import(key)?;
         let (kind, ready) = match import.kind {
             ServiceImportType::ClusterSetIP => (ViewKind::Vip(&import.ips), Vec::new()),
-            ServiceImportType::Headless => {
-                (ViewKind::Headless, self.ready(model.mcs_slices(key), true))
-            }
+            ServiceImportType::Headless => (
+                ViewKind::Headless,
+                self.ready(model.mcs_slices(key), with_cluster),
+            ),
         };
         Some(View {
             name: self.service_name(depth),

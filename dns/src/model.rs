@@ -413,7 +413,15 @@ impl Model {
         if let Some(ip) = ip {
             self.pod_ips.insert(id, ip);
             *self.pods.entry((ns.clone(), ip)).or_default() += 1;
-            self.ip_namespaces.insert(ip, ns.clone());
+            // A host-network Pod shares its node's address: it says nothing of who asks.
+            let host_network = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.host_network)
+                .unwrap_or(false);
+            if !host_network {
+                self.ip_namespaces.insert(ip, ns.clone());
+            }
             self.bump();
         }
     }

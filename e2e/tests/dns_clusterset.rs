@@ -621,7 +621,10 @@ async fn placed_pods_reach_their_logical_clusters_services_by_ordinary_names() {
         "db-west",
         "db",
         "west",
-        json!([ep("127.21.1.7", None, true)]),
+        json!([
+            ep("127.21.1.7", None, true),
+            ep("127.21.1.8", Some("db-0"), true)
+        ]),
     );
     slice["metadata"]["namespace"] = json!(shop);
     c.create(slice).await;
@@ -646,7 +649,10 @@ async fn placed_pods_reach_their_logical_clusters_services_by_ordinary_names() {
     let m = from("_http._tcp.web.shop.svc.cluster.local.", RecordType::SRV).await;
     assert_eq!(answers(&m), ["0 100 80 web.shop.svc.cluster.local."]);
     let m = from("db.shop.svc.cluster.local.", RecordType::A).await;
-    assert_eq!(answers(&m), ["127.21.1.7"]);
+    assert_eq!(answers(&m), ["127.21.1.7", "127.21.1.8"]);
+    // A StatefulSet's Pod by the name it has in one cluster.
+    let m = from("db-0.db.shop.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(answers(&m), ["127.21.1.8"]);
     let m = from("shop.svc.cluster.local.", RecordType::A).await;
     assert_eq!(m.metadata.response_code, ResponseCode::NoError);
     // Names that are no Service of its logical cluster answer as for anyone.
@@ -669,7 +675,8 @@ async fn placed_pods_reach_their_logical_clusters_services_by_ordinary_names() {
         "{web} A NOERROR 127.61.0.10
 {own} A NOERROR 127.61.0.10
 _http._tcp.{web} SRV NOERROR 0,100,80,{web}
-db.shop.svc.cluster.local. A NOERROR 127.21.1.7
+db.shop.svc.cluster.local. A NOERROR 127.21.1.7 127.21.1.8
+db-0.db.shop.svc.cluster.local. A NOERROR 127.21.1.8
 kubernetes.default.svc.cluster.local. A NOERROR 127.40.0.1
 "
     );

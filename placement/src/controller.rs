@@ -437,7 +437,10 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
             .annotations
             .as_ref()
             .is_some_and(|a| a.contains_key(ADMITTED_ANNOTATION));
-        let established = !current.is_empty() && admitted;
+        // Also established: what asks for no pod (nothing to start), and what already runs
+        // on several clusters (spread or spilled, as placed before admission was recorded).
+        let established =
+            !current.is_empty() && (admitted || full.pods == 0.0 || current.len() > 1);
         let terminating = ns.metadata.deletion_timestamp.is_some();
         let target = if terminating {
             // A namespace being deleted stays where it is while its contents go.

@@ -117,8 +117,9 @@ fn parent_of(pid: u32) -> Option<u32> {
     after.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// A `sluice loadgen` at 100 requests a second, its JSON report read when it ends.
-pub struct Load(Child);
+/// A `sluice loadgen` at 100 requests a second, its JSON report read when it ends; killed
+/// if dropped before (a failed test leaves no load behind for the next one).
+pub struct Load(Option<Child>);
 
 /// What a [`Load`] counted.
 #[derive(Debug)]
@@ -144,12 +145,13 @@ impl Load {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn sluice loadgen");
-        Load(child)
+        Load(Some(child))
     }
 
     /// Wait until it ends by itself.
-    pub fn finish(self) -> Counted {
-        let out = self.0.wait_with_output().expect("loadgen output");
+    pub fn finish(mut self) -> Counted {
+        let child = self.0.take().expect("a running loadgen");
+        let out = child.wait_with_output().expect("loadgen output");
         let text = String::from_utf8_lossy(&out.stdout);
         let r: serde_json::Value = serde_json::from_str(text.trim())
             .unwrap_or_else(|e| panic!("loadgen report {text:?}: {e}"));
@@ -162,9 +164,20 @@ impl Load {
 
     /// End it now (SIGTERM: it still reports what it sent).
     pub fn stop(self) -> Counted {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
+        if let Some(c) = &self.0 {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+        }
         self.finish()
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }

@@ -111,6 +111,18 @@ fn ingresses(
             out.push((downstream_namespace(&path, ns), ing.clone()));
         }
     }
+    // Two Ingresses claiming one host and path: the older wins, as Kubernetes' controllers
+    // settle it (the route table keeps the first), whatever order the stores list them in.
+    out.sort_by(|(a_ns, a), (b_ns, b)| {
+        let key = |ns: &String, i: &Ingress| {
+            (
+                i.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                ns.clone(),
+                i.metadata.name.clone(),
+            )
+        };
+        key(a_ns, a).cmp(&key(b_ns, b))
+    });
     out
 }
 
@@ -184,20 +196,32 @@ impl ClusterMode {
         });
         // Ingresses change only the ingress's routes: a flag, and a wake-up.
         let ingress_dirty = Arc::new(AtomicBool::new(true));
-        let ingress_informer = |api: Api<Ingress>, what: &str| {
+        let ingress_changed = || {
             let (dirty, changes) = (ingress_dirty.clone(), changes.clone());
-            Informer::start_with(api, all(), what, move |_: &watcher::Event<Ingress>| {
+            move |_: &watcher::Event<Ingress>| {
                 dirty.store(true, Ordering::Relaxed);
                 changes.wake();
-            })
+            }
         };
-        let local_ingresses: Option<Informer<Ingress>> = self
-            .ingress
-            .map(|_| ingress_informer(Api::all(self.client.clone()), "ingresses"));
-        let upstream_ingresses: Option<Informer<Ingress>> = self
-            .ingress
-            .and(self.upstream.as_ref())
-            .map(|c| ingress_informer(Api::all(c.clone()), "logical clusters' ingresses"));
+        let local_ingresses: Option<Informer<Ingress>> = self.ingress.map(|_| {
+            Informer::start_with(
+                Api::all(self.client.clone()),
+                all(),
+                "ingresses",
+                ingress_changed(),
+            )
+        });
+        // Every logical cluster has its `default/web`: told apart by their logical cluster.
+        let upstream_ingresses: Option<Informer<Ingress>> =
+            self.ingress.and(self.upstream.as_ref()).map(|c| {
+                Informer::start_across(
+                    Api::all(c.clone()),
+                    all(),
+                    "logical clusters' ingresses",
+                    ANNOTATION_LOGICAL_CLUSTER,
+                    ingress_changed(),
+                )
+            });
         let mut routes: Vec<IngressRoute> = Vec::new();
         let lease = tokio::spawn(renew_forever(
             Api::namespaced(self.client.clone(), LEASE_NAMESPACE),
