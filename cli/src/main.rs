@@ -111,6 +111,16 @@ enum Command {
         /// Container logs of a local cluster's node agent, served as `kubectl logs`.
         #[arg(long)]
         pod_logs_dir: Option<PathBuf>,
+        /// Write one JSON line per request here (user, verb, logical cluster, resource,
+        /// name, code, latency); off when absent.
+        #[arg(long)]
+        audit_log: Option<PathBuf>,
+        /// Rotate the audit log when it would grow past this many MiB.
+        #[arg(long, default_value_t = 100)]
+        audit_log_max_mb: u64,
+        /// Rotated audit logs kept (`PATH.1` … `PATH.N`).
+        #[arg(long, default_value_t = 5)]
+        audit_log_keep: usize,
     },
     /// Run a local clusterset.
     Dev {
@@ -424,9 +434,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             single_cluster,
             service_cidr,
             pod_logs_dir,
+            audit_log,
+            audit_log_max_mb,
+            audit_log_keep,
         } => {
             init_tracing();
             let mut config = sluice_control::Config::new(data_dir, listen);
+            config.audit = audit_log.map(|path| sluice_control::audit::AuditConfig {
+                path,
+                max_bytes: audit_log_max_mb.saturating_mul(1024 * 1024),
+                keep: audit_log_keep,
+            });
             if single_cluster {
                 config.single_cluster = Some(service_cidr.parse().context("--service-cidr")?);
             }

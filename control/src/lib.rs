@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod apply;
+pub mod audit;
 pub mod auth;
 pub mod bootstrap;
 pub mod codec;
@@ -63,6 +64,8 @@ pub struct Config {
     pub single_cluster: Option<single_cluster::Ipv4Cidr>,
     /// Container logs written by a local cluster's node agent, served as `pods/log`.
     pub pod_logs_dir: Option<PathBuf>,
+    /// One JSON line per request, when set.
+    pub audit: Option<audit::AuditConfig>,
 }
 
 impl Config {
@@ -75,6 +78,7 @@ impl Config {
             limits: Limits::default(),
             single_cluster: None,
             pod_logs_dir: None,
+            audit: None,
         }
     }
 }
@@ -158,6 +162,12 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     let ips = config
         .single_cluster
         .map(|cidr| Arc::new(single_cluster::IpAllocator::new(cidr, &store)));
+    let audit = match &config.audit {
+        Some(a) => Some(
+            audit::AuditLog::open(a.clone()).map_err(|e| ControlError::Io(a.path.clone(), e))?,
+        ),
+        None => None,
+    };
     let state = Arc::new(ApiState {
         store,
         crds: Default::default(),
@@ -170,6 +180,7 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         ready: AtomicBool::new(false),
         gc: gc_tx.clone(),
         pod_logs_dir: config.pod_logs_dir.clone(),
+        audit,
         syncer_token: pki.admin_token.clone(),
         hooks: admission::builtin(ips.clone()),
         ips,

@@ -56,6 +56,8 @@ pub struct ApiState {
     pub ips: Option<Arc<crate::single_cluster::IpAllocator>>,
     /// Where a local cluster's node agent writes container logs.
     pub pod_logs_dir: Option<std::path::PathBuf>,
+    /// One JSON line per request, when configured.
+    pub audit: Option<crate::audit::AuditLog>,
     /// The bearer token presented to syncers' log endpoints (the admin token, which the
     /// syncers of a local clusterset hold for this server).
     pub syncer_token: String,

@@ -17,10 +17,11 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
 use tracing::Instrument;
 
+use crate::audit::{AuditEvent, millis};
 use crate::auth::User;
 use crate::errors::{ApiError, ApiResult};
 use crate::metrics::{RequestLabels, VerbLabels};
-use crate::request::{Query, Route, Target, parse_path};
+use crate::request::{ClusterScope, Query, Route, Target, parse_path};
 use crate::state::SharedState;
 
 pub type Body = BoxBody<Bytes, Infallible>;
@@ -152,6 +153,20 @@ pub async fn handle(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     let user = state.auth.authenticate(authorization, cert_user.as_ref());
+    let audited = state.audit.as_ref().map(|_| {
+        let (namespace, name) = match &target.route {
+            Route::Resource(r) => (r.namespace.clone(), r.name.clone()),
+            _ => (None, None),
+        };
+        let cluster = match &target.cluster {
+            ClusterScope::One(p) => p.to_string(),
+            ClusterScope::Wildcard => "*".to_string(),
+        };
+        let who = user
+            .as_ref()
+            .map_or_else(|| "system:anonymous".to_string(), |u| u.name.clone());
+        (who, cluster, parts.uri.path().to_string(), namespace, name)
+    });
     let public = matches!(
         target.route,
         Route::Livez | Route::Readyz | Route::Healthz | Route::Version | Route::Metrics
@@ -186,6 +201,20 @@ pub async fn handle(
     };
     let code = resp.status().as_u16();
     span.record("code", code);
+    if let (Some(log), Some((who, cluster, path, namespace, name))) = (&state.audit, &audited) {
+        log.record(&AuditEvent {
+            time: sluice_kube::time::now_rfc3339(),
+            user: who,
+            verb,
+            cluster,
+            path,
+            resource: &resource,
+            namespace: namespace.as_deref(),
+            name: name.as_deref(),
+            code,
+            latency_ms: millis(started.elapsed()),
+        });
+    }
     if verb != "watch" {
         state
             .metrics
