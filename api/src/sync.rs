@@ -277,6 +277,35 @@ fn hash10(s: &str) -> String {
         .collect()
 }
 
+/// The ingress class the clusterset's ingresses serve: an `Ingress` whose
+/// `ingressClassName` (or older `kubernetes.io/ingress.class` annotation) is this, or unset.
+pub const INGRESS_CLASS: &str = "sluice";
+
+/// Whether the clusterset's ingresses serve `ing` (its class is [`INGRESS_CLASS`] or unset).
+pub fn serves_ingress(ing: &k8s_openapi::api::networking::v1::Ingress) -> bool {
+    let class = ing
+        .spec
+        .as_ref()
+        .and_then(|s| s.ingress_class_name.as_deref())
+        .or_else(|| {
+            ing.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("kubernetes.io/ingress.class"))
+                .map(String::as_str)
+        });
+    class.is_none_or(|c| c == INGRESS_CLASS)
+}
+
+/// The IP of a `Cluster.spec.ingresses` entry (`ip:port`, or a bare IP).
+pub fn ingress_ip(address: &str) -> Option<std::net::IpAddr> {
+    address
+        .parse::<std::net::SocketAddr>()
+        .map(|s| s.ip())
+        .or_else(|_| address.parse())
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -337,9 +337,13 @@ impl Proxy {
 /// The gateway admits a service's local endpoints if the service is exported.
 /// The ingress's table: each route bound to the running listener of its service.
 fn route_table(routes: &[IngressRoute], running: &[Running]) -> Table {
+    let by_name: HashMap<&str, &Running> = running
+        .iter()
+        .map(|run| (run.config.name.as_str(), run))
+        .collect();
     let mut table = Table::default();
     for r in routes {
-        if let Some(run) = running.iter().find(|run| run.config.name == r.service) {
+        if let Some(run) = by_name.get(r.service.as_str()) {
             table.add(&r.host, r.path.as_deref(), r.path_type, run.svc.clone());
         }
     }

@@ -108,6 +108,9 @@ pub fn resolve(
 /// clusters' ingresses that take clients (A or AAAA by family; other types: no data).
 /// `None` when no Ingress names `name` (the caller forwards).
 pub fn ingress(model: &Model, ttl: u32, name: &LowerName, qtype: RecordType) -> Option<Answer> {
+    if !model.has_ingress_hosts() {
+        return None;
+    }
     let host = name.to_string();
     let host = host.trim_end_matches('.');
     if !model.is_ingress_host(host) {

@@ -13,7 +13,8 @@ use sluice_api::LogicalClusterPath;
 use sluice_api::mcs::{self, ServiceImport, ServiceImportType};
 use sluice_api::sluice::Cluster;
 use sluice_api::sync::{
-    ANNOTATION_LOGICAL_CLUSTER, LABEL_LOGICAL_CLUSTER, LABEL_SYNCED, downstream_namespace,
+    ANNOTATION_LOGICAL_CLUSTER, LABEL_LOGICAL_CLUSTER, downstream_namespace, ingress_ip,
+    serves_ingress,
 };
 
 /// `namespace/name` of a Service or ServiceImport.
@@ -115,9 +116,6 @@ pub struct ClusterIngress {
     pub draining: bool,
 }
 
-/// The ingress class the clusterset's ingresses serve (or an Ingress that names none).
-const INGRESS_CLASS: &str = "sluice";
-
 /// Which table a slice landed in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum SliceHome {
@@ -142,6 +140,8 @@ pub struct Model {
     logical: HashMap<String, LogicalClusterPath>,
     /// The hosts of each Ingress served by the clusterset's ingresses, by [`IngressId`].
     ingresses: HashMap<IngressId, Vec<String>>,
+    /// Every such host, with how many Ingresses name it (a query looks here).
+    ingress_hosts: HashMap<String, usize>,
     /// Every cluster's ingress addresses and whether it takes new clients.
     clusters: BTreeMap<String, ClusterIngress>,
     /// Bumped on every change; the SOA serial.
@@ -452,30 +452,16 @@ impl Model {
         self.pod_ips.keys().cloned().collect()
     }
 
-    /// An Ingress's hosts, if the clusterset's ingresses serve it (class `sluice` or none;
-    /// not a syncer's copy, which the logical cluster's original stands for).
+    /// An Ingress's hosts, if the clusterset's ingresses serve it (class `sluice` or none).
     pub fn apply_ingress(&mut self, ing: &Ingress) {
         let Some(id) = ingress_id(ing) else { return };
-        let synced = ing
-            .metadata
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key(LABEL_SYNCED));
-        let spec = ing.spec.as_ref();
-        let class = spec
-            .and_then(|s| s.ingress_class_name.as_deref())
-            .or_else(|| {
-                ing.metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get("kubernetes.io/ingress.class"))
-                    .map(String::as_str)
-            });
-        if synced || class.is_some_and(|c| c != INGRESS_CLASS) {
+        if !serves_ingress(ing) {
             self.delete_ingress(&id);
             return;
         }
-        let mut hosts: Vec<String> = spec
+        let mut hosts: Vec<String> = ing
+            .spec
+            .as_ref()
             .and_then(|s| s.rules.as_ref())
             .into_iter()
             .flatten()
@@ -485,16 +471,35 @@ impl Model {
             .collect();
         hosts.sort();
         hosts.dedup();
-        if self.ingresses.get(&id) != Some(&hosts) {
-            self.ingresses.insert(id, hosts);
-            self.bump();
+        if self.ingresses.get(&id) == Some(&hosts) {
+            return;
         }
+        self.delete_ingress(&id);
+        for h in &hosts {
+            *self.ingress_hosts.entry(h.clone()).or_default() += 1;
+        }
+        self.ingresses.insert(id, hosts);
+        self.bump();
     }
 
     pub fn delete_ingress(&mut self, id: &IngressId) {
-        if self.ingresses.remove(id).is_some() {
-            self.bump();
+        let Some(hosts) = self.ingresses.remove(id) else {
+            return;
+        };
+        for h in hosts {
+            if let Some(n) = self.ingress_hosts.get_mut(&h) {
+                *n -= 1;
+                if *n == 0 {
+                    self.ingress_hosts.remove(&h);
+                }
+            }
         }
+        self.bump();
+    }
+
+    /// Whether any Ingress names a host (a query for a name outside the zones asks).
+    pub fn has_ingress_hosts(&self) -> bool {
+        !self.ingress_hosts.is_empty()
     }
 
     pub fn ingress_ids(&self) -> Vec<IngressId> {
@@ -504,11 +509,10 @@ impl Model {
     /// Whether some Ingress names `host` (lower case, no trailing dot): exactly, or by a
     /// wildcard rule (`*.example.com` covers one more label).
     pub fn is_ingress_host(&self, host: &str) -> bool {
-        let wildcard = host.split_once('.').map(|(_, rest)| format!("*.{rest}"));
-        self.ingresses
-            .values()
-            .flatten()
-            .any(|h| h == host || Some(h) == wildcard.as_ref())
+        self.ingress_hosts.contains_key(host)
+            || host
+                .split_once('.')
+                .is_some_and(|(_, rest)| self.ingress_hosts.contains_key(&format!("*.{rest}")))
     }
 
     /// A `Cluster` of the control plane: its ingress addresses, readiness and drain.
@@ -521,12 +525,7 @@ impl Model {
             .map(|s| s.ingresses.as_slice())
             .unwrap_or_default()
             .iter()
-            .filter_map(|a| {
-                a.parse::<std::net::SocketAddr>()
-                    .map(|s| s.ip())
-                    .or_else(|_| a.parse::<IpAddr>())
-                    .ok()
-            })
+            .filter_map(|a| ingress_ip(a))
             .collect();
         let ready = c.status.as_ref().is_some_and(|s| {
             s.conditions

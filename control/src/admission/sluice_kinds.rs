@@ -87,6 +87,24 @@ impl Hook for ClusterFields {
                 ));
             }
         }
+        // The clusterset DNS answers Ingress hosts with these addresses' IPs.
+        for (i, a) in obj["spec"]["ingresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let ok = a
+                .as_str()
+                .is_some_and(|s| sluice_api::sync::ingress_ip(s).is_some());
+            if !ok {
+                causes.push(Cause::invalid(
+                    format!("spec.ingresses[{i}]"),
+                    &a.to_string(),
+                    "must be an IP address, with or without a port, such as 10.0.0.5:80",
+                ));
+            }
+        }
         causes
     }
 }
@@ -134,6 +152,11 @@ mod tests {
         );
         let ok = json!({"spec": {"capacity": {"pods": 3, "cpu": "500m", "memory": "1Gi"}}});
         assert!(ClusterFields.validate(&ok).is_empty());
+        let ingresses =
+            json!({"spec": {"ingresses": ["127.20.0.1:80", "10.0.0.5", "shop.example:80", 7]}});
+        let bad = ClusterFields.validate(&ingresses);
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(format!("{bad:?}").contains("spec.ingresses[2]"), "{bad:?}");
         let bad = json!({"spec": {"capacity": {"pods": -1, "cpu": "lots", "memory": true}}});
         assert_eq!(ClusterFields.validate(&bad).len(), 3);
     }

@@ -107,11 +107,8 @@ impl Balancer {
             candidates.retain(|e| !e.ejected(now));
         }
         if self.prefer_close.load(Ordering::Relaxed) {
-            let close: Vec<&Arc<Endpoint>> = candidates
-                .iter()
-                .copied()
-                .filter(|e| e.local && !e.ejected(now))
-                .collect();
+            let close: Vec<&Arc<Endpoint>> =
+                candidates.iter().copied().filter(|e| e.local).collect();
             if close.iter().any(|e| e.active() < SPILL_IN_FLIGHT) {
                 return p2c::choose(&close, &mut rand::rng()).cloned();
             }

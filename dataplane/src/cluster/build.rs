@@ -24,6 +24,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
 use sluice_api::ServiceKey;
 use sluice_api::mcs::{ANNOTATION_DRAINING, ANNOTATION_WEIGHT, is_managed, slice_service};
 use sluice_api::mcs::{LABEL_SOURCE_CLUSTER, ServiceImport, ServiceImportType};
+use sluice_api::sync::serves_ingress;
 use sluice_kube::meta::{annotation, label};
 
 use crate::config::{
@@ -379,20 +380,6 @@ pub fn owners(
     (out, shared)
 }
 
-/// The ingress class this dataplane serves; an Ingress naming no class is served too.
-pub const INGRESS_CLASS: &str = "sluice";
-
-/// Whether an Ingress is this dataplane's to serve (its `ingressClassName`, or the older
-/// `kubernetes.io/ingress.class` annotation, is `sluice` or unset).
-pub fn serves(ing: &Ingress) -> bool {
-    let class = ing
-        .spec
-        .as_ref()
-        .and_then(|s| s.ingress_class_name.as_deref())
-        .or_else(|| annotation(&ing.metadata, "kubernetes.io/ingress.class"));
-    class.is_none_or(|c| c == INGRESS_CLASS)
-}
-
 /// The listener an Ingress backend in namespace `ns` names: the Service's clusterset VIP
 /// for that port (it reaches the Service wherever it runs), else its ClusterIP.
 fn backend_listener(
@@ -424,7 +411,7 @@ pub fn ingress_routes<'a>(
 ) -> Vec<IngressRoute> {
     let mut out = Vec::new();
     for (ns, ing) in ingresses {
-        let Some(spec) = ing.spec.as_ref().filter(|_| serves(ing)) else {
+        let Some(spec) = ing.spec.as_ref().filter(|_| serves_ingress(ing)) else {
             continue;
         };
         for rule in spec.rules.iter().flatten() {
