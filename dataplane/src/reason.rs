@@ -11,8 +11,6 @@ pub enum Reason {
     BadRequest,
     /// The request head was larger than the proxy accepts.
     HeadersTooLarge,
-    /// The request body was larger than the proxy buffers for retries.
-    BodyTooLarge,
     /// No endpoint of the service serves (none, or all draining or at weight 0).
     NoEndpoint,
     /// No ingress route for the request's host.
@@ -45,7 +43,6 @@ impl Reason {
         match self {
             Self::BadRequest => "bad_request",
             Self::HeadersTooLarge => "headers_too_large",
-            Self::BodyTooLarge => "body_too_large",
             Self::NoEndpoint => "no_endpoint",
             Self::NoRoute => "no_route",
             Self::Connect => "connect",
@@ -66,7 +63,6 @@ impl Reason {
         match self {
             Self::BadRequest => StatusCode::BAD_REQUEST,
             Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::NoEndpoint => StatusCode::SERVICE_UNAVAILABLE,
             Self::NoRoute => StatusCode::NOT_FOUND,
             Self::NotExported => StatusCode::FORBIDDEN,
@@ -98,7 +94,6 @@ mod tests {
         for r in [
             Reason::BadRequest,
             Reason::HeadersTooLarge,
-            Reason::BodyTooLarge,
             Reason::NoRoute,
             Reason::NotExported,
             Reason::Method,

@@ -93,7 +93,66 @@ impl Bound {
 /// (string) holds the same JSON an HTTP request gets.
 pub const GRPC_METHOD: &str = "/sluice.Echo/Echo";
 
+/// The bidirectional streaming gRPC method: each request message gets one reply message
+/// (the same JSON as [`GRPC_METHOD`]'s), sent as soon as the request message arrives; the
+/// call ends (status 0) when the client ends its side.
+pub const GRPC_STREAM_METHOD: &str = "/sluice.Echo/Stream";
+
 type EchoBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// The first whole gRPC message in `buf`, taken out of it.
+pub fn take_grpc_message(buf: &mut bytes::BytesMut) -> Option<Bytes> {
+    let len = u32::from_be_bytes(buf.get(1..5)?.try_into().ok()?) as usize;
+    if buf.len() < 5 + len {
+        return None;
+    }
+    let mut message = buf.split_to(5 + len);
+    Some(message.split_off(5).freeze())
+}
+
+/// The reply stream of a [`GRPC_STREAM_METHOD`] call: one message per request message,
+/// then trailers.
+fn reply_stream(body: hyper::body::Incoming, reply: String) -> EchoBody {
+    struct State {
+        body: Option<hyper::body::Incoming>,
+        buf: bytes::BytesMut,
+        reply: String,
+        status: Option<&'static str>,
+    }
+    let state = State {
+        body: Some(body),
+        buf: bytes::BytesMut::new(),
+        reply,
+        status: Some("0"),
+    };
+    let frames = futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if take_grpc_message(&mut st.buf).is_some() {
+                let frame = grpc_frame(&proto_string_field(&st.reply));
+                return Some((Ok(hyper::body::Frame::data(frame)), st));
+            }
+            let Some(body) = st.body.as_mut() else {
+                let status = st.status.take()?;
+                let mut trailers = http::HeaderMap::new();
+                trailers.insert("grpc-status", header::HeaderValue::from_static(status));
+                return Some((Ok(hyper::body::Frame::trailers(trailers)), st));
+            };
+            match body.frame().await {
+                Some(Ok(f)) => {
+                    if let Ok(d) = f.into_data() {
+                        st.buf.extend_from_slice(&d);
+                    }
+                }
+                Some(Err(_)) => {
+                    st.body = None;
+                    st.status = Some("13");
+                }
+                None => st.body = None,
+            }
+        }
+    });
+    BodyExt::boxed(http_body_util::StreamBody::new(frames))
+}
 
 /// A gRPC message frame: compression flag, big-endian length, message.
 pub fn grpc_frame(message: &[u8]) -> Bytes {
@@ -119,6 +178,24 @@ pub fn proto_string_field(s: &str) -> Vec<u8> {
     }
     out.extend_from_slice(s.as_bytes());
     out
+}
+
+/// The string in field 1 of a protobuf message made by [`proto_string_field`].
+pub fn proto_string_of(message: &[u8]) -> Option<&str> {
+    let (&tag, mut rest) = message.split_first()?;
+    if tag != 0x0a {
+        return None;
+    }
+    let mut len = 0usize;
+    for shift in (0..64).step_by(7) {
+        let (&b, r) = rest.split_first()?;
+        rest = r;
+        len |= usize::from(b & 0x7f).checked_shl(shift)?;
+        if b & 0x80 == 0 {
+            return std::str::from_utf8(rest.get(..len)?).ok();
+        }
+    }
+    None
 }
 
 /// What answers: who, and how often it fails on purpose.
@@ -156,6 +233,21 @@ async fn answer(
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    if grpc && path == GRPC_STREAM_METHOD {
+        let reply = json!({
+            "cluster": identity.cluster,
+            "pod": identity.pod,
+            "namespace": identity.namespace,
+            "path": path,
+            "protocol": version,
+        });
+        let mut resp = Response::new(reply_stream(req.into_body(), reply.to_string()));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/grpc"),
+        );
+        return Ok(resp);
+    }
     let body = req
         .into_body()
         .collect()

@@ -6,6 +6,7 @@
 pub mod controllers;
 pub mod devup;
 pub mod echo;
+pub mod grpc_stream;
 pub mod loadgen;
 pub mod node;
 pub mod resolve;

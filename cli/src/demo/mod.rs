@@ -2,8 +2,8 @@
 //! applies a sample app to logical cluster `root:shop` as `kubectl apply` would (server-side
 //! apply): namespace `shop` pinned to `east` by its label, and namespace `cart` placed on
 //! `east` by a Placement. Consumers load both through `west`'s clusterset VIPs — the name
-//! resolved through `west`'s clusterset DNS — over HTTP/1.1, HTTP/2 and gRPC, with a chain of
-//! long-lived TCP streams, and an external client reaches `shop` by its Ingress host (the
+//! resolved through `west`'s clusterset DNS — over HTTP/1.1, HTTP/2 and gRPC, with chains of
+//! long-lived TCP and gRPC streams, and an external client reaches `shop` by its Ingress host (the
 //! clusterset DNS answers it with a cluster's ingress); then `shop` moves to `west` by
 //! changing its one label, and `east` is drained. Live progress each second; at the end a report (requests, failures, p50/p99
 //! and duration per phase; how long until all of an app's traffic was on `west`) and a plot
@@ -30,7 +30,7 @@ use sluice_local::devup::{DevUpConfig, up};
 use sluice_local::loadgen::Protocol;
 use sluice_placement::drain;
 
-use traffic::{Consumer, Record, Traffic};
+use traffic::{Consumer, Record, StreamKind, Traffic};
 
 /// What the demo runs with.
 pub struct DemoConfig {
@@ -178,13 +178,16 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
         consumer("cart", Protocol::Http1, cart_vip, 80),
     ];
     step.say(&format!(
-        "consumers in west: shop over HTTP/1.1, HTTP/2 and gRPC, cart over HTTP/1.1; an external client of {SHOP_HOST} through the ingress; {} requests/s each; TCP streams to shop",
+        "consumers in west: shop over HTTP/1.1, HTTP/2 and gRPC, cart over HTTP/1.1; an external client of {SHOP_HOST} through the ingress; {} requests/s each; TCP and gRPC streams to shop",
         cfg.rate
     ));
     let traffic = Traffic::start(
         consumers,
         cfg.rate,
-        Some(SocketAddr::new(shop_vip, 9000)),
+        vec![
+            (StreamKind::Tcp, SocketAddr::new(shop_vip, 9000)),
+            (StreamKind::Grpc, SocketAddr::new(shop_vip, 82)),
+        ],
         "steady on east",
     );
     let mut live = Live::new();
@@ -236,7 +239,7 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
     let shop_on_west = report::all_on(&record, "shop", "west", moved_at);
     let cart_on_west = report::all_on(&record, "cart", "west", drained_at);
     let failed: u64 = figures.iter().map(|f| f.failed).sum();
-    let ok = failed == 0 && record.streams.broken == 0;
+    let ok = failed == 0 && record.broken_streams() == 0;
     println!("\n{}", report::table(&figures, &record));
     let secs = |x: Option<f64>| x.map_or("never".to_string(), |s| format!("{s:.0} s"));
     println!(

@@ -81,14 +81,23 @@ pub fn table(figures: &[PhaseFigures], record: &Record) -> String {
         "{:<22} {:>8} {:>9} {:>7}",
         "total", "", requests, failed
     );
-    let s = &record.streams;
-    let _ = writeln!(
-        out,
-        "tcp streams: {} opened, {} round trips, {} broken",
-        s.opened, s.round_trips, s.broken
-    );
-    for (reason, n) in record.failures.iter().chain(&s.reasons) {
+    for (kind, s) in &record.streams {
+        let _ = writeln!(
+            out,
+            "{} streams: {} opened, {} round trips, {} broken",
+            kind.label(),
+            s.opened,
+            s.round_trips,
+            s.broken
+        );
+    }
+    for (reason, n) in &record.failures {
         let _ = writeln!(out, "  failed: {n} × {reason}");
+    }
+    for (kind, s) in &record.streams {
+        for (reason, n) in &s.reasons {
+            let _ = writeln!(out, "  broken: {n} × {} stream: {reason}", kind.label());
+        }
     }
     out
 }
@@ -107,12 +116,13 @@ pub fn json(
         "requests": figures.iter().map(|f| f.requests).sum::<u64>(),
         "failed": figures.iter().map(|f| f.failed).sum::<u64>(),
         "failures": record.failures,
-        "streams": {
-            "opened": record.streams.opened,
-            "roundTrips": record.streams.round_trips,
-            "broken": record.streams.broken,
-            "reasons": record.streams.reasons,
-        },
+        "streams": record.streams.iter().map(|(kind, s)| (kind.label().to_string(), json!({
+            "opened": s.opened,
+            "roundTrips": s.round_trips,
+            "broken": s.broken,
+            "reasons": s.reasons,
+        }))).collect::<serde_json::Map<_, _>>(),
+        "brokenStreams": record.broken_streams(),
         "facts": extra,
     })
 }

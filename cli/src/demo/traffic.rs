@@ -1,12 +1,13 @@
 //! The demo's consumers and what they saw: constant-rate HTTP/1.1, HTTP/2 and gRPC load
 //! (`sluice_local::loadgen`) through the consumers' cluster's clusterset VIPs, long-lived TCP
-//! streams, and every outcome recorded by second and by phase.
+//! and gRPC streams, and every outcome recorded by second and by phase.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sluice_local::grpc_stream::EchoStream;
 use sluice_local::loadgen::{self, LoadgenConfig, Protocol, Sample, Targets};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
@@ -60,10 +61,15 @@ pub struct Record {
     pub seconds: Vec<Second>,
     pub phases: Vec<PhaseSpan>,
     pub failures: BTreeMap<String, u64>,
-    pub streams: Streams,
+    pub streams: BTreeMap<StreamKind, Streams>,
 }
 
 impl Record {
+    /// Streams of every kind that broke.
+    pub fn broken_streams(&self) -> u64 {
+        self.streams.values().map(|s| s.broken).sum()
+    }
+
     fn second(&mut self, at: Duration) -> &mut Second {
         let i = at.as_secs() as usize;
         while self.seconds.len() <= i {
@@ -81,7 +87,25 @@ impl Record {
     }
 }
 
-/// The long-lived TCP streams' tally.
+/// What a long-lived stream carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StreamKind {
+    /// Bytes echoed on a TCP connection.
+    Tcp,
+    /// Messages of a bidirectional gRPC call (`sluice/echo`'s `Stream` method).
+    Grpc,
+}
+
+impl StreamKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            StreamKind::Tcp => "tcp",
+            StreamKind::Grpc => "grpc",
+        }
+    }
+}
+
+/// A kind of long-lived streams' tally.
 #[derive(Clone, Debug, Default)]
 pub struct Streams {
     pub opened: u64,
@@ -108,18 +132,18 @@ pub struct Traffic {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// How long each TCP stream lives before it closes (and the next one opens).
+/// How long each stream lives before it closes (and the next one opens).
 const STREAM_LIFE: Duration = Duration::from_secs(12);
 /// A round trip on a stream every so often.
 const STREAM_PING: Duration = Duration::from_millis(100);
 
 impl Traffic {
-    /// Start `consumers` at `rate` requests per second each, and a chain of TCP streams
-    /// to `stream` if given, in phase `phase`.
+    /// Start `consumers` at `rate` requests per second each, and a chain of streams to
+    /// each of `streams`, in phase `phase`.
     pub fn start(
         consumers: Vec<Consumer>,
         rate: u32,
-        stream: Option<SocketAddr>,
+        streams: Vec<(StreamKind, SocketAddr)>,
         phase: &str,
     ) -> Traffic {
         let started = Instant::now();
@@ -189,8 +213,13 @@ impl Traffic {
                 }
             }
         }));
-        if let Some(addr) = stream {
-            tasks.push(tokio::spawn(streams(addr, record.clone(), stopped)));
+        for (kind, addr) in streams {
+            tasks.push(tokio::spawn(chain(
+                kind,
+                addr,
+                record.clone(),
+                stopped.clone(),
+            )));
         }
         Traffic {
             record,
@@ -233,48 +262,76 @@ fn lock(r: &Mutex<Record>) -> std::sync::MutexGuard<'_, Record> {
     r.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// TCP streams to `addr`, one after another, each living [`STREAM_LIFE`] with a round trip
+/// Streams to `addr`, one after another, each living [`STREAM_LIFE`] with a round trip
 /// every [`STREAM_PING`]; a stream that breaks (error, wrong echo, or no answer within 5 s)
 /// is counted, and the next one opens.
-async fn streams(addr: SocketAddr, record: Arc<Mutex<Record>>, mut stop: watch::Receiver<bool>) {
+async fn chain(
+    kind: StreamKind,
+    addr: SocketAddr,
+    record: Arc<Mutex<Record>>,
+    mut stop: watch::Receiver<bool>,
+) {
     while !*stop.borrow() {
         let outcome = tokio::select! {
-            r = stream(addr, &record) => r,
+            r = stream(kind, addr, &record) => r,
             _ = stop.changed() => Ok(()),
         };
         if let Err(reason) = outcome {
             {
                 let mut r = lock(&record);
-                r.streams.broken += 1;
-                *r.streams.reasons.entry(reason).or_default() += 1;
+                let s = r.streams.entry(kind).or_default();
+                s.broken += 1;
+                *s.reasons.entry(reason).or_default() += 1;
             }
             tokio::time::sleep(STREAM_PING).await;
         }
     }
 }
 
-async fn stream(addr: SocketAddr, record: &Mutex<Record>) -> Result<(), String> {
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect: {}", e.kind()))?;
-    lock(record).streams.opened += 1;
-    let born = Instant::now();
-    while born.elapsed() < STREAM_LIFE {
-        let mut buf = [0u8; 5];
-        let trip = async {
-            s.write_all(b"ping\n").await?;
-            s.read_exact(&mut buf).await
-        };
-        match tokio::time::timeout(Duration::from_secs(5), trip).await {
-            Ok(Ok(_)) if &buf == b"ping\n" => lock(record).streams.round_trips += 1,
-            Ok(Ok(_)) => return Err("wrong echo".into()),
-            Ok(Err(e)) => return Err(format!("{}", e.kind())),
-            Err(_) => return Err("no answer in 5 s".into()),
+/// How long a round trip on a stream may take before the stream counts as broken.
+const TRIP_LIMIT: Duration = Duration::from_secs(5);
+
+async fn stream(kind: StreamKind, addr: SocketAddr, record: &Mutex<Record>) -> Result<(), String> {
+    let counted =
+        |r: &Mutex<Record>, f: fn(&mut Streams)| f(lock(r).streams.entry(kind).or_default());
+    match kind {
+        StreamKind::Tcp => {
+            let mut s = tokio::net::TcpStream::connect(addr)
+                .await
+                .map_err(|e| format!("connect: {}", e.kind()))?;
+            counted(record, |s| s.opened += 1);
+            let born = Instant::now();
+            while born.elapsed() < STREAM_LIFE {
+                let mut buf = [0u8; 5];
+                let trip = async {
+                    s.write_all(b"ping\n").await?;
+                    s.read_exact(&mut buf).await
+                };
+                match tokio::time::timeout(TRIP_LIMIT, trip).await {
+                    Ok(Ok(_)) if &buf == b"ping\n" => counted(record, |s| s.round_trips += 1),
+                    Ok(Ok(_)) => return Err("wrong echo".into()),
+                    Ok(Err(e)) => return Err(format!("{}", e.kind())),
+                    Err(_) => return Err("no answer in 5 s".into()),
+                }
+                tokio::time::sleep(STREAM_PING).await;
+            }
+            let _ = s.shutdown().await;
+            Ok(())
         }
-        tokio::time::sleep(STREAM_PING).await;
+        StreamKind::Grpc => {
+            let mut s = EchoStream::open(addr, &addr.to_string())
+                .await
+                .map_err(|e| e.to_string())?;
+            counted(record, |s| s.opened += 1);
+            let born = Instant::now();
+            while born.elapsed() < STREAM_LIFE {
+                s.round_trip(TRIP_LIMIT).await.map_err(|e| e.to_string())?;
+                counted(record, |s| s.round_trips += 1);
+                tokio::time::sleep(STREAM_PING).await;
+            }
+            s.close(TRIP_LIMIT).await.map_err(|e| e.to_string())
+        }
     }
-    let _ = s.shutdown().await;
-    Ok(())
 }
 
 /// The `p` quantile of `latencies` (microseconds, any order), in milliseconds.

@@ -1,6 +1,7 @@
-//! The hyper path: a downstream request is buffered (up to [`MAX_BODY`], so it can be
-//! retried), sent to an endpoint picked per attempt over that endpoint's pooled clients,
-//! and its response streamed back with the endpoint held in flight until the body ends.
+//! The hyper path: a downstream request is sent to an endpoint picked per attempt over
+//! that endpoint's pooled clients, its body streamed with a copy kept for retries
+//! ([`super::replay`]), and its response streamed back with the endpoint held in flight
+//! until the body ends.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Version};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use std::net::SocketAddr;
 use tracing::Instrument;
@@ -18,23 +19,21 @@ use tracing::Instrument;
 use super::attempts::{Attempts, Failure, idempotent};
 use super::headers::{DRAINING_HEADER, HOP_BY_HOP, connection_option, strip_hop_by_hop};
 use super::local::{self, LocalError, ProxyBody};
+use super::replay::{Replay, ReplayBody};
 use super::upstream::pool_of;
 use crate::balance::{ActiveGuard, Endpoint};
 use crate::reason::Reason;
 use crate::service::Service;
 use crate::trace::{TRACEPARENT, TraceParent};
 
-/// Largest request body buffered for retries.
-pub const MAX_BODY: usize = 4 * 1024 * 1024;
-
 /// The request for one attempt on `addr`.
 fn upstream_request(
     parts: &http::request::Parts,
-    body: &Bytes,
+    body: ReplayBody,
     addr: SocketAddr,
     h2: bool,
     traceparent: &HeaderValue,
-) -> Result<Request<Full<Bytes>>, http::Error> {
+) -> Result<Request<ReplayBody>, http::Error> {
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let authority = parts
         .uri
@@ -58,7 +57,7 @@ fn upstream_request(
         } else {
             Version::HTTP_11
         })
-        .body(Full::new(body.clone()))?;
+        .body(body)?;
     let headers = req.headers_mut();
     let connection = parts.headers.get_all(header::CONNECTION);
     for (k, v) in &parts.headers {
@@ -112,35 +111,16 @@ async fn forward(
     traceparent: HeaderValue,
 ) -> Response<ProxyBody> {
     let (parts, body) = req.into_parts();
-    if body.size_hint().lower() > MAX_BODY as u64 {
-        svc.metrics.failure(&svc.name, "", Reason::BodyTooLarge);
-        return local::response(LocalError::new(
-            Reason::BodyTooLarge,
-            format!("request body over {MAX_BODY} bytes"),
-        ));
-    }
-    let body = match Limited::new(body, MAX_BODY).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) => {
-            let too_big = e
-                .downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some();
-            let e = if too_big {
-                LocalError::new(
-                    Reason::BodyTooLarge,
-                    format!("request body over {MAX_BODY} bytes"),
-                )
-            } else {
-                LocalError::new(Reason::BadRequest, format!("reading the request body: {e}"))
-            };
-            svc.metrics.failure(&svc.name, "", e.reason);
-            return local::response(e);
-        }
-    };
+    let body = Replay::new(body);
     let h2 = svc.upstream_h2(parts.version);
     let mut attempts = Attempts::new(&svc, idempotent(parts.method.as_str()));
     while let Some(ep) = attempts.next_endpoint() {
-        let req = match upstream_request(&parts, &body, ep.address, h2, &traceparent) {
+        if !body.replayable() {
+            // An earlier attempt streamed more than the copy holds.
+            break;
+        }
+        let attempt = body.attempt(ep.metrics.to_endpoint.clone());
+        let req = match upstream_request(&parts, attempt, ep.address, h2, &traceparent) {
             Ok(r) => r,
             Err(e) => {
                 return local::response(LocalError::new(Reason::BadRequest, e.to_string()));
@@ -149,7 +129,6 @@ async fn forward(
         let pool = pool_of(&ep, svc.connect_timeout());
         let client = if h2 { &pool.h2 } else { &pool.h1 };
         let guard = ep.start();
-        ep.metrics.to_endpoint.inc_by(body.len() as u64);
         let start = Instant::now();
         let result = tokio::time::timeout(svc.request_timeout(), client.request(req)).await;
         let failure = match result {

@@ -21,6 +21,7 @@ pub mod h1;
 pub mod headers;
 pub mod idle;
 pub mod local;
+pub mod replay;
 pub mod server;
 pub mod upstream;
 

@@ -9,12 +9,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
 use super::idle::IdlePool;
+use super::replay::ReplayBody;
 use crate::balance::Endpoint;
 use crate::dial::Upstream;
 use crate::tunnel::Peer;
@@ -52,7 +51,7 @@ impl tower_service::Service<http::Uri> for EndpointConnector {
     }
 }
 
-pub type UpstreamClient = Client<EndpointConnector, Full<Bytes>>;
+pub type UpstreamClient = Client<EndpointConnector, ReplayBody>;
 
 /// Upstream connection pools of one endpoint: hyper's per HTTP version, and the lean
 /// HTTP/1.1 path's idle connections.

@@ -16,7 +16,8 @@ use crate::trace::{TRACEPARENT, TraceParent};
 /// Headers per head (hyper's limit too).
 pub const MAX_HEADERS: usize = 100;
 /// Request bodies up to this size are buffered by the lean path (for retries); larger
-/// ones go to the hyper path, which buffers up to [`crate::http::forward::MAX_BODY`].
+/// ones go to the hyper path, which streams them keeping a copy for retries
+/// ([`crate::http::replay`]).
 pub const LEAN_BODY: u64 = 64 * 1024;
 
 /// What to do with the bytes a client sent so far.
