@@ -29,6 +29,10 @@ fn the_demo_moves_and_drains_without_a_failed_request_and_writes_its_plot() {
         serde_json::from_slice(&std::fs::read(state.join("demo.json")).unwrap()).unwrap();
     assert_eq!(report["failed"], 0, "{report}");
     assert_eq!(report["brokenStreams"], 0, "{report}");
+    // The Pod in west that asks for `echo.shop` by its ordinary name lost nothing either.
+    let pod = &report["facts"]["podConsumer"];
+    assert_eq!(pod["failed"], 0, "{report}");
+    assert!(pod["ok"].as_u64().unwrap() > 1_000, "{report}");
     // 4 consumers at 100/s through 5 phases, 3 of them 6 s long: over 10,000 requests.
     assert!(report["requests"].as_u64().unwrap() >= 10_000, "{report}");
     // The long-lived TCP and gRPC streams carried messages through the move and the drain.

@@ -2,14 +2,17 @@
 //! applies a sample app to logical cluster `root:shop` as `kubectl apply` would (server-side
 //! apply): namespace `shop` pinned to `east` by its label, and namespace `cart` placed on
 //! `east` by a Placement. Consumers load both through `west`'s clusterset VIPs — the name
-//! resolved through `west`'s clusterset DNS — over HTTP/1.1, HTTP/2 and gRPC, with chains of
-//! long-lived TCP and gRPC streams, and an external client reaches `shop` by its Ingress host (the
-//! clusterset DNS answers it with a cluster's ingress); then `shop` moves to `west` by
-//! changing its one label, and `east` is drained. Live progress each second; at the end a report (requests, failures, p50/p99
-//! and duration per phase; how long until all of an app's traffic was on `west`) and a plot
-//! in the state directory. Succeeds only if no request failed and no stream broke.
+//! resolved through `west`'s clusterset DNS — over HTTP/1.1, HTTP/2 and gRPC, with chains
+//! of long-lived TCP and gRPC streams; a Pod in `west` loads `shop` by its ordinary name
+//! (`echo.shop`); an external client reaches `shop` by its Ingress host (the clusterset
+//! DNS answers it with a cluster's ingress). Then `shop` moves to `west` by changing its
+//! one label, and `east` is drained. Live progress each second; at the end a report
+//! (requests, failures, p50/p99 and duration per phase; how long until all of an app's
+//! traffic was on `west`) and a plot in the state directory. Succeeds only if no request
+//! failed and no stream broke.
 
 mod plot;
+mod pod_consumer;
 mod report;
 mod traffic;
 
@@ -167,6 +170,25 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
         "external client: {SHOP_HOST} → {external} (an ingress)"
     ));
 
+    // A consumer written for one cluster: a Pod in west asking for `echo.shop`.
+    for obj in pod_consumer::objects(cfg.rate) {
+        apply(&shop, &obj).await?;
+    }
+    let pod_logs = pod_consumer::logs_dir(
+        &cfg.state,
+        &downstream_namespace(&path, pod_consumer::NAMESPACE),
+    );
+    let pod_log = wait_for(
+        "the consumer Pod in west to start",
+        Duration::from_secs(120),
+        || {
+            let dir = pod_logs.clone();
+            async move { pod_consumer::log_file(&dir) }
+        },
+    )
+    .await?;
+    step.say("consumer Pod in west: HTTP/1.1 to echo.shop:80, its ordinary cluster.local name");
+
     let consumers = vec![
         consumer("shop", Protocol::Http1, shop_vip, 80),
         consumer("shop", Protocol::H2, shop_vip, 81),
@@ -234,13 +256,24 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
     live.run_for(&traffic, cfg.steady).await;
     live.finish();
     let record = traffic.stop().await;
+    // Stop the Pod consumer (SIGTERM: it reports what it sent) and read its report.
+    delete(&shop, &namespace(pod_consumer::NAMESPACE, json!({}))).await?;
+    let in_pod = pod_consumer::report(&pod_log, Duration::from_secs(60)).await?;
 
     let figures = report::phases(&record);
     let shop_on_west = report::all_on(&record, "shop", "west", moved_at);
     let cart_on_west = report::all_on(&record, "cart", "west", drained_at);
     let failed: u64 = figures.iter().map(|f| f.failed).sum();
-    let ok = failed == 0 && record.broken_streams() == 0;
+    let ok = failed == 0 && in_pod.failed == 0 && record.broken_streams() == 0;
     println!("\n{}", report::table(&figures, &record));
+    println!(
+        "consumer Pod in west (echo.shop:80 by its cluster.local name, whole run): {} requests, {} failed",
+        in_pod.ok + in_pod.failed,
+        in_pod.failed
+    );
+    if in_pod.failed > 0 {
+        println!("  failed: {}", in_pod.failures);
+    }
     let secs = |x: Option<f64>| x.map_or("never".to_string(), |s| format!("{s:.0} s"));
     println!(
         "move of shop: {:.1} s from the label change until east left; all of shop's traffic on west after {}",
@@ -257,6 +290,7 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
         "shopAllOnWestAfterSeconds": shop_on_west,
         "drainSeconds": drain_took.as_secs_f64(),
         "cartAllOnWestAfterSeconds": cart_on_west,
+        "podConsumer": {"ok": in_pod.ok, "failed": in_pod.failed, "failures": in_pod.failures},
     });
     let json_path = cfg.state.join("demo.json");
     std::fs::write(
@@ -415,6 +449,7 @@ fn resource(obj: &Value) -> anyhow::Result<(ApiResource, bool)> {
         "Deployment" => ("deployments", true),
         "Service" => ("services", true),
         "Ingress" => ("ingresses", true),
+        "Job" => ("jobs", true),
         other => bail!("the demo does not apply {other}"),
     };
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
@@ -452,6 +487,14 @@ async fn get(client: &kube::Client, obj: &Value) -> Option<Value> {
     let api = api_for(client, obj).ok()?;
     let o = api.get(name_of(obj)).await.ok()?;
     serde_json::to_value(o).ok()
+}
+
+async fn delete(client: &kube::Client, obj: &Value) -> anyhow::Result<()> {
+    let api = api_for(client, obj)?;
+    api.delete(name_of(obj), &Default::default())
+        .await
+        .with_context(|| format!("deleting {} {}", obj["kind"], name_of(obj)))?;
+    Ok(())
 }
 
 async fn patch_labels(client: &kube::Client, ns: &str, labels: Value) -> anyhow::Result<()> {
@@ -525,6 +568,12 @@ trait Truthy {
 impl Truthy for bool {
     fn truthy(&self) -> bool {
         *self
+    }
+}
+
+impl Truthy for PathBuf {
+    fn truthy(&self) -> bool {
+        true
     }
 }
 

@@ -85,7 +85,7 @@ impl Replay {
             id,
             next: 0,
             trailers_sent: false,
-            hint: self.hint.clone(),
+            hint: self.hint,
             sent,
         }
     }
@@ -179,7 +179,7 @@ impl Body for ReplayBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.hint.clone()
+        self.hint
     }
 }
 
