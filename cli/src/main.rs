@@ -121,6 +121,8 @@ enum Command {
         /// Rotated audit logs kept (`PATH.1` … `PATH.N`).
         #[arg(long, default_value_t = 5)]
         audit_log_keep: usize,
+        #[command(flatten)]
+        etcd: EtcdArgs,
     },
     /// Run a local clusterset.
     Dev {
@@ -423,6 +425,46 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(run(cli))
 }
 
+/// Where the control plane keeps objects when not in its data directory: etcd (the
+/// flags are kube-apiserver's).
+#[derive(clap::Args, Debug)]
+struct EtcdArgs {
+    /// etcd client URLs, comma-separated; the embedded store when absent.
+    #[arg(long, value_delimiter = ',')]
+    etcd_servers: Vec<String>,
+    /// Key prefix of this installation (replicas of one control plane share it).
+    #[arg(long, default_value = "/sluice/")]
+    etcd_prefix: String,
+    /// CA bundle of etcd's server certificates.
+    #[arg(long)]
+    etcd_cafile: Option<PathBuf>,
+    /// Client certificate for etcd.
+    #[arg(long)]
+    etcd_certfile: Option<PathBuf>,
+    /// Client key for etcd.
+    #[arg(long)]
+    etcd_keyfile: Option<PathBuf>,
+    /// Seconds between compactions of old revisions; 0: never.
+    #[arg(long, default_value_t = 300)]
+    etcd_compaction_interval: u64,
+}
+
+impl EtcdArgs {
+    fn config(self) -> Option<sluice_control::storage::EtcdConfig> {
+        if self.etcd_servers.is_empty() {
+            return None;
+        }
+        let mut c = sluice_control::storage::EtcdConfig::new(self.etcd_servers);
+        c.prefix = self.etcd_prefix;
+        c.ca_file = self.etcd_cafile;
+        c.cert_file = self.etcd_certfile;
+        c.key_file = self.etcd_keyfile;
+        c.compaction_interval = (self.etcd_compaction_interval > 0)
+            .then(|| std::time::Duration::from_secs(self.etcd_compaction_interval));
+        Some(c)
+    }
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Control {
@@ -437,9 +479,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             audit_log,
             audit_log_max_mb,
             audit_log_keep,
+            etcd,
         } => {
             init_tracing();
             let mut config = sluice_control::Config::new(data_dir, listen);
+            config.etcd = etcd.config();
             config.audit = audit_log.map(|path| sluice_control::audit::AuditConfig {
                 path,
                 max_bytes: audit_log_max_mb.saturating_mul(1024 * 1024),

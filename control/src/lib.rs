@@ -15,6 +15,7 @@ pub mod defaults;
 pub mod errors;
 pub mod handlers;
 pub mod jsonpath;
+pub mod leader;
 pub mod metrics;
 pub mod object;
 pub mod patch;
@@ -47,7 +48,7 @@ use crate::metrics::ApiMetrics;
 use crate::pki::Pki;
 use crate::schema::SchemaSet;
 use crate::state::{ApiState, SharedState};
-use crate::storage::{RedbBackend, Store};
+use crate::storage::{EtcdBackend, RedbBackend, Store};
 
 /// Server configuration.
 #[derive(Clone, Debug)]
@@ -66,6 +67,8 @@ pub struct Config {
     pub pod_logs_dir: Option<PathBuf>,
     /// One JSON line per request, when set.
     pub audit: Option<audit::AuditConfig>,
+    /// Keep objects in etcd instead of the embedded store in the data directory.
+    pub etcd: Option<storage::EtcdConfig>,
 }
 
 impl Config {
@@ -79,6 +82,7 @@ impl Config {
             single_cluster: None,
             pod_logs_dir: None,
             audit: None,
+            etcd: None,
         }
     }
 }
@@ -118,6 +122,15 @@ impl Bound {
     }
 }
 
+/// This machine's name, for the leader Lease's holder identity.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
 fn server_host(listen: SocketAddr) -> String {
     match listen.ip() {
         ip if ip.is_unspecified() => "127.0.0.1".to_string(),
@@ -147,10 +160,13 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     if let Some(f) = &config.token_file {
         auth.load_token_file(f)?;
     }
-    let store = Store::open(
-        RedbBackend::open(&config.data_dir.join("sluice.redb"))?,
-        config.watch_history,
-    )?;
+    let store = match &config.etcd {
+        Some(etcd) => Store::open(EtcdBackend::connect(etcd).await?, config.watch_history)?,
+        None => Store::open(
+            RedbBackend::open(&config.data_dir.join("sluice.redb"))?,
+            config.watch_history,
+        )?,
+    };
     let metrics = ApiMetrics::default();
     let mut registry = Registry::with_prefix("sluice_apiserver");
     metrics.register(&mut registry);
@@ -215,21 +231,35 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         gc_tx,
         shutdown_rx.clone(),
     ));
-    tokio::spawn(termination::run(
+    // Other replicas' CRDs (a shared store): served here too.
+    tokio::spawn(crate::controllers::crd_catalog::run(
         state.clone(),
+        shutdown_rx.clone(),
+    ));
+    // Controllers that must run once: on the replica holding the leader Lease when the
+    // store is shared (etcd); the embedded store has one process by construction.
+    let (leading_tx, leading) = watch::channel(config.etcd.is_none());
+    if config.etcd.is_some() {
+        tokio::spawn(leader::run(
+            state.store.clone(),
+            format!("{}-{}", hostname(), addr),
+            leading_tx,
+            shutdown_rx.clone(),
+        ));
+    }
+    for container in [
         Container::Namespace,
-        shutdown_rx.clone(),
-    ));
-    tokio::spawn(termination::run(
-        state.clone(),
         Container::Workspace,
-        shutdown_rx.clone(),
-    ));
-    tokio::spawn(termination::run(
-        state.clone(),
         Container::CustomResourceDefinition,
-        shutdown_rx.clone(),
-    ));
+    ] {
+        let state = state.clone();
+        tokio::spawn(leader::while_leading(
+            leading.clone(),
+            shutdown_rx.clone(),
+            container.name(),
+            move |stop| termination::run(state.clone(), container, stop),
+        ));
+    }
     let server = tokio::spawn(server::serve(
         listener,
         tls,
@@ -241,12 +271,19 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         let client = sluice_kube::client::config_from_kubeconfig(&admin_kubeconfig, None)
             .await
             .map_err(ControlError::Client)?;
-        let stop = shutdown_rx;
-        tokio::spawn(async move {
-            if let Err(e) = sluice_placement::run(client, stop).await {
-                tracing::error!(error = %e, "the placement controllers stopped");
-            }
-        });
+        tokio::spawn(leader::while_leading(
+            leading,
+            shutdown_rx,
+            "placement",
+            move |stop| {
+                let client = client.clone();
+                async move {
+                    if let Err(e) = sluice_placement::run(client, stop).await {
+                        tracing::error!(error = %e, "the placement controllers stopped");
+                    }
+                }
+            },
+        ));
     }
     state.ready.store(true, Ordering::Release);
     tracing::info!(%url, data_dir = %config.data_dir.display(), revision = %state.store.revision(), "control plane ready");

@@ -9,6 +9,18 @@ pub fn now_rfc3339() -> String {
         .unwrap_or_default()
 }
 
+/// The current time as `metav1.MicroTime` writes it, e.g. `2026-11-24T02:40:00.123456Z`
+/// (Lease renewals, Events' eventTime).
+pub fn now_rfc3339_micro() -> String {
+    let now = ::time::OffsetDateTime::now_utc();
+    let micros = now.microsecond();
+    let whole = now.replace_nanosecond(0).unwrap_or(now);
+    let s = whole
+        .format(&::time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    format!("{}.{micros:06}Z", s.trim_end_matches('Z'))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -19,5 +31,13 @@ mod tests {
             ::time::OffsetDateTime::parse(&t, &::time::format_description::well_known::Rfc3339)
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn micro_time_has_six_fraction_digits() {
+        let t = super::now_rfc3339_micro();
+        let frac = t.split_once('.').map(|(_, f)| f).unwrap_or_default();
+        assert_eq!(frac.len(), 7, "{t}");
+        assert!(frac.ends_with('Z'), "{t}");
     }
 }

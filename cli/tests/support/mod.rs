@@ -23,11 +23,17 @@ pub fn sluice_bin() -> &'static str {
 
 impl Control {
     pub fn start(dir: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(sluice_bin())
-            .args(["control", "--data-dir"])
+        let mut cmd = Command::new(sluice_bin());
+        cmd.args(["control", "--data-dir"])
             .arg(dir)
             .args(["--listen", "127.0.0.1:0"])
-            .args(extra)
+            .args(extra);
+        // `SLUICE_TEST_STORE=etcd` (cli/tests/on_etcd.rs): the same suites on etcd.
+        if sluice_test_support::etcd::enabled() {
+            cmd.args(["--etcd-servers", &sluice_test_support::etcd::shared().url])
+                .args(["--etcd-prefix", &sluice_test_support::etcd::prefix_for(dir)]);
+        }
+        let mut child = cmd
             .env("SLUICE_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

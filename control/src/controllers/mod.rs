@@ -1,4 +1,5 @@
 //! Controllers built into the API server.
 
+pub mod crd_catalog;
 pub mod gc;
 pub mod termination;

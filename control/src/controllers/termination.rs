@@ -26,6 +26,15 @@ pub enum Container {
 }
 
 impl Container {
+    /// The controller's name, in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Container::Namespace => "namespace termination",
+            Container::Workspace => "workspace termination",
+            Container::CustomResourceDefinition => "CRD termination",
+        }
+    }
+
     fn prefix(self) -> ResourcePrefix {
         match self {
             Container::Namespace => ResourcePrefix::new("", "namespaces"),

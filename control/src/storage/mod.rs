@@ -1,14 +1,17 @@
 //! Storage: a durable, revisioned key-value backend behind [`Backend`], and the in-memory
 //! [`Store`] above it that serves every read and feeds every watch from one event stream.
 //!
-//! The backend is the only thing an etcd implementation has to provide: conditional writes
-//! that return a revision, a full load on start, and events in revision order.
+//! A backend provides conditional writes that return a revision, a full load on start, and
+//! events in revision order: the embedded [`RedbBackend`] (the default, nothing to
+//! install) or [`EtcdBackend`].
 
 pub mod cache;
+mod etcd_backend;
 mod key;
 mod redb_backend;
 
 pub use cache::{Event, EventType, Store, WatchError, WatchSubscription};
+pub use etcd_backend::{EtcdBackend, EtcdConfig};
 pub use key::{Key, ResourcePrefix};
 pub use redb_backend::RedbBackend;
 

@@ -17,6 +17,13 @@ impl TestServer {
     pub async fn start_with(configure: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = Config::new(dir.path(), "127.0.0.1:0".parse().expect("addr"));
+        if sluice_test_support::etcd::enabled() {
+            let mut etcd = sluice_control::storage::EtcdConfig::new(vec![
+                sluice_test_support::etcd::shared().url.clone(),
+            ]);
+            etcd.prefix = sluice_test_support::etcd::prefix_for(dir.path());
+            config.etcd = Some(etcd);
+        }
         configure(&mut config);
         let bound = sluice_control::build(config).await.expect("start server");
         Self { bound, dir }

@@ -1,0 +1,379 @@
+//! etcd as the storage backend: the distributed engine for installations that outgrow one
+//! machine, and what several control replicas share.
+//!
+//! The contract of [`Backend`] maps onto etcd's directly: a key is the installation's
+//! prefix plus the store key; the etcd revision is the resourceVersion; a conditional
+//! write is one transaction comparing the key's `create_revision` (absent) or
+//! `mod_revision` (at a revision); committed writes reach the cache through one prefix
+//! watch, so a write made through any replica reaches every replica's watchers in etcd's
+//! order. Old revisions are compacted on a schedule, as kube-apiserver does.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use etcd_client::{
+    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity,
+    TlsOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+};
+use futures::future::BoxFuture;
+
+use super::{Backend, CommitSink, Committed, Expect, Key, Op, Revision, Snapshot, StorageError};
+
+/// Keys read per page while loading.
+const PAGE: i64 = 1_000;
+/// How long a request to etcd may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause before a broken watch is opened again.
+const REWATCH_PAUSE: Duration = Duration::from_millis(200);
+
+/// Where etcd is and how to reach it.
+#[derive(Clone, Debug)]
+pub struct EtcdConfig {
+    /// Client URLs (`http://127.0.0.1:2379`, `https://...`).
+    pub endpoints: Vec<String>,
+    /// Every key of this installation starts with it; replicas of one control plane share
+    /// it, different installations on one etcd use different ones.
+    pub prefix: String,
+    /// CA bundle that signed etcd's server certificates (https endpoints).
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate and key, when etcd asks for one.
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    /// How often revisions older than the previous run are compacted; `None`: never.
+    pub compaction_interval: Option<Duration>,
+}
+
+impl EtcdConfig {
+    pub fn new(endpoints: Vec<String>) -> Self {
+        Self {
+            endpoints,
+            prefix: "/sluice/".into(),
+            ca_file: None,
+            cert_file: None,
+            key_file: None,
+            compaction_interval: Some(Duration::from_secs(300)),
+        }
+    }
+}
+
+pub struct EtcdBackend {
+    client: Client,
+    prefix: String,
+    /// What `connect` loaded, handed to the store once.
+    snapshot: Mutex<Option<Snapshot>>,
+    compaction_interval: Option<Duration>,
+}
+
+/// Attempts more for a write whose connection to a member could not be made.
+const CONNECT_RETRIES: usize = 2;
+
+/// Whether the request failed before reaching any etcd member (connection refused), so it
+/// may be sent again without risk of applying twice.
+fn never_sent(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s) if s.message().contains("tcp connect error"))
+}
+
+fn etcd_err(e: etcd_client::Error) -> StorageError {
+    StorageError::Backend(format!("etcd: {e}"))
+}
+
+fn read(path: &PathBuf) -> Result<Vec<u8>, StorageError> {
+    std::fs::read(path).map_err(|e| StorageError::Backend(format!("{}: {e}", path.display())))
+}
+
+/// The first key after every key that starts with `prefix`.
+fn range_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+fn revision(r: i64) -> Revision {
+    Revision(u64::try_from(r).unwrap_or(0))
+}
+
+impl EtcdBackend {
+    /// Connect and load every key under the prefix.
+    pub async fn connect(config: &EtcdConfig) -> Result<Self, StorageError> {
+        if config.endpoints.is_empty() {
+            return Err(StorageError::Backend("no etcd endpoint given".into()));
+        }
+        if !config.prefix.starts_with('/') || !config.prefix.ends_with('/') {
+            return Err(StorageError::Backend(format!(
+                "etcd prefix {:?} must start and end with '/'",
+                config.prefix
+            )));
+        }
+        let mut options = ConnectOptions::new()
+            .with_timeout(REQUEST_TIMEOUT)
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
+        let tls = config.endpoints.iter().any(|e| e.starts_with("https://"));
+        if tls {
+            let mut t = TlsOptions::new();
+            if let Some(ca) = &config.ca_file {
+                t = t.ca_certificate(Certificate::from_pem(read(ca)?));
+            }
+            match (&config.cert_file, &config.key_file) {
+                (Some(c), Some(k)) => t = t.identity(Identity::from_pem(read(c)?, read(k)?)),
+                (None, None) => {}
+                _ => {
+                    return Err(StorageError::Backend(
+                        "an etcd client certificate needs both its certificate and its key".into(),
+                    ));
+                }
+            }
+            options = options.with_tls(t);
+        }
+        let client = Client::connect(&config.endpoints, Some(options))
+            .await
+            .map_err(etcd_err)?;
+        let backend = Self {
+            client,
+            prefix: config.prefix.clone(),
+            snapshot: Mutex::new(None),
+            compaction_interval: config.compaction_interval,
+        };
+        let snapshot = backend.load_all().await?;
+        *backend.snapshot.lock().unwrap_or_else(|p| p.into_inner()) = Some(snapshot);
+        Ok(backend)
+    }
+
+    /// Every key under the prefix at one revision, page by page.
+    async fn load_all(&self) -> Result<Snapshot, StorageError> {
+        let mut kv = self.client.kv_client();
+        let end = range_end(self.prefix.as_bytes());
+        let mut from = self.prefix.as_bytes().to_vec();
+        let mut at: Option<i64> = None;
+        let mut items = Vec::new();
+        loop {
+            let mut options = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
+            if let Some(rev) = at {
+                options = options.with_revision(rev);
+            }
+            let resp = kv
+                .get(from.clone(), Some(options))
+                .await
+                .map_err(etcd_err)?;
+            let rev = *at.get_or_insert(resp.header().map_or(0, |h| h.revision()));
+            let _ = rev;
+            for kv in resp.kvs() {
+                let key = std::str::from_utf8(&kv.key()[self.prefix.len()..])
+                    .map_err(|_| StorageError::Backend("etcd: a key that is not UTF-8".into()))?;
+                items.push((
+                    Key::from_raw(key),
+                    revision(kv.mod_revision()),
+                    Bytes::copy_from_slice(kv.value()),
+                ));
+            }
+            match (resp.more(), resp.kvs().last()) {
+                (true, Some(last)) => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => break,
+            }
+        }
+        Ok(Snapshot {
+            items,
+            revision: revision(at.unwrap_or(0)),
+        })
+    }
+
+    fn etcd_key(&self, key: &Key) -> String {
+        format!("{}{}", self.prefix, key.as_str())
+    }
+}
+
+/// Deliver every committed write under `prefix` after `from` to `sink`, reopening the
+/// watch where it broke. A watch that fell behind a compaction cannot be resumed without
+/// losing events: the process exits so that a supervisor restarts it on a fresh load.
+async fn watch_loop(client: Client, prefix: String, mut from: Revision, sink: CommitSink) {
+    let mut watch = client.watch_client();
+    loop {
+        let options = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(i64::try_from(from.0 + 1).unwrap_or(i64::MAX));
+        let mut stream = match watch.watch(prefix.clone(), Some(options)).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "etcd watch could not be opened; retrying");
+                tokio::time::sleep(REWATCH_PAUSE).await;
+                continue;
+            }
+        };
+        loop {
+            let resp = match stream.message().await {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "etcd watch broke; reopening");
+                    break;
+                }
+            };
+            if resp.compact_revision() > 0 {
+                tracing::error!(
+                    from = %from,
+                    compacted = resp.compact_revision(),
+                    "the etcd watch fell behind the compaction: restarting to reload"
+                );
+                eprintln!(
+                    "sluice control: etcd history before revision {} was compacted while this replica was behind it; exiting to reload",
+                    resp.compact_revision()
+                );
+                std::process::exit(75);
+            }
+            if resp.canceled() {
+                tracing::warn!(reason = resp.cancel_reason(), "etcd canceled the watch");
+                break;
+            }
+            let mut commits = Vec::with_capacity(resp.events().len());
+            for ev in resp.events() {
+                let Some(kv) = ev.kv() else { continue };
+                let Ok(key) = std::str::from_utf8(&kv.key()[prefix.len().min(kv.key().len())..])
+                else {
+                    continue;
+                };
+                commits.push(Committed {
+                    revision: revision(kv.mod_revision()),
+                    key: Key::from_raw(key),
+                    value: match ev.event_type() {
+                        EventType::Put => Some(Bytes::copy_from_slice(kv.value())),
+                        EventType::Delete => None,
+                    },
+                });
+            }
+            if let Some(last) = commits.last() {
+                from = last.revision;
+                sink(&commits);
+            }
+        }
+        tokio::time::sleep(REWATCH_PAUSE).await;
+    }
+}
+
+/// Compact history on a schedule: each run compacts up to the revision the previous run
+/// saw, so watchers always have at least one interval of history.
+async fn compaction_loop(client: Client, interval: Duration) {
+    let mut kv = client.kv_client();
+    let mut previous: Option<i64> = None;
+    loop {
+        tokio::time::sleep(interval).await;
+        let now = match kv.get("/", Some(GetOptions::new().with_limit(1))).await {
+            Ok(r) => r.header().map_or(0, |h| h.revision()),
+            Err(e) => {
+                tracing::warn!(error = %e, "etcd: reading the revision for compaction");
+                continue;
+            }
+        };
+        if let Some(to) = previous.filter(|p| *p > 0) {
+            match kv.compact(to, None).await {
+                Ok(_) => tracing::info!(revision = to, "etcd history compacted"),
+                // Another replica compacted first.
+                Err(e) if e.to_string().contains("compacted") => {}
+                Err(e) => tracing::warn!(error = %e, "etcd compaction failed"),
+            }
+        }
+        previous = Some(now);
+    }
+}
+
+impl Backend for EtcdBackend {
+    fn load(&self) -> Result<Snapshot, StorageError> {
+        self.snapshot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .ok_or_else(|| StorageError::Backend("etcd snapshot already taken".into()))
+    }
+
+    fn start(&self, from: Revision, sink: CommitSink) -> Result<(), StorageError> {
+        tokio::spawn(watch_loop(
+            self.client.clone(),
+            self.prefix.clone(),
+            from,
+            sink,
+        ));
+        if let Some(interval) = self.compaction_interval {
+            tokio::spawn(compaction_loop(self.client.clone(), interval));
+        }
+        Ok(())
+    }
+
+    fn commit(&self, op: Op) -> BoxFuture<'_, Result<Committed, StorageError>> {
+        Box::pin(async move {
+            let mut kv = self.client.kv_client();
+            let key = op.key().clone();
+            let k = self.etcd_key(&key);
+            let (expect, then, value) = match &op {
+                Op::Put { value, expect, .. } => (
+                    *expect,
+                    TxnOp::put(k.clone(), value.to_vec(), None),
+                    Some(value.clone()),
+                ),
+                Op::Delete { expect, .. } => (*expect, TxnOp::delete(k.clone(), None), None),
+            };
+            let compare = match expect {
+                Expect::Absent => Compare::create_revision(k.clone(), CompareOp::Equal, 0),
+                Expect::At(r) => Compare::mod_revision(
+                    k.clone(),
+                    CompareOp::Equal,
+                    i64::try_from(r.0).unwrap_or(i64::MAX),
+                ),
+            };
+            let txn = Txn::new()
+                .when([compare])
+                .and_then([then])
+                .or_else([TxnOp::get(k, None)]);
+            // A request that never reached etcd (its member is down) goes to another.
+            let mut tries = 0;
+            let resp = loop {
+                match kv.txn(txn.clone()).await {
+                    Ok(r) => break r,
+                    Err(e) if never_sent(&e) && tries < CONNECT_RETRIES => tries += 1,
+                    Err(e) => return Err(etcd_err(e)),
+                }
+            };
+            if resp.succeeded() {
+                let rev = resp.header().map_or(0, |h| h.revision());
+                return Ok(Committed {
+                    revision: revision(rev),
+                    key,
+                    value,
+                });
+            }
+            let current = resp.op_responses().into_iter().find_map(|r| match r {
+                TxnOpResponse::Get(g) => Some(g.kvs().first().map(|kv| kv.mod_revision())),
+                _ => None,
+            });
+            Err(match (expect, current.flatten()) {
+                (Expect::Absent, _) => StorageError::AlreadyExists(key),
+                (Expect::At(_), None) => StorageError::NotFound(key),
+                (Expect::At(want), Some(have)) => StorageError::Conflict {
+                    key,
+                    expected: want,
+                    actual: revision(have),
+                },
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::range_end;
+
+    #[test]
+    fn range_ends_follow_their_prefixes() {
+        assert_eq!(range_end(b"/sluice/"), b"/sluice0".to_vec());
+        assert_eq!(range_end(b"a\xff"), b"b".to_vec());
+        assert_eq!(range_end(b"\xff\xff"), vec![0]);
+    }
+}
