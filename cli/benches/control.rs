@@ -19,6 +19,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
+use sluice_test_support::stats::{Latencies, ms};
 use support::Control;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -42,30 +43,6 @@ fn rss_kib(pid: u32) -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
-}
-
-struct Stats(Vec<Duration>);
-
-impl Stats {
-    fn pct(&mut self, p: f64) -> Duration {
-        self.0.sort();
-        let i = ((self.0.len() as f64 * p).ceil() as usize).clamp(1, self.0.len()) - 1;
-        self.0[i]
-    }
-    fn line(&mut self, what: &str) -> Duration {
-        let (p50, p99) = (self.pct(0.50), self.pct(0.99));
-        println!(
-            "{what:<44} p50 {:>8.3} ms   p99 {:>8.3} ms   (n={})",
-            ms(p50),
-            ms(p99),
-            self.0.len()
-        );
-        p99
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 fn cm(name: &str) -> ConfigMap {
@@ -110,8 +87,8 @@ async fn main() {
         .unwrap()
         .boxed();
 
-    let mut create = Stats(Vec::new());
-    let mut watch = Stats(Vec::new());
+    let mut create = Latencies::default();
+    let mut watch = Latencies::default();
     for i in 0..ops {
         let t = Instant::now();
         api.create(&PostParams::default(), &cm(&format!("seq-{i}")))
@@ -128,13 +105,13 @@ async fn main() {
             .0
             .push(t.elapsed().saturating_sub(acked.duration_since(t)));
     }
-    let mut get = Stats(Vec::new());
+    let mut get = Latencies::default();
     for i in 0..ops {
         let t = Instant::now();
         api.get(&format!("seq-{}", i % ops)).await.unwrap();
         get.0.push(t.elapsed());
     }
-    let mut list = Stats(Vec::new());
+    let mut list = Latencies::default();
     for _ in 0..(ops / 10).max(10) {
         let t = Instant::now();
         let l = api.list(&ListParams::default().limit(100)).await.unwrap();
@@ -254,7 +231,7 @@ async fn main() {
         100.0 / beyond.max(0.001)
     );
 
-    let mut get = Stats(Vec::new());
+    let mut get = Latencies::default();
     let sample: Vec<usize> = (0..ops).map(|i| (i * 7919) % clusters).collect();
     let mut clients = Vec::new();
     for i in sample.iter().take(50) {
@@ -325,7 +302,7 @@ async fn server_side_apply(c: &kube::Client, ops: usize) {
         .and_then(|m| m.fields_v1.as_ref())
         .map(|f| count_leaves(&f.0))
         .unwrap_or(0);
-    let mut stats = Stats(Vec::new());
+    let mut stats = Latencies::default();
     for g in 1..=ops {
         let t = Instant::now();
         api.patch(

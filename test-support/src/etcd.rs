@@ -111,7 +111,10 @@ impl Etcd {
     /// SIGKILL the member.
     pub fn kill9(&self) {
         if let Ok(pid) = std::fs::read_to_string(self.dir.join("etcd.pid")) {
-            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+            let _ = Command::new("kill")
+                .args(["-9", pid.trim()])
+                .stderr(Stdio::null())
+                .status();
         }
     }
 }
