@@ -24,8 +24,10 @@ use sluice_test_support::stats::{Latencies, ms};
 use support::Control;
 
 fn cm(name: &str) -> ConfigMap {
-    serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "bench"}},
-        "data": {"key": "value", "other": "x".repeat(64)}}))
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"app": "bench"}},
+        "data": {"key": "value", "other": "x".repeat(64)}}),
+    )
     .unwrap()
 }
 
@@ -46,8 +48,7 @@ async fn api_of(c: &Control) -> Api<ConfigMap> {
 }
 
 async fn measure(name: &'static str, replicas: &[Control], ops: usize) -> Figures {
-    let apis: Vec<Api<ConfigMap>> =
-        futures::future::join_all(replicas.iter().map(api_of)).await;
+    let apis: Vec<Api<ConfigMap>> = futures::future::join_all(replicas.iter().map(api_of)).await;
     let client = sluice_test_support::client::client(&replicas[0].kubeconfig, None).await;
     let _ = Api::<Namespace>::all(client)
         .create(

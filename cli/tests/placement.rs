@@ -113,6 +113,9 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
     let parts: Vec<&str> = status.split('/').collect();
     assert_eq!(parts[0], "2", "status summed back: {status}");
     assert_eq!(parts[1], parts[2], "generation observed: {status}");
+    // A consumer in west, through west's VIP, from here to the end: every request counted.
+    let vip = answering_vip(&west, "shop");
+    let load = Load::start("http1", &format!("{vip}:80"), 3600, None);
     // The pods, read-only mirrors, with the cluster they run on.
     let wide = |control: &Kubectl| {
         control.ok(&["-n", "shop", "get", "pods", "-o", "wide", "-l", "app=web"])
@@ -272,6 +275,14 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
         "drift reverted: {} replicas",
         replicas(&west)
     );
+
+    let counted = load.stop();
+    eprintln!(
+        "the consumer in west through the placement, the move and the drift: {} ok, {} failed",
+        counted.ok, counted.failed
+    );
+    assert_eq!(counted.failed, 0, "{}", counted.failures);
+    assert!(counted.ok >= 300, "only {} answered", counted.ok);
 
     // Deleted upstream, gone downstream: the Service, then the namespace with the rest.
     control.ok(&["-n", "shop", "delete", "service", "web"]);
