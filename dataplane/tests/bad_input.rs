@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use sluice_local::echo::{self, EchoConfig, Identity};
+use sluice_local::echo::{self, EchoConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -15,17 +15,12 @@ mod support;
 use support::{http_proxy, raw};
 
 async fn setup() -> (echo::Bound, sluice_dataplane::Bound, SocketAddr) {
-    let backend = echo::build(EchoConfig {
-        ip: [127, 0, 0, 1].into(),
-        http_port: 0,
-        tcp_port: 0,
-        identity: Identity {
-            cluster: "east".into(),
-            pod: "echo".into(),
-            namespace: "shop".into(),
-        },
-        error_percent: 0,
-    })
+    let backend = echo::build(EchoConfig::on(
+        [127, 0, 0, 1].into(),
+        "east",
+        "echo",
+        "shop",
+    ))
     .await
     .unwrap();
     let (proxy, addr) = http_proxy(backend.http, Default::default()).await;

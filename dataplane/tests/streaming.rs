@@ -9,23 +9,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sluice_dataplane::{AppProtocol, EndpointConfig, ProxyConfig, ServiceConfig};
-use sluice_local::echo::{self, EchoConfig, Identity};
+use sluice_dataplane::AppProtocol;
+use sluice_local::echo::{self, EchoConfig};
 use sluice_local::grpc_stream::EchoStream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+mod support;
+
 async fn backend() -> echo::Bound {
-    echo::build(EchoConfig {
-        ip: [127, 0, 0, 1].into(),
-        http_port: 0,
-        tcp_port: 0,
-        identity: Identity {
-            cluster: "east".into(),
-            pod: "echo".into(),
-            namespace: "shop".into(),
-        },
-        error_percent: 0,
-    })
+    echo::build(EchoConfig::on(
+        [127, 0, 0, 1].into(),
+        "east",
+        "echo",
+        "shop",
+    ))
     .await
     .unwrap()
 }
@@ -34,24 +31,7 @@ async fn proxy(
     protocol: AppProtocol,
     endpoints: Vec<SocketAddr>,
 ) -> (sluice_dataplane::Bound, SocketAddr) {
-    let config = ProxyConfig {
-        services: vec![ServiceConfig {
-            name: "shop/web".into(),
-            listen: "127.0.0.1:0".parse().unwrap(),
-            protocol,
-            endpoints: endpoints.into_iter().map(EndpointConfig::new).collect(),
-            timeouts: Default::default(),
-            retry_ratio: 1.0,
-            exported: false,
-            locality: Default::default(),
-        }],
-        ..Default::default()
-    };
-    let bound = sluice_dataplane::build(&config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let addr = bound.proxy.addr_of("shop/web").unwrap();
-    (bound, addr)
+    support::proxy_of(protocol, endpoints, Default::default(), 1.0).await
 }
 
 /// The `bodyBytes` an echo reply reports, from a raw HTTP/1.1 response.

@@ -9,22 +9,17 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use sluice_dataplane::{AppProtocol, EndpointConfig, ProxyConfig, ServiceConfig};
-use sluice_local::echo::{self, EchoConfig, Identity};
+use sluice_local::echo::{self, EchoConfig};
 use sluice_local::loadgen::{self, LoadgenConfig, Protocol, Targets};
 use support::{get, roundtrip};
 
 async fn backend(i: u8) -> echo::Bound {
-    echo::build(EchoConfig {
-        ip: [127, 0, 0, 10 + i].into(),
-        http_port: 0,
-        tcp_port: 0,
-        identity: Identity {
-            cluster: cluster_of(i).into(),
-            pod: format!("echo-{i}"),
-            namespace: "shop".into(),
-        },
-        error_percent: 0,
-    })
+    echo::build(EchoConfig::on(
+        [127, 0, 0, 10 + i].into(),
+        cluster_of(i),
+        &format!("echo-{i}"),
+        "shop",
+    ))
     .await
     .unwrap()
 }

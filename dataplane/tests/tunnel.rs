@@ -70,19 +70,9 @@ fn write(dir: &Path, name: &str, cert: &str, key: &str) {
 }
 
 async fn backend(ip: [u8; 4], cluster: &str, pod: &str) -> echo::Bound {
-    echo::build(EchoConfig {
-        ip: ip.into(),
-        http_port: 0,
-        tcp_port: 0,
-        identity: echo::Identity {
-            cluster: cluster.into(),
-            pod: pod.into(),
-            namespace: "shop".into(),
-        },
-        error_percent: 0,
-    })
-    .await
-    .unwrap()
+    echo::build(EchoConfig::on(ip.into(), cluster, pod, "shop"))
+        .await
+        .unwrap()
 }
 
 fn service(name: &str, protocol: AppProtocol, endpoints: Vec<EndpointConfig>) -> ServiceConfig {

@@ -36,6 +36,22 @@ pub struct EchoConfig {
 }
 
 impl EchoConfig {
+    /// Serving on `ip` at ephemeral ports, as pod `pod` of `namespace` in `cluster`,
+    /// failing nothing: what in-process tests start.
+    pub fn on(ip: IpAddr, cluster: &str, pod: &str, namespace: &str) -> Self {
+        Self {
+            ip,
+            http_port: 0,
+            tcp_port: 0,
+            identity: Identity {
+                cluster: cluster.into(),
+                pod: pod.into(),
+                namespace: namespace.into(),
+            },
+            error_percent: 0,
+        }
+    }
+
     /// From the environment a Pod gets: `POD_IP`, `POD_NAME`, `POD_NAMESPACE`,
     /// `SLUICE_CLUSTER`, `ECHO_HTTP_PORT`, `ECHO_TCP_PORT`, and `ECHO_ERROR_PERCENT`
     /// (applied only in cluster `ECHO_ERROR_CLUSTER` when that is set).
@@ -382,17 +398,12 @@ mod tests {
 
     #[tokio::test]
     async fn answers_http_and_tcp() {
-        let bound = build(EchoConfig {
-            ip: "127.0.0.1".parse().unwrap(),
-            http_port: 0,
-            tcp_port: 0,
-            identity: Identity {
-                cluster: "east".into(),
-                pod: "echo-1".into(),
-                namespace: "shop".into(),
-            },
-            error_percent: 0,
-        })
+        let bound = build(EchoConfig::on(
+            [127, 0, 0, 1].into(),
+            "east",
+            "echo-1",
+            "shop",
+        ))
         .await
         .unwrap();
         let mut s = tokio::net::TcpStream::connect(bound.http).await.unwrap();

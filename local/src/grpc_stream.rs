@@ -178,21 +178,16 @@ fn answered_by(message: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::echo::{self, EchoConfig, Identity};
+    use crate::echo::{self, EchoConfig};
 
     #[tokio::test]
     async fn each_message_is_answered_before_the_next_is_sent_and_the_call_ends_ok() {
-        let bound = echo::build(EchoConfig {
-            ip: [127, 0, 0, 1].into(),
-            http_port: 0,
-            tcp_port: 0,
-            identity: Identity {
-                cluster: "east".into(),
-                pod: "echo-1".into(),
-                namespace: "shop".into(),
-            },
-            error_percent: 0,
-        })
+        let bound = echo::build(EchoConfig::on(
+            [127, 0, 0, 1].into(),
+            "east",
+            "echo-1",
+            "shop",
+        ))
         .await
         .unwrap();
         let mut s = EchoStream::open(bound.http, "shop").await.unwrap();

@@ -506,23 +506,13 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::echo::{EchoConfig, Identity, build};
+    use crate::echo::{EchoConfig, build};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_protocol_against_echo() {
-        let echo = build(EchoConfig {
-            ip: "127.0.0.1".parse().unwrap(),
-            http_port: 0,
-            tcp_port: 0,
-            identity: Identity {
-                cluster: "c".into(),
-                pod: "p".into(),
-                namespace: "n".into(),
-            },
-            error_percent: 0,
-        })
-        .await
-        .unwrap();
+        let echo = build(EchoConfig::on([127, 0, 0, 1].into(), "c", "p", "n"))
+            .await
+            .unwrap();
         for protocol in [Protocol::Http1, Protocol::H2, Protocol::Grpc, Protocol::Tcp] {
             let target = if protocol == Protocol::Tcp {
                 echo.tcp

@@ -12,14 +12,25 @@ pub async fn http_proxy(
     upstream: SocketAddr,
     timeouts: Timeouts,
 ) -> (sluice_dataplane::Bound, SocketAddr) {
+    proxy_of(AppProtocol::Http, vec![upstream], timeouts, 0.2).await
+}
+
+/// A proxy with one service, `web`, speaking `protocol` in front of `endpoints`, retrying
+/// up to `retry_ratio` of its requests; its listen address.
+pub async fn proxy_of(
+    protocol: AppProtocol,
+    endpoints: Vec<SocketAddr>,
+    timeouts: Timeouts,
+    retry_ratio: f64,
+) -> (sluice_dataplane::Bound, SocketAddr) {
     let config = ProxyConfig {
         services: vec![ServiceConfig {
             name: "web".into(),
             listen: "127.0.0.1:0".parse().unwrap(),
-            protocol: AppProtocol::Http,
-            endpoints: vec![EndpointConfig::new(upstream)],
+            protocol,
+            endpoints: endpoints.into_iter().map(EndpointConfig::new).collect(),
             timeouts,
-            retry_ratio: 0.2,
+            retry_ratio,
             exported: false,
             locality: Default::default(),
         }],
