@@ -26,6 +26,8 @@ pub enum StreamError {
     Http(#[from] hyper::Error),
     #[error("status {0}")]
     Status(u16),
+    #[error("not a usable authority: {0:?}")]
+    Authority(String),
     #[error("the call ended before its reply")]
     Ended,
     #[error("no reply within {0:?}")]
@@ -78,7 +80,7 @@ impl EchoStream {
             .header(header::CONTENT_TYPE, "application/grpc")
             .header(header::TE, "trailers")
             .body(body)
-            .map_err(|_| StreamError::Status(0))?;
+            .map_err(|_| StreamError::Authority(authority.to_string()))?;
         let resp = sender.send_request(req).await?;
         if !resp.status().is_success() {
             return Err(StreamError::Status(resp.status().as_u16()));

@@ -162,8 +162,8 @@ impl EtcdBackend {
                 .get(from.clone(), Some(options))
                 .await
                 .map_err(etcd_err)?;
-            let rev = *at.get_or_insert(resp.header().map_or(0, |h| h.revision()));
-            let _ = rev;
+            // Every page is read at the first page's revision: one consistent snapshot.
+            at.get_or_insert(resp.header().map_or(0, |h| h.revision()));
             for kv in resp.kvs() {
                 let key = std::str::from_utf8(&kv.key()[self.prefix.len()..])
                     .map_err(|_| StorageError::Backend("etcd: a key that is not UTF-8".into()))?;
