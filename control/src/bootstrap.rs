@@ -62,6 +62,31 @@ pub async fn ensure_namespaces(
     Ok(())
 }
 
+/// The ClusterRoleBinding that makes a workspace's creator `cluster-admin` of the
+/// workspace's own logical cluster (and nowhere else), as kcp makes its creator admin.
+pub const OWNER_BINDING: &str = "sluice:workspace-owner";
+
+/// Bind `user` to `cluster-admin` in `cluster`, once.
+pub async fn ensure_owner(
+    store: &Store,
+    cluster: &LogicalClusterPath,
+    user: &str,
+) -> Result<(), StorageError> {
+    let Some(t) = Catalog::builtin()
+        .lookup(crate::rbac::policy::GROUP, "v1", "clusterrolebindings")
+        .cloned()
+    else {
+        return Ok(());
+    };
+    let mut obj = json!({
+        "metadata": {"name": OWNER_BINDING},
+        "subjects": [{"kind": "User", "apiGroup": crate::rbac::policy::GROUP, "name": user}],
+        "roleRef": {"kind": "ClusterRole", "apiGroup": crate::rbac::policy::GROUP, "name": "cluster-admin"},
+    });
+    crate::object::prepare_create(&mut obj, &t, Some(cluster), None);
+    ensure(store, t.prefix.key(cluster, None, OWNER_BINDING), &obj).await
+}
+
 /// The logical clusters that workspaces stored in `store` make (`root:<ws>`, nested too).
 pub fn workspace_clusters(store: &Store) -> Vec<LogicalClusterPath> {
     let prefix = ResourcePrefix::new(sluice_api::sluice::GROUP, "workspaces");

@@ -22,6 +22,16 @@ impl std::fmt::Display for GroupResource {
     }
 }
 
+fn forbidden_message(gr: &GroupResource, name: &str, message: &str) -> String {
+    if gr.resource.is_empty() {
+        format!("forbidden: {message}")
+    } else if name.is_empty() {
+        format!("{gr} is forbidden: {message}")
+    } else {
+        format!("{gr} {name:?} is forbidden: {message}")
+    }
+}
+
 /// One field-level problem of an Invalid object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cause {
@@ -92,6 +102,13 @@ pub enum ApiError {
     Unauthorized,
     #[error("{0}")]
     Forbidden(String),
+    /// No authorizer allowed the request (kube-apiserver's `NewForbidden` wording).
+    #[error("{}", forbidden_message(gr, name, message))]
+    RbacForbidden {
+        gr: GroupResource,
+        name: String,
+        message: String,
+    },
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
     #[error("the server could not find the requested resource")]
@@ -136,7 +153,7 @@ impl ApiError {
             ApiError::Invalid { .. } | ApiError::UnprocessableEntity(_) => 422,
             ApiError::BadRequest(_) => 400,
             ApiError::Unauthorized => 401,
-            ApiError::Forbidden(_) => 403,
+            ApiError::Forbidden(_) | ApiError::RbacForbidden { .. } => 403,
             ApiError::MethodNotAllowed => 405,
             ApiError::NotAcceptable(_) => 406,
             ApiError::UnsupportedMediaType(_) => 415,
@@ -154,7 +171,7 @@ impl ApiError {
             ApiError::Invalid { .. } | ApiError::UnprocessableEntity(_) => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Unauthorized => "Unauthorized",
-            ApiError::Forbidden(_) => "Forbidden",
+            ApiError::Forbidden(_) | ApiError::RbacForbidden { .. } => "Forbidden",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
@@ -178,6 +195,7 @@ impl ApiError {
         });
         let details = match self {
             ApiError::NotFound { gr, name }
+            | ApiError::RbacForbidden { gr, name, .. }
             | ApiError::AlreadyExists { gr, name }
             | ApiError::Conflict { gr, name, .. } => {
                 Some(json!({"name": name, "group": gr.group, "kind": gr.resource}))

@@ -21,6 +21,7 @@ pub mod object;
 pub mod patch;
 pub mod pipeline;
 pub mod pki;
+pub mod rbac;
 pub mod request;
 pub mod resources;
 pub mod schema;
@@ -198,6 +199,7 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         pod_logs_dir: config.pod_logs_dir.clone(),
         audit,
         syncer_token: pki.admin_token.clone(),
+        rbac: Default::default(),
         hooks: admission::builtin(ips.clone()),
         ips,
     });
@@ -233,6 +235,11 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     ));
     // Other replicas' CRDs (a shared store): served here too.
     tokio::spawn(crate::controllers::crd_catalog::run(
+        state.clone(),
+        shutdown_rx.clone(),
+    ));
+    // Other replicas' Roles and bindings: policies dropped when they change.
+    tokio::spawn(crate::controllers::rbac_policy::run(
         state.clone(),
         shutdown_rx.clone(),
     ));

@@ -4,10 +4,11 @@
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::{apps::v1 as apps, coordination::v1 as coordination, core::v1 as core};
+use k8s_openapi::api::{authentication::v1 as authentication, authorization::v1 as authorization};
 use k8s_openapi::api::{autoscaling::v2 as autoscaling, batch::v1 as batch};
 use k8s_openapi::api::{discovery::v1 as discovery, networking::v1 as networking};
 use k8s_openapi::api::{
-    policy::v1 as policy, scheduling::v1 as scheduling, storage::v1 as storage,
+    policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
@@ -22,6 +23,8 @@ use crate::storage::ResourcePrefix;
 pub enum Subresource {
     Status,
     Scale,
+    /// `serviceaccounts/token`: TokenRequest.
+    Token,
 }
 
 impl Subresource {
@@ -29,9 +32,43 @@ impl Subresource {
         match self {
             Subresource::Status => "status",
             Subresource::Scale => "scale",
+            Subresource::Token => "token",
+        }
+    }
+
+    /// The verbs discovery lists for it.
+    pub fn verbs(self) -> &'static [&'static str] {
+        match self {
+            Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
+            Subresource::Token => &["create"],
+        }
+    }
+
+    /// The `(group, version, kind)` it answers with, when not the type's own.
+    pub fn response_kind(self) -> Option<(&'static str, &'static str, &'static str)> {
+        match self {
+            Subresource::Status => None,
+            Subresource::Scale => Some(("autoscaling", "v1", "Scale")),
+            Subresource::Token => Some(("authentication.k8s.io", "v1", "TokenRequest")),
         }
     }
 }
+
+/// The verbs of an ordinary stored type.
+pub const CRUD_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// The verbs of a type that is only ever created and answered, never stored (the access
+/// reviews).
+pub const CREATE_ONLY: &[&str] = &["create"];
 
 /// Where a type's schema comes from.
 pub enum SchemaKind {
@@ -63,6 +100,8 @@ pub struct ResourceType {
     pub schema: SchemaKind,
     pub prefix: ResourcePrefix,
     pub gr: GroupResource,
+    /// What discovery says it serves: [`CRUD_VERBS`], or [`CREATE_ONLY`] for a review.
+    pub verbs: &'static [&'static str],
 }
 
 impl ResourceType {
@@ -148,9 +187,33 @@ fn rt<T: JsonSchema + DeserializeOwned>(
             group: group.to_string(),
             resource: resource.to_string(),
         },
+        verbs: CRUD_VERBS,
     }
 }
 
+/// A type that is created and answered at once, never stored.
+fn review<T: JsonSchema + DeserializeOwned>(
+    group: &'static str,
+    resource: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+) -> ResourceType {
+    ResourceType {
+        verbs: CREATE_ONLY,
+        ..rt::<T>(group, "v1", resource, kind, namespaced, &[], &[], &[])
+    }
+}
+
+impl ResourceType {
+    /// Whether objects of this type are answered rather than stored.
+    pub fn is_review(&self) -> bool {
+        self.verbs == CREATE_ONLY
+    }
+}
+
+const RBAC: &str = crate::rbac::policy::GROUP;
+const AUTHORIZATION: &str = "authorization.k8s.io";
+const AUTHENTICATION: &str = "authentication.k8s.io";
 const STATUS: &[Subresource] = &[Subresource::Status];
 const STATUS_SCALE: &[Subresource] = &[Subresource::Status, Subresource::Scale];
 const ALL: &[&str] = &["all"];
@@ -181,7 +244,68 @@ fn builtins() -> Vec<ResourceType> {
             true,
             &["sa"],
             &[],
+            &[Subresource::Token],
+        ),
+        rt::<rbac::Role>(RBAC, "v1", "roles", "Role", true, &[], &[], &[]),
+        rt::<rbac::RoleBinding>(
+            RBAC,
+            "v1",
+            "rolebindings",
+            "RoleBinding",
+            true,
             &[],
+            &[],
+            &[],
+        ),
+        rt::<rbac::ClusterRole>(
+            RBAC,
+            "v1",
+            "clusterroles",
+            "ClusterRole",
+            false,
+            &[],
+            &[],
+            &[],
+        ),
+        rt::<rbac::ClusterRoleBinding>(
+            RBAC,
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            false,
+            &[],
+            &[],
+            &[],
+        ),
+        review::<authorization::SelfSubjectAccessReview>(
+            AUTHORIZATION,
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            false,
+        ),
+        review::<authorization::SelfSubjectRulesReview>(
+            AUTHORIZATION,
+            "selfsubjectrulesreviews",
+            "SelfSubjectRulesReview",
+            false,
+        ),
+        review::<authorization::SubjectAccessReview>(
+            AUTHORIZATION,
+            "subjectaccessreviews",
+            "SubjectAccessReview",
+            false,
+        ),
+        review::<authorization::LocalSubjectAccessReview>(
+            AUTHORIZATION,
+            "localsubjectaccessreviews",
+            "LocalSubjectAccessReview",
+            true,
+        ),
+        review::<authentication::SelfSubjectReview>(
+            AUTHENTICATION,
+            "selfsubjectreviews",
+            "SelfSubjectReview",
+            false,
         ),
         rt::<core::Event>("", "v1", "events", "Event", true, &["ev"], &[], &[]),
         rt::<core::Node>("", "v1", "nodes", "Node", false, &["no"], &[], STATUS),

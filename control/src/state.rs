@@ -61,6 +61,8 @@ pub struct ApiState {
     /// The bearer token presented to syncers' log endpoints (the admin token, which the
     /// syncers of a local clusterset hold for this server).
     pub syncer_token: String,
+    /// RBAC: every logical cluster's policy.
+    pub rbac: crate::rbac::Authorizer,
 }
 
 pub type SharedState = Arc<ApiState>;

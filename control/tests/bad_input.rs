@@ -348,8 +348,29 @@ async fn client_certificates_and_token_files_authenticate() {
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(&tokens, "dev-token,alice,1001,\"dev\"\n").unwrap();
     let server = TestServer::start_with(|c| c.token_file = Some(tokens.clone())).await;
-    // A token-file user works in a logical cluster but may not use the wildcard.
+    // A token-file user may do nothing it is not bound to, and may not use the wildcard.
     let alice = kube_with_token(&server, "dev-token").await;
+    let denied = Api::<Namespace>::all(alice.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&denied, kube::Error::Api(s) if s.code == 403
+            && s.message == "namespaces is forbidden: User \"alice\" cannot list resource \"namespaces\" in API group \"\" at the cluster scope"),
+        "{denied:?}"
+    );
+    // Bound to `view` through its group, it may list.
+    let admin = server.client().await;
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "dev-view"},
+        "subjects": [{"kind": "Group", "name": "dev", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "ClusterRole", "name": "view", "apiGroup": "rbac.authorization.k8s.io"},
+    }))
+    .unwrap();
+    Api::all(admin)
+        .create(&Default::default(), &binding)
+        .await
+        .unwrap();
     assert!(
         Api::<Namespace>::all(alice.clone())
             .list(&ListParams::default())

@@ -33,6 +33,12 @@ ROOTS = [
     "io.k8s.api.networking.v1.IngressClass", "io.k8s.api.core.v1.LimitRange",
     "io.k8s.api.core.v1.ResourceQuota", "io.k8s.api.scheduling.v1.PriorityClass",
     "io.k8s.api.core.v1.PodTemplate",
+    "io.k8s.api.rbac.v1.Role", "io.k8s.api.rbac.v1.ClusterRole", "io.k8s.api.rbac.v1.RoleBinding",
+    "io.k8s.api.rbac.v1.ClusterRoleBinding", "io.k8s.api.authorization.v1.SelfSubjectAccessReview",
+    "io.k8s.api.authorization.v1.SelfSubjectRulesReview",
+    "io.k8s.api.authorization.v1.SubjectAccessReview",
+    "io.k8s.api.authorization.v1.LocalSubjectAccessReview",
+    "io.k8s.api.authentication.v1.SelfSubjectReview", "io.k8s.api.authentication.v1.TokenRequest",
 ]
 
 ATTR = re.compile(r'#\[prost\((.*)\)\]')

@@ -6,6 +6,7 @@ mod crd;
 mod namespace;
 mod placement;
 mod pod;
+mod rbac;
 mod sluice_kinds;
 mod workspace;
 
@@ -31,6 +32,15 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
     );
     hooks.register("", "namespaces", Arc::new(namespace::NamespaceLifecycle));
     hooks.register("", "pods", Arc::new(pod::GracefulPods));
+    let rbac = Arc::new(rbac::RbacHook);
+    for resource in [
+        "roles",
+        "clusterroles",
+        "rolebindings",
+        "clusterrolebindings",
+    ] {
+        hooks.register(crate::rbac::policy::GROUP, resource, rbac.clone());
+    }
     match ips {
         Some(ips) => {
             hooks.register("", "services", Arc::new(cluster_ip::ClusterIpHook(ips)));

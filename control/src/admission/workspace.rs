@@ -1,5 +1,6 @@
 //! Workspaces: a new one is Ready at once with its child cluster's path and URL, and that
-//! cluster gets the system namespaces before the client hears the workspace exists.
+//! cluster gets the system namespaces, and its creator `cluster-admin` of it, before the
+//! client hears the workspace exists.
 
 use serde_json::{Value, json};
 
@@ -38,7 +39,17 @@ impl Hook for WorkspaceHook {
             };
             crate::bootstrap::ensure_namespaces(&cx.state.store, &child, true)
                 .await
-                .map_err(|e| ApiError::Internal(format!("creating the namespaces of {child}: {e}")))
+                .map_err(|e| {
+                    ApiError::Internal(format!("creating the namespaces of {child}: {e}"))
+                })?;
+            // The creator administers what it created (system:masters needs no binding).
+            match cx.user.filter(|u| !u.is_admin()) {
+                Some(user) => crate::bootstrap::ensure_owner(&cx.state.store, &child, &user.name)
+                    .await
+                    .map_err(|e| ApiError::Internal(format!("making {child}'s owner admin: {e}")))
+                    .map(|()| cx.state.rbac.policies.invalidate(&child)),
+                None => Ok(()),
+            }
         })
     }
 }

@@ -165,6 +165,125 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 1, json: "type", kind: Str, repeated: false, message: "" },
         Field { tag: 2, json: "rollingUpdate", kind: Msg, repeated: false, message: "io.k8s.api.apps.v1.RollingUpdateStatefulSetStrategy" },
     ]),
+    ("io.k8s.api.authentication.v1.BoundObjectReference", &[
+        Field { tag: 1, json: "kind", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "apiVersion", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "name", kind: Str, repeated: false, message: "" },
+        Field { tag: 4, json: "uid", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.authentication.v1.ExtraValue", &[
+        Field { tag: 1, json: "items", kind: Str, repeated: true, message: "" },
+    ]),
+    ("io.k8s.api.authentication.v1.SelfSubjectReview", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.authentication.v1.SelfSubjectReviewStatus" },
+    ]),
+    ("io.k8s.api.authentication.v1.SelfSubjectReviewStatus", &[
+        Field { tag: 1, json: "userInfo", kind: Msg, repeated: false, message: "io.k8s.api.authentication.v1.UserInfo" },
+    ]),
+    ("io.k8s.api.authentication.v1.TokenRequest", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.authentication.v1.TokenRequestSpec" },
+        Field { tag: 3, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.authentication.v1.TokenRequestStatus" },
+    ]),
+    ("io.k8s.api.authentication.v1.TokenRequestSpec", &[
+        Field { tag: 1, json: "audiences", kind: Str, repeated: true, message: "" },
+        Field { tag: 4, json: "expirationSeconds", kind: I64, repeated: false, message: "" },
+        Field { tag: 3, json: "boundObjectRef", kind: Msg, repeated: false, message: "io.k8s.api.authentication.v1.BoundObjectReference" },
+    ]),
+    ("io.k8s.api.authentication.v1.TokenRequestStatus", &[
+        Field { tag: 1, json: "token", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "expirationTimestamp", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
+    ]),
+    ("io.k8s.api.authentication.v1.UserInfo", &[
+        Field { tag: 1, json: "username", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "uid", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "groups", kind: Str, repeated: true, message: "" },
+        Field { tag: 4, json: "extra", kind: MapMsg, repeated: false, message: "io.k8s.api.authentication.v1.ExtraValue" },
+    ]),
+    ("io.k8s.api.authorization.v1.ExtraValue", &[
+        Field { tag: 1, json: "items", kind: Str, repeated: true, message: "" },
+    ]),
+    ("io.k8s.api.authorization.v1.FieldSelectorAttributes", &[
+        Field { tag: 1, json: "rawSelector", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "requirements", kind: Msg, repeated: true, message: "" },
+    ]),
+    ("io.k8s.api.authorization.v1.LabelSelectorAttributes", &[
+        Field { tag: 1, json: "rawSelector", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "requirements", kind: Msg, repeated: true, message: "" },
+    ]),
+    ("io.k8s.api.authorization.v1.LocalSubjectAccessReview", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.SubjectAccessReviewSpec" },
+        Field { tag: 3, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.SubjectAccessReviewStatus" },
+    ]),
+    ("io.k8s.api.authorization.v1.NonResourceAttributes", &[
+        Field { tag: 1, json: "path", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "verb", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.authorization.v1.NonResourceRule", &[
+        Field { tag: 1, json: "verbs", kind: Str, repeated: true, message: "" },
+        Field { tag: 2, json: "nonResourceURLs", kind: Str, repeated: true, message: "" },
+    ]),
+    ("io.k8s.api.authorization.v1.ResourceAttributes", &[
+        Field { tag: 1, json: "namespace", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "verb", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "group", kind: Str, repeated: false, message: "" },
+        Field { tag: 4, json: "version", kind: Str, repeated: false, message: "" },
+        Field { tag: 5, json: "resource", kind: Str, repeated: false, message: "" },
+        Field { tag: 6, json: "subresource", kind: Str, repeated: false, message: "" },
+        Field { tag: 7, json: "name", kind: Str, repeated: false, message: "" },
+        Field { tag: 8, json: "fieldSelector", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.FieldSelectorAttributes" },
+        Field { tag: 9, json: "labelSelector", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.LabelSelectorAttributes" },
+    ]),
+    ("io.k8s.api.authorization.v1.ResourceRule", &[
+        Field { tag: 1, json: "verbs", kind: Str, repeated: true, message: "" },
+        Field { tag: 2, json: "apiGroups", kind: Str, repeated: true, message: "" },
+        Field { tag: 3, json: "resources", kind: Str, repeated: true, message: "" },
+        Field { tag: 4, json: "resourceNames", kind: Str, repeated: true, message: "" },
+    ]),
+    ("io.k8s.api.authorization.v1.SelfSubjectAccessReview", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.SelfSubjectAccessReviewSpec" },
+        Field { tag: 3, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.SubjectAccessReviewStatus" },
+    ]),
+    ("io.k8s.api.authorization.v1.SelfSubjectAccessReviewSpec", &[
+        Field { tag: 1, json: "resourceAttributes", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.ResourceAttributes" },
+        Field { tag: 2, json: "nonResourceAttributes", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.NonResourceAttributes" },
+    ]),
+    ("io.k8s.api.authorization.v1.SelfSubjectRulesReview", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.SelfSubjectRulesReviewSpec" },
+        Field { tag: 3, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.SubjectRulesReviewStatus" },
+    ]),
+    ("io.k8s.api.authorization.v1.SelfSubjectRulesReviewSpec", &[
+        Field { tag: 1, json: "namespace", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.authorization.v1.SubjectAccessReview", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.SubjectAccessReviewSpec" },
+        Field { tag: 3, json: "status", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.SubjectAccessReviewStatus" },
+    ]),
+    ("io.k8s.api.authorization.v1.SubjectAccessReviewSpec", &[
+        Field { tag: 1, json: "resourceAttributes", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.ResourceAttributes" },
+        Field { tag: 2, json: "nonResourceAttributes", kind: Msg, repeated: false, message: "io.k8s.api.authorization.v1.NonResourceAttributes" },
+        Field { tag: 3, json: "user", kind: Str, repeated: false, message: "" },
+        Field { tag: 4, json: "groups", kind: Str, repeated: true, message: "" },
+        Field { tag: 5, json: "extra", kind: MapMsg, repeated: false, message: "io.k8s.api.authorization.v1.ExtraValue" },
+        Field { tag: 6, json: "uid", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.authorization.v1.SubjectAccessReviewStatus", &[
+        Field { tag: 1, json: "allowed", kind: Bool, repeated: false, message: "" },
+        Field { tag: 4, json: "denied", kind: Bool, repeated: false, message: "" },
+        Field { tag: 2, json: "reason", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "evaluationError", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.authorization.v1.SubjectRulesReviewStatus", &[
+        Field { tag: 1, json: "resourceRules", kind: Msg, repeated: true, message: "io.k8s.api.authorization.v1.ResourceRule" },
+        Field { tag: 2, json: "nonResourceRules", kind: Msg, repeated: true, message: "io.k8s.api.authorization.v1.NonResourceRule" },
+        Field { tag: 3, json: "incomplete", kind: Bool, repeated: false, message: "" },
+        Field { tag: 4, json: "evaluationError", kind: Str, repeated: false, message: "" },
+    ]),
     ("io.k8s.api.autoscaling.v1.Scale", &[
         Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
         Field { tag: 2, json: "spec", kind: Msg, repeated: false, message: "io.k8s.api.autoscaling.v1.ScaleSpec" },
@@ -1895,6 +2014,46 @@ pub(crate) const MESSAGES: &[(&str, &[Field])] = &[
         Field { tag: 5, json: "desiredHealthy", kind: I32, repeated: false, message: "" },
         Field { tag: 6, json: "expectedPods", kind: I32, repeated: false, message: "" },
         Field { tag: 7, json: "conditions", kind: Msg, repeated: true, message: "io.k8s.apimachinery.pkg.apis.meta.v1.Condition" },
+    ]),
+    ("io.k8s.api.rbac.v1.AggregationRule", &[
+        Field { tag: 1, json: "clusterRoleSelectors", kind: Msg, repeated: true, message: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector" },
+    ]),
+    ("io.k8s.api.rbac.v1.ClusterRole", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "rules", kind: Msg, repeated: true, message: "io.k8s.api.rbac.v1.PolicyRule" },
+        Field { tag: 3, json: "aggregationRule", kind: Msg, repeated: false, message: "io.k8s.api.rbac.v1.AggregationRule" },
+    ]),
+    ("io.k8s.api.rbac.v1.ClusterRoleBinding", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "subjects", kind: Msg, repeated: true, message: "io.k8s.api.rbac.v1.Subject" },
+        Field { tag: 3, json: "roleRef", kind: Msg, repeated: false, message: "io.k8s.api.rbac.v1.RoleRef" },
+    ]),
+    ("io.k8s.api.rbac.v1.PolicyRule", &[
+        Field { tag: 1, json: "verbs", kind: Str, repeated: true, message: "" },
+        Field { tag: 2, json: "apiGroups", kind: Str, repeated: true, message: "" },
+        Field { tag: 3, json: "resources", kind: Str, repeated: true, message: "" },
+        Field { tag: 4, json: "resourceNames", kind: Str, repeated: true, message: "" },
+        Field { tag: 5, json: "nonResourceURLs", kind: Str, repeated: true, message: "" },
+    ]),
+    ("io.k8s.api.rbac.v1.Role", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "rules", kind: Msg, repeated: true, message: "io.k8s.api.rbac.v1.PolicyRule" },
+    ]),
+    ("io.k8s.api.rbac.v1.RoleBinding", &[
+        Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },
+        Field { tag: 2, json: "subjects", kind: Msg, repeated: true, message: "io.k8s.api.rbac.v1.Subject" },
+        Field { tag: 3, json: "roleRef", kind: Msg, repeated: false, message: "io.k8s.api.rbac.v1.RoleRef" },
+    ]),
+    ("io.k8s.api.rbac.v1.RoleRef", &[
+        Field { tag: 1, json: "apiGroup", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "kind", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "name", kind: Str, repeated: false, message: "" },
+    ]),
+    ("io.k8s.api.rbac.v1.Subject", &[
+        Field { tag: 1, json: "kind", kind: Str, repeated: false, message: "" },
+        Field { tag: 2, json: "apiGroup", kind: Str, repeated: false, message: "" },
+        Field { tag: 3, json: "name", kind: Str, repeated: false, message: "" },
+        Field { tag: 4, json: "namespace", kind: Str, repeated: false, message: "" },
     ]),
     ("io.k8s.api.scheduling.v1.PriorityClass", &[
         Field { tag: 1, json: "metadata", kind: Msg, repeated: false, message: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" },

@@ -2,4 +2,5 @@
 
 pub mod crd_catalog;
 pub mod gc;
+pub mod rbac_policy;
 pub mod termination;

@@ -229,6 +229,7 @@ pub fn types_from_crd(crd: &Value) -> Vec<Arc<ResourceType>> {
                     group: group.clone(),
                     resource: plural.clone(),
                 },
+                verbs: crate::resources::CRUD_VERBS,
             })
         })
         .collect()

@@ -9,17 +9,6 @@ use crate::errors::{ApiError, ApiResult};
 use crate::resources::Catalog;
 use crate::resources::{ResourceType, Subresource};
 
-const VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
 /// The aggregated-discovery version the client accepts, if any.
 fn aggregated_version(accept: &str) -> Option<&'static str> {
     accept.split(',').find_map(|t| {
@@ -37,18 +26,12 @@ fn aggregated_version(accept: &str) -> Option<&'static str> {
 }
 
 fn subresource_entry(t: &ResourceType, s: Subresource) -> Value {
-    match s {
-        Subresource::Status => json!({
-            "subresource": "status",
-            "responseKind": {"group": t.group, "version": t.version, "kind": t.kind},
-            "verbs": ["get", "patch", "update"],
-        }),
-        Subresource::Scale => json!({
-            "subresource": "scale",
-            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
-            "verbs": ["get", "patch", "update"],
-        }),
-    }
+    let (group, version, kind) = s.response_kind().unwrap_or((&t.group, &t.version, &t.kind));
+    json!({
+        "subresource": s.name(),
+        "responseKind": {"group": group, "version": version, "kind": kind},
+        "verbs": s.verbs(),
+    })
 }
 
 fn aggregated_group(catalog: &Catalog, group: &str, versions: &[String]) -> Value {
@@ -63,7 +46,7 @@ fn aggregated_group(catalog: &Catalog, group: &str, versions: &[String]) -> Valu
                         "responseKind": {"group": t.group, "version": t.version, "kind": t.kind},
                         "scope": if t.namespaced { "Namespaced" } else { "Cluster" },
                         "singularResource": t.singular,
-                        "verbs": VERBS,
+                        "verbs": t.verbs,
                     });
                     if !t.short_names.is_empty() {
                         r["shortNames"] = json!(t.short_names);
@@ -168,7 +151,7 @@ pub fn resources(catalog: &Catalog, group: &str, version: &str) -> ApiResult<Res
             "singularName": t.singular,
             "namespaced": t.namespaced,
             "kind": t.kind,
-            "verbs": VERBS,
+            "verbs": t.verbs,
         });
         if !t.short_names.is_empty() {
             r["shortNames"] = json!(t.short_names);
@@ -183,12 +166,12 @@ pub fn resources(catalog: &Catalog, group: &str, version: &str) -> ApiResult<Res
                 "singularName": "",
                 "namespaced": t.namespaced,
                 "kind": t.kind,
-                "verbs": ["get", "patch", "update"],
+                "verbs": s.verbs(),
             });
-            if *s == Subresource::Scale {
-                sub["group"] = json!("autoscaling");
-                sub["version"] = json!("v1");
-                sub["kind"] = json!("Scale");
+            if let Some((group, version, kind)) = s.response_kind() {
+                sub["group"] = json!(group);
+                sub["version"] = json!(version);
+                sub["kind"] = json!(kind);
             }
             resources.push(sub);
         }

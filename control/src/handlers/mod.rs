@@ -1,11 +1,13 @@
 //! HTTP handlers: one dispatch from a parsed request to the handler of its route, and
 //! one place where errors become responses.
 
+pub mod authorize;
 pub mod discovery;
 pub mod logs;
 pub mod objects;
 pub mod openapi;
 pub mod remote_logs;
+pub mod reviews;
 pub mod system;
 pub mod watch;
 
@@ -172,6 +174,12 @@ pub async fn handle(
         Route::Livez | Route::Readyz | Route::Healthz | Route::Version | Route::Metrics
     );
     let resp = match (user, public) {
+        (Some(user), false)
+            if let Err(e) = authorize::check(&state, &user, &target, verb, parts.uri.path()) =>
+        {
+            tracing::debug!(user = %user.name, error = %e, "refused");
+            error_response(&e)
+        }
         (Some(user), _) => {
             let ctx = Ctx {
                 method: parts.method,

@@ -58,6 +58,7 @@ fn write_of(ctx: &Ctx) -> Write {
         dry_run: ctx.dry_run(),
         field_validation: FieldValidation::parse(ctx.query.get("fieldValidation")),
         warnings: Vec::new(),
+        user: Some(ctx.user.clone()),
     }
 }
 
@@ -115,6 +116,13 @@ pub async fn serve(
         cluster,
         namespace: rp.namespace.clone(),
     };
+    if t.is_review() {
+        if ctx.method != Method::POST || rp.name.is_some() {
+            return Err(ApiError::MethodNotAllowed);
+        }
+        let body = read_body(body, state.limits.max_body).await?;
+        return super::reviews::serve(state, ctx, &scope, &body);
+    }
     if t.resource == "pods" && t.group.is_empty() && rp.subresource.as_deref() == Some("log") {
         return match (&ctx.method, rp.name.as_deref()) {
             (&Method::GET, Some(n)) => super::logs::serve(state, ctx, &scope, n).await,

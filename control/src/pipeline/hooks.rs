@@ -24,6 +24,8 @@ pub struct HookCx<'a> {
     /// The field manager of a create or update (`None` for deletions and the server's own
     /// writes).
     pub manager: Option<&'a str>,
+    /// Who asked for a create or update (`None` for the server's own writes).
+    pub user: Option<&'a crate::auth::User>,
 }
 
 /// What was committed.

@@ -62,6 +62,8 @@ pub struct Write {
     pub field_validation: FieldValidation,
     /// Warnings for the client (unknown fields under `Warn`).
     pub warnings: Vec<String>,
+    /// Who asked for the write (`None` for the server's own writes).
+    pub user: Option<crate::auth::User>,
 }
 
 /// Where a write goes: a resource type in one logical cluster (and namespace).
@@ -238,11 +240,13 @@ pub async fn create(
     );
     crate::defaults::on_create(&t.kind, &mut obj);
     let manager = w.manager.clone();
+    let user = w.user.clone();
     let cx = HookCx {
         state,
         t,
         cluster: &cluster,
         manager: Some(&manager),
+        user: user.as_ref(),
     };
     if ownership == Ownership::Update {
         crate::apply::record_update(
@@ -433,11 +437,13 @@ pub async fn modify(
     let cluster = target.cluster.clone();
     let key = target.key(name);
     let manager = w.manager.clone();
+    let user = w.user.clone();
     let cx = HookCx {
         state,
         t,
         cluster: &cluster,
         manager: Some(&manager),
+        user: user.as_ref(),
     };
     let hooks = state.hooks.of(t);
     for _ in 0..WRITE_RETRIES {
@@ -764,6 +770,7 @@ pub async fn delete(
         t,
         cluster: &cluster,
         manager: None,
+        user: None,
     };
     for _ in 0..WRITE_RETRIES {
         let (entry, mut obj) = current(state, t, key, name)?;
