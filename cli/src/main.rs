@@ -101,6 +101,10 @@ enum Command {
         /// Largest request body in bytes.
         #[arg(long, default_value_t = 3 * 1024 * 1024)]
         max_request_bytes: usize,
+        /// Shortest ServiceAccount token a TokenRequest may ask for, in seconds
+        /// (kube-apiserver's 600 unless lowered, e.g. to test expiry).
+        #[arg(long, default_value_t = 600)]
+        service_account_min_token_seconds: i64,
         /// Serve one physical cluster (Service ClusterIP allocation, the `kubernetes`
         /// Service; no logical-cluster annotation on objects).
         #[arg(long)]
@@ -355,6 +359,14 @@ enum Command {
         #[arg(long, default_value = ".sluice/dev/control.kubeconfig")]
         kubeconfig: PathBuf,
     },
+    /// Ask the API server who this process is (SelfSubjectReview), as `kubectl auth
+    /// whoami` does: through the in-cluster configuration (a Pod's ServiceAccount token)
+    /// with `--in-cluster`, else a kubeconfig (`$KUBECONFIG`, `~/.kube/config`) or the
+    /// in-cluster configuration, whichever is there. Prints the user and its groups.
+    Whoami {
+        #[arg(long)]
+        in_cluster: bool,
+    },
     /// Print a kubeconfig for a logical cluster of a control plane.
     Kubeconfig {
         #[arg(long, default_value = ".sluice/control")]
@@ -473,6 +485,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             token_auth_file,
             watch_history,
             max_request_bytes,
+            service_account_min_token_seconds,
             single_cluster,
             service_cidr,
             pod_logs_dir,
@@ -496,6 +509,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.token_file = token_auth_file;
             config.watch_history = watch_history;
             config.limits.max_body = max_request_bytes;
+            config.limits.min_token_seconds = service_account_min_token_seconds;
             let bound = sluice_control::build(config)
                 .await
                 .context("starting the control plane")?;
@@ -572,6 +586,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 builtin_images_only,
                 dns,
                 metrics: Default::default(),
+                api: match sluice_local::node::service_account::ApiEndpoint::from_kubeconfig(
+                    &kubeconfig,
+                ) {
+                    Ok(api) => Some(std::sync::Arc::new(api)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "pods get no ServiceAccount credentials");
+                        None
+                    }
+                },
             };
             let (tx, rx) = tokio::sync::watch::channel(false);
             let admin =
@@ -963,6 +986,34 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Uncordon { name, kubeconfig } => {
             let _ = rustls::crypto::ring::default_provider().install_default();
             drain::uncordon(&kubeconfig, &name).await?;
+        }
+        Command::Whoami { in_cluster } => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let config = if in_cluster {
+                kube::Config::incluster().context("in-cluster configuration")?
+            } else {
+                kube::Config::infer()
+                    .await
+                    .context("client configuration")?
+            };
+            let client = kube::Client::try_from(config)?;
+            let review: k8s_openapi::api::authentication::v1::SelfSubjectReview = client
+                .request(
+                    http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+                        .header("content-type", "application/json")
+                        .body(
+                            br#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#
+                                .to_vec(),
+                        )?,
+                )
+                .await
+                .context("SelfSubjectReview")?;
+            let info = review.status.and_then(|s| s.user_info).unwrap_or_default();
+            println!(
+                "{} {}",
+                info.username.unwrap_or_default(),
+                info.groups.unwrap_or_default().join(",")
+            );
         }
         Command::Kubeconfig {
             data_dir,

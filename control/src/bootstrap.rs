@@ -2,7 +2,8 @@
 //! the system namespaces (`default`, `kube-system`, `kube-public`, `kube-node-lease`) in
 //! every logical cluster — the root at startup, a workspace's child cluster as it is created
 //! (kcp creates `default` in every workspace) — so clients' default-namespace calls work in
-//! a new cluster; and, in single-cluster mode, the `default/kubernetes` Service.
+//! a new cluster; and, in single-cluster mode, the `default/kubernetes` Service and each
+//! namespace's `default` ServiceAccount.
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -113,6 +114,22 @@ pub async fn logical_clusters(store: &Store) -> Result<(), StorageError> {
     Ok(())
 }
 
+/// The `default` ServiceAccount of namespace `ns`, which a physical cluster gives every
+/// namespace (kube-controller-manager's ServiceAccount controller) and Pods run as unless
+/// they name another.
+pub async fn ensure_default_service_account(
+    store: &Store,
+    cluster: &LogicalClusterPath,
+    ns: &str,
+) -> Result<(), StorageError> {
+    let Some(t) = core_type("serviceaccounts") else {
+        return Ok(());
+    };
+    let mut obj = json!({"metadata": {"name": "default"}});
+    crate::object::prepare_create(&mut obj, &t, None, Some(ns));
+    ensure(store, t.prefix.key(cluster, Some(ns), "default"), &obj).await
+}
+
 /// Single-cluster mode at startup: the system namespaces and the `kubernetes` Service at
 /// the first address of the Service CIDR.
 pub async fn single_cluster(
@@ -122,6 +139,9 @@ pub async fn single_cluster(
 ) -> Result<(), StorageError> {
     let root = LogicalClusterPath::root();
     ensure_namespaces(store, &root, false).await?;
+    for ns in SYSTEM_NAMESPACES {
+        ensure_default_service_account(store, &root, ns).await?;
+    }
     let Some(svc_type) = core_type("services") else {
         return Ok(());
     };

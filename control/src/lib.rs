@@ -157,7 +157,14 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         &[host.trim_matches(['[', ']']).to_string()],
     )?;
     let tls = Arc::new(pki.server_config()?);
-    let mut auth = Authenticator::new(&pki.admin_token);
+    let signer = auth::service_account::TokenSigner::from_pkcs8(&pki.service_account_key_der)
+        .map_err(|e| {
+            ControlError::Io(
+                config.data_dir.join("service-account.key"),
+                std::io::Error::other(e),
+            )
+        })?;
+    let mut auth = Authenticator::new(&pki.admin_token).with_signer(Arc::new(signer));
     if let Some(f) = &config.token_file {
         auth.load_token_file(f)?;
     }

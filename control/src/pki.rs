@@ -30,6 +30,8 @@ pub struct Pki {
     pub serving_cert_pem: String,
     serving_key_pem: String,
     pub admin_token: String,
+    /// PKCS#8 DER of the key ServiceAccount tokens are signed with.
+    pub service_account_key_der: Vec<u8>,
 }
 
 fn read(path: &Path) -> Result<Option<String>, PkiError> {
@@ -155,12 +157,21 @@ impl Pki {
                 t
             }
         };
+        let sa_key = match read(&dir.join("service-account.key"))? {
+            Some(pem) => KeyPair::from_pem(&pem)?,
+            None => {
+                let key = KeyPair::generate()?;
+                write_private(&dir.join("service-account.key"), &key.serialize_pem())?;
+                key
+            }
+        };
         Ok(Self {
             ca_cert_pem,
             ca_key_pem,
             serving_cert_pem,
             serving_key_pem,
             admin_token,
+            service_account_key_der: sa_key.serialize_der(),
         })
     }
 

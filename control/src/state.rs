@@ -25,6 +25,10 @@ pub struct Limits {
     pub max_watch_seconds: u64,
     /// Interval of watch bookmarks.
     pub bookmark_seconds: u64,
+    /// Shortest ServiceAccount token a TokenRequest may ask for (kube-apiserver: 10 min).
+    pub min_token_seconds: i64,
+    /// Longest one; longer requests are shortened, with a warning.
+    pub max_token_seconds: i64,
 }
 
 impl Default for Limits {
@@ -33,6 +37,8 @@ impl Default for Limits {
             max_body: 3 * 1024 * 1024,
             max_watch_seconds: 1800,
             bookmark_seconds: 10,
+            min_token_seconds: 600,
+            max_token_seconds: 48 * 3600,
         }
     }
 }

@@ -45,6 +45,7 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
         Some(ips) => {
             hooks.register("", "services", Arc::new(cluster_ip::ClusterIpHook(ips)));
             hooks.register("", "namespaces", Arc::new(namespace::ProtectedNamespaces));
+            hooks.register("", "namespaces", Arc::new(namespace::DefaultServiceAccount));
         }
         None => {
             hooks.register(

@@ -5,7 +5,32 @@
 use serde_json::Value;
 
 use crate::errors::{ApiError, ApiResult};
-use crate::pipeline::hooks::{Deletion, Hook, HookCx};
+use crate::pipeline::hooks::{Committed, Deletion, Hook, HookCx, HookFuture};
+
+/// A physical cluster's namespaces get their `default` ServiceAccount as they are created
+/// (before the client hears of the namespace, so its Pods never wait for one).
+pub struct DefaultServiceAccount;
+
+impl Hook for DefaultServiceAccount {
+    fn committed<'a>(&'a self, cx: &'a HookCx<'a>, what: Committed<'a>) -> HookFuture<'a> {
+        Box::pin(async move {
+            let Committed::Written(obj) = what else {
+                return Ok(());
+            };
+            if !obj["metadata"]["deletionTimestamp"].is_null() {
+                return Ok(());
+            }
+            let Some(ns) = crate::object::name(obj) else {
+                return Ok(());
+            };
+            crate::bootstrap::ensure_default_service_account(&cx.state.store, cx.cluster, ns)
+                .await
+                .map_err(|e| {
+                    ApiError::Internal(format!("creating the default ServiceAccount of {ns}: {e}"))
+                })
+        })
+    }
+}
 
 pub struct ProtectedNamespaces;
 

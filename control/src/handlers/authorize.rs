@@ -1,12 +1,63 @@
-//! Authorization of a request before it is served: the request's RBAC attributes (what
-//! kube-apiserver's `RequestInfo` makes of a URL) checked against the addressed logical
-//! cluster's policy.
+//! Authorization of a request before it is served: a ServiceAccount token's bindings, then
+//! impersonation, then the request's RBAC attributes (what kube-apiserver's `RequestInfo`
+//! makes of a URL), each checked against the addressed logical cluster's policy.
+
+use http::HeaderMap;
 
 use crate::auth::User;
-use crate::errors::ApiResult;
+use crate::auth::impersonation::Impersonation;
+use crate::errors::{ApiError, ApiResult};
 use crate::rbac::{self, Action, Decision};
 use crate::request::{ClusterScope, Route, Target};
 use crate::state::ApiState;
+
+/// The user a request from `user` is served as, or why it is not served: 401 for a
+/// ServiceAccount token outside its logical cluster or whose ServiceAccount (or Pod) is
+/// gone; 403 for an impersonation or a request RBAC does not allow.
+pub fn admit(
+    state: &ApiState,
+    user: User,
+    target: &Target,
+    verb: &str,
+    path: &str,
+    headers: &HeaderMap,
+) -> ApiResult<User> {
+    if let Some(b) = &user.binding {
+        let home = matches!(&target.cluster, ClusterScope::One(c) if *c == b.cluster);
+        if !home || !b.holds(&state.store) {
+            return Err(ApiError::Unauthorized);
+        }
+    }
+    let user = match Impersonation::from_headers(headers)? {
+        None => user,
+        Some(imp) => {
+            for n in imp.needed() {
+                let (resource, subresource) =
+                    n.resource.split_once('/').unwrap_or((&n.resource, ""));
+                let action = Action::Resource {
+                    verb: "impersonate",
+                    group: n.group,
+                    resource,
+                    subresource,
+                    namespace: &n.namespace,
+                    name: &n.name,
+                };
+                let allowed = match &target.cluster {
+                    ClusterScope::One(c) => {
+                        state.rbac.decide(&state.store, c, &user, &action) == Decision::Allow
+                    }
+                    ClusterScope::Wildcard => user.is_admin(),
+                };
+                if !allowed {
+                    return Err(rbac::forbidden(&user, &action));
+                }
+            }
+            imp.into_user()
+        }
+    };
+    check(state, &user, target, verb, path)?;
+    Ok(user)
+}
 
 /// Allow the request or refuse it with kube-apiserver's 403. `verb` is the request's
 /// Kubernetes verb; `path` its URL path.

@@ -9,6 +9,7 @@ pub mod openapi;
 pub mod remote_logs;
 pub mod reviews;
 pub mod system;
+pub mod token_request;
 pub mod watch;
 
 use std::convert::Infallible;
@@ -173,14 +174,25 @@ pub async fn handle(
         target.route,
         Route::Livez | Route::Readyz | Route::Healthz | Route::Version | Route::Metrics
     );
-    let resp = match (user, public) {
-        (Some(user), false)
-            if let Err(e) = authorize::check(&state, &user, &target, verb, parts.uri.path()) =>
-        {
-            tracing::debug!(user = %user.name, error = %e, "refused");
-            error_response(&e)
-        }
-        (Some(user), _) => {
+    let anonymous = || User {
+        name: "system:anonymous".into(),
+        ..Default::default()
+    };
+    let user = match (user, public) {
+        (Some(user), false) => authorize::admit(
+            &state,
+            user,
+            &target,
+            verb,
+            parts.uri.path(),
+            &parts.headers,
+        ),
+        (Some(user), true) => Ok(user),
+        (None, true) => Ok(anonymous()),
+        (None, false) => Err(ApiError::Unauthorized),
+    };
+    let resp = match user {
+        Ok(user) => {
             let ctx = Ctx {
                 method: parts.method,
                 target,
@@ -191,21 +203,10 @@ pub async fn handle(
             };
             dispatch(&state, ctx, body).instrument(span.clone()).await
         }
-        (None, true) => {
-            let ctx = Ctx {
-                method: parts.method,
-                target,
-                query,
-                headers: parts.headers,
-                user: User {
-                    name: "system:anonymous".into(),
-                    groups: vec![],
-                },
-                warnings: Vec::new(),
-            };
-            dispatch(&state, ctx, body).instrument(span.clone()).await
+        Err(e) => {
+            tracing::debug!(error = %e, "refused");
+            error_response(&e)
         }
-        (None, false) => error_response(&ApiError::Unauthorized),
     };
     let code = resp.status().as_u16();
     span.record("code", code);

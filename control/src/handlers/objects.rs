@@ -123,6 +123,15 @@ pub async fn serve(
         let body = read_body(body, state.limits.max_body).await?;
         return super::reviews::serve(state, ctx, &scope, &body);
     }
+    if t.has(Subresource::Token) && rp.subresource.as_deref() == Some("token") {
+        return match (&ctx.method, rp.name.as_deref()) {
+            (&Method::POST, Some(n)) => {
+                let body = read_body(body, state.limits.max_body).await?;
+                super::token_request::serve(state, ctx, &scope, n, &body)
+            }
+            _ => Err(ApiError::MethodNotAllowed),
+        };
+    }
     if t.resource == "pods" && t.group.is_empty() && rp.subresource.as_deref() == Some("log") {
         return match (&ctx.method, rp.name.as_deref()) {
             (&Method::GET, Some(n)) => super::logs::serve(state, ctx, &scope, n).await,

@@ -76,6 +76,7 @@ fn subject_of(spec: &Value) -> User {
     User {
         name: spec["user"].as_str().unwrap_or_default().to_string(),
         groups: strings(&spec["groups"]),
+        binding: None,
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod process;
+pub mod service_account;
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
@@ -43,6 +44,8 @@ pub struct NodeConfig {
     pub dns: Option<std::net::SocketAddr>,
     /// Counters and readiness, served by [`admin::serve`].
     pub metrics: Arc<admin::NodeMetrics>,
+    /// The API server Pods are given credentials for (`None`: Pods get none).
+    pub api: Option<Arc<service_account::ApiEndpoint>>,
 }
 
 /// Pod IPs in use on this node.

@@ -19,7 +19,7 @@ use tokio::sync::{Notify, watch};
 
 use sluice_kube::events::{EventType, Recorder, Regarding};
 
-use super::{IpPool, NodeConfig, pod_value};
+use super::{IpPool, NodeConfig, pod_value, service_account};
 
 const MAX_BACKOFF: Duration = Duration::from_secs(20);
 
@@ -120,6 +120,19 @@ fn argv(cfg: &NodeConfig, c: &Value) -> Result<Vec<String>, (String, String)> {
         "sluice/loadgen" => Some("loadgen"),
         _ => None,
     };
+    // The `sluice` image (any registry and tag): this binary, with the container's command
+    // (a leading `sluice` dropped) and args.
+    if repo.rsplit('/').next() == Some("sluice") {
+        let mut v = vec![cfg.sluice_bin.display().to_string()];
+        let skip = usize::from(
+            command
+                .first()
+                .is_some_and(|c| c.rsplit('/').next() == Some("sluice")),
+        );
+        v.extend(command.into_iter().skip(skip));
+        v.extend(args);
+        return Ok(v);
+    }
     match (builtin, command.is_empty()) {
         (Some(sub), true) => {
             let mut v = vec![cfg.sluice_bin.display().to_string(), sub.to_string()];
@@ -320,6 +333,72 @@ async fn pre_stop(hook: &serde_json::Map<String, Value>, c: &Value, ip: Ipv4Addr
     }
 }
 
+/// A Pod's ServiceAccount credentials for its containers: the directory to mount (`None`
+/// when the Pod gets none) or why they could not be made.
+#[derive(Clone)]
+struct Credentials(Arc<Result<Option<PathBuf>, String>>);
+
+impl Credentials {
+    /// Run `argv` with the credentials mounted where clients look for them.
+    fn wrap(&self, argv: Vec<String>) -> Vec<String> {
+        match &*self.0 {
+            Ok(Some(dir)) if service_account::can_mount() => service_account::wrap(argv, dir),
+            _ => argv,
+        }
+    }
+
+    /// The in-cluster environment, before the container's own variables (which win).
+    fn add_env(
+        &self,
+        cfg: &NodeConfig,
+        env: Vec<(String, String)>,
+    ) -> Result<Vec<(String, String)>, String> {
+        match (&*self.0, &cfg.api) {
+            (Err(e), _) => Err(e.clone()),
+            (Ok(Some(dir)), Some(api)) => {
+                let mut all = api.env();
+                all.push((
+                    "SLUICE_SERVICE_ACCOUNT_DIR".into(),
+                    dir.display().to_string(),
+                ));
+                all.extend(env);
+                Ok(all)
+            }
+            _ => Ok(env),
+        }
+    }
+}
+
+/// Project the Pod's credentials, retrying for a while (its ServiceAccount may be created
+/// just after it) unless the Pod is stopped meanwhile.
+async fn project_credentials(
+    client: &kube::Client,
+    cfg: &NodeConfig,
+    pod: &Value,
+    terminate: &watch::Receiver<Option<Duration>>,
+) -> Result<Option<service_account::Projected>, String> {
+    let Some(api) = &cfg.api else {
+        return Ok(None);
+    };
+    let root = cfg
+        .logs_dir
+        .parent()
+        .unwrap_or(&cfg.logs_dir)
+        .join("serviceaccounts");
+    let mut last = String::new();
+    for _ in 0..20 {
+        match service_account::project(client, api, &root, pod).await {
+            Ok(p) => return Ok(p),
+            Err(e) => last = e,
+        }
+        if terminate.borrow().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(last)
+}
+
 /// Where a container's log goes: `<logs>/<namespace>/<pod>/<container>/<restart>.log`.
 /// Each part must be one plain path component (an API server validates them as DNS names,
 /// but the agent does not trust that: a name like `../x` would write outside its directory).
@@ -376,6 +455,7 @@ async fn run_container(
     changed: Arc<Notify>,
     mut terminate: watch::Receiver<Option<Duration>>,
     events: Arc<Recorder>,
+    credentials: Credentials,
 ) {
     let name = c["name"].as_str().unwrap_or("").to_string();
     let regarding = Regarding {
@@ -407,8 +487,10 @@ async fn run_container(
         }
         let restarts = state.lock().unwrap_or_else(|p| p.into_inner()).restarts;
         let spawned = match (
-            argv(&cfg, &c),
-            environment(&client, &cfg, &pod, &c, ip).await,
+            argv(&cfg, &c).map(|argv| credentials.wrap(argv)),
+            environment(&client, &cfg, &pod, &c, ip)
+                .await
+                .and_then(|env| credentials.add_env(&cfg, env)),
         ) {
             (Err((reason, message)), _) => Err((reason, message)),
             (_, Err(message)) => Err(("CreateContainerConfigError".to_string(), message)),
@@ -700,6 +782,11 @@ async fn run_pod(
         .map(str::to_string)
         .unwrap_or_else(now);
     let changed = Arc::new(Notify::new());
+    let projected = project_credentials(&client, &cfg, &v, &terminate).await;
+    let credentials = Credentials(Arc::new(match &projected {
+        Ok(p) => Ok(p.as_ref().map(|p| p.dir.clone())),
+        Err(e) => Err(e.clone()),
+    }));
     let mut containers = Vec::new();
     let mut tasks = Vec::new();
     for c in v["spec"]["containers"]
@@ -726,6 +813,7 @@ async fn run_pod(
             changed.clone(),
             terminate.clone(),
             events.clone(),
+            credentials.clone(),
         )));
     }
     tracing::info!(pod = %format!("{ns}/{name}"), %ip, "pod started");
@@ -784,6 +872,7 @@ mod tests {
             builtin_images_only: false,
             dns: None,
             metrics: Default::default(),
+            api: None,
         };
         let pod = json!({"metadata": {"namespace": "shop", "name": "web"}});
         assert_eq!(

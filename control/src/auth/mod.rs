@@ -1,17 +1,25 @@
-//! Authentication: bearer tokens (the admin token and a tokens file) and client
-//! certificates signed by our CA. Anything else is 401.
+//! Authentication: bearer tokens (the admin token, a tokens file, ServiceAccount tokens)
+//! and client certificates signed by our CA. Anything else is 401.
+
+pub mod impersonation;
+pub mod service_account;
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
+
+use service_account::{Binding, TokenSigner};
 
 /// The group whose members may use wildcard (`/clusters/*/`) requests.
 pub const ADMIN_GROUP: &str = "system:masters";
 
 /// An authenticated user.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct User {
     pub name: String,
     pub groups: Vec<String>,
+    /// For a ServiceAccount token: where it is valid and what must still exist.
+    pub binding: Option<Binding>,
 }
 
 impl User {
@@ -28,10 +36,11 @@ pub enum TokenFileError {
     Line(usize),
 }
 
-/// Token → user table.
+/// Token → user table, and the key that checks ServiceAccount tokens.
 #[derive(Clone, Debug, Default)]
 pub struct Authenticator {
     tokens: HashMap<String, User>,
+    signer: Option<Arc<TokenSigner>>,
 }
 
 impl Authenticator {
@@ -42,9 +51,24 @@ impl Authenticator {
             User {
                 name: "admin".into(),
                 groups: vec![ADMIN_GROUP.into()],
+                binding: None,
             },
         );
-        Self { tokens }
+        Self {
+            tokens,
+            signer: None,
+        }
+    }
+
+    /// Accept ServiceAccount tokens signed by `signer`.
+    pub fn with_signer(mut self, signer: Arc<TokenSigner>) -> Self {
+        self.signer = Some(signer);
+        self
+    }
+
+    /// The key ServiceAccount tokens are signed with, if configured.
+    pub fn signer(&self) -> Option<&Arc<TokenSigner>> {
+        self.signer.as_ref()
     }
 
     /// Add users from a kube-apiserver style static token file:
@@ -78,6 +102,7 @@ impl Authenticator {
                 User {
                     name: user.trim().to_string(),
                     groups,
+                    binding: None,
                 },
             );
         }
@@ -91,7 +116,27 @@ impl Authenticator {
         client_cert: Option<&User>,
     ) -> Option<User> {
         if let Some(token) = authorization.and_then(|h| h.strip_prefix("Bearer ")) {
-            return self.tokens.get(token.trim()).cloned();
+            let token = token.trim();
+            if let Some(user) = self.tokens.get(token) {
+                return Some(user.clone());
+            }
+            return self
+                .signer
+                .as_ref()
+                .filter(|_| service_account::looks_like_jwt(token))
+                .and_then(|s| s.verify(token, unix_now()).ok())
+                .and_then(|claims| {
+                    let binding = Binding::from_claims(&claims)?;
+                    let ns = &binding.namespace;
+                    Some(User {
+                        groups: vec![
+                            "system:serviceaccounts".to_string(),
+                            format!("system:serviceaccounts:{ns}"),
+                        ],
+                        name: claims.sub,
+                        binding: Some(binding),
+                    })
+                });
         }
         client_cert.cloned()
     }
@@ -111,7 +156,18 @@ pub fn user_from_cert(der: &[u8]) -> Option<User> {
         .iter_organization()
         .filter_map(|o| o.as_str().ok().map(str::to_string))
         .collect();
-    Some(User { name, groups })
+    Some(User {
+        name,
+        groups,
+        binding: None,
+    })
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 #[cfg(test)]

@@ -1,0 +1,174 @@
+//! Impersonation (`kubectl --as`, `--as-group`): the `Impersonate-*` headers name the user
+//! a request acts as; each thing impersonated needs the `impersonate` verb on it
+//! (`users`, `groups`, `serviceaccounts`, `uids`, `userextras/<key>`), checked where the
+//! request is authorized.
+
+use http::HeaderMap;
+
+use super::User;
+use crate::errors::ApiError;
+
+/// What a request asks to act as.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Impersonation {
+    pub user: String,
+    pub groups: Vec<String>,
+    pub uid: Option<String>,
+    /// `Impersonate-Extra-<key>` header keys (lower case, as sent).
+    pub extra_keys: Vec<String>,
+}
+
+/// One permission an impersonation needs: `(group, resource, namespace, name)` for verb
+/// `impersonate`.
+pub struct Needed {
+    pub group: &'static str,
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+const USER: &str = "impersonate-user";
+const GROUP: &str = "impersonate-group";
+const UID: &str = "impersonate-uid";
+const EXTRA: &str = "impersonate-extra-";
+
+impl Impersonation {
+    /// The impersonation a request's headers ask for, if any.
+    pub fn from_headers(headers: &HeaderMap) -> Result<Option<Self>, ApiError> {
+        let text = |v: &http::HeaderValue| {
+            v.to_str()
+                .map(str::to_string)
+                .map_err(|_| ApiError::BadRequest("impersonation headers must be text".into()))
+        };
+        let user = headers.get(USER).map(text).transpose()?;
+        let groups = headers
+            .get_all(GROUP)
+            .iter()
+            .map(text)
+            .collect::<Result<Vec<_>, _>>()?;
+        let uid = headers.get(UID).map(text).transpose()?;
+        let extra_keys: Vec<String> = headers
+            .keys()
+            .filter_map(|k| k.as_str().strip_prefix(EXTRA).map(str::to_string))
+            .collect();
+        match user {
+            Some(user) if !user.is_empty() => Ok(Some(Self {
+                user,
+                groups,
+                uid,
+                extra_keys,
+            })),
+            _ if !groups.is_empty() || uid.is_some() || !extra_keys.is_empty() => {
+                Err(ApiError::BadRequest(
+                    "requested impersonation of groups, uid or extra without impersonating a user"
+                        .into(),
+                ))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The permissions this impersonation needs.
+    pub fn needed(&self) -> Vec<Needed> {
+        let mut out = Vec::new();
+        match self
+            .user
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|rest| rest.split_once(':'))
+        {
+            Some((ns, name)) => out.push(Needed {
+                group: "",
+                resource: "serviceaccounts".into(),
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            }),
+            None => out.push(Needed {
+                group: "",
+                resource: "users".into(),
+                namespace: String::new(),
+                name: self.user.clone(),
+            }),
+        }
+        for g in &self.groups {
+            out.push(Needed {
+                group: "",
+                resource: "groups".into(),
+                namespace: String::new(),
+                name: g.clone(),
+            });
+        }
+        if let Some(uid) = &self.uid {
+            out.push(Needed {
+                group: "authentication.k8s.io",
+                resource: "uids".into(),
+                namespace: String::new(),
+                name: uid.clone(),
+            });
+        }
+        for k in &self.extra_keys {
+            out.push(Needed {
+                group: "authentication.k8s.io",
+                resource: format!("userextras/{k}"),
+                namespace: String::new(),
+                name: String::new(),
+            });
+        }
+        out
+    }
+
+    /// The user the request then acts as (a ServiceAccount gets its groups, as its token
+    /// would give it).
+    pub fn into_user(self) -> User {
+        let mut groups = self.groups;
+        if let Some((ns, _)) = self
+            .user
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|rest| rest.split_once(':'))
+        {
+            for g in [
+                "system:serviceaccounts".to_string(),
+                format!("system:serviceaccounts:{ns}"),
+            ] {
+                if !groups.contains(&g) {
+                    groups.push(g);
+                }
+            }
+        }
+        User {
+            name: self.user,
+            groups,
+            binding: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_name_the_user_and_what_it_needs() {
+        let mut h = HeaderMap::new();
+        assert_eq!(Impersonation::from_headers(&h).unwrap(), None);
+        h.append(GROUP, "devs".parse().unwrap());
+        assert!(Impersonation::from_headers(&h).is_err());
+        h.append(USER, "system:serviceaccount:ci:bot".parse().unwrap());
+        let i = Impersonation::from_headers(&h).unwrap().unwrap();
+        let needed = i.needed();
+        assert_eq!(needed[0].resource, "serviceaccounts");
+        assert_eq!(
+            (needed[0].namespace.as_str(), needed[0].name.as_str()),
+            ("ci", "bot")
+        );
+        assert_eq!(needed[1].resource, "groups");
+        let u = i.into_user();
+        assert_eq!(
+            u.groups,
+            [
+                "devs",
+                "system:serviceaccounts",
+                "system:serviceaccounts:ci"
+            ]
+        );
+    }
+}
