@@ -337,6 +337,10 @@ enum Command {
         /// Where to serve the log endpoint the control plane forwards `kubectl logs` to.
         #[arg(long, default_value = "127.0.0.1:0")]
         logs: SocketAddr,
+        /// The token the control plane presents to the log endpoint (its data directory's
+        /// `syncer-logs.token`); without it, the control kubeconfig's bearer token.
+        #[arg(long)]
+        logs_token_file: Option<PathBuf>,
     },
     /// Cordon a physical cluster and move every namespace off it (make-before-break, a
     /// few at a time); `--wait` follows it until nothing runs there.
@@ -374,6 +378,10 @@ enum Command {
         /// Logical cluster path, e.g. `root:shop`, or `*` for every logical cluster (admin).
         #[arg(long, default_value = "root")]
         workspace: String,
+        /// Instead: the identity of the syncer of this physical cluster (a client
+        /// certificate that reads only what is placed on it).
+        #[arg(long, conflicts_with = "workspace")]
+        syncer: Option<String>,
     },
 }
 
@@ -925,6 +933,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             downstream,
             admin,
             logs,
+            logs_token_file,
         } => {
             init_tracing();
             let upstream = sluice_kube::client::config_from_kubeconfig(&control, None).await?;
@@ -933,15 +942,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let syncer = sluice_syncer::controller::Syncer::new();
             let (stop, stopped) = tokio::sync::watch::channel(false);
             let admin = sluice_observe::serve(admin, syncer.clone(), stopped.clone()).await?;
-            // The log endpoint answers the control plane, which presents the token the
-            // syncer itself holds for it.
+            // The log endpoint answers the control plane, which presents its syncer-logs
+            // token (or, for a syncer holding a bearer token, that token).
             use secrecy::ExposeSecret;
-            let logs_url = match upstream.auth_info.token.as_ref() {
+            let logs_token = match &logs_token_file {
+                Some(f) => Some(
+                    std::fs::read_to_string(f)
+                        .with_context(|| format!("--logs-token-file {}", f.display()))?
+                        .trim()
+                        .to_string(),
+                ),
+                None => upstream
+                    .auth_info
+                    .token
+                    .as_ref()
+                    .map(|t| t.expose_secret().to_string()),
+            };
+            let logs_url = match logs_token {
                 Some(token) => {
                     let bound = sluice_syncer::logs::serve(
                         logs,
                         downstream.clone(),
-                        token.expose_secret().to_string(),
+                        token,
                         stopped.clone(),
                     )
                     .await?;
@@ -949,7 +971,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 None => {
                     tracing::warn!(
-                        "the control kubeconfig has no bearer token: kubectl logs upstream will not reach this cluster"
+                        "no token for the log endpoint (--logs-token-file): kubectl logs upstream will not reach this cluster"
                     );
                     None
                 }
@@ -1018,6 +1040,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Kubeconfig {
             data_dir,
             workspace,
+            syncer: Some(cluster),
+        } => {
+            let _ = workspace;
+            let cluster = sluice_api::ClusterName::new(cluster);
+            print!(
+                "{}",
+                sluice_control::syncer_kubeconfig(&data_dir, &cluster)?
+            );
+        }
+        Command::Kubeconfig {
+            data_dir,
+            workspace,
+            syncer: None,
         } => {
             let path: sluice_control::KubeconfigScope = workspace.parse().context("--workspace")?;
             print!("{}", sluice_control::kubeconfig_for(&data_dir, &path)?);

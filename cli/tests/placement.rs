@@ -936,7 +936,13 @@ impl Syncer {
         let child = std::process::Command::new(support::sluice_bin())
             .arg("syncer")
             .arg("--control")
-            .arg(dev.state.join("control.kubeconfig"))
+            .arg(
+                dev.state
+                    .join("syncers")
+                    .join(format!("{cluster}.kubeconfig")),
+            )
+            .arg("--logs-token-file")
+            .arg(dev.state.join("control").join("syncer-logs.token"))
             .args(["--cluster", cluster])
             .arg("--downstream")
             .arg(

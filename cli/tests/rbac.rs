@@ -8,9 +8,13 @@
 mod support;
 
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use support::{Control, DevUp, Kubectl, eventually, kubectls};
+
+/// One local clusterset at a time: its clusters' addresses are fixed.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 const WORKSPACES: &str = "apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: a\n---\napiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: b\n";
 
@@ -326,6 +330,7 @@ fn service_account_tokens_work_until_they_expire() {
 
 #[test]
 fn a_pod_reaches_its_api_server_with_its_mounted_token() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east");
     let east = dev.kubectl("east");
     east.ok(&["create", "namespace", "team"]);
@@ -377,4 +382,95 @@ spec:
     );
     // Without a token the in-cluster configuration has nothing to offer.
     assert!(eventually(Duration::from_secs(60), || phase("none") == "Failed"));
+}
+
+#[test]
+fn a_syncer_identity_reads_nothing_of_another_clusters_placements() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start("east,west");
+    let control = dev.kubectl_control();
+    control.apply_stdin(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {name: shop-east, labels: {sluice.dev/cluster: east}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop-west, labels: {sluice.dev/cluster: west}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: e, namespace: shop-east}
+stringData: {k: east-secret}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: w, namespace: shop-west}
+stringData: {k: west-secret}
+"#,
+    );
+    // The syncers work with their own identities: each Secret reaches its cluster.
+    let ns_of = |ns: &str| {
+        sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), ns)
+    };
+    for (cluster, ns, secret) in [("east", "shop-east", "e"), ("west", "shop-west", "w")] {
+        let k = dev.kubectl(cluster);
+        assert!(
+            eventually(Duration::from_secs(60), || {
+                k.run(&["get", "secret", secret, "-n", &ns_of(ns)])
+                    .status
+                    .success()
+            }),
+            "secret {secret} did not reach {cluster}"
+        );
+    }
+    let url = std::fs::read_to_string(dev.state.join("control").join("server.url")).unwrap();
+    let east = Kubectl::new(
+        &kubectls().remove(0),
+        &dev.state.join("syncers").join("east.kubeconfig"),
+        &dev.state.join("cache-syncer-east"),
+    );
+    let everywhere = format!("--server={}/clusters/*", url.trim());
+    // Across logical clusters, with its own cluster's selector: its placements only.
+    let listed = east.ok(&[
+        &everywhere,
+        "get",
+        "secrets",
+        "-A",
+        "-l",
+        "state.sluice.dev/east",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(listed.trim(), "secret/e");
+    // Without the selector, or with another cluster's: refused.
+    for args in [
+        vec![everywhere.as_str(), "get", "secrets", "-A"],
+        vec![
+            everywhere.as_str(),
+            "get",
+            "secrets",
+            "-A",
+            "-l",
+            "state.sluice.dev/west",
+        ],
+        vec!["get", "secrets", "-n", "shop-west"],
+        vec!["get", "secret", "w", "-n", "shop-west"],
+        vec!["get", "configmaps", "-A"],
+    ] {
+        let err = east.fails(&args);
+        assert!(
+            err.contains("User \"system:sluice:syncer:east\" cannot"),
+            "{args:?}: {err}"
+        );
+    }
+    // One object: its own placement yes, the other's no; and no writes there.
+    assert!(
+        east.ok(&["get", "secret", "e", "-n", "shop-east", "-o", "name"])
+            .contains("secret/e")
+    );
+    let err = east.fails(&["annotate", "secret", "w", "-n", "shop-west", "x=y"]);
+    assert!(err.contains("forbidden"), "{err}");
+    let err = east.fails(&["create", "secret", "generic", "new", "-n", "shop-east"]);
+    assert!(err.contains("forbidden"), "{err}");
 }

@@ -205,7 +205,7 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         gc: gc_tx.clone(),
         pod_logs_dir: config.pod_logs_dir.clone(),
         audit,
-        syncer_token: pki.admin_token.clone(),
+        syncer_token: pki.syncer_logs_token.clone(),
         rbac: Default::default(),
         hooks: admission::builtin(ips.clone()),
         ips,
@@ -327,6 +327,27 @@ impl std::str::FromStr for KubeconfigScope {
             s.parse().map(KubeconfigScope::One)
         }
     }
+}
+
+/// A kubeconfig for the syncer of physical cluster `cluster`: its own identity (a client
+/// certificate for `system:sluice:syncer:<cluster>` in `system:sluice:syncers`, signed by the
+/// CA in `dir`), which reads only what is placed on that cluster ([`rbac::syncer`]).
+pub fn syncer_kubeconfig(
+    dir: &Path,
+    cluster: &sluice_api::ClusterName,
+) -> Result<String, ControlError> {
+    let url = std::fs::read_to_string(dir.join("server.url"))
+        .map_err(|e| ControlError::Io(dir.join("server.url"), e))?;
+    let pki = Pki::load_or_create(dir, &[])?;
+    let user = format!("{}{cluster}", rbac::syncer::USER_PREFIX);
+    let (cert, key) = pki.issue_client_cert(&user, &[rbac::syncer::GROUP])?;
+    Ok(pki::kubeconfig_with_cert(
+        &format!("{}/clusters/root", url.trim()),
+        &pki.ca_cert_pem,
+        &format!("syncer-{cluster}"),
+        &cert,
+        &key,
+    ))
 }
 
 /// A kubeconfig for logical cluster `scope` of the server whose data directory is `dir`.

@@ -32,6 +32,9 @@ pub struct Pki {
     pub admin_token: String,
     /// PKCS#8 DER of the key ServiceAccount tokens are signed with.
     pub service_account_key_der: Vec<u8>,
+    /// What the server presents to syncers' log endpoints (not the admin token: a syncer
+    /// has an identity of its own and must not hold the admin's).
+    pub syncer_logs_token: String,
 }
 
 fn read(path: &Path) -> Result<Option<String>, PkiError> {
@@ -149,14 +152,18 @@ impl Pki {
                 (c, k)
             }
         };
-        let admin_token = match read(&dir.join("admin.token"))? {
-            Some(t) if !t.trim().is_empty() => t.trim().to_string(),
-            _ => {
-                let t = random_token();
-                write_private(&dir.join("admin.token"), &t)?;
-                t
+        let token_file = |name: &str| -> Result<String, PkiError> {
+            match read(&dir.join(name))? {
+                Some(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+                _ => {
+                    let t = random_token();
+                    write_private(&dir.join(name), &t)?;
+                    Ok(t)
+                }
             }
         };
+        let admin_token = token_file("admin.token")?;
+        let syncer_logs_token = token_file("syncer-logs.token")?;
         let sa_key = match read(&dir.join("service-account.key"))? {
             Some(pem) => KeyPair::from_pem(&pem)?,
             None => {
@@ -172,6 +179,7 @@ impl Pki {
             serving_key_pem,
             admin_token,
             service_account_key_der: sa_key.serialize_der(),
+            syncer_logs_token,
         })
     }
 
@@ -229,6 +237,24 @@ impl Pki {
 }
 
 /// A kubeconfig for `server` (a URL that may include `/clusters/<path>`).
+/// A kubeconfig that authenticates with a client certificate.
+pub fn kubeconfig_with_cert(
+    server: &str,
+    ca_pem: &str,
+    context: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> String {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {context}\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\ncontexts:\n- name: {context}\n  context:\n    cluster: {context}\n    user: {context}\ncurrent-context: {context}\nusers:\n- name: {context}\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\npreferences: {{}}\n",
+        b64(ca_pem),
+        b64(cert_pem),
+        b64(key_pem),
+    )
+}
+
 pub fn kubeconfig(server: &str, ca_pem: &str, context: &str, user: &str, token: &str) -> String {
     use base64::Engine;
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);

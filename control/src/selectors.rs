@@ -103,6 +103,24 @@ impl LabelSelector {
         self.0.is_empty()
     }
 
+    /// Whether every object this selects has label `key`.
+    pub fn requires(&self, key: &str) -> bool {
+        self.0.iter().any(|r| match r {
+            Requirement::Equals(k, _) | Requirement::Exists(k) => k == key,
+            Requirement::In(k, vs) => k == key && !vs.is_empty(),
+            _ => false,
+        })
+    }
+
+    /// Whether every object this selects has label `key` with value `value`.
+    pub fn requires_value(&self, key: &str, value: &str) -> bool {
+        self.0.iter().any(|r| match r {
+            Requirement::Equals(k, v) => k == key && v == value,
+            Requirement::In(k, vs) => k == key && !vs.is_empty() && vs.iter().all(|v| v == value),
+            _ => false,
+        })
+    }
+
     /// Match against an object's `metadata.labels`.
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = obj["metadata"]["labels"].as_object();

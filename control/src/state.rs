@@ -64,8 +64,8 @@ pub struct ApiState {
     pub pod_logs_dir: Option<std::path::PathBuf>,
     /// One JSON line per request, when configured.
     pub audit: Option<crate::audit::AuditLog>,
-    /// The bearer token presented to syncers' log endpoints (the admin token, which the
-    /// syncers of a local clusterset hold for this server).
+    /// The bearer token presented to syncers' log endpoints (`syncer-logs.token` in the
+    /// data directory, handed to each syncer with `--logs-token-file`).
     pub syncer_token: String,
     /// RBAC: every logical cluster's policy.
     pub rbac: crate::rbac::Authorizer,

@@ -501,16 +501,46 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
         "mcs: running admin ",
     )?;
     admins.push(("MCS controller".into(), mcs));
-    // A syncer per cluster: what is placed on it, from the logical clusters.
+    // A syncer per cluster: what is placed on it, from the logical clusters, with an
+    // identity of its own that reads nothing else.
+    let syncers_dir = cfg.state.join("syncers");
+    std::fs::create_dir_all(&syncers_dir).map_err(io("creating the syncers' directory"))?;
     for (name, index, _, kubeconfig, _, _) in &apis {
         let what = format!("cluster {name} syncer");
+        let identity = syncers_dir.join(format!("{name}.kubeconfig"));
+        let out = Command::new(bin)
+            .args(["kubeconfig", "--data-dir"])
+            .arg(&control_dir)
+            .args(["--syncer", name])
+            .output()
+            .map_err(io("issuing a syncer identity"))?;
+        if !out.status.success() {
+            return Err(DevUpError::Io(
+                "issuing a syncer identity".into(),
+                std::io::Error::other(String::from_utf8_lossy(&out.stderr).into_owned()),
+            ));
+        }
+        {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&identity)
+                .and_then(|mut f| f.write_all(&out.stdout))
+                .map_err(io("writing a syncer identity"))?;
+        }
         let line = start_announcing(
             &mut children,
             &what,
             Command::new(bin)
                 .arg("syncer")
                 .arg("--control")
-                .arg(cfg.state.join("control.kubeconfig"))
+                .arg(&identity)
+                .arg("--logs-token-file")
+                .arg(control_dir.join("syncer-logs.token"))
                 .args(["--cluster", name])
                 .arg("--downstream")
                 .arg(kubeconfig)

@@ -8,7 +8,7 @@ use crate::auth::User;
 use crate::auth::impersonation::Impersonation;
 use crate::errors::{ApiError, ApiResult};
 use crate::rbac::{self, Action, Decision};
-use crate::request::{ClusterScope, Route, Target};
+use crate::request::{ClusterScope, Query, Route, Target};
 use crate::state::ApiState;
 
 /// The user a request from `user` is served as, or why it is not served: 401 for a
@@ -20,6 +20,7 @@ pub fn admit(
     target: &Target,
     verb: &str,
     path: &str,
+    query: &Query,
     headers: &HeaderMap,
 ) -> ApiResult<User> {
     if let Some(b) = &user.binding {
@@ -55,7 +56,7 @@ pub fn admit(
             imp.into_user()
         }
     };
-    check(state, &user, target, verb, path)?;
+    check(state, &user, target, verb, path, query)?;
     Ok(user)
 }
 
@@ -67,10 +68,19 @@ pub fn check(
     target: &Target,
     verb: &str,
     path: &str,
+    query: &Query,
 ) -> ApiResult<()> {
-    let ClusterScope::One(cluster) = &target.cluster else {
-        // Wildcard requests are for system:masters only (checked where they are served).
-        return Ok(());
+    let syncer = rbac::syncer::cluster_of(user);
+    let cluster = match (&target.cluster, &syncer) {
+        (ClusterScope::One(c), _) => Some(c),
+        (ClusterScope::Wildcard, _) if user.is_admin() => return Ok(()),
+        (ClusterScope::Wildcard, Some(_)) => None,
+        (ClusterScope::Wildcard, None) => {
+            return Err(ApiError::Forbidden(format!(
+                "User \"{}\" cannot list or watch across logical clusters",
+                user.name
+            )));
+        }
     };
     let verb = match verb {
         "apply" => "patch",
@@ -107,7 +117,20 @@ pub fn check(
                 .unwrap_or(path),
         },
     };
-    match state.rbac.decide(&state.store, cluster, user, &action) {
+    let decision = match (&syncer, cluster) {
+        (Some(synced), _) => rbac::syncer::decide(
+            &state.store,
+            synced,
+            &action,
+            &rbac::syncer::Request {
+                cluster,
+                label_selector: query.get("labelSelector"),
+            },
+        ),
+        (None, Some(c)) => state.rbac.decide(&state.store, c, user, &action),
+        (None, None) => Decision::NoOpinion,
+    };
+    match decision {
         Decision::Allow => Ok(()),
         Decision::NoOpinion => Err(rbac::forbidden(user, &action)),
     }

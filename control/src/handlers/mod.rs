@@ -185,6 +185,7 @@ pub async fn handle(
             &target,
             verb,
             parts.uri.path(),
+            &query,
             &parts.headers,
         ),
         (Some(user), true) => Ok(user),

@@ -6,6 +6,7 @@
 pub mod bootstrap;
 pub mod policy;
 pub mod rules;
+pub mod syncer;
 
 use sluice_api::LogicalClusterPath;
 
