@@ -473,4 +473,35 @@ stringData: {k: west-secret}
     assert!(err.contains("forbidden"), "{err}");
     let err = east.fails(&["create", "secret", "generic", "new", "-n", "shop-east"]);
     assert!(err.contains("forbidden"), "{err}");
+    // On what is placed on its cluster: its own reports only; no deletes, no tokens.
+    let err = east.fails(&["annotate", "secret", "e", "-n", "shop-east", "x=y"]);
+    assert!(
+        err.contains("may change only its own status report"),
+        "{err}"
+    );
+    let err = east.fails(&[
+        "label",
+        "namespace",
+        "shop-west",
+        "sluice.dev/cluster=east",
+        "--overwrite",
+    ]);
+    assert!(err.contains("may change only its own"), "{err}");
+    let err = east.fails(&["delete", "secret", "e", "-n", "shop-east"]);
+    assert!(err.contains("forbidden"), "{err}");
+    control.ok(&["create", "serviceaccount", "app", "-n", "shop-east"]);
+    let err = east.fails(&["create", "token", "app", "-n", "shop-east"]);
+    assert!(err.contains("forbidden"), "{err}");
+    assert_eq!(
+        control.ok(&[
+            "get",
+            "secret",
+            "e",
+            "-n",
+            "shop-east",
+            "-o",
+            "jsonpath={.data.k}"
+        ]),
+        "ZWFzdC1zZWNyZXQ="
+    );
 }

@@ -139,7 +139,17 @@ pub async fn single_cluster(
 ) -> Result<(), StorageError> {
     let root = LogicalClusterPath::root();
     ensure_namespaces(store, &root, false).await?;
-    for ns in SYSTEM_NAMESPACES {
+    // Every namespace, the ones made before this existed too.
+    let mut namespaces = Vec::new();
+    if let Some(t) = core_type("namespaces") {
+        store.scan(&t.prefix.scope(Some(&root), None), None, |k, _| {
+            if let Some(p) = k.parts() {
+                namespaces.push(p.name.to_string());
+            }
+            true
+        });
+    }
+    for ns in &namespaces {
         ensure_default_service_account(store, &root, ns).await?;
     }
     let Some(svc_type) = core_type("services") else {

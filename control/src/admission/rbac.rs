@@ -134,7 +134,15 @@ impl Hook for RbacHook {
         let mut causes = Vec::new();
         if obj["kind"].as_str().is_some_and(|k| k.ends_with("Binding")) {
             let kind = obj["roleRef"]["kind"].as_str().unwrap_or_default();
-            if !["Role", "ClusterRole"].contains(&kind) {
+            let cluster_binding = obj["kind"] == "ClusterRoleBinding";
+            if cluster_binding && kind == "Role" {
+                causes.push(Cause {
+                    reason: "FieldValueNotSupported",
+                    field: "roleRef.kind".into(),
+                    message: "Unsupported value: \"Role\": supported values: \"ClusterRole\""
+                        .into(),
+                });
+            } else if !["Role", "ClusterRole"].contains(&kind) {
                 causes.push(Cause {
                     reason: "FieldValueNotSupported",
                     field: "roleRef.kind".into(),

@@ -68,6 +68,15 @@ impl Impersonation {
         }
     }
 
+    /// Whether it names an identity that reaches beyond one logical cluster:
+    /// `system:masters`, or a syncer.
+    pub fn is_privileged(&self) -> bool {
+        self.groups
+            .iter()
+            .any(|g| g == super::ADMIN_GROUP || g == crate::rbac::syncer::GROUP)
+            || self.user.starts_with(crate::rbac::syncer::USER_PREFIX)
+    }
+
     /// The permissions this impersonation needs.
     pub fn needed(&self) -> Vec<Needed> {
         let mut out = Vec::new();

@@ -32,6 +32,15 @@ pub fn admit(
     let user = match Impersonation::from_headers(headers)? {
         None => user,
         Some(imp) => {
+            // Global identities (system:masters, syncers) are impersonated by
+            // system:masters only: an administrator of one logical cluster could otherwise
+            // act as the administrator of all.
+            if !user.is_admin() && imp.is_privileged() {
+                return Err(ApiError::Forbidden(format!(
+                    "User {:?} cannot impersonate {:?} with groups {:?}: only system:masters may impersonate global identities",
+                    user.name, imp.user, imp.groups
+                )));
+            }
             for n in imp.needed() {
                 let (resource, subresource) =
                     n.resource.split_once('/').unwrap_or((&n.resource, ""));

@@ -47,14 +47,18 @@ pub fn serve(
     } else {
         crate::pipeline::parse_json(body)?
     };
-    let uid_of = |resource: &str, name: &str| -> Option<String> {
+    let object = |resource: &str, name: &str| -> Option<Value> {
         let entry = state.store.get(&ResourcePrefix::new("", resource).key(
             cluster,
             Some(namespace),
             name,
         ))?;
-        let v: Value = serde_json::from_slice(&entry.value).ok()?;
-        v["metadata"]["uid"].as_str().map(str::to_string)
+        serde_json::from_slice(&entry.value).ok()
+    };
+    let uid_of = |resource: &str, name: &str| -> Option<String> {
+        object(resource, name)?["metadata"]["uid"]
+            .as_str()
+            .map(str::to_string)
     };
     let sa_uid = uid_of("serviceaccounts", name).ok_or_else(|| ApiError::NotFound {
         gr: scope.t.gr.clone(),
@@ -119,6 +123,15 @@ pub fn serve(
                         "the UID in the bound object reference ({want}) does not match the UID in record ({uid})"
                     ),
                 });
+            }
+            // kube-apiserver: a token bound to a Pod is for the Pod's own ServiceAccount.
+            let runs_as = object("pods", pod_name)
+                .and_then(|p| p["spec"]["serviceAccountName"].as_str().map(str::to_string))
+                .unwrap_or_else(|| "default".to_string());
+            if runs_as != name {
+                return Err(ApiError::BadRequest(format!(
+                    "cannot bind token for serviceaccount {name:?} to pod running with different serviceaccount name ({runs_as:?})"
+                )));
             }
             Some(ObjectRef {
                 name: pod_name.to_string(),

@@ -260,6 +260,15 @@ pub async fn create(
     }
     validate(state, t, &obj)?;
     check_namespace(state, target)?;
+    if let Some(synced) = w.user.as_ref().and_then(crate::rbac::syncer::cluster_of) {
+        crate::rbac::syncer::may_create(&synced, &t.group, &t.resource, &obj).map_err(
+            |message| ApiError::RbacForbidden {
+                gr: t.gr.clone(),
+                name: object::name(&obj).unwrap_or_default().to_string(),
+                message,
+            },
+        )?;
+    }
     let hooks = state.hooks.of(t);
     for (i, hook) in hooks.iter().enumerate() {
         if let Err(e) = hook.admit_create(&cx, &mut obj) {
@@ -515,6 +524,15 @@ pub async fn modify(
             );
         }
         validate(state, t, &new)?;
+        if let Some(synced) = user.as_ref().and_then(crate::rbac::syncer::cluster_of) {
+            crate::rbac::syncer::may_change(&synced, &t.group, &t.resource, &old, &new).map_err(
+                |message| ApiError::RbacForbidden {
+                    gr: t.gr.clone(),
+                    name: name.to_string(),
+                    message,
+                },
+            )?;
+        }
         for hook in hooks {
             hook.admit_update(&cx, &old, &mut new, sub)?;
         }

@@ -167,6 +167,11 @@ impl ClusterPolicy {
         }
     }
 
+    /// Whether it grants nothing to anyone.
+    pub fn is_empty(&self) -> bool {
+        self.users.is_empty() && self.groups.is_empty()
+    }
+
     /// Every grant that applies to `user` in `groups` (and every authenticated user).
     pub fn grants<'a>(
         &'a self,
@@ -206,6 +211,11 @@ impl Policies {
         }
         let generation = self.generation.load(Ordering::Acquire);
         let built = Arc::new(ClusterPolicy::build(store, cluster));
+        // An empty policy is cheap to build and not kept: requests naming logical clusters
+        // that do not exist must not grow the cache.
+        if built.is_empty() {
+            return built;
+        }
         let mut clusters = self.clusters.write().unwrap_or_else(|p| p.into_inner());
         if self.generation.load(Ordering::Acquire) == generation {
             clusters.insert(cluster.clone(), built.clone());

@@ -9,14 +9,20 @@
 //!   `state.sluice.dev/<cluster>` (Pods: or `sluice.dev/cluster=<cluster>`, the mirrors);
 //!   Namespaces and CustomResourceDefinitions may be read whole (names and schemas, no
 //!   tenant data).
-//! - get, update, patch, delete of one object: it must carry one of those labels (a Pod
-//!   mirror not yet created: its namespace must be placed on the cluster).
+//! - get, update, patch of one object (or its status): it must carry one of those labels
+//!   (a Pod mirror not yet created: its namespace must be placed on the cluster); delete:
+//!   only its Pod mirrors. What a write may change is checked once the new object is known
+//!   ([`may_change`], [`may_create`]): on objects placed on its cluster, only its own
+//!   status report, import report and finalizer.
 //! - create: Events (and Pods) in a namespace placed on the cluster.
 //! - Namespaces: patch (its MCS import report).
 //! - its heartbeat Lease in the root's `kube-node-lease`.
 
 use serde_json::Value;
-use sluice_api::sync::{LABEL_CLUSTER, STATE_LABEL_PREFIX};
+use sluice_api::sync::{
+    IMPORTS_ANNOTATION_PREFIX, LABEL_CLUSTER, STATE_LABEL_PREFIX, STATUS_ANNOTATION_PREFIX,
+    SYNC_FINALIZER_PREFIX,
+};
 use sluice_api::{ClusterName, LogicalClusterPath};
 
 use super::{Action, Decision};
@@ -129,11 +135,105 @@ pub fn decide(
                 // Creating with a generated name, deleting collections: not a syncer's.
                 return allow(pods && verb == "create" && namespace_placed(c));
             }
-            match stored(c, namespace, name) {
-                Some(obj) => allow(labels_allow(&obj, &state_label, cluster, pods)),
+            // The object or its status: no other subresource (no tokens, no scale).
+            if !(subresource.is_empty() || subresource == "status") {
+                return Decision::NoOpinion;
+            }
+            let own_mirror = |o: &Value| {
+                pods && o["metadata"]["labels"][LABEL_CLUSTER].as_str() == Some(cluster.as_str())
+            };
+            match (verb, stored(c, namespace, name)) {
+                // Only its own Pod mirrors does it delete.
+                ("delete", Some(obj)) => allow(own_mirror(&obj)),
+                (_, Some(obj)) => allow(labels_allow(&obj, &state_label, cluster, pods)),
                 // A Pod mirror is created by an apply (a patch of a Pod not there yet).
-                None => allow(pods && verb == "patch" && namespace_placed(c)),
+                (_, None) => allow(pods && verb == "patch" && namespace_placed(c)),
             }
         }
+    }
+}
+
+/// Whether the syncer of `cluster` may turn `old` into `new` (an update or patch of an
+/// object of `resource`; `sub`: the subresource written). Its own Pod mirrors, Events and
+/// heartbeat Lease it may change at will; anything else placed on its cluster only in its
+/// own status report (`status.sluice.dev/<cluster>`), its MCS import report
+/// (`imports.sluice.dev/<cluster>`) and its finalizer (`syncer.sluice.dev/<cluster>`) —
+/// not the spec, not labels, not another cluster's reports. `Err` says what else changed.
+pub fn may_change(
+    cluster: &ClusterName,
+    group: &str,
+    resource: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), String> {
+    let own_pod =
+        |o: &Value| o["metadata"]["labels"][LABEL_CLUSTER].as_str() == Some(cluster.as_str());
+    if group.is_empty() && resource == "pods" && own_pod(old) && own_pod(new) {
+        return Ok(());
+    }
+    if (group.is_empty() && resource == "events")
+        || (group == "coordination.k8s.io" && resource == "leases")
+    {
+        return Ok(());
+    }
+    let own_keys = [
+        format!("{STATUS_ANNOTATION_PREFIX}{cluster}"),
+        format!("{IMPORTS_ANNOTATION_PREFIX}{cluster}"),
+    ];
+    let own_finalizer = format!("{SYNC_FINALIZER_PREFIX}{cluster}");
+    let strip = |o: &Value| {
+        let mut o = o.clone();
+        if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in ["managedFields", "resourceVersion", "generation"] {
+                meta.remove(k);
+            }
+            if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+                for k in &own_keys {
+                    a.remove(k);
+                }
+                if a.is_empty() {
+                    meta.remove("annotations");
+                }
+            }
+            if let Some(f) = meta.get_mut("finalizers").and_then(Value::as_array_mut) {
+                f.retain(|v| v.as_str() != Some(own_finalizer.as_str()));
+                if f.is_empty() {
+                    meta.remove("finalizers");
+                }
+            }
+        }
+        o
+    };
+    let (old, new) = (strip(old), strip(new));
+    if old == new {
+        return Ok(());
+    }
+    let what = ["metadata", "spec", "status", "data", "stringData"]
+        .into_iter()
+        .find(|k| old.get(*k) != new.get(*k))
+        .unwrap_or("the object");
+    Err(format!(
+        "the syncer of cluster {cluster} may change only its own status report, import report and finalizer here, not {what}"
+    ))
+}
+
+/// Whether the syncer of `cluster` may create `obj` of `resource`: Events, its heartbeat
+/// Lease (which one, [`decide`] checked), and Pods only as its own mirrors.
+pub fn may_create(
+    cluster: &ClusterName,
+    group: &str,
+    resource: &str,
+    obj: &Value,
+) -> Result<(), String> {
+    match (group, resource) {
+        ("", "events") | ("coordination.k8s.io", "leases") => Ok(()),
+        ("", "pods")
+            if obj["metadata"]["labels"][LABEL_CLUSTER].as_str() == Some(cluster.as_str()) =>
+        {
+            Ok(())
+        }
+        _ => Err(format!(
+            "the syncer of cluster {cluster} creates only Events, its Lease and its own Pod mirrors (label {LABEL_CLUSTER}={cluster})"
+        )),
     }
 }

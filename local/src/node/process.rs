@@ -123,14 +123,30 @@ fn argv(cfg: &NodeConfig, c: &Value) -> Result<Vec<String>, (String, String)> {
     // The `sluice` image (any registry and tag): this binary, with the container's command
     // (a leading `sluice` dropped) and args.
     if repo.rsplit('/').next() == Some("sluice") {
-        let mut v = vec![cfg.sluice_bin.display().to_string()];
         let skip = usize::from(
             command
                 .first()
                 .is_some_and(|c| c.rsplit('/').next() == Some("sluice")),
         );
-        v.extend(command.into_iter().skip(skip));
-        v.extend(args);
+        let rest: Vec<String> = command.into_iter().skip(skip).chain(args).collect();
+        // Manifests written by others get only the test images' subcommands, not the
+        // control plane's (which could read this machine's keys).
+        if cfg.builtin_images_only
+            && !matches!(
+                rest.first().map(String::as_str),
+                Some("whoami" | "echo" | "loadgen")
+            )
+        {
+            return Err((
+                "ImageNotBuiltIn".into(),
+                format!(
+                    "this node runs built-in images only (--builtin-images-only): the sluice image runs only whoami, echo and loadgen here, not {:?}",
+                    rest.first().map(String::as_str).unwrap_or("")
+                ),
+            ));
+        }
+        let mut v = vec![cfg.sluice_bin.display().to_string()];
+        v.extend(rest);
         return Ok(v);
     }
     match (builtin, command.is_empty()) {
@@ -333,70 +349,50 @@ async fn pre_stop(hook: &serde_json::Map<String, Value>, c: &Value, ip: Ipv4Addr
     }
 }
 
-/// A Pod's ServiceAccount credentials for its containers: the directory to mount (`None`
-/// when the Pod gets none) or why they could not be made.
-#[derive(Clone)]
-struct Credentials(Arc<Result<Option<PathBuf>, String>>);
-
-impl Credentials {
-    /// Run `argv` with the credentials mounted where clients look for them.
-    fn wrap(&self, argv: Vec<String>) -> Vec<String> {
-        match &*self.0 {
-            Ok(Some(dir)) if service_account::can_mount() => service_account::wrap(argv, dir),
-            _ => argv,
+/// The in-cluster environment for a container with credentials in `dir`, before the
+/// container's own variables (which win).
+fn with_credentials_env(
+    cfg: &NodeConfig,
+    dir: Option<&PathBuf>,
+    env: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    match (dir, &cfg.api) {
+        (Some(dir), Some(api)) => {
+            let mut all = api.env();
+            all.push((
+                "SLUICE_SERVICE_ACCOUNT_DIR".into(),
+                dir.display().to_string(),
+            ));
+            all.extend(env);
+            all
         }
-    }
-
-    /// The in-cluster environment, before the container's own variables (which win).
-    fn add_env(
-        &self,
-        cfg: &NodeConfig,
-        env: Vec<(String, String)>,
-    ) -> Result<Vec<(String, String)>, String> {
-        match (&*self.0, &cfg.api) {
-            (Err(e), _) => Err(e.clone()),
-            (Ok(Some(dir)), Some(api)) => {
-                let mut all = api.env();
-                all.push((
-                    "SLUICE_SERVICE_ACCOUNT_DIR".into(),
-                    dir.display().to_string(),
-                ));
-                all.extend(env);
-                Ok(all)
-            }
-            _ => Ok(env),
-        }
+        _ => env,
     }
 }
 
-/// Project the Pod's credentials, retrying for a while (its ServiceAccount may be created
-/// just after it) unless the Pod is stopped meanwhile.
-async fn project_credentials(
-    client: &kube::Client,
-    cfg: &NodeConfig,
-    pod: &Value,
-    terminate: &watch::Receiver<Option<Duration>>,
-) -> Result<Option<service_account::Projected>, String> {
-    let Some(api) = &cfg.api else {
-        return Ok(None);
+/// `argv` run with the credentials in `dir` mounted where clients look for them; a program
+/// that is not there is refused here, as exec would refuse it.
+fn with_credentials_argv(
+    dir: Option<&PathBuf>,
+    argv: Vec<String>,
+    env: &[(String, String)],
+) -> Result<Vec<String>, (String, String)> {
+    let Some(dir) = dir else {
+        return Ok(argv);
     };
-    let root = cfg
-        .logs_dir
-        .parent()
-        .unwrap_or(&cfg.logs_dir)
-        .join("serviceaccounts");
-    let mut last = String::new();
-    for _ in 0..20 {
-        match service_account::project(client, api, &root, pod).await {
-            Ok(p) => return Ok(p),
-            Err(e) => last = e,
-        }
-        if terminate.borrow().is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| std::env::var("PATH").unwrap_or_default());
+    match argv.first() {
+        Some(program) if service_account::which(program, &path).is_none() => Err((
+            "RunContainerError".into(),
+            format!("exec {program:?}: No such file or directory (os error 2)"),
+        )),
+        _ => Ok(service_account::wrap(argv, dir)),
     }
-    Err(last)
 }
 
 /// Where a container's log goes: `<logs>/<namespace>/<pod>/<container>/<restart>.log`.
@@ -455,7 +451,6 @@ async fn run_container(
     changed: Arc<Notify>,
     mut terminate: watch::Receiver<Option<Duration>>,
     events: Arc<Recorder>,
-    credentials: Credentials,
 ) {
     let name = c["name"].as_str().unwrap_or("").to_string();
     let regarding = Regarding {
@@ -481,22 +476,48 @@ async fn run_container(
         changed.notify_one();
     };
     let mut backoff = Duration::from_secs(1);
+    let mut projected: Option<service_account::Projected> = None;
     loop {
         if terminate.borrow().is_some() {
             return;
         }
         let restarts = state.lock().unwrap_or_else(|p| p.into_inner()).restarts;
-        let spawned = match (
-            argv(&cfg, &c).map(|argv| credentials.wrap(argv)),
-            environment(&client, &cfg, &pod, &c, ip)
+        // The Pod's ServiceAccount credentials, projected once and kept fresh meanwhile.
+        let credentials = match (&cfg.api, &projected) {
+            (None, _) => Ok(None),
+            (Some(_), Some(p)) => Ok(Some(p.dir.clone())),
+            (Some(api), None) => {
+                let root = cfg
+                    .logs_dir
+                    .parent()
+                    .unwrap_or(&cfg.logs_dir)
+                    .join("serviceaccounts");
+                service_account::project(&client, api, &root, &pod, &name)
+                    .await
+                    .map(|p| {
+                        let dir = p.as_ref().map(|p| p.dir.clone());
+                        projected = p;
+                        dir
+                    })
+            }
+        };
+        let env = match credentials {
+            Ok(dir) => environment(&client, &cfg, &pod, &c, ip)
                 .await
-                .and_then(|env| credentials.add_env(&cfg, env)),
-        ) {
+                .map(|env| (with_credentials_env(&cfg, dir.as_ref(), env), dir)),
+            Err(e) => Err(e),
+        };
+        let spawned = match (argv(&cfg, &c), env) {
             (Err((reason, message)), _) => Err((reason, message)),
             (_, Err(message)) => Err(("CreateContainerConfigError".to_string(), message)),
-            (Ok(argv), Ok(env)) => match log_path(&cfg, &pod, &name, restarts) {
-                Err(message) => Err((INVALID_NAME.to_string(), message)),
-                Ok(path) => {
+            (Ok(argv), Ok((env, dir))) => match with_credentials_argv(dir.as_ref(), argv, &env)
+                .and_then(|argv| {
+                    log_path(&cfg, &pod, &name, restarts)
+                        .map(|path| (argv, path))
+                        .map_err(|message| (INVALID_NAME.to_string(), message))
+                }) {
+                Err(e) => Err(e),
+                Ok((argv, path)) => {
                     let _ = std::fs::create_dir_all(path.parent().unwrap_or(&cfg.logs_dir));
                     let log = std::fs::OpenOptions::new()
                         .create(true)
@@ -782,11 +803,6 @@ async fn run_pod(
         .map(str::to_string)
         .unwrap_or_else(now);
     let changed = Arc::new(Notify::new());
-    let projected = project_credentials(&client, &cfg, &v, &terminate).await;
-    let credentials = Credentials(Arc::new(match &projected {
-        Ok(p) => Ok(p.as_ref().map(|p| p.dir.clone())),
-        Err(e) => Err(e.clone()),
-    }));
     let mut containers = Vec::new();
     let mut tasks = Vec::new();
     for c in v["spec"]["containers"]
@@ -813,7 +829,6 @@ async fn run_pod(
             changed.clone(),
             terminate.clone(),
             events.clone(),
-            credentials.clone(),
         )));
     }
     tracing::info!(pod = %format!("{ns}/{name}"), %ip, "pod started");

@@ -52,7 +52,11 @@ impl ApiEndpoint {
             .ok_or("the kubeconfig's cluster has no server")?
             .parse()
             .map_err(|e| format!("server URL: {e}"))?;
-        let host = url.host().ok_or("server URL without host")?.to_string();
+        let host = url
+            .host()
+            .ok_or("server URL without host")?
+            .trim_matches(['[', ']'])
+            .to_string();
         let port = url.port_u16().unwrap_or(443);
         let ca_pem = match (
             &cluster.certificate_authority_data,
@@ -89,33 +93,63 @@ impl ApiEndpoint {
     }
 }
 
-/// Whether this machine lets the agent give a process its own mount namespace (root, and
-/// util-linux `unshare` present): checked once. Without it Pods still get the token
-/// directory, named by `SLUICE_SERVICE_ACCOUNT_DIR`, but nothing at [`MOUNT`].
-pub fn can_mount() -> bool {
-    static CAN: OnceLock<bool> = OnceLock::new();
-    *CAN.get_or_init(|| {
-        std::fs::create_dir_all(MOUNT).is_ok()
-            && std::process::Command::new("unshare")
-                .args(["--mount", "--propagation", "private", "true"])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-    })
+/// The programs that give a process its own mount namespace, by absolute path (a Pod's
+/// `PATH` may lack them).
+struct Tools {
+    unshare: PathBuf,
+    sh: PathBuf,
+    mount: PathBuf,
+}
+
+/// Find `name` in the agent's `PATH`.
+pub fn which(name: &str, path: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Path::new(name).is_file().then(|| PathBuf::from(name));
+    }
+    std::env::split_paths(path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The tools, when this machine lets the agent give a process its own mount namespace
+/// (root, util-linux `unshare` and `mount`): checked once. Without them Pods still get the
+/// token directory, named by `SLUICE_SERVICE_ACCOUNT_DIR`, but nothing at [`MOUNT`].
+fn tools() -> Option<&'static Tools> {
+    static TOOLS: OnceLock<Option<Tools>> = OnceLock::new();
+    TOOLS
+        .get_or_init(|| {
+            let path = std::env::var("PATH").unwrap_or_default();
+            let tools = Tools {
+                unshare: which("unshare", &path)?,
+                sh: which("sh", &path)?,
+                mount: which("mount", &path)?,
+            };
+            let works = std::fs::create_dir_all(MOUNT).is_ok()
+                && std::process::Command::new(&tools.unshare)
+                    .args(["--mount", "--propagation", "private", "true"])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success());
+            works.then_some(tools)
+        })
+        .as_ref()
 }
 
 /// `argv` run with `dir` mounted at [`MOUNT`] in a mount namespace of its own (the same
-/// process: `unshare` and `sh` exec into it).
+/// process: `unshare` and `sh` exec into it); `argv` as it is where that cannot be done.
 pub fn wrap(argv: Vec<String>, dir: &Path) -> Vec<String> {
+    let Some(t) = tools() else {
+        return argv;
+    };
     let mut out = vec![
-        "unshare".to_string(),
+        t.unshare.display().to_string(),
         "--mount".into(),
         "--propagation".into(),
         "private".into(),
-        "sh".into(),
+        t.sh.display().to_string(),
         "-c".into(),
-        format!("mount --bind \"$0\" {MOUNT} && exec \"$@\""),
+        format!("{} --bind \"$0\" {MOUNT} && exec \"$@\"", t.mount.display()),
         dir.display().to_string(),
     ];
     out.extend(argv);
@@ -147,13 +181,14 @@ impl Drop for Projected {
     }
 }
 
-/// Write `pod`'s credentials under `root/<pod uid>` and keep its token fresh; `None` when
-/// the Pod or its ServiceAccount opts out of automounting.
+/// Write `pod`'s credentials for `container` under `root/<pod uid>/<container>` and keep
+/// its token fresh; `None` when the Pod or its ServiceAccount opts out of automounting.
 pub async fn project(
     client: &kube::Client,
     api: &ApiEndpoint,
     root: &Path,
     pod: &Value,
+    container: &str,
 ) -> Result<Option<Projected>, String> {
     let ns = pod["metadata"]["namespace"].as_str().unwrap_or("default");
     let pod_name = pod["metadata"]["name"].as_str().unwrap_or_default();
@@ -182,7 +217,7 @@ pub async fn project(
         },
     });
     let token = issue(&accounts, &account, &request).await?;
-    let dir = root.join(uid);
+    let dir = root.join(uid).join(container);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     write(&dir.join("ca.crt"), &api.ca_pem)?;
     write(&dir.join("namespace"), ns)?;
@@ -190,14 +225,19 @@ pub async fn project(
     let renew = tokio::spawn({
         let dir = dir.clone();
         async move {
+            // kubelet renews at 80% of the lifetime; a failed renewal is tried again soon.
+            let mut wait = Duration::from_secs((TOKEN_SECONDS as u64) * 4 / 5);
             loop {
-                // kubelet renews at 80% of the lifetime.
-                tokio::time::sleep(Duration::from_secs((TOKEN_SECONDS as u64) * 4 / 5)).await;
+                tokio::time::sleep(wait).await;
                 match issue(&accounts, &account, &request).await {
                     Ok(t) => {
                         let _ = write(&dir.join("token"), &t);
+                        wait = Duration::from_secs((TOKEN_SECONDS as u64) * 4 / 5);
                     }
-                    Err(e) => tracing::warn!(error = %e, "renewing a pod's token"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "renewing a pod's token");
+                        wait = Duration::from_secs(10);
+                    }
                 }
             }
         }
@@ -221,10 +261,19 @@ async fn issue(
         .ok_or_else(|| "TokenRequest answered without a token".to_string())
 }
 
-/// Replace a file at once (a reader sees the old token or the new one, never half).
+/// Replace a file at once (a reader sees the old token or the new one, never half),
+/// readable by its owner only.
 fn write(path: &Path, contents: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, contents)
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(contents.as_bytes()))
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| format!("{}: {e}", path.display()))
 }
