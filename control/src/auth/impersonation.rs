@@ -1,6 +1,6 @@
 //! Impersonation (`kubectl --as`, `--as-group`): the `Impersonate-*` headers name the user
 //! a request acts as; each thing impersonated needs the `impersonate` verb on it
-//! (`users`, `groups`, `serviceaccounts`, `uids`, `userextras/<key>`), checked where the
+//! (`users`, `groups`, `serviceaccounts`), checked where the
 //! request is authorized.
 
 use http::HeaderMap;
@@ -13,15 +13,11 @@ use crate::errors::ApiError;
 pub struct Impersonation {
     pub user: String,
     pub groups: Vec<String>,
-    pub uid: Option<String>,
-    /// `Impersonate-Extra-<key>` header keys (lower case, as sent).
-    pub extra_keys: Vec<String>,
 }
 
-/// One permission an impersonation needs: `(group, resource, namespace, name)` for verb
-/// `impersonate`.
+/// One permission an impersonation needs: verb `impersonate` on `resource` (core group)
+/// named `name` in `namespace`.
 pub struct Needed {
-    pub group: &'static str,
     pub resource: String,
     pub namespace: String,
     pub name: String,
@@ -46,24 +42,17 @@ impl Impersonation {
             .iter()
             .map(text)
             .collect::<Result<Vec<_>, _>>()?;
-        let uid = headers.get(UID).map(text).transpose()?;
-        let extra_keys: Vec<String> = headers
-            .keys()
-            .filter_map(|k| k.as_str().strip_prefix(EXTRA).map(str::to_string))
-            .collect();
+        // A user here has no uid or extra fields to act as: refused rather than ignored.
+        if headers.contains_key(UID) || headers.keys().any(|k| k.as_str().starts_with(EXTRA)) {
+            return Err(ApiError::BadRequest(
+                "impersonating a uid or extra fields (Impersonate-Uid, Impersonate-Extra-*) is not supported".into(),
+            ));
+        }
         match user {
-            Some(user) if !user.is_empty() => Ok(Some(Self {
-                user,
-                groups,
-                uid,
-                extra_keys,
-            })),
-            _ if !groups.is_empty() || uid.is_some() || !extra_keys.is_empty() => {
-                Err(ApiError::BadRequest(
-                    "requested impersonation of groups, uid or extra without impersonating a user"
-                        .into(),
-                ))
-            }
+            Some(user) if !user.is_empty() => Ok(Some(Self { user, groups })),
+            _ if !groups.is_empty() => Err(ApiError::BadRequest(
+                "requested impersonation of groups without impersonating a user".into(),
+            )),
             _ => Ok(None),
         }
     }
@@ -86,13 +75,11 @@ impl Impersonation {
             .and_then(|rest| rest.split_once(':'))
         {
             Some((ns, name)) => out.push(Needed {
-                group: "",
                 resource: "serviceaccounts".into(),
                 namespace: ns.to_string(),
                 name: name.to_string(),
             }),
             None => out.push(Needed {
-                group: "",
                 resource: "users".into(),
                 namespace: String::new(),
                 name: self.user.clone(),
@@ -100,26 +87,9 @@ impl Impersonation {
         }
         for g in &self.groups {
             out.push(Needed {
-                group: "",
                 resource: "groups".into(),
                 namespace: String::new(),
                 name: g.clone(),
-            });
-        }
-        if let Some(uid) = &self.uid {
-            out.push(Needed {
-                group: "authentication.k8s.io",
-                resource: "uids".into(),
-                namespace: String::new(),
-                name: uid.clone(),
-            });
-        }
-        for k in &self.extra_keys {
-            out.push(Needed {
-                group: "authentication.k8s.io",
-                resource: format!("userextras/{k}"),
-                namespace: String::new(),
-                name: String::new(),
             });
         }
         out

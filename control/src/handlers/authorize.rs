@@ -42,13 +42,11 @@ pub fn admit(
                 )));
             }
             for n in imp.needed() {
-                let (resource, subresource) =
-                    n.resource.split_once('/').unwrap_or((&n.resource, ""));
                 let action = Action::Resource {
                     verb: "impersonate",
-                    group: n.group,
-                    resource,
-                    subresource,
+                    group: "",
+                    resource: &n.resource,
+                    subresource: "",
                     namespace: &n.namespace,
                     name: &n.name,
                 };

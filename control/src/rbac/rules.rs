@@ -129,10 +129,7 @@ pub fn covers(owner: &[Rule], servant: &Rule) -> bool {
     servant.verbs.iter().all(|verb| {
         let urls_ok = servant.non_resource_urls.iter().all(|url| {
             owner.iter().any(|o| {
-                has(&o.verbs, verb)
-                    && o.non_resource_urls.iter().any(|m| {
-                        m == url || (m.ends_with('*') && url.starts_with(&m[..m.len() - 1]))
-                    })
+                has(&o.verbs, verb) && o.non_resource_urls.iter().any(|m| url_matches(m, url))
             })
         });
         urls_ok
