@@ -35,6 +35,9 @@ pub const PLACEMENT_MANAGER: &str = "sluice-placement";
 /// Break-glass placement: a namespace labelled `sluice.dev/cluster: <name>` runs on that
 /// cluster, whatever the Placements say.
 pub const LABEL_CLUSTER: &str = "sluice.dev/cluster";
+/// Where `kubectl apply` keeps what it applied: it describes the upstream copy, stays
+/// there, and no controller reads it.
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// Prefix of the annotation in which a cluster's syncer reports an upstream object's
 /// downstream status (`status.sluice.dev/<cluster>`, a [`StatusReport`] as JSON); the
 /// placement controller sums the reports into the object's status.

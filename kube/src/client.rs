@@ -46,6 +46,24 @@ pub async fn from_kubeconfig(path: &Path) -> Result<kube::Client, ClientError> {
 /// and a request written in two segments then waits for the server's delayed ACK (40 ms on
 /// Linux) — most of a change's propagation time when every hop is a write.
 pub fn build(config: kube::Config) -> Result<kube::Client, ClientError> {
+    Ok(at_base(
+        transport(&config)?,
+        config.cluster_url.clone(),
+        config.default_namespace.clone(),
+    ))
+}
+
+/// What carries a client's requests: the connection pool, TLS, authentication and extra
+/// headers, without the server URL. Clones share the pool, so many clients for one server
+/// (one per logical cluster, [`crate::roots::Roots`]) cost one pool and one TLS setup.
+pub(crate) type Transport = tower::util::BoxCloneSyncService<
+    http::Request<kube::client::Body>,
+    http::Response<hyper::body::Incoming>,
+    tower::BoxError,
+>;
+
+/// The transport of `config` (its URL is not used).
+pub(crate) fn transport(config: &kube::Config) -> Result<Transport, ClientError> {
     use kube::client::ConfigExt;
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
     http.enforce_http(false);
@@ -57,12 +75,23 @@ pub fn build(config: kube::Config) -> Result<kube::Client, ClientError> {
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build(https);
     let service = tower::ServiceBuilder::new()
-        .layer(config.base_uri_layer())
         .option_layer(config.auth_layer().map_err(ClientError::Build)?)
         .layer(config.extra_headers_layer().map_err(ClientError::Build)?)
         .map_err(tower::BoxError::from)
         .service(client);
-    Ok(kube::Client::new(service, config.default_namespace))
+    Ok(Transport::new(service))
+}
+
+/// A client sending `transport`'s requests to the server at `url`.
+pub(crate) fn at_base(
+    transport: Transport,
+    url: http::Uri,
+    default_namespace: String,
+) -> kube::Client {
+    let service = tower::ServiceBuilder::new()
+        .layer(kube::client::middleware::BaseUriLayer::new(url))
+        .service(transport);
+    kube::Client::new(service, default_namespace)
 }
 
 /// A client from `kubeconfig`, or in-cluster configuration when it is `None`.

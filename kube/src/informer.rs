@@ -279,7 +279,7 @@ where
         what: &str,
         on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
     ) -> Self {
-        Self::spawn(api, config, what, None, on_event)
+        Self::spawn(api, config, what, None, None, on_event)
     }
 }
 
@@ -295,7 +295,7 @@ where
         what: &str,
         on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
     ) -> Self {
-        Self::spawn(api, config, what, None, on_event)
+        Self::spawn(api, config, what, None, None, on_event)
     }
 
     /// [`Informer::start_typed`] for a watch across scopes (every logical cluster): objects
@@ -307,7 +307,20 @@ where
         scope_by: &'static str,
         on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
     ) -> Self {
-        Self::spawn(api, config, what, Some(scope_by), on_event)
+        Self::spawn(api, config, what, Some(scope_by), None, on_event)
+    }
+
+    /// [`Informer::start_across`] keeping only what `trim` leaves of each object: a
+    /// controller that watches everything but reads little of most kinds caches little.
+    pub fn start_across_trimmed(
+        api: Api<K>,
+        config: watcher::Config,
+        what: &str,
+        scope_by: &'static str,
+        trim: fn(&mut K),
+        on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    ) -> Self {
+        Self::spawn(api, config, what, Some(scope_by), Some(trim), on_event)
     }
 
     fn spawn(
@@ -315,6 +328,7 @@ where
         config: watcher::Config,
         what: &str,
         scope_by: Option<&'static str>,
+        trim: Option<fn(&mut K)>,
         on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
     ) -> Self {
         let store = Store::new(scope_by);
@@ -324,7 +338,15 @@ where
             let mut events = Box::pin(watch(api, config));
             while let Some(event) = events.next().await {
                 match event {
-                    Ok(e) => {
+                    Ok(mut e) => {
+                        if let Some(trim) = trim {
+                            match &mut e {
+                                watcher::Event::Apply(o)
+                                | watcher::Event::Delete(o)
+                                | watcher::Event::InitApply(o) => trim(o),
+                                watcher::Event::Init | watcher::Event::InitDone => {}
+                            }
+                        }
                         writer.apply(&e);
                         on_event(&e);
                     }

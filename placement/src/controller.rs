@@ -23,6 +23,7 @@ use sluice_api::sync::{
 use sluice_api::synced_kinds::{BUILTIN, SYNCABLE_LABEL, SyncedKind, syncable_kind};
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
 use sluice_kube::resources::{Limits, Resources};
+use sluice_kube::roots::LazyClient;
 use sluice_kube::selector::Selector;
 use sluice_kube::{Informer, Roots};
 use tokio::sync::{Notify, watch};
@@ -37,6 +38,8 @@ use crate::status;
 const RETRY: Duration = Duration::from_secs(1);
 /// A pass runs at least this often: heartbeats expire without an event.
 const RESYNC: Duration = Duration::from_secs(3);
+/// How long a pass waits after a change for the changes that come with it.
+const COALESCE: Duration = Duration::from_millis(50);
 /// While traffic shifts, a pass runs this often, so each step of a shift comes on time.
 const SHIFT_TICK: Duration = Duration::from_millis(250);
 /// The `Cluster` condition by which the MCS controller says it admitted the cluster.
@@ -119,19 +122,24 @@ pub async fn run(
     let wildcard = roots.at("/clusters/*")?;
     let root = roots.at(&format!("/clusters/{}", LogicalClusterPath::root()))?;
     let changed = Arc::new(Notify::new());
+    let start_trimmed =
+        |ar: ApiResource, what: &str, selector: Option<&str>, trim: fn(&mut DynamicObject)| {
+            let notify = changed.clone();
+            let mut watch = watcher::Config::default();
+            if let Some(s) = selector {
+                watch = watch.labels(s);
+            }
+            Informer::start_across_trimmed(
+                Api::all_with(wildcard.clone(), &ar),
+                watch,
+                what,
+                LOGICAL_CLUSTER_ANNOTATION,
+                trim,
+                move |_| notify.notify_one(),
+            )
+        };
     let start_selected = |ar: ApiResource, what: &str, selector: Option<&str>| {
-        let notify = changed.clone();
-        let mut watch = watcher::Config::default();
-        if let Some(s) = selector {
-            watch = watch.labels(s);
-        }
-        Informer::start_across(
-            Api::all_with(wildcard.clone(), &ar),
-            watch,
-            what,
-            LOGICAL_CLUSTER_ANNOTATION,
-            move |_| notify.notify_one(),
-        )
+        start_trimmed(ar, what, selector, without_last_applied)
     };
     let start = |ar: ApiResource, what: &str| start_selected(ar, what, None);
     let mut w = Watched {
@@ -145,10 +153,11 @@ pub async fn run(
             "syncable custom resource definitions",
             Some(&format!("{SYNCABLE_LABEL}=true")),
         ),
-        mirrors: start_selected(
+        mirrors: start_trimmed(
             dynamic("", "v1", "Pod", "pods"),
             "mirrored pods",
             Some(LABEL_CLUSTER),
+            metadata_only,
         ),
         namespaces: start(dynamic("", "v1", "Namespace", "namespaces"), "namespaces"),
         placements: start(
@@ -178,7 +187,7 @@ pub async fn run(
                 (
                     k,
                     ar.clone(),
-                    start_selected(ar, k.plural, k.upstream_selector()),
+                    start_trimmed(ar, k.plural, k.upstream_selector(), trim_for(k)),
                 )
             })
             .collect(),
@@ -196,7 +205,11 @@ pub async fn run(
                     return Ok(());
                 }
             }
-            _ = changed.notified() => {}
+            _ = changed.notified() => {
+                // A burst of changes (an apply of many objects) makes one pass, not one
+                // pass per event: each pass reads every watched object.
+                tokio::time::sleep(COALESCE).await;
+            }
             _ = tokio::time::sleep(wait) => {}
         }
         // Custom kinds marked syncable are placed like the built-in ones.
@@ -208,8 +221,11 @@ pub async fn run(
                 && !w.kinds.iter().any(|(have, _, _)| std::ptr::eq(*have, k))
             {
                 let ar = dynamic(k.group, k.version, k.kind, k.plural);
-                w.kinds
-                    .push((k, ar.clone(), start_selected(ar, k.plural, None)));
+                w.kinds.push((
+                    k,
+                    ar.clone(),
+                    start_trimmed(ar, k.plural, None, trim_for(k)),
+                ));
             }
         }
         if !w.ready() {
@@ -219,6 +235,29 @@ pub async fn run(
         retry = !ok;
         wait_next = if shifting { SHIFT_TICK } else { RESYNC };
     }
+}
+
+/// What placement keeps of the objects it places: all of a workload or Service (their
+/// demand, readiness and imports), only the metadata of other kinds (their labels, sluice's
+/// annotations, finalizers). A Secret's data never stays in its memory.
+fn trim_for(kind: &SyncedKind) -> fn(&mut DynamicObject) {
+    if crate::demand::runs_pods(kind.kind) || (kind.group.is_empty() && kind.kind == "Service") {
+        without_last_applied
+    } else {
+        metadata_only
+    }
+}
+
+/// kubectl's copy of what was applied: as large as the object, never read here.
+fn without_last_applied(o: &mut DynamicObject) {
+    if let Some(a) = o.metadata.annotations.as_mut() {
+        a.remove(sluice_api::sync::LAST_APPLIED_ANNOTATION);
+    }
+}
+
+fn metadata_only(o: &mut DynamicObject) {
+    without_last_applied(o);
+    o.data = Value::Object(serde_json::Map::new());
 }
 
 fn path_of(o: &DynamicObject) -> Option<LogicalClusterPath> {
@@ -366,21 +405,23 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
     let mut drain_slots = MAX_DRAIN_MOVES.saturating_sub(moving_off);
     let mut placed_on: BTreeMap<ClusterName, Vec<String>> = BTreeMap::new();
 
-    // What every namespace's objects are, and what each cluster's namespaces request.
-    let values: BTreeMap<(LogicalClusterPath, String), Vec<Value>> = objects
+    // What each cluster's namespaces request. Only the workloads are read as JSON for the
+    // whole pass; a namespace's other objects are read when its turn comes, so a pass never
+    // holds a second copy of every object.
+    let workloads: BTreeMap<(LogicalClusterPath, String), Vec<(&'static str, Value)>> = objects
         .iter()
         .map(|(key, objs)| {
             let vs = objs
                 .iter()
-                .map(|(_, _, o)| serde_json::to_value(&**o).unwrap_or(Value::Null))
+                .filter(|(k, _, _)| crate::demand::runs_pods(k.kind))
+                .map(|(k, _, o)| (k.kind, serde_json::to_value(&**o).unwrap_or(Value::Null)))
                 .collect();
             (key.clone(), vs)
         })
         .collect();
     let demand_of = |key: &(LogicalClusterPath, String), on: Option<&ClusterName>| {
-        let objs = objects.get(key).map(Vec::as_slice).unwrap_or(&[]);
-        let vs = values.get(key).map(Vec::as_slice).unwrap_or(&[]);
-        crate::demand::demand(objs.iter().zip(vs).map(|((k, _, _), v)| (k.kind, v)), on)
+        let vs = workloads.get(key).map(Vec::as_slice).unwrap_or(&[]);
+        crate::demand::demand(vs.iter().map(|(k, v)| (*k, v)), on)
     };
     let mut allocated: BTreeMap<ClusterName, Resources> = BTreeMap::new();
     for ns in &namespaces {
@@ -401,7 +442,8 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
         if SYSTEM_NAMESPACES.contains(&name.as_str()) {
             continue;
         }
-        let client = match roots.at(&format!("/clusters/{path}")) {
+        // Made when this namespace is written to; most passes write to few.
+        let client = match roots.lazy(&format!("/clusters/{path}")) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "no client for the logical cluster");
@@ -468,7 +510,11 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
         };
         let empty = Vec::new();
         let objs = objects.get(&(path.clone(), name.clone())).unwrap_or(&empty);
-        let vs = values.get(&key).map(Vec::as_slice).unwrap_or(&[]);
+        let values: Vec<Value> = objs
+            .iter()
+            .map(|(_, _, o)| serde_json::to_value(&**o).unwrap_or(Value::Null))
+            .collect();
+        let vs = values.as_slice();
         let no_annotations = BTreeMap::new();
         let ns_annotations = ns.metadata.annotations.as_ref().unwrap_or(&no_annotations);
         // A move that failed stays rolled back while the target is the one it failed for;
@@ -623,11 +669,11 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
             gate.annotations
                 .insert(DRAINED_ANNOTATION.to_string(), Value::from(c.to_string()));
         }
-        let ns_api: Api<DynamicObject> = Api::all_with(
-            client.clone(),
-            &dynamic("", "v1", "Namespace", "namespaces"),
-        );
         if next != current || !gate.annotations.is_empty() {
+            let ns_api: Api<DynamicObject> = Api::all_with(
+                client.get().clone(),
+                &dynamic("", "v1", "Namespace", "namespaces"),
+            );
             let patch = json!({"metadata": {
                 "labels": state_labels_patch(&current, &next),
                 "annotations": gate.annotations,
@@ -663,7 +709,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
         let mut split = Split::new(&target, &views);
         for ((k, ar, o), v) in objs.iter().zip(vs) {
             let obj_name = o.metadata.name.clone().unwrap_or_default();
-            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, *ar);
+            let api = || Api::<DynamicObject>::namespaced_with(client.get().clone(), &name, *ar);
             let shares = split.shares(k.kind, v);
             let labelled = if o.metadata.deletion_timestamp.is_none() {
                 object_patch(v, &next, shares.as_deref(), &target)
@@ -671,7 +717,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
                 None
             };
             if let Some(patch) = with_released_finalizers(labelled, v, &next) {
-                let r = api
+                let r = api()
                     .patch(&obj_name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await;
                 if let Err(e) = r {
@@ -684,7 +730,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
                 && !same_status(&v["status"], &sum)
             {
                 let patch = json!({"status": sum});
-                let r = api
+                let r = api()
                     .patch_status(&obj_name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await;
                 if let Err(e) = r {
@@ -704,7 +750,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
 /// on left behind because its syncer is gone (a live syncer removes its own once the Pods
 /// are gone); false if a write failed.
 async fn drop_stale_mirrors(
-    client: &kube::Client,
+    client: &LazyClient,
     mirrors: &Informer<DynamicObject>,
     path: &LogicalClusterPath,
     ns: &str,
@@ -712,8 +758,13 @@ async fn drop_stale_mirrors(
     clusters: &[ClusterView],
 ) -> bool {
     let mut ok = true;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), ns, &dynamic("", "v1", "Pod", "pods"));
+    let api = || {
+        Api::<DynamicObject>::namespaced_with(
+            client.get().clone(),
+            ns,
+            &dynamic("", "v1", "Pod", "pods"),
+        )
+    };
     for m in mirrors.store.in_namespace(&path.to_string(), ns) {
         let Some(cluster) = labels_of(&m).get(LABEL_CLUSTER).map(ClusterName::new) else {
             continue;
@@ -729,14 +780,14 @@ async fn drop_stale_mirrors(
         };
         let v = serde_json::to_value(&*m).unwrap_or(Value::Null);
         if let Some(patch) = with_released_finalizers(None, &v, next)
-            && let Err(e) = api.patch(&name, &params, &Patch::Merge(&patch)).await
+            && let Err(e) = api().patch(&name, &params, &Patch::Merge(&patch)).await
         {
             tracing::debug!(logical_cluster = %path, namespace = ns, pod = %name, error = %e, "releasing a stale mirror failed");
             ok = false;
             continue;
         }
         if m.metadata.deletion_timestamp.is_none() {
-            let deleted = api
+            let deleted = api()
                 .delete(&name, &kube::api::DeleteParams::default().grace_period(0))
                 .await;
             match deleted {
@@ -969,7 +1020,7 @@ fn drained_condition(drained: &[shift::Drained]) -> Option<(Value, &'static str)
 /// The namespace conditions (and an Event for each change) for `phase`, and for the
 /// clusters that just left, how their traffic ended.
 async fn report_phase(
-    client: &kube::Client,
+    client: &LazyClient,
     ns: &DynamicObject,
     name: &str,
     phase: &Phase,
@@ -1086,6 +1137,7 @@ async fn report_phase(
     if let Some(c) = &drained {
         conditions.push(c.clone());
     }
+    let client = client.get();
     let api: Api<DynamicObject> = Api::all_with(
         client.clone(),
         &dynamic("", "v1", "Namespace", "namespaces"),
@@ -1400,5 +1452,31 @@ mod tests {
         let p = object_patch(&o, &ab, Some(&shares), &target).unwrap();
         assert_eq!(p["metadata"]["annotations"]["replicas.sluice.dev/a"], "2");
         assert_eq!(p["metadata"]["annotations"]["replicas.sluice.dev/b"], "1");
+    }
+
+    #[test]
+    fn only_workloads_and_services_keep_their_content() {
+        let obj = |kind: &str| -> DynamicObject {
+            serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": kind,
+                "metadata": {"name": "x", "labels": {"a": "b"}, "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": "{}",
+                    "status.sluice.dev/east": "{}"}},
+                "spec": {"replicas": 2}, "data": {"password": "c2VjcmV0"}}))
+            .unwrap()
+        };
+        let kind = |k: &str| BUILTIN.iter().find(|s| s.kind == k).unwrap();
+        let mut secret = obj("Secret");
+        trim_for(kind("Secret"))(&mut secret);
+        assert_eq!(secret.data, json!({}));
+        let mut deployment = obj("Deployment");
+        trim_for(kind("Deployment"))(&mut deployment);
+        assert_eq!(deployment.data["spec"]["replicas"], 2);
+        for o in [&secret, &deployment] {
+            assert_eq!(o.metadata.labels.as_ref().unwrap()["a"], "b");
+            let a = o.metadata.annotations.as_ref().unwrap();
+            assert!(a.contains_key("status.sluice.dev/east"));
+            assert!(!a.contains_key(sluice_api::sync::LAST_APPLIED_ANNOTATION));
+        }
     }
 }

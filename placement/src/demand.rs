@@ -6,6 +6,20 @@ use sluice_api::ClusterName;
 use sluice_api::sync::share_on;
 use sluice_kube::resources::{Resources, pod_requests};
 
+/// Whether objects of `kind` run pods, so count against a cluster's capacity.
+pub fn runs_pods(kind: &str) -> bool {
+    matches!(
+        kind,
+        "Deployment"
+            | "StatefulSet"
+            | "ReplicaSet"
+            | "ReplicationController"
+            | "Job"
+            | "DaemonSet"
+            | "Pod"
+    )
+}
+
 /// How many pods a workload of `kind` runs (all of it: `spec.replicas`, a Job's
 /// parallelism, one per node of a local cluster for a DaemonSet) and what one requests;
 /// `None` for kinds that run no pods.

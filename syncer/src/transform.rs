@@ -58,7 +58,7 @@ const SERVER_METADATA: [&str; 10] = [
 /// Annotations that describe the upstream copy, not the object.
 const UPSTREAM_ANNOTATIONS: [&str; 2] = [
     LOGICAL_CLUSTER_ANNOTATION,
-    "kubectl.kubernetes.io/last-applied-configuration",
+    sluice_api::sync::LAST_APPLIED_ANNOTATION,
 ];
 
 /// Prefixes of annotations Sluice keeps upstream (status reports, replica shares).
