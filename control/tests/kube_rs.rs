@@ -334,3 +334,100 @@ async fn watch_events_in_order_and_wildcard() {
     assert_eq!(all.items.len(), 2 + 2 * 4);
     server.bound.shutdown().await;
 }
+
+/// client-go's typed clients (Helm's release storage among them) send DeleteOptions in
+/// protobuf: they are read, not refused as malformed JSON, on a delete and a
+/// deletecollection alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_options_in_protobuf() {
+    use sluice_control::codec::wire::Message;
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    namespace(&client, "pb").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "pb");
+    for name in ["a", "b"] {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": {"set": "x"}}}))
+                .unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    // metav1.DeleteOptions: preconditions = 2 (uid = 1), dryRun = 5, in the envelope.
+    let envelope = |options: Message| -> Vec<u8> {
+        let mut type_meta = Message::new();
+        type_meta.string(1, "v1").string(2, "DeleteOptions");
+        let mut unknown = Message::new();
+        unknown
+            .message(1, type_meta)
+            .bytes(2, &options.into_bytes());
+        let mut body = b"k8s\0".to_vec();
+        body.extend(unknown.into_bytes());
+        body
+    };
+    let send = |method: &str, path: &str, body: Vec<u8>| {
+        http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/vnd.kubernetes.protobuf")
+            .body(body)
+            .unwrap()
+    };
+    let path = "/api/v1/namespaces/pb/configmaps";
+
+    let mut dry = Message::new();
+    dry.string(5, "All");
+    client
+        .request_text(send("DELETE", &format!("{path}/a"), envelope(dry)))
+        .await
+        .unwrap();
+    assert!(
+        cms.get_opt("a").await.unwrap().is_some(),
+        "a dry run deleted"
+    );
+
+    let mut uid = Message::new();
+    uid.string(1, "not-the-uid");
+    let mut wrong = Message::new();
+    wrong.message(2, uid);
+    match client
+        .request_text(send("DELETE", &format!("{path}/a"), envelope(wrong)))
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 409, "{s:?}"),
+        other => panic!("a failed precondition must be 409, got {other:?}"),
+    }
+    assert!(cms.get_opt("a").await.unwrap().is_some());
+
+    client
+        .request_text(send(
+            "DELETE",
+            &format!("{path}/a"),
+            envelope(Message::new()),
+        ))
+        .await
+        .unwrap();
+    assert!(cms.get_opt("a").await.unwrap().is_none());
+
+    let mut dry = Message::new();
+    dry.string(5, "All");
+    client
+        .request_text(send(
+            "DELETE",
+            &format!("{path}?labelSelector=set%3Dx"),
+            envelope(dry),
+        ))
+        .await
+        .unwrap();
+    assert!(
+        cms.get_opt("b").await.unwrap().is_some(),
+        "a dry run deleted"
+    );
+    client
+        .request_text(send(
+            "DELETE",
+            &format!("{path}?labelSelector=set%3Dx"),
+            envelope(Message::new()),
+        ))
+        .await
+        .unwrap();
+    assert!(cms.get_opt("b").await.unwrap().is_none());
+}

@@ -190,7 +190,10 @@ pub async fn serve(
             let body = read_body(body, state.limits.max_body).await?;
             delete(state, ctx, &scope, n, &body).await
         }
-        (&Method::DELETE, None, None) => delete_collection(state, ctx, &scope).await,
+        (&Method::DELETE, None, None) => {
+            let body = read_body(body, state.limits.max_body).await?;
+            delete_collection(state, ctx, &scope, &body).await
+        }
         _ => Err(ApiError::MethodNotAllowed),
     }
 }
@@ -500,27 +503,23 @@ fn get_scale(state: &ApiState, scope: &Scope<'_>, name: &str) -> ApiResult<Resp>
     ))
 }
 
-fn delete_options(body: &[u8]) -> ApiResult<Value> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(json!({}));
-    }
-    let v = parse_json(body)?;
-    if !v.is_object() {
+/// The DeleteOptions of a delete: from the body (JSON, or protobuf as client-go's typed
+/// clients send it), with `gracePeriodSeconds` and `propagationPolicy` from the query where
+/// the body leaves them out; and whether it is a dry run.
+fn delete_options(ctx: &Ctx, body: &[u8]) -> ApiResult<(Value, bool)> {
+    let mut options = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else if ctx.content_type().starts_with(crate::codec::PROTOBUF) {
+        crate::codec::protobuf::decode(body, DELETE_OPTIONS)
+            .map_err(|e| ApiError::BadRequest(format!("error decoding DeleteOptions: {e}")))?
+    } else {
+        parse_json(body)?
+    };
+    if !options.is_object() {
         return Err(ApiError::BadRequest(
             "DeleteOptions must be a JSON object".into(),
         ));
     }
-    Ok(v)
-}
-
-async fn delete(
-    state: &ApiState,
-    ctx: &Ctx,
-    scope: &Scope<'_>,
-    name: &str,
-    body: &[u8],
-) -> ApiResult<Resp> {
-    let mut options = delete_options(body)?;
     if let (Some(g), true) = (
         ctx.query.number::<i64>("gracePeriodSeconds")?,
         options["gracePeriodSeconds"].is_null(),
@@ -537,12 +536,31 @@ async fn delete(
         || options["dryRun"]
             .as_array()
             .is_some_and(|a| a.iter().any(|v| v == "All"));
+    Ok((options, dry_run))
+}
+
+const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
+
+async fn delete(
+    state: &ApiState,
+    ctx: &Ctx,
+    scope: &Scope<'_>,
+    name: &str,
+    body: &[u8],
+) -> ApiResult<Resp> {
+    let (options, dry_run) = delete_options(ctx, body)?;
     let bytes =
         pipeline::delete(state, scope.t, &scope.key(name)?, name, &options, dry_run).await?;
     Ok(json(StatusCode::OK, bytes))
 }
 
-async fn delete_collection(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
+async fn delete_collection(
+    state: &ApiState,
+    ctx: &Ctx,
+    scope: &Scope<'_>,
+    body: &[u8],
+) -> ApiResult<Resp> {
+    let (options, dry_run) = delete_options(ctx, body)?;
     let filter = Filter::from_ctx(ctx)?;
     let mut targets = Vec::new();
     state.store.scan(&collection_prefix(scope), None, |k, e| {
@@ -554,7 +572,7 @@ async fn delete_collection(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> Ap
     let mut items = Vec::new();
     for key in targets {
         let name = key.parts().map(|p| p.name.to_string()).unwrap_or_default();
-        match pipeline::delete(state, scope.t, &key, &name, &json!({}), ctx.dry_run()).await {
+        match pipeline::delete(state, scope.t, &key, &name, &options, dry_run).await {
             Ok(b) => items.push(b),
             Err(ApiError::NotFound { .. }) => {}
             Err(e) => return Err(e),
