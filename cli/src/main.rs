@@ -38,6 +38,10 @@ enum DevCommand {
         /// command (for trying manifests written by others).
         #[arg(long)]
         builtin_images_only: bool,
+        /// Only the clusters' API servers and node agents, for installing the rest with
+        /// the Helm charts in charts/ (docs/install.md).
+        #[arg(long)]
+        bare: bool,
     },
 }
 
@@ -247,6 +251,9 @@ enum Command {
         /// from its API (with --cluster).
         #[arg(long, requires = "cluster", conflicts_with_all = ["listen", "upstream"])]
         kubeconfig: Option<PathBuf>,
+        /// Cluster mode with the Pod's own ServiceAccount instead of --kubeconfig.
+        #[arg(long, requires = "cluster", conflicts_with_all = ["listen", "upstream", "kubeconfig", "config"])]
+        in_cluster: bool,
         /// Cluster mode: this cluster's name (its MCS cluster id).
         #[arg(long)]
         cluster: Option<String>,
@@ -265,7 +272,7 @@ enum Command {
         tunnel_transport: String,
         /// Cluster mode: serve Ingress objects (class `sluice`, or none) on this address:
         /// this cluster's, and with --control every logical cluster's.
-        #[arg(long, requires = "kubeconfig")]
+        #[arg(long, requires = "cluster")]
         ingress: Option<SocketAddr>,
         /// Quick mode: where to listen.
         #[arg(long, requires = "upstream")]
@@ -407,9 +414,17 @@ async fn shutdown_signal() -> anyhow::Result<()> {
 
 /// A kube-rs client from a kubeconfig file (with TCP_NODELAY, see
 /// `sluice_kube::client::build`), or `$KUBECONFIG`/`~/.kube/config`.
+/// A client from `kubeconfig`; without one, a Pod's own ServiceAccount (in-cluster
+/// configuration) where the Pod environment says so and `$KUBECONFIG` does not point
+/// elsewhere, else kube's defaults (`$KUBECONFIG`, `~/.kube/config`).
 async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
     match kubeconfig {
         Some(p) => Ok(sluice_kube::client::from_kubeconfig(p).await?),
+        None if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+            && std::env::var_os("KUBECONFIG").is_none() =>
+        {
+            Ok(sluice_kube::client::from_kubeconfig_or_in_cluster(None).await?)
+        }
         None => Ok(kube::Client::try_default().await?),
     }
 }
@@ -555,6 +570,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     clusters,
                     verbose,
                     builtin_images_only,
+                    bare,
                 },
         } => {
             init_tracing();
@@ -564,6 +580,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 sluice_bin: std::env::current_exe()?,
                 verbose,
                 builtin_images_only,
+                bare,
             };
             let running = sluice_local::devup::up(&cfg).await?;
             shutdown_signal().await?;
@@ -738,7 +755,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             bound.shutdown();
         }
         Command::Proxy {
-            kubeconfig: Some(kubeconfig),
+            kubeconfig,
+            in_cluster,
             cluster: Some(cluster),
             control,
             tunnel_dir,
@@ -750,7 +768,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             busy_poll_us,
             poll_upstream_us,
             ..
-        } => {
+        } if kubeconfig.is_some() || in_cluster => {
             init_tracing();
             start_busy_poll(busy_poll_us, poll_upstream_us, workers);
             let transport = match tunnel_transport.as_str() {
@@ -779,7 +797,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let bound = sluice_dataplane::build(&initial, admin).await?;
             bound.proxy.set_unsynced();
-            let client = kube_client(Some(&kubeconfig)).await?;
+            let client = match &kubeconfig {
+                Some(p) => kube_client(Some(p)).await?,
+                None => sluice_kube::client::from_kubeconfig_or_in_cluster(None).await?,
+            };
             let (control, upstream) = match control {
                 Some(p) => {
                     let config = sluice_kube::client::config_from_kubeconfig(&p, None).await?;

@@ -2,6 +2,7 @@
 //! per cluster, an API server in single-cluster mode and a node agent (with the cluster's
 //! controllers); writes kubeconfigs and descriptors; registers each cluster as a `Cluster`
 //! in the control plane; prints `ready`; on SIGINT/SIGTERM stops everything it started.
+//! `--bare` starts only the clusters (API server and node agent each), for the charts.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -55,6 +56,9 @@ pub struct DevUpConfig {
     pub verbose: bool,
     /// The node agents run only the built-in images (see [`crate::node::NodeConfig`]).
     pub builtin_images_only: bool,
+    /// Only the clusters' API servers and node agents: no control plane, syncers, MCS
+    /// controller, dataplanes or DNS servers, for installing those with the Helm charts.
+    pub bare: bool,
 }
 
 /// Where one local cluster's parts answer (`host:port` each).
@@ -337,6 +341,143 @@ fn start_dns(
         .ok_or_else(|| DevUpError::DidNotStart(format!("cluster {name} DNS"), line.clone()))
 }
 
+/// Start cluster `name`'s API server (single-cluster mode, on `127.(20+i).0.1`); its URL
+/// and the kubeconfig written for it (`<state>/clusters/<name>.kubeconfig`).
+fn start_cluster(
+    children: &mut Children,
+    cfg: &DevUpConfig,
+    name: &str,
+    index: u8,
+) -> Result<(String, PathBuf), DevUpError> {
+    let clusters_dir = cfg.state.join("clusters");
+    let dir = clusters_dir.join(name);
+    let api = start_api(
+        children,
+        &format!("cluster {name} API server"),
+        &cfg.sluice_bin,
+        &[
+            "--single-cluster".into(),
+            "--service-cidr".into(),
+            format!("127.{}.0.0/16", 40 + index),
+            "--data-dir".into(),
+            dir.join("api").display().to_string(),
+            "--listen".into(),
+            format!("127.{}.0.1:0", 20 + index),
+            "--pod-logs-dir".into(),
+            dir.join("logs").display().to_string(),
+        ],
+    )?;
+    let kubeconfig = clusters_dir.join(format!("{name}.kubeconfig"));
+    std::fs::copy(dir.join("api").join("admin.kubeconfig"), &kubeconfig)
+        .map_err(io(format!("copying cluster {name}'s kubeconfig")))?;
+    Ok((api, kubeconfig))
+}
+
+/// Start cluster `name`'s node agent; its Pods are told `dns` is their DNS server.
+fn start_node_agent(
+    children: &mut Children,
+    cfg: &DevUpConfig,
+    name: &str,
+    index: u8,
+    kubeconfig: &Path,
+    dns: &str,
+) -> Result<(), DevUpError> {
+    let logs = cfg.state.join("clusters").join(name).join("logs");
+    children.spawn(
+        &format!("cluster {name} node agent"),
+        Command::new(&cfg.sluice_bin)
+            .arg("node")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args([
+                "--cluster",
+                name,
+                "--index",
+                &index.to_string(),
+                "--admin",
+                &format!("127.{}.0.1:10250", 20 + index),
+            ])
+            .arg("--logs-dir")
+            .arg(&logs)
+            .args(cfg.builtin_images_only.then_some("--builtin-images-only"))
+            .args(["--dns", dns])
+            .stdout(Stdio::null()),
+    )?;
+    Ok(())
+}
+
+/// Wait until each cluster's node agent has registered its Node.
+async fn wait_for_nodes(clusters: &[(String, PathBuf)]) -> Result<(), DevUpError> {
+    for (name, kubeconfig) in clusters {
+        let c = client(kubeconfig).await?;
+        let nodes: Api<Node> = Api::all(c);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while nodes
+            .list(&Default::default())
+            .await
+            .map(|l| l.items.is_empty())
+            .unwrap_or(true)
+        {
+            if Instant::now() > deadline {
+                return Err(DevUpError::NodeNotRegistered(name.clone()));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Where a bare cluster's parts will answer once the charts install them: the node's
+/// address, with the ports a full `dev up` uses.
+fn planned_addresses(index: u8) -> (String, String, String) {
+    let node = format!("127.{}.0.1", 20 + index);
+    let dns_port = if nix::unistd::geteuid().is_root() { 53 } else { 5353 };
+    (
+        format!("{node}:{dns_port}"),
+        format!("{node}:15443"),
+        format!("{node}:{}", ingress_port()),
+    )
+}
+
+/// `dev up --bare`: the clusters only.
+async fn up_bare(cfg: &DevUpConfig, mut children: Children) -> Result<DevUp, DevUpError> {
+    let started = Instant::now();
+    let mut clusters = Vec::new();
+    let mut summary = Vec::new();
+    for (i, name) in cfg.clusters.iter().enumerate() {
+        let index = i as u8;
+        let (api, kubeconfig) = start_cluster(&mut children, cfg, name, index)?;
+        let (dns, gateway, ingress) = planned_addresses(index);
+        start_node_agent(&mut children, cfg, name, index, &kubeconfig, &dns)?;
+        let addr = api.trim_start_matches("https://").to_string();
+        let addresses = Addresses {
+            api: &addr,
+            dns: &dns,
+            gateway: &gateway,
+            ingress: &ingress,
+        };
+        std::fs::write(
+            cfg.state.join("clusters").join(format!("{name}.json")),
+            serde_json::to_vec_pretty(&descriptor(name, index, &addresses))?,
+        )
+        .map_err(io(format!("writing cluster {name}'s descriptor")))?;
+        summary.push(format!(
+            "  {name:<8} API {api}  kubeconfig {}  (DNS to come on {dns}, gateway on {gateway})",
+            kubeconfig.display()
+        ));
+        clusters.push((name.clone(), kubeconfig));
+    }
+    wait_for_nodes(&clusters).await?;
+    eprintln!(
+        "sluice dev up --bare: {} cluster(s) up in {:.1} s, API servers and node agents only\n{}\n\nInstall the parts with the charts in charts/ (docs/install.md).",
+        clusters.len(),
+        started.elapsed().as_secs_f64(),
+        summary.join("\n"),
+    );
+    println!("ready");
+    Ok(DevUp { children })
+}
+
 async fn client(kubeconfig: &Path) -> Result<kube::Client, DevUpError> {
     Ok(sluice_kube::client::from_kubeconfig(kubeconfig).await?)
 }
@@ -365,6 +506,9 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
             verbose: cfg.verbose,
         },
     };
+    if cfg.bare {
+        return up_bare(cfg, children).await;
+    }
     let bin = &cfg.sluice_bin;
     let control_dir = cfg.state.join("control");
     let control_url = start_api(
@@ -400,27 +544,7 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
     let mut summary = Vec::new();
     for (i, name) in cfg.clusters.iter().enumerate() {
         let index = i as u8;
-        let dir = clusters_dir.join(name);
-        let logs = dir.join("logs");
-        let api = start_api(
-            &mut children,
-            &format!("cluster {name} API server"),
-            bin,
-            &[
-                "--single-cluster".into(),
-                "--service-cidr".into(),
-                format!("127.{}.0.0/16", 40 + index),
-                "--data-dir".into(),
-                dir.join("api").display().to_string(),
-                "--listen".into(),
-                format!("127.{}.0.1:0", 20 + index),
-                "--pod-logs-dir".into(),
-                logs.display().to_string(),
-            ],
-        )?;
-        let kubeconfig = clusters_dir.join(format!("{name}.kubeconfig"));
-        std::fs::copy(dir.join("api").join("admin.kubeconfig"), &kubeconfig)
-            .map_err(io(format!("copying cluster {name}'s kubeconfig")))?;
+        let (api, kubeconfig) = start_cluster(&mut children, cfg, name, index)?;
         let dns = start_dns(
             &mut children,
             bin,
@@ -429,26 +553,7 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
             &kubeconfig,
             &cfg.state.join("control.kubeconfig"),
         )?;
-        children.spawn(
-            &format!("cluster {name} node agent"),
-            Command::new(bin)
-                .arg("node")
-                .arg("--kubeconfig")
-                .arg(&kubeconfig)
-                .args([
-                    "--cluster",
-                    name,
-                    "--index",
-                    &index.to_string(),
-                    "--admin",
-                    &format!("127.{}.0.1:10250", 20 + index),
-                ])
-                .arg("--logs-dir")
-                .arg(&logs)
-                .args(cfg.builtin_images_only.then_some("--builtin-images-only"))
-                .args(["--dns", &dns])
-                .stdout(Stdio::null()),
-        )?;
+        start_node_agent(&mut children, cfg, name, index, &kubeconfig, &dns)?;
         let (gateway, admin, ingress) =
             start_dataplane(&mut children, bin, &cfg.state, name, index, &kubeconfig)?;
         let addr = api.trim_start_matches("https://").to_string();
@@ -554,22 +659,11 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
         wait_ready(what, admin, Duration::from_secs(30)).await?;
     }
     // Ready once every node agent has registered its Node.
-    for (name, _, _, kubeconfig, _, _) in &apis {
-        let c = client(kubeconfig).await?;
-        let nodes: Api<Node> = Api::all(c);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while nodes
-            .list(&Default::default())
-            .await
-            .map(|l| l.items.is_empty())
-            .unwrap_or(true)
-        {
-            if Instant::now() > deadline {
-                return Err(DevUpError::NodeNotRegistered(name.clone()));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
+    let nodes: Vec<(String, PathBuf)> = apis
+        .iter()
+        .map(|(name, _, _, kubeconfig, _, _)| (name.clone(), kubeconfig.clone()))
+        .collect();
+    wait_for_nodes(&nodes).await?;
     let control_kubeconfig = cfg.state.join("control.kubeconfig");
     eprintln!(
         "sluice dev up: {} cluster(s) up in {:.1} s\n  control  API {control_url}  kubeconfig {}\n{}\n  logs     {}/ (--verbose streams them here)\n\nTry:\n  export KUBECONFIG={}\n  kubectl create namespace shop && kubectl label namespace shop sluice.dev/cluster={}\n  kubectl -n shop create deployment web --image=sluice/echo --replicas=2\n  kubectl -n shop rollout status deployment web && kubectl -n shop get pods -o wide",

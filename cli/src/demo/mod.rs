@@ -67,6 +67,7 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
         sluice_bin: std::env::current_exe().context("locating the sluice binary")?,
         verbose: false,
         builtin_images_only: true,
+        bare: false,
     })
     .await
     .context("starting the local clusterset")?;

@@ -4,8 +4,10 @@
 //! gracefully (SIGTERM, the grace period, then SIGKILL) before deleting the Pod for good.
 
 pub mod admin;
+pub mod mounts;
 pub mod process;
 pub mod service_account;
+pub mod volumes;
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
@@ -46,6 +48,13 @@ pub struct NodeConfig {
     pub metrics: Arc<admin::NodeMetrics>,
     /// The API server Pods are given credentials for (`None`: Pods get none).
     pub api: Option<Arc<service_account::ApiEndpoint>>,
+}
+
+impl NodeConfig {
+    /// The node's own address: its API server, agent and host-network Pods answer there.
+    pub fn node_ip(&self) -> Ipv4Addr {
+        Ipv4Addr::new(127, 20 + self.index, 0, 1)
+    }
 }
 
 /// Pod IPs in use on this node.

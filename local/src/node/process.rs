@@ -19,7 +19,8 @@ use tokio::sync::{Notify, watch};
 
 use sluice_kube::events::{EventType, Recorder, Regarding};
 
-use super::{IpPool, NodeConfig, pod_value, service_account};
+use super::mounts::{self, Mount};
+use super::{IpPool, NodeConfig, pod_value, service_account, volumes};
 
 const MAX_BACKOFF: Duration = Duration::from_secs(20);
 
@@ -243,6 +244,7 @@ async fn environment(
         } else if let Some(path) = e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
             match path {
                 "status.podIP" => ip.to_string(),
+                "status.hostIP" => cfg.node_ip().to_string(),
                 "spec.nodeName" => cfg.node_name.clone(),
                 other => {
                     let mut v = pod;
@@ -370,29 +372,90 @@ fn with_credentials_env(
     }
 }
 
-/// `argv` run with the credentials in `dir` mounted where clients look for them; a program
-/// that is not there is refused here, as exec would refuse it.
-fn with_credentials_argv(
-    dir: Option<&PathBuf>,
+/// `argv` run with `mounts` (its volumes, then its credentials) where the container expects
+/// them; a program that is not there is refused here, as exec would refuse it.
+fn with_mounts_argv(
+    volumes: Vec<Mount>,
+    credentials: Option<&PathBuf>,
     argv: Vec<String>,
     env: &[(String, String)],
 ) -> Result<Vec<String>, (String, String)> {
-    let Some(dir) = dir else {
+    let mut mounts = volumes;
+    let has_volumes = !mounts.is_empty();
+    if let Some(dir) = credentials {
+        mounts.push(Mount {
+            source: dir.clone(),
+            target: service_account::MOUNT.to_string(),
+            read_only: true,
+        });
+    }
+    if mounts.is_empty() {
         return Ok(argv);
-    };
+    }
     let path = env
         .iter()
         .rev()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone())
         .unwrap_or_else(|| std::env::var("PATH").unwrap_or_default());
-    match argv.first() {
-        Some(program) if service_account::which(program, &path).is_none() => Err((
+    if let Some(program) = argv.first()
+        && mounts::which(program, &path).is_none()
+    {
+        return Err((
             "RunContainerError".into(),
             format!("exec {program:?}: No such file or directory (os error 2)"),
-        )),
-        _ => Ok(service_account::wrap(argv, dir)),
+        ));
     }
+    match mounts::wrap(argv.clone(), &mounts) {
+        Some(wrapped) => Ok(wrapped),
+        // Credentials alone are still found through SLUICE_SERVICE_ACCOUNT_DIR.
+        None if !has_volumes => Ok(argv),
+        None => Err((
+            "CreateContainerConfigError".into(),
+            "volumes need a mount namespace of the container's own: run the node agent as root, with util-linux's unshare and mount".into(),
+        )),
+    }
+}
+
+/// `$(VAR)` in a command or its args replaced by the container's variable `VAR`, `$$`
+/// by `$`; a reference to an unknown variable stays as written (kubelet's expansion).
+fn expand(arg: &str, env: &[(String, String)]) -> String {
+    let mut out = String::with_capacity(arg.len());
+    let mut rest = arg;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(end) = inner.find(')')
+        {
+            let name = &inner[..end];
+            match env.iter().rev().find(|(k, _)| k == name) {
+                Some((_, v)) => out.push_str(v),
+                None => {
+                    out.push_str("$(");
+                    out.push_str(name);
+                    out.push(')');
+                }
+            }
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the node keeps its Pods' volumes: beside their logs and credentials.
+fn volumes_root(cfg: &NodeConfig) -> PathBuf {
+    cfg.logs_dir
+        .parent()
+        .unwrap_or(&cfg.logs_dir)
+        .join("volumes")
 }
 
 /// Where a container's log goes: `<logs>/<namespace>/<pod>/<container>/<restart>.log`.
@@ -477,6 +540,7 @@ async fn run_container(
     };
     let mut backoff = Duration::from_secs(1);
     let mut projected: Option<service_account::Projected> = None;
+    let volumes_root = volumes_root(&cfg);
     loop {
         if terminate.borrow().is_some() {
             return;
@@ -507,11 +571,22 @@ async fn run_container(
                 .map(|env| (with_credentials_env(&cfg, dir.as_ref(), env), dir)),
             Err(e) => Err(e),
         };
+        let env = match env {
+            Ok((env, dir)) => volumes::prepare(&client, &volumes_root, &pod, &c)
+                .await
+                .map(|volumes| (env, dir, volumes)),
+            Err(e) => Err(e),
+        };
         let spawned = match (argv(&cfg, &c), env) {
             (Err((reason, message)), _) => Err((reason, message)),
             (_, Err(message)) => Err(("CreateContainerConfigError".to_string(), message)),
-            (Ok(argv), Ok((env, dir))) => match with_credentials_argv(dir.as_ref(), argv, &env)
-                .and_then(|argv| {
+            (Ok(argv), Ok((env, dir, volumes))) => match with_mounts_argv(
+                volumes,
+                dir.as_ref(),
+                argv.iter().map(|a| expand(a, &env)).collect(),
+                &env,
+            )
+            .and_then(|argv| {
                     log_path(&cfg, &pod, &name, restarts)
                         .map(|path| (argv, path))
                         .map_err(|message| (INVALID_NAME.to_string(), message))
@@ -769,7 +844,7 @@ fn status_of(
         "phase": phase,
         "podIP": ip.to_string(),
         "podIPs": [{"ip": ip.to_string()}],
-        "hostIP": format!("127.{}.0.1", 20 + cfg.index),
+        "hostIP": cfg.node_ip().to_string(),
         "startTime": start,
         "containerStatuses": statuses,
         "conditions": [cond("PodScheduled", true), cond("Initialized", true), cond("ContainersReady", all_ready), cond("Ready", all_ready && !all_done)],
@@ -793,7 +868,14 @@ async fn run_pod(
     let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let want: Option<Ipv4Addr> = v["status"]["podIP"].as_str().and_then(|s| s.parse().ok());
-    let Some(ip) = ips.take(want) else {
+    // A Pod on the host's network has the node's address, as its own, shared.
+    let host_network = v["spec"]["hostNetwork"].as_bool() == Some(true);
+    let ip = if host_network {
+        Some(cfg.node_ip())
+    } else {
+        ips.take(want)
+    };
+    let Some(ip) = ip else {
         tracing::warn!(pod = %name, "no pod IP left");
         finished.store(true, Ordering::Release);
         return;
@@ -866,7 +948,10 @@ async fn run_pod(
         let _ = api
             .delete(&name, &DeleteParams::default().grace_period(0))
             .await;
-        ips.give_back(ip);
+        if !host_network {
+            ips.give_back(ip);
+        }
+        volumes::remove(&volumes_root(&cfg), &v);
     }
     finished.store(true, Ordering::Release);
 }
@@ -874,6 +959,20 @@ async fn run_pod(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn variables_in_args_expand_as_kubelet_expands_them() {
+        let env = vec![
+            ("POD_IP".to_string(), "127.20.1.1".to_string()),
+            ("CLUSTER".to_string(), "east".to_string()),
+        ];
+        assert_eq!(expand("--listen=$(POD_IP):53", &env), "--listen=127.20.1.1:53");
+        assert_eq!(expand("$(CLUSTER)-$(CLUSTER)", &env), "east-east");
+        assert_eq!(expand("$(MISSING)", &env), "$(MISSING)");
+        assert_eq!(expand("$$(POD_IP)", &env), "$(POD_IP)");
+        assert_eq!(expand("cost: 5$ and $(", &env), "cost: 5$ and $(");
+        assert_eq!(expand("ünïcode $(CLUSTER)", &env), "ünïcode east");
+    }
 
     #[test]
     fn log_paths_stay_inside_the_logs_directory() {

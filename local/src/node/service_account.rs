@@ -6,7 +6,6 @@
 //! `rest.InClusterConfig`).
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::TokenRequest;
@@ -91,69 +90,6 @@ impl ApiEndpoint {
             (format!("KUBERNETES_PORT_{p}_TCP_PORT"), p.to_string()),
         ]
     }
-}
-
-/// The programs that give a process its own mount namespace, by absolute path (a Pod's
-/// `PATH` may lack them).
-struct Tools {
-    unshare: PathBuf,
-    sh: PathBuf,
-    mount: PathBuf,
-}
-
-/// Find `name` in the agent's `PATH`.
-pub fn which(name: &str, path: &str) -> Option<PathBuf> {
-    if name.contains('/') {
-        return Path::new(name).is_file().then(|| PathBuf::from(name));
-    }
-    std::env::split_paths(path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-/// The tools, when this machine lets the agent give a process its own mount namespace
-/// (root, util-linux `unshare` and `mount`): checked once. Without them Pods still get the
-/// token directory, named by `SLUICE_SERVICE_ACCOUNT_DIR`, but nothing at [`MOUNT`].
-fn tools() -> Option<&'static Tools> {
-    static TOOLS: OnceLock<Option<Tools>> = OnceLock::new();
-    TOOLS
-        .get_or_init(|| {
-            let path = std::env::var("PATH").unwrap_or_default();
-            let tools = Tools {
-                unshare: which("unshare", &path)?,
-                sh: which("sh", &path)?,
-                mount: which("mount", &path)?,
-            };
-            let works = std::fs::create_dir_all(MOUNT).is_ok()
-                && std::process::Command::new(&tools.unshare)
-                    .args(["--mount", "--propagation", "private", "true"])
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success());
-            works.then_some(tools)
-        })
-        .as_ref()
-}
-
-/// `argv` run with `dir` mounted at [`MOUNT`] in a mount namespace of its own (the same
-/// process: `unshare` and `sh` exec into it); `argv` as it is where that cannot be done.
-pub fn wrap(argv: Vec<String>, dir: &Path) -> Vec<String> {
-    let Some(t) = tools() else {
-        return argv;
-    };
-    let mut out = vec![
-        t.unshare.display().to_string(),
-        "--mount".into(),
-        "--propagation".into(),
-        "private".into(),
-        t.sh.display().to_string(),
-        "-c".into(),
-        format!("{} --bind \"$0\" {MOUNT} && exec \"$@\"", t.mount.display()),
-        dir.display().to_string(),
-    ];
-    out.extend(argv);
-    out
 }
 
 /// The ServiceAccount a Pod runs as, or `None` when it asks for no token.

@@ -1,0 +1,236 @@
+#![allow(clippy::unwrap_used)]
+//! The Helm charts (`charts/`), installed with real Helm (Helm v4's Go SDK through PyPI
+//! `helm-python-sdk`, `tests/python/helm.py`) onto the clusters of `sluice dev up --bare`,
+//! whose node agents run the `sluice` image as this binary (issue: Helm charts).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{Control, DevUp, Kubectl, eventually, kubectls, sluice_bin};
+
+/// `dev up` uses fixed addresses: one clusterset at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn chart(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("charts")
+        .join(name)
+}
+
+/// Run `tests/python/helm.py`; its stdout, or its stderr as the error.
+fn helm(args: &[&str]) -> Result<String, String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/helm.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python3");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// The agent chart's values for `cluster` of a bare clusterset: its parts listen where
+/// `dev up --bare` told the node agents and wrote in the cluster's descriptor.
+fn agent_values(state: &Path, cluster: &str) -> Value {
+    let d: Value = serde_json::from_slice(
+        &std::fs::read(state.join("clusters").join(format!("{cluster}.json"))).unwrap(),
+    )
+    .unwrap();
+    let port = |k: &str| -> u16 { d[k].as_str().unwrap().rsplit(':').next().unwrap().parse().unwrap() };
+    json!({
+        "cluster": cluster,
+        "dns": {"port": port("dns")},
+        "dataplane": {"ingressPort": port("ingress"), "gatewayPort": port("gateway")},
+    })
+}
+
+#[test]
+fn charts_lint_clean_and_refuse_values_against_their_schema() {
+    let report = helm(&["lint", chart("sluice-agent").to_str().unwrap(), &json!({"cluster": "east"}).to_string()])
+        .unwrap();
+    let report: Value = serde_json::from_str(&report).unwrap();
+    let problems: Vec<&Value> = report["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["severity"].as_i64().unwrap_or(0) > 1)
+        .collect();
+    assert!(problems.is_empty(), "lint: {report}");
+
+    // The agent chart's CRDs are the ones the binary serves and prints.
+    let printed = Command::new(sluice_bin()).args(["mcs", "crds"]).output().unwrap();
+    let printed: Value = serde_json::from_slice(&printed.stdout).unwrap();
+    let in_chart = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d]))",
+        ])
+        .arg(chart("sluice-agent").join("crds").join("mcs.yaml"))
+        .output()
+        .unwrap();
+    assert!(in_chart.status.success(), "{in_chart:?}");
+    let in_chart: Value = serde_json::from_slice(&in_chart.stdout).unwrap();
+    assert_eq!(
+        in_chart, printed["items"],
+        "charts/sluice-agent/crds/mcs.yaml differs from `sluice mcs crds`"
+    );
+
+    // A value the schema refuses never reaches a cluster: Helm's own message says why.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("nowhere.kubeconfig");
+    std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n").unwrap();
+    for (bad, says) in [
+        (json!({"cluster": "East_1"}), "/cluster"),
+        (json!({"cluster": "east", "dns": {"port": 70000}}), "/dns/port"),
+        (json!({"cluster": "east", "tunnel": {"secretName": "t", "transport": "carrier-pigeon"}}), "/tunnel/transport"),
+        (json!({"cluster": "east", "typo": true}), "typo"),
+    ] {
+        let err = helm(&[
+            "install",
+            kubeconfig.to_str().unwrap(),
+            "sluice-system",
+            "agent",
+            chart("sluice-agent").to_str().unwrap(),
+            &bad.to_string(),
+        ])
+        .unwrap_err();
+        assert!(
+            err.contains("values don't meet the specifications of the schema") && err.contains(says),
+            "{bad}: {err}"
+        );
+    }
+}
+
+/// The control plane's credentials and the tunnel certificates of `cluster`, as Secrets
+/// in `sluice-system` of that cluster.
+fn secrets_for(k: &Kubectl, control: &Control, tunnel: &Path, cluster: &str) {
+    let syncer = Command::new(sluice_bin())
+        .args(["kubeconfig", "--data-dir"])
+        .arg(&control.dir)
+        .args(["--syncer", cluster])
+        .output()
+        .unwrap();
+    assert!(syncer.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let syncer_path = dir.path().join("syncer.kubeconfig");
+    std::fs::write(&syncer_path, &syncer.stdout).unwrap();
+    k.ok(&["create", "namespace", "sluice-system"]);
+    k.ok(&[
+        "-n",
+        "sluice-system",
+        "create",
+        "secret",
+        "generic",
+        "sluice-control-plane",
+        &format!("--from-file=syncer.kubeconfig={}", syncer_path.display()),
+        &format!("--from-file=control.kubeconfig={}", control.kubeconfig.display()),
+        &format!(
+            "--from-file=logs.token={}",
+            control.dir.join("syncer-logs.token").display()
+        ),
+    ]);
+    k.ok(&[
+        "-n",
+        "sluice-system",
+        "create",
+        "secret",
+        "generic",
+        "sluice-tunnel",
+        &format!("--from-file=tls.crt={}", tunnel.join(format!("{cluster}.crt")).display()),
+        &format!("--from-file=tls.key={}", tunnel.join(format!("{cluster}.key")).display()),
+        &format!("--from-file=ca.crt={}", tunnel.join("ca.crt").display()),
+    ]);
+}
+
+/// Register each bare cluster with the control plane, as `dev up` does, with the addresses
+/// its charts' parts will answer on.
+fn register(control: &Kubectl, state: &Path, clusters: &[&str]) {
+    for (i, name) in clusters.iter().enumerate() {
+        let d: Value = serde_json::from_slice(
+            &std::fs::read(state.join("clusters").join(format!("{name}.json"))).unwrap(),
+        )
+        .unwrap();
+        control.apply_stdin(
+            &json!({
+                "apiVersion": "sluice.dev/v1alpha1", "kind": "Cluster",
+                "metadata": {"name": name, "labels": {"sluice.dev/local": "true", "sluice.dev/index": i.to_string()}},
+                "spec": {"api": d["api"], "clusterId": name, "gateways": [d["gateway"]], "ingresses": [d["ingress"]]},
+            })
+            .to_string(),
+        );
+    }
+}
+
+#[test]
+fn agent_chart_on_bare_clusters_places_a_deployment() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start_with("east,west", &["--bare"]);
+    let dir = tempfile::tempdir().unwrap();
+    let control = Control::start(&dir.path().join("control"), &[]);
+    let tunnel = dir.path().join("tunnel");
+    let certs = Command::new(sluice_bin())
+        .args(["tunnel", "certs", "--clusterset", "sluice", "--clusters", "east,west", "--out"])
+        .arg(&tunnel)
+        .output()
+        .unwrap();
+    assert!(certs.status.success(), "{certs:?}");
+    let kc = Kubectl::new(&kubectls().remove(0), &control.kubeconfig, &dir.path().join("cache-control"));
+    register(&kc, &dev.state, &["east", "west"]);
+    for cluster in ["east", "west"] {
+        let k = dev.kubectl(cluster);
+        secrets_for(&k, &control, &tunnel, cluster);
+        let kubeconfig = dev.state.join("clusters").join(format!("{cluster}.kubeconfig"));
+        let out = helm(&[
+            "install",
+            kubeconfig.to_str().unwrap(),
+            "sluice-system",
+            "agent",
+            chart("sluice-agent").to_str().unwrap(),
+            &agent_values(&dev.state, cluster).to_string(),
+        ]);
+        if let Err(e) = &out {
+            let pods = k.run(&["-n", "sluice-system", "get", "pods", "-o", "yaml"]);
+            panic!("install on {cluster}: {e}\n{}", String::from_utf8_lossy(&pods.stdout));
+        }
+    }
+
+    // An ordinary Deployment in the logical cluster runs in east, placed by the control
+    // plane and carried by the chart's syncer.
+    kc.apply_stdin(
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop, labels: {sluice.dev/cluster: east}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+        - {name: echo, image: sluice/echo, ports: [{containerPort: 8080}]}
+"#,
+    );
+    let east = dev.kubectl("east");
+    assert!(
+        eventually(Duration::from_secs(90), || support::clusterset::available(&east) == 2),
+        "web does not run in east"
+    );
+}
