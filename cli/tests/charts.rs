@@ -49,7 +49,15 @@ fn agent_values(state: &Path, cluster: &str) -> Value {
         &std::fs::read(state.join("clusters").join(format!("{cluster}.json"))).unwrap(),
     )
     .unwrap();
-    let port = |k: &str| -> u16 { d[k].as_str().unwrap().rsplit(':').next().unwrap().parse().unwrap() };
+    let port = |k: &str| -> u16 {
+        d[k].as_str()
+            .unwrap()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
     json!({
         "cluster": cluster,
         "dns": {"port": port("dns")},
@@ -58,20 +66,29 @@ fn agent_values(state: &Path, cluster: &str) -> Value {
 }
 
 #[test]
-fn charts_lint_clean_and_refuse_values_against_their_schema() {
-    let report = helm(&["lint", chart("sluice-agent").to_str().unwrap(), &json!({"cluster": "east"}).to_string()])
-        .unwrap();
-    let report: Value = serde_json::from_str(&report).unwrap();
-    let problems: Vec<&Value> = report["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["severity"].as_i64().unwrap_or(0) > 1)
-        .collect();
-    assert!(problems.is_empty(), "lint: {report}");
+fn charts_lint_clean_and_carry_the_crds_the_binary_serves() {
+    // `helm lint --strict`: only the "icon is recommended" kind of note (severity info).
+    for (name, values) in [
+        ("sluice-agent", json!({"cluster": "east"})),
+        ("sluice-mcs", json!({})),
+    ] {
+        let report = helm(&["lint", chart(name).to_str().unwrap(), &values.to_string()])
+            .unwrap_or_else(|e| panic!("lint {name}: {e}"));
+        let report: Value = serde_json::from_str(&report).unwrap();
+        let problems: Vec<&Value> = report["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["severity"].as_i64().unwrap_or(0) > 1)
+            .collect();
+        assert!(problems.is_empty(), "lint {name}: {report}");
+    }
 
     // The agent chart's CRDs are the ones the binary serves and prints.
-    let printed = Command::new(sluice_bin()).args(["mcs", "crds"]).output().unwrap();
+    let printed = Command::new(sluice_bin())
+        .args(["mcs", "crds"])
+        .output()
+        .unwrap();
     let printed: Value = serde_json::from_slice(&printed.stdout).unwrap();
     let in_chart = Command::new("python3")
         .args([
@@ -87,31 +104,6 @@ fn charts_lint_clean_and_refuse_values_against_their_schema() {
         in_chart, printed["items"],
         "charts/sluice-agent/crds/mcs.yaml differs from `sluice mcs crds`"
     );
-
-    // A value the schema refuses never reaches a cluster: Helm's own message says why.
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("nowhere.kubeconfig");
-    std::fs::write(&kubeconfig, "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n").unwrap();
-    for (bad, says) in [
-        (json!({"cluster": "East_1"}), "/cluster"),
-        (json!({"cluster": "east", "dns": {"port": 70000}}), "/dns/port"),
-        (json!({"cluster": "east", "tunnel": {"secretName": "t", "transport": "carrier-pigeon"}}), "/tunnel/transport"),
-        (json!({"cluster": "east", "typo": true}), "typo"),
-    ] {
-        let err = helm(&[
-            "install",
-            kubeconfig.to_str().unwrap(),
-            "sluice-system",
-            "agent",
-            chart("sluice-agent").to_str().unwrap(),
-            &bad.to_string(),
-        ])
-        .unwrap_err();
-        assert!(
-            err.contains("values don't meet the specifications of the schema") && err.contains(says),
-            "{bad}: {err}"
-        );
-    }
 }
 
 /// The control plane's credentials and the tunnel certificates of `cluster`, as Secrets
@@ -136,7 +128,10 @@ fn secrets_for(k: &Kubectl, control: &Control, tunnel: &Path, cluster: &str) {
         "generic",
         "sluice-control-plane",
         &format!("--from-file=syncer.kubeconfig={}", syncer_path.display()),
-        &format!("--from-file=control.kubeconfig={}", control.kubeconfig.display()),
+        &format!(
+            "--from-file=control.kubeconfig={}",
+            control.kubeconfig.display()
+        ),
         &format!(
             "--from-file=logs.token={}",
             control.dir.join("syncer-logs.token").display()
@@ -149,8 +144,14 @@ fn secrets_for(k: &Kubectl, control: &Control, tunnel: &Path, cluster: &str) {
         "secret",
         "generic",
         "sluice-tunnel",
-        &format!("--from-file=tls.crt={}", tunnel.join(format!("{cluster}.crt")).display()),
-        &format!("--from-file=tls.key={}", tunnel.join(format!("{cluster}.key")).display()),
+        &format!(
+            "--from-file=tls.crt={}",
+            tunnel.join(format!("{cluster}.crt")).display()
+        ),
+        &format!(
+            "--from-file=tls.key={}",
+            tunnel.join(format!("{cluster}.key")).display()
+        ),
         &format!("--from-file=ca.crt={}", tunnel.join("ca.crt").display()),
     ]);
 }
@@ -182,17 +183,77 @@ fn agent_chart_on_bare_clusters_places_a_deployment() {
     let control = Control::start(&dir.path().join("control"), &[]);
     let tunnel = dir.path().join("tunnel");
     let certs = Command::new(sluice_bin())
-        .args(["tunnel", "certs", "--clusterset", "sluice", "--clusters", "east,west", "--out"])
+        .args([
+            "tunnel",
+            "certs",
+            "--clusterset",
+            "sluice",
+            "--clusters",
+            "east,west",
+            "--out",
+        ])
         .arg(&tunnel)
         .output()
         .unwrap();
     assert!(certs.status.success(), "{certs:?}");
-    let kc = Kubectl::new(&kubectls().remove(0), &control.kubeconfig, &dir.path().join("cache-control"));
+    let kc = Kubectl::new(
+        &kubectls().remove(0),
+        &control.kubeconfig,
+        &dir.path().join("cache-control"),
+    );
     register(&kc, &dev.state, &["east", "west"]);
+
+    // A value the schema refuses never reaches a cluster: Helm's own message says why.
+    let kubeconfig = dev.state.join("clusters").join("east.kubeconfig");
+    for (bad, says) in [
+        (json!({"cluster": "East_1"}), "/cluster"),
+        (
+            json!({"cluster": "east", "dns": {"port": 70000}}),
+            "/dns/port",
+        ),
+        (
+            json!({"cluster": "east", "tunnel": {"secretName": "t", "transport": "carrier-pigeon"}}),
+            "/tunnel/transport",
+        ),
+        (json!({"cluster": "east", "typo": true}), "typo"),
+    ] {
+        let err = helm(&[
+            "install",
+            kubeconfig.to_str().unwrap(),
+            "sluice-system",
+            "agent",
+            chart("sluice-agent").to_str().unwrap(),
+            &bad.to_string(),
+        ])
+        .unwrap_err();
+        assert!(
+            err.contains("values don't meet the specifications of the schema")
+                && err.contains(says),
+            "{bad}: {err}"
+        );
+    }
+    // Refused before anything was written: no release, no object.
+    let east = dev.kubectl("east");
+    assert_eq!(
+        east.ok(&[
+            "get",
+            "secrets,serviceaccounts",
+            "-A",
+            "-l",
+            "owner=helm",
+            "-o",
+            "name"
+        ]),
+        ""
+    );
+
     for cluster in ["east", "west"] {
         let k = dev.kubectl(cluster);
         secrets_for(&k, &control, &tunnel, cluster);
-        let kubeconfig = dev.state.join("clusters").join(format!("{cluster}.kubeconfig"));
+        let kubeconfig = dev
+            .state
+            .join("clusters")
+            .join(format!("{cluster}.kubeconfig"));
         let out = helm(&[
             "install",
             kubeconfig.to_str().unwrap(),
@@ -203,7 +264,10 @@ fn agent_chart_on_bare_clusters_places_a_deployment() {
         ]);
         if let Err(e) = &out {
             let pods = k.run(&["-n", "sluice-system", "get", "pods", "-o", "yaml"]);
-            panic!("install on {cluster}: {e}\n{}", String::from_utf8_lossy(&pods.stdout));
+            panic!(
+                "install on {cluster}: {e}\n{}",
+                String::from_utf8_lossy(&pods.stdout)
+            );
         }
     }
 
@@ -230,7 +294,9 @@ spec:
     );
     let east = dev.kubectl("east");
     assert!(
-        eventually(Duration::from_secs(90), || support::clusterset::available(&east) == 2),
+        eventually(Duration::from_secs(90), || support::clusterset::available(
+            &east
+        ) == 2),
         "web does not run in east"
     );
 }

@@ -431,7 +431,11 @@ async fn wait_for_nodes(clusters: &[(String, PathBuf)]) -> Result<(), DevUpError
 /// address, with the ports a full `dev up` uses.
 fn planned_addresses(index: u8) -> (String, String, String) {
     let node = format!("127.{}.0.1", 20 + index);
-    let dns_port = if nix::unistd::geteuid().is_root() { 53 } else { 5353 };
+    let dns_port = if nix::unistd::geteuid().is_root() {
+        53
+    } else {
+        5353
+    };
     (
         format!("{node}:{dns_port}"),
         format!("{node}:15443"),

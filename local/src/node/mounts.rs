@@ -116,7 +116,12 @@ mod tests {
         std::fs::write(src.join("greeting"), "hello").unwrap();
         let target = dir.path().join("in the container/etc");
         let argv = wrap(
-            vec!["sh".into(), "-c".into(), "cat \"$0/greeting\" && ! touch \"$0/x\" 2>/dev/null".into(), target.display().to_string()],
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "cat \"$0/greeting\" && ! touch \"$0/x\" 2>/dev/null".into(),
+                target.display().to_string(),
+            ],
             &[Mount {
                 source: src.clone(),
                 target: target.display().to_string(),

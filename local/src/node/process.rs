@@ -587,10 +587,10 @@ async fn run_container(
                 &env,
             )
             .and_then(|argv| {
-                    log_path(&cfg, &pod, &name, restarts)
-                        .map(|path| (argv, path))
-                        .map_err(|message| (INVALID_NAME.to_string(), message))
-                }) {
+                log_path(&cfg, &pod, &name, restarts)
+                    .map(|path| (argv, path))
+                    .map_err(|message| (INVALID_NAME.to_string(), message))
+            }) {
                 Err(e) => Err(e),
                 Ok((argv, path)) => {
                     let _ = std::fs::create_dir_all(path.parent().unwrap_or(&cfg.logs_dir));
@@ -966,7 +966,10 @@ mod tests {
             ("POD_IP".to_string(), "127.20.1.1".to_string()),
             ("CLUSTER".to_string(), "east".to_string()),
         ];
-        assert_eq!(expand("--listen=$(POD_IP):53", &env), "--listen=127.20.1.1:53");
+        assert_eq!(
+            expand("--listen=$(POD_IP):53", &env),
+            "--listen=127.20.1.1:53"
+        );
         assert_eq!(expand("$(CLUSTER)-$(CLUSTER)", &env), "east-east");
         assert_eq!(expand("$(MISSING)", &env), "$(MISSING)");
         assert_eq!(expand("$$(POD_IP)", &env), "$(POD_IP)");

@@ -20,7 +20,10 @@ pub async fn prepare(
     pod: &Value,
     container: &Value,
 ) -> Result<Vec<Mount>, String> {
-    let mounts = container["volumeMounts"].as_array().cloned().unwrap_or_default();
+    let mounts = container["volumeMounts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     if mounts.is_empty() {
         return Ok(Vec::new());
     }
@@ -29,13 +32,18 @@ pub async fn prepare(
     if !is_plain_name(uid) {
         return Err(format!("pod uid {uid:?} cannot name a directory"));
     }
-    let volumes = pod["spec"]["volumes"].as_array().cloned().unwrap_or_default();
+    let volumes = pod["spec"]["volumes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let mut out = Vec::new();
     for m in &mounts {
         let name = m["name"].as_str().unwrap_or_default();
         let target = m["mountPath"].as_str().unwrap_or_default();
         if !target.starts_with('/') {
-            return Err(format!("volume mount {name:?}: mountPath {target:?} is not absolute"));
+            return Err(format!(
+                "volume mount {name:?}: mountPath {target:?} is not absolute"
+            ));
         }
         if m["subPath"].as_str().is_some_and(|s| !s.is_empty())
             || m["subPathExpr"].as_str().is_some_and(|s| !s.is_empty())
@@ -90,7 +98,12 @@ pub async fn prepare(
                         .into_iter()
                         .map(|(k, v)| (k, v.into_bytes()))
                         .collect();
-                    data.extend(cm.binary_data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)));
+                    data.extend(
+                        cm.binary_data
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|(k, v)| (k, v.0)),
+                    );
                     data
                 }
                 Ok(None) if optional => BTreeMap::new(),
@@ -113,7 +126,8 @@ pub async fn prepare(
         for (path, bytes) in &files {
             let file = dir.join(path);
             if let Some(parent) = file.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("{}: {e}", parent.display()))?;
             }
             write(&file, bytes)?;
         }
@@ -169,7 +183,9 @@ fn relative(path: &str, volume: &str) -> Result<PathBuf, String> {
     if plain {
         Ok(p.to_path_buf())
     } else {
-        Err(format!("volume {volume:?}: path {path:?} must stay inside the volume"))
+        Err(format!(
+            "volume {volume:?}: path {path:?} must stay inside the volume"
+        ))
     }
 }
 
