@@ -289,7 +289,17 @@ spec:
     metadata: {labels: {app: web}}
     spec:
       containers:
-        - {name: echo, image: sluice/echo, ports: [{containerPort: 8080}]}
+        - name: echo
+          image: sluice/echo
+          ports: [{containerPort: 8080}]
+          readinessProbe: {httpGet: {port: 8080, path: /ready}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: 8080}]
 "#,
     );
     let east = dev.kubectl("east");
@@ -299,4 +309,212 @@ spec:
         ) == 2),
         "web does not run in east"
     );
+
+    // The MCS controller, from its chart, in east: it reaches each member with the
+    // identity the agent chart made there, and the control plane with its kubeconfig.
+    let members = tempfile::tempdir().unwrap();
+    for cluster in ["east", "west"] {
+        let token = dev.kubectl(cluster).ok(&[
+            "-n",
+            "sluice-system",
+            "create",
+            "token",
+            "agent-mcs-member",
+            "--duration=48h",
+        ]);
+        std::fs::write(
+            members.path().join(format!("{cluster}.kubeconfig")),
+            member_kubeconfig(&dev.state, cluster, token.trim()),
+        )
+        .unwrap();
+    }
+    east.ok(&[
+        "-n",
+        "sluice-system",
+        "create",
+        "secret",
+        "generic",
+        "sluice-mcs-members",
+        &format!("--from-file={}", members.path().display()),
+    ]);
+    let east_kubeconfig = dev.state.join("clusters").join("east.kubeconfig");
+    helm(&[
+        "install",
+        east_kubeconfig.to_str().unwrap(),
+        "sluice-system",
+        "mcs",
+        chart("sluice-mcs").to_str().unwrap(),
+        "{}",
+    ])
+    .unwrap();
+
+    // web, placed in east, answers in west through west's VIP for it and its clusterset
+    // DNS name, served by the charts' dataplane and DNS server.
+    let west = dev.kubectl("west");
+    let vip = || support::clusterset::vip_of_web(&west).trim().to_string();
+    assert!(
+        eventually(Duration::from_secs(90), || !vip().is_empty()
+            && support::http_get(&vip(), 80, "/").is_some()),
+        "web does not answer through west's VIP"
+    );
+    let answer = support::http_get(&vip(), 80, "/").unwrap();
+    assert_eq!(answer["cluster"], "east", "{answer}");
+    let name = format!(
+        "web.{}.svc.clusterset.local",
+        support::clusterset::downstream_ns()
+    );
+    let dns = agent_values(&dev.state, "west")["dns"]["port"]
+        .as_u64()
+        .unwrap();
+    let dig = Command::new("dig")
+        .args(["+short", "@127.21.0.1", "-p", &dns.to_string(), &name])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&dig.stdout).trim(),
+        vip(),
+        "{dig:?}"
+    );
+
+    // An upgrade that changes one part's values rolls that part's pods, not the others'.
+    let pods = |k: &Kubectl, component: &str| {
+        k.ok(&[
+            "-n",
+            "sluice-system",
+            "get",
+            "pods",
+            "-l",
+            &format!("app.kubernetes.io/component={component}"),
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ])
+    };
+    let (syncer_before, dns_before) = (pods(&west, "syncer"), pods(&west, "dns"));
+    let mut values = agent_values(&dev.state, "west");
+    values["dns"]["adminPort"] = json!(9154);
+    let west_kubeconfig = dev.state.join("clusters").join("west.kubeconfig");
+    helm(&[
+        "upgrade",
+        west_kubeconfig.to_str().unwrap(),
+        "sluice-system",
+        "agent",
+        chart("sluice-agent").to_str().unwrap(),
+        &values.to_string(),
+    ])
+    .unwrap_or_else(|e| {
+        let state = west.run(&[
+            "-n",
+            "sluice-system",
+            "get",
+            "pods,replicasets",
+            "-o",
+            "wide",
+        ]);
+        let logs = west.run(&[
+            "-n",
+            "sluice-system",
+            "logs",
+            "-l",
+            "app.kubernetes.io/component=dns",
+            "--tail=20",
+        ]);
+        let prev = west.run(&[
+            "-n",
+            "sluice-system",
+            "logs",
+            "-l",
+            "app.kubernetes.io/component=dns",
+            "--previous",
+            "--tail=20",
+        ]);
+        panic!(
+            "upgrade: {e}\n{}\n{}{}\n{}{}",
+            String::from_utf8_lossy(&state.stdout),
+            String::from_utf8_lossy(&logs.stdout),
+            String::from_utf8_lossy(&logs.stderr),
+            String::from_utf8_lossy(&prev.stdout),
+            String::from_utf8_lossy(&prev.stderr),
+        )
+    });
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            let now = pods(&west, "dns");
+            !now.is_empty() && now != dns_before && !now.contains(' ')
+        }),
+        "the DNS pod was not replaced"
+    );
+    assert_eq!(
+        pods(&west, "syncer"),
+        syncer_before,
+        "the syncer was rolled for nothing"
+    );
+    assert!(
+        eventually(Duration::from_secs(30), || Command::new("curl")
+            .args(["-sf", "-o", "/dev/null", "http://127.21.0.1:9154/readyz"])
+            .status()
+            .is_ok_and(|s| s.success())),
+        "the new DNS pod is not ready on its new admin port"
+    );
+
+    // Uninstalling leaves no object of the charts behind.
+    helm(&[
+        "uninstall",
+        east_kubeconfig.to_str().unwrap(),
+        "sluice-system",
+        "mcs",
+    ])
+    .unwrap();
+    for (k, kubeconfig) in [(&east, &east_kubeconfig), (&west, &west_kubeconfig)] {
+        helm(&[
+            "uninstall",
+            kubeconfig.to_str().unwrap(),
+            "sluice-system",
+            "agent",
+        ])
+        .unwrap();
+        for instance in ["agent", "mcs"] {
+            let left = k.ok(&[
+                "get",
+                "deployments,replicasets,pods,services,serviceaccounts,roles,rolebindings,clusterroles,clusterrolebindings",
+                "-A",
+                "-l",
+                &format!("app.kubernetes.io/instance={instance}"),
+                "-o",
+                "name",
+            ]);
+            assert_eq!(left.trim(), "", "left behind by {instance}");
+        }
+        let releases = k.ok(&[
+            "-n",
+            "sluice-system",
+            "get",
+            "secrets",
+            "-l",
+            "owner=helm",
+            "-o",
+            "name",
+        ]);
+        assert_eq!(releases.trim(), "", "release records left behind");
+    }
+}
+
+/// A kubeconfig for the MCS controller's identity in `cluster`: its API server and CA
+/// from the admin kubeconfig, and `token`.
+fn member_kubeconfig(state: &Path, cluster: &str, token: &str) -> String {
+    let admin = state.join("clusters").join(format!("{cluster}.kubeconfig"));
+    let view = Command::new(kubectls().remove(0))
+        .args(["config", "view", "--raw", "-o", "json", "--kubeconfig"])
+        .arg(&admin)
+        .output()
+        .unwrap();
+    let view: Value = serde_json::from_slice(&view.stdout).unwrap();
+    let c = &view["clusters"][0]["cluster"];
+    json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": cluster, "cluster": {"server": c["server"], "certificate-authority-data": c["certificate-authority-data"]}}],
+        "users": [{"name": "mcs", "user": {"token": token}}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": "mcs"}}],
+        "current-context": cluster,
+    })
+    .to_string()
 }

@@ -61,15 +61,37 @@ pub fn list_kind(prop: Option<&Value>) -> ListKind {
     }
 }
 
-/// The key of an associative-list item: its key fields as canonical JSON.
+/// Defaults of key fields of associative lists, which kube's field manager knows from
+/// `+default` markers that the published OpenAPI leaves out: a port applied without its
+/// protocol is the same item as the stored one the server defaulted to TCP.
+const KEY_DEFAULTS: &[(&str, &str)] = &[("protocol", "TCP")];
+
+/// Key field `k` of a list item, or its default.
+fn key_field<'a>(item: &'a Value, k: &str) -> Option<std::borrow::Cow<'a, Value>> {
+    match item.get(k) {
+        Some(v) => Some(std::borrow::Cow::Borrowed(v)),
+        None => KEY_DEFAULTS
+            .iter()
+            .find(|(name, _)| *name == k)
+            .map(|(_, d)| std::borrow::Cow::Owned(Value::from(*d))),
+    }
+}
+
+/// The key of an associative-list item: its key fields (defaulted) as canonical JSON.
 pub fn item_key(item: &Value, keys: &[String]) -> String {
     let mut m = Map::new();
     for k in keys {
-        if let Some(v) = item.get(k) {
-            m.insert(k.clone(), v.clone());
+        if let Some(v) = key_field(item, k) {
+            m.insert(k.clone(), v.into_owned());
         }
     }
     Value::Object(m).to_string()
+}
+
+/// Whether `item` is the one the key fields `want` name.
+fn has_key(item: &Value, want: &Map<String, Value>) -> bool {
+    want.iter()
+        .all(|(wk, wv)| key_field(item, wk).is_some_and(|v| *v == *wv))
 }
 
 /// Schema of property `key` of an object schema (or of its map values).
@@ -161,10 +183,7 @@ pub fn get<'a>(v: &'a Value, path: &[Elem]) -> Option<&'a Value> {
             Elem::Field(f) => cur = cur.get(f.as_str())?,
             Elem::Key(k) => {
                 let want: Map<String, Value> = serde_json::from_str(k).ok()?;
-                cur = cur
-                    .as_array()?
-                    .iter()
-                    .find(|item| want.iter().all(|(wk, wv)| item.get(wk) == Some(wv)))?;
+                cur = cur.as_array()?.iter().find(|item| has_key(item, &want))?;
             }
             Elem::Value(x) => {
                 let want: Value = serde_json::from_str(x).ok()?;
@@ -198,10 +217,8 @@ pub fn remove(v: &mut Value, path: &[Elem]) {
                 let Ok(want) = serde_json::from_str::<Map<String, Value>>(k) else {
                     return;
                 };
-                cur.as_array_mut().and_then(|a| {
-                    a.iter_mut()
-                        .find(|item| want.iter().all(|(wk, wv)| item.get(wk) == Some(wv)))
-                })
+                cur.as_array_mut()
+                    .and_then(|a| a.iter_mut().find(|item| has_key(item, &want)))
             }
             Elem::Value(_) | Elem::Dot => None,
         };
@@ -221,7 +238,7 @@ pub fn remove(v: &mut Value, path: &[Elem]) {
                 serde_json::from_str::<Map<String, Value>>(k),
                 cur.as_array_mut(),
             ) {
-                a.retain(|item| !want.iter().all(|(wk, wv)| item.get(wk) == Some(wv)));
+                a.retain(|item| !has_key(item, &want));
             }
         }
         Elem::Value(x) => {

@@ -281,12 +281,11 @@ pub fn apply(
         .filter(|e| !(e.manager == manager && e.operation == "Apply"))
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
-    let mut stale: Vec<&Path> = previous
+    let stale: Vec<&Path> = previous
         .iter()
         .filter(|p| !applied_set.contains(*p) && !others.contains(*p))
         .collect();
-    stale.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in stale {
+    for p in removal_order(&stale) {
         fieldset::remove(&mut out, p);
     }
     // Forced conflicts move to the applier; fields applied with the same value stay shared.
@@ -311,6 +310,44 @@ pub fn apply(
 }
 
 /// kube-apiserver's message for apply conflicts.
+/// In which order to remove `stale` paths: whole list items first (an item is found by its
+/// key fields, so they must still be there), then the deepest fields first. Fields of an
+/// item that goes anyway are left out, and so are an item's key fields: they stay while any
+/// of the item stays.
+fn removal_order<'a>(stale: &[&'a Path]) -> Vec<&'a Path> {
+    let items: Vec<&'a Path> = stale
+        .iter()
+        .copied()
+        .filter(|p| {
+            p.len() >= 2
+                && p[p.len() - 1] == Elem::Dot
+                && matches!(p[p.len() - 2], Elem::Key(_) | Elem::Value(_))
+        })
+        .collect();
+    let inside_removed_item = |p: &Path| {
+        items
+            .iter()
+            .any(|i| p.len() > i.len() - 1 && p[..i.len() - 1] == i[..i.len() - 1] && p != *i)
+    };
+    let is_key_field = |p: &Path| match p.as_slice() {
+        [.., Elem::Key(k), Elem::Field(f)] => {
+            serde_json::from_str::<serde_json::Map<String, Value>>(k)
+                .is_ok_and(|m| m.contains_key(f))
+        }
+        _ => false,
+    };
+    let mut fields: Vec<&'a Path> = stale
+        .iter()
+        .copied()
+        .filter(|p| !items.contains(p) && !inside_removed_item(p) && !is_key_field(p))
+        .collect();
+    fields.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    let mut order: Vec<&'a Path> = items;
+    order.sort_by_key(|p| p.len());
+    order.extend(fields);
+    order
+}
+
 pub fn conflict_message(conflicts: &[Conflict]) -> String {
     let n = conflicts.len();
     let lines: Vec<String> = conflicts
@@ -425,6 +462,33 @@ mod tests {
         let next = apply(&s, Some(&forced), &without, "alice", "apps/v1", false).unwrap();
         assert!(next["metadata"]["labels"].get("app").is_none(), "{next}");
         assert_eq!(next["spec"]["replicas"], 3, "bob's field stays");
+    }
+
+    /// A list item keyed by fields (a container port) that is no longer applied goes whole,
+    /// key fields and all, even where the server defaulted a field the applier left out.
+    #[test]
+    fn an_item_no_longer_applied_goes_whole() {
+        let s = schema();
+        let with_port = |port: i64| {
+            let mut d = deployment(1, "a");
+            d["spec"]["template"]["spec"]["containers"][0]["ports"] =
+                json!([{"name": "admin", "containerPort": port}]);
+            d
+        };
+        let mut live = apply(&s, None, &with_port(9154), "helm", "apps/v1", false).unwrap();
+        // What the API server defaults: the port's protocol.
+        live["spec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = json!("TCP");
+        // The same port applied again is the same item, not a second one.
+        let again = apply(&s, Some(&live), &with_port(9154), "helm", "apps/v1", false).unwrap();
+        let ports = &again["spec"]["template"]["spec"]["containers"][0]["ports"];
+        assert_eq!(
+            ports,
+            &json!([{"name": "admin", "containerPort": 9154, "protocol": "TCP"}])
+        );
+        let next = apply(&s, Some(&live), &with_port(9155), "helm", "apps/v1", false).unwrap();
+        let ports = &next["spec"]["template"]["spec"]["containers"][0]["ports"];
+        assert_eq!(ports.as_array().unwrap().len(), 1, "{ports}");
+        assert_eq!(ports[0]["containerPort"], 9155, "{ports}");
     }
 
     #[test]
