@@ -176,7 +176,7 @@ fn register(control: &Kubectl, state: &Path, clusters: &[&str]) {
 }
 
 #[test]
-fn agent_chart_on_bare_clusters_places_a_deployment() {
+fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start_with("east,west", &["--bare"]);
     let dir = tempfile::tempdir().unwrap();
@@ -455,6 +455,42 @@ spec:
             .is_ok_and(|s| s.success())),
         "the new DNS pod is not ready on its new admin port"
     );
+
+    // Every part reached its API server as its own ServiceAccount, and none was ever
+    // refused: a permission missing from a chart shows here.
+    for cluster in ["east", "west"] {
+        let log =
+            std::fs::read_to_string(dev.state.join("clusters").join(cluster).join("audit.log"))
+                .unwrap();
+        let events: Vec<Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let users: std::collections::BTreeSet<&str> =
+            events.iter().filter_map(|e| e["user"].as_str()).collect();
+        for part in [
+            "agent-syncer",
+            "agent-dataplane",
+            "agent-dns",
+            "agent-mcs-member",
+        ] {
+            let user = format!("system:serviceaccount:sluice-system:{part}");
+            assert!(
+                users.contains(user.as_str()),
+                "{cluster}: no request as {user}: {users:?}"
+            );
+        }
+        let refused: Vec<&Value> = events
+            .iter()
+            .filter(|e| {
+                e["user"]
+                    .as_str()
+                    .is_some_and(|u| u.starts_with("system:serviceaccount:sluice-system:"))
+                    && (e["code"] == 401 || e["code"] == 403)
+            })
+            .collect();
+        assert!(refused.is_empty(), "{cluster}: refused: {refused:#?}");
+    }
 
     // Uninstalling leaves no object of the charts behind.
     helm(&[

@@ -341,8 +341,9 @@ fn start_dns(
         .ok_or_else(|| DevUpError::DidNotStart(format!("cluster {name} DNS"), line.clone()))
 }
 
-/// Start cluster `name`'s API server (single-cluster mode, on `127.(20+i).0.1`); its URL
-/// and the kubeconfig written for it (`<state>/clusters/<name>.kubeconfig`).
+/// Start cluster `name`'s API server (single-cluster mode, on `127.(20+i).0.1`; with an
+/// audit log `<state>/clusters/<name>/audit.log` when bare); its URL and the kubeconfig
+/// written for it (`<state>/clusters/<name>.kubeconfig`).
 fn start_cluster(
     children: &mut Children,
     cfg: &DevUpConfig,
@@ -351,21 +352,28 @@ fn start_cluster(
 ) -> Result<(String, PathBuf), DevUpError> {
     let clusters_dir = cfg.state.join("clusters");
     let dir = clusters_dir.join(name);
+    let mut args = vec![
+        "--single-cluster".into(),
+        "--service-cidr".into(),
+        format!("127.{}.0.0/16", 40 + index),
+        "--data-dir".into(),
+        dir.join("api").display().to_string(),
+        "--listen".into(),
+        format!("127.{}.0.1:0", 20 + index),
+        "--pod-logs-dir".into(),
+        dir.join("logs").display().to_string(),
+    ];
+    // A bare cluster gets the charts' parts: who asked for what, and what was refused,
+    // shows a chart's missing permission.
+    if cfg.bare {
+        args.push("--audit-log".into());
+        args.push(dir.join("audit.log").display().to_string());
+    }
     let api = start_api(
         children,
         &format!("cluster {name} API server"),
         &cfg.sluice_bin,
-        &[
-            "--single-cluster".into(),
-            "--service-cidr".into(),
-            format!("127.{}.0.0/16", 40 + index),
-            "--data-dir".into(),
-            dir.join("api").display().to_string(),
-            "--listen".into(),
-            format!("127.{}.0.1:0", 20 + index),
-            "--pod-logs-dir".into(),
-            dir.join("logs").display().to_string(),
-        ],
+        &args,
     )?;
     let kubeconfig = clusters_dir.join(format!("{name}.kubeconfig"));
     std::fs::copy(dir.join("api").join("admin.kubeconfig"), &kubeconfig)
