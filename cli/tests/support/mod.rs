@@ -269,7 +269,10 @@ impl DevUp {
             .arg("-TERM")
             .arg(c.id().to_string())
             .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
+        // dev up stops its parts one by one, each within its grace period (a node agent
+        // waits for its Pods'): killing it sooner would leave the parts not yet stopped
+        // running, holding the clusters' fixed addresses.
+        let deadline = Instant::now() + Duration::from_secs(90);
         while Instant::now() < deadline {
             if let Ok(Some(s)) = c.try_wait() {
                 if !s.success() {
