@@ -273,35 +273,7 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
 
     // An ordinary Deployment in the logical cluster runs in east, placed by the control
     // plane and carried by the chart's syncer.
-    kc.apply_stdin(
-        r#"
-apiVersion: v1
-kind: Namespace
-metadata: {name: shop, labels: {sluice.dev/cluster: east}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers:
-        - name: echo
-          image: sluice/echo
-          ports: [{containerPort: 8080}]
-          readinessProbe: {httpGet: {port: 8080, path: /ready}, periodSeconds: 1}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: shop}
-spec:
-  selector: {app: web}
-  ports: [{name: http, port: 80, targetPort: 8080}]
-"#,
-    );
+    kc.apply_stdin(support::clusterset::APP);
     let east = dev.kubectl("east");
     assert!(
         eventually(Duration::from_secs(90), || support::clusterset::available(

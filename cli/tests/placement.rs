@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use support::clusterset::{
-    Load, available, condition, deployment_exists, downstream_ns, ds, imported_ready, kill9,
+    APP, Load, available, condition, deployment_exists, downstream_ns, ds, imported_ready, kill9,
     vip_of_web,
 };
 use support::{DevUp, Kubectl, eventually};
@@ -23,35 +23,6 @@ use support::{DevUp, Kubectl, eventually};
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const WITHIN: Duration = Duration::from_secs(120);
-
-const APP: &str = r#"apiVersion: v1
-kind: Namespace
-metadata:
-  name: shop
-  labels: {sluice.dev/cluster: east}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers:
-      - name: echo
-        image: sluice/echo
-        ports: [{name: http, containerPort: 8080}]
-        readinessProbe: {httpGet: {port: http, path: /ready}, periodSeconds: 1}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: shop}
-spec:
-  selector: {app: web}
-  ports: [{name: http, port: 80, targetPort: http}]
-"#;
 
 #[test]
 fn apply_run_roll_out_and_move_without_losing_availability() {

@@ -85,6 +85,20 @@ pub fn descriptor(name: &str, index: u8, a: &Addresses<'_>) -> serde_json::Value
     })
 }
 
+/// Write cluster `name`'s descriptor, `<state>/clusters/<name>.json`.
+fn write_descriptor(
+    state: &Path,
+    name: &str,
+    index: u8,
+    a: &Addresses<'_>,
+) -> Result<(), DevUpError> {
+    std::fs::write(
+        state.join("clusters").join(format!("{name}.json")),
+        serde_json::to_vec_pretty(&descriptor(name, index, a))?,
+    )
+    .map_err(io(format!("writing cluster {name}'s descriptor")))
+}
+
 /// Where the parts' own output goes: one file per part in `<state>/logs/`, or the
 /// terminal with `--verbose`.
 struct Logs {
@@ -462,17 +476,17 @@ async fn up_bare(cfg: &DevUpConfig, mut children: Children) -> Result<DevUp, Dev
         let (dns, gateway, ingress) = planned_addresses(index);
         start_node_agent(&mut children, cfg, name, index, &kubeconfig, &dns)?;
         let addr = api.trim_start_matches("https://").to_string();
-        let addresses = Addresses {
-            api: &addr,
-            dns: &dns,
-            gateway: &gateway,
-            ingress: &ingress,
-        };
-        std::fs::write(
-            cfg.state.join("clusters").join(format!("{name}.json")),
-            serde_json::to_vec_pretty(&descriptor(name, index, &addresses))?,
-        )
-        .map_err(io(format!("writing cluster {name}'s descriptor")))?;
+        write_descriptor(
+            &cfg.state,
+            name,
+            index,
+            &Addresses {
+                api: &addr,
+                dns: &dns,
+                gateway: &gateway,
+                ingress: &ingress,
+            },
+        )?;
         summary.push(format!(
             "  {name:<8} API {api}  kubeconfig {}  (DNS to come on {dns}, gateway on {gateway})",
             kubeconfig.display()
@@ -569,17 +583,17 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
         let (gateway, admin, ingress) =
             start_dataplane(&mut children, bin, &cfg.state, name, index, &kubeconfig)?;
         let addr = api.trim_start_matches("https://").to_string();
-        let addresses = Addresses {
-            api: &addr,
-            dns: &dns,
-            gateway: &gateway,
-            ingress: &ingress,
-        };
-        std::fs::write(
-            clusters_dir.join(format!("{name}.json")),
-            serde_json::to_vec_pretty(&descriptor(name, index, &addresses))?,
-        )
-        .map_err(io(format!("writing cluster {name}'s descriptor")))?;
+        write_descriptor(
+            &cfg.state,
+            name,
+            index,
+            &Addresses {
+                api: &addr,
+                dns: &dns,
+                gateway: &gateway,
+                ingress: &ingress,
+            },
+        )?;
         summary.push(format!(
             "  {name:<8} API {api}  DNS {dns}  gateway {gateway}  ingress {ingress}  kubeconfig {}",
             kubeconfig.display()

@@ -5,6 +5,37 @@ use std::process::{Child, Command, Stdio};
 
 use super::{Kubectl, sluice_bin};
 
+/// The sample app: `web` (two `sluice/echo` replicas and a Service on port 80) in
+/// namespace `shop` of the root logical cluster, placed on `east`.
+pub const APP: &str = r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels: {sluice.dev/cluster: east}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: echo
+        image: sluice/echo
+        ports: [{name: http, containerPort: 8080}]
+        readinessProbe: {httpGet: {port: http, path: /ready}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+"#;
+
 /// The downstream namespace of `shop` in the root logical cluster.
 pub fn downstream_ns() -> String {
     sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), "shop")
