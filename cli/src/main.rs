@@ -131,6 +131,21 @@ enum Command {
         audit_log_keep: usize,
         #[command(flatten)]
         etcd: EtcdArgs,
+        /// Read the CA, tokens and signing key from this directory (made by `sluice pki`,
+        /// e.g. a mounted Secret) and never write to it; else they live in --data-dir.
+        #[arg(long)]
+        pki_dir: Option<PathBuf>,
+        /// More names or addresses for the serving certificate (a Service's DNS names, a
+        /// load balancer's address); comma-separated or repeated.
+        #[arg(long, value_delimiter = ',')]
+        tls_san: Vec<String>,
+    },
+    /// Make a control plane's credentials (CA, ServiceAccount signing key, admin and
+    /// syncer-logs tokens) in a directory, for `sluice control --pki-dir` and
+    /// `sluice kubeconfig`. What is there already is kept.
+    Pki {
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Run a local clusterset.
     Dev {
@@ -389,6 +404,15 @@ enum Command {
         /// certificate that reads only what is placed on it).
         #[arg(long, conflicts_with = "workspace")]
         syncer: Option<String>,
+        /// Instead: the identity of a part of the clusterset, `dataplane`, `dns` or `mcs`
+        /// (a client certificate that reads the registry of clusters, and Ingresses where
+        /// that part serves them).
+        #[arg(long, conflicts_with_all = ["workspace", "syncer"])]
+        component: Option<sluice_control::rbac::clusterset::Component>,
+        /// The server's URL (`https://host:port`), for a directory of `sluice pki`;
+        /// by default the `server.url` the server wrote into --data-dir.
+        #[arg(long)]
+        server: Option<String>,
     },
 }
 
@@ -516,10 +540,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             audit_log_max_mb,
             audit_log_keep,
             etcd,
+            pki_dir,
+            tls_san,
         } => {
             init_tracing();
             let mut config = sluice_control::Config::new(data_dir, listen);
             config.etcd = etcd.config();
+            config.pki_dir = pki_dir;
+            config.tls_sans = tls_san;
             config.audit = audit_log.map(|path| sluice_control::audit::AuditConfig {
                 path,
                 max_bytes: audit_log_max_mb.saturating_mul(1024 * 1024),
@@ -1058,25 +1086,37 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 info.groups.unwrap_or_default().join(",")
             );
         }
-        Command::Kubeconfig {
-            data_dir,
-            workspace,
-            syncer: Some(cluster),
-        } => {
-            let _ = workspace;
-            let cluster = sluice_api::ClusterName::new(cluster);
-            print!(
-                "{}",
-                sluice_control::syncer_kubeconfig(&data_dir, &cluster)?
-            );
+        Command::Pki { out } => {
+            sluice_control::pki::Pki::create_credentials(&out)?;
+            for f in sluice_control::pki::CREDENTIAL_FILES {
+                println!("{}", out.join(f).display());
+            }
         }
         Command::Kubeconfig {
             data_dir,
             workspace,
-            syncer: None,
+            syncer,
+            component,
+            server,
         } => {
-            let path: sluice_control::KubeconfigScope = workspace.parse().context("--workspace")?;
-            print!("{}", sluice_control::kubeconfig_for(&data_dir, &path)?);
+            let source = sluice_control::KubeconfigSource {
+                dir: &data_dir,
+                server: server.as_deref(),
+            };
+            match (syncer, component) {
+                (Some(cluster), _) => {
+                    let cluster = sluice_api::ClusterName::new(cluster);
+                    print!("{}", sluice_control::syncer_kubeconfig(&source, &cluster)?);
+                }
+                (None, Some(part)) => {
+                    print!("{}", sluice_control::component_kubeconfig(&source, part)?);
+                }
+                (None, None) => {
+                    let path: sluice_control::KubeconfigScope =
+                        workspace.parse().context("--workspace")?;
+                    print!("{}", sluice_control::kubeconfig_for(&source, &path)?);
+                }
+            }
         }
     }
     Ok(())

@@ -11,7 +11,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Control, DevUp, Kubectl, eventually, kubectls, sluice_bin};
+use sluice_test_support::etcd::{Etcd, free_port};
+use support::{DevUp, Kubectl, eventually, kubectls, sluice_bin};
 
 /// `dev up` uses fixed addresses: one clusterset at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -71,6 +72,11 @@ fn charts_lint_clean_and_carry_the_crds_the_binary_serves() {
     for (name, values) in [
         ("sluice-agent", json!({"cluster": "east"})),
         ("sluice-mcs", json!({})),
+        ("sluice-control", json!({})),
+        (
+            "sluice-control",
+            json!({"replicas": 3, "storage": {"type": "etcd"}, "etcd": {"endpoints": ["https://etcd:2379"], "tlsSecretName": "etcd-client"}}),
+        ),
     ] {
         let report = helm(&["lint", chart(name).to_str().unwrap(), &values.to_string()])
             .unwrap_or_else(|e| panic!("lint {name}: {e}"));
@@ -106,19 +112,50 @@ fn charts_lint_clean_and_carry_the_crds_the_binary_serves() {
     );
 }
 
+/// A control plane installed from its chart: the credentials directory its Secret was
+/// made from, where it answers, and an admin kubeconfig made from the two.
+struct ControlPlane {
+    pki: PathBuf,
+    url: String,
+    kubeconfig: PathBuf,
+}
+
+impl ControlPlane {
+    /// `sluice kubeconfig --data-dir <pki> --server <url> [extra]`, as NOTES.txt says.
+    fn kubeconfig(pki: &Path, url: &str, extra: &[&str]) -> Vec<u8> {
+        let out = Command::new(sluice_bin())
+            .args(["kubeconfig", "--data-dir"])
+            .arg(pki)
+            .args(["--server", url])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        out.stdout
+    }
+}
+
 /// The control plane's credentials and the tunnel certificates of `cluster`, as Secrets
 /// in `sluice-system` of that cluster.
-fn secrets_for(k: &Kubectl, control: &Control, tunnel: &Path, cluster: &str) {
-    let syncer = Command::new(sluice_bin())
-        .args(["kubeconfig", "--data-dir"])
-        .arg(&control.dir)
-        .args(["--syncer", cluster])
-        .output()
-        .unwrap();
-    assert!(syncer.status.success());
+fn secrets_for(k: &Kubectl, control: &ControlPlane, tunnel: &Path, cluster: &str) {
+    // Each part's own identity on the control plane.
     let dir = tempfile::tempdir().unwrap();
-    let syncer_path = dir.path().join("syncer.kubeconfig");
-    std::fs::write(&syncer_path, &syncer.stdout).unwrap();
+    for (part, extra) in [
+        ("syncer", ["--syncer", cluster]),
+        ("dataplane", ["--component", "dataplane"]),
+        ("dns", ["--component", "dns"]),
+    ] {
+        std::fs::write(
+            dir.path().join(format!("{part}.kubeconfig")),
+            ControlPlane::kubeconfig(&control.pki, &control.url, &extra),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        control.pki.join("syncer-logs.token"),
+        dir.path().join("logs.token"),
+    )
+    .unwrap();
     k.ok(&["create", "namespace", "sluice-system"]);
     k.ok(&[
         "-n",
@@ -127,15 +164,7 @@ fn secrets_for(k: &Kubectl, control: &Control, tunnel: &Path, cluster: &str) {
         "secret",
         "generic",
         "sluice-control-plane",
-        &format!("--from-file=syncer.kubeconfig={}", syncer_path.display()),
-        &format!(
-            "--from-file=control.kubeconfig={}",
-            control.kubeconfig.display()
-        ),
-        &format!(
-            "--from-file=logs.token={}",
-            control.dir.join("syncer-logs.token").display()
-        ),
+        &format!("--from-file={}", dir.path().display()),
     ]);
     k.ok(&[
         "-n",
@@ -175,12 +204,265 @@ fn register(control: &Kubectl, state: &Path, clusters: &[&str]) {
     }
 }
 
+/// The control plane from its chart, in east's namespace `sluice-control`, on east's node
+/// address (host network), with credentials from `sluice pki` and `values` besides.
+/// Returns it with the values it was installed with.
+fn install_control_plane(
+    east: &Kubectl,
+    east_kubeconfig: &Path,
+    dir: &Path,
+    values: Value,
+) -> (ControlPlane, Value) {
+    let pki = dir.join("pki");
+    let made = Command::new(sluice_bin())
+        .args(["pki", "--out"])
+        .arg(&pki)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    east.ok(&["create", "namespace", "sluice-control"]);
+    east.ok(&[
+        "-n",
+        "sluice-control",
+        "create",
+        "secret",
+        "generic",
+        "sluice-control-pki",
+        &format!("--from-file={}", pki.display()),
+    ]);
+    // East's node address (`dev up`: 127.(20+i).0.1), where a host-network Pod listens.
+    let node = "127.20.0.1";
+    let port = std::net::TcpListener::bind((node, 0))
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let mut values = values;
+    values["hostNetwork"] = json!(true);
+    values["port"] = json!(port);
+    if let Err(e) = helm(&[
+        "install",
+        east_kubeconfig.to_str().unwrap(),
+        "sluice-control",
+        "control",
+        chart("sluice-control").to_str().unwrap(),
+        &values.to_string(),
+    ]) {
+        let pods = east.run(&["-n", "sluice-control", "get", "pods,pvc", "-o", "yaml"]);
+        let logs = east.run(&["-n", "sluice-control", "logs", "deployment/control"]);
+        panic!(
+            "install the control plane: {e}\n{}\n{}{}",
+            String::from_utf8_lossy(&pods.stdout),
+            String::from_utf8_lossy(&logs.stdout),
+            String::from_utf8_lossy(&logs.stderr)
+        );
+    }
+    let url = format!("https://{node}:{port}");
+    let kubeconfig = dir.join("admin.kubeconfig");
+    std::fs::write(&kubeconfig, ControlPlane::kubeconfig(&pki, &url, &[])).unwrap();
+    (
+        ControlPlane {
+            pki,
+            url,
+            kubeconfig,
+        },
+        values,
+    )
+}
+
+/// The UIDs of the control plane's pods in east.
+fn control_pods(east: &Kubectl) -> String {
+    east.ok(&[
+        "-n",
+        "sluice-control",
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/instance=control",
+        "-o",
+        "jsonpath={.items[*].metadata.uid}",
+    ])
+}
+
+/// `helm upgrade` of the control chart with `values`; waits until one new pod replaced
+/// the old one.
+fn upgrade_control_plane(east: &Kubectl, east_kubeconfig: &Path, values: &Value) {
+    let before = control_pods(east);
+    helm(&[
+        "upgrade",
+        east_kubeconfig.to_str().unwrap(),
+        "sluice-control",
+        "control",
+        chart("sluice-control").to_str().unwrap(),
+        &values.to_string(),
+    ])
+    .unwrap();
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            let now = control_pods(east);
+            !now.is_empty() && now != before && !now.contains(' ')
+        }),
+        "the control plane's pod was not replaced"
+    );
+}
+
+#[test]
+fn control_chart_keeps_the_embedded_store_on_its_claim() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start_with("east", &["--bare"]);
+    let dir = tempfile::tempdir().unwrap();
+    let east = dev.kubectl("east");
+    let east_kubeconfig = dev.state.join("clusters").join("east.kubeconfig");
+    // The chart's defaults: the embedded store on a PersistentVolumeClaim.
+    let (control, values) = install_control_plane(&east, &east_kubeconfig, dir.path(), json!({}));
+    assert_eq!(
+        east.ok(&[
+            "-n",
+            "sluice-control",
+            "get",
+            "pvc",
+            "control-data",
+            "-o",
+            "jsonpath={.status.phase}"
+        ]),
+        "Bound"
+    );
+    let kc = Kubectl::new(
+        &kubectls().remove(0),
+        &control.kubeconfig,
+        &dir.path().join("cache-control"),
+    );
+    kc.ok(&["create", "namespace", "kept"]);
+    kc.ok(&[
+        "-n",
+        "kept",
+        "create",
+        "configmap",
+        "kept",
+        "--from-literal=a=b",
+    ]);
+
+    // A new pod on the same claim: what the old one stored is there.
+    let mut values = values;
+    values["auditLog"] = json!({"enabled": true});
+    upgrade_control_plane(&east, &east_kubeconfig, &values);
+    assert!(
+        eventually(Duration::from_secs(60), || kc
+            .run(&[
+                "-n",
+                "kept",
+                "get",
+                "configmap",
+                "kept",
+                "-o",
+                "jsonpath={.data.a}"
+            ])
+            .stdout
+            == b"b"),
+        "the control plane lost what it stored when its pod was replaced"
+    );
+
+    // The chart's claim goes with the release.
+    helm(&[
+        "uninstall",
+        east_kubeconfig.to_str().unwrap(),
+        "sluice-control",
+        "control",
+    ])
+    .unwrap();
+    let left = east.ok(&[
+        "get",
+        "deployments,replicasets,pods,services,serviceaccounts,persistentvolumeclaims",
+        "-A",
+        "-l",
+        "app.kubernetes.io/instance=control",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(left.trim(), "", "left behind by the control chart");
+}
+
 #[test]
 fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start_with("east,west", &["--bare"]);
     let dir = tempfile::tempdir().unwrap();
-    let control = Control::start(&dir.path().join("control"), &[]);
+    let east = dev.kubectl("east");
+    let east_kubeconfig = dev.state.join("clusters").join("east.kubeconfig");
+
+    // A value the schema refuses never reaches a cluster: Helm's own message says why.
+    for (name, bad, says) in [
+        ("sluice-agent", json!({"cluster": "East_1"}), "/cluster"),
+        (
+            "sluice-agent",
+            json!({"cluster": "east", "dns": {"port": 70000}}),
+            "/dns/port",
+        ),
+        (
+            "sluice-agent",
+            json!({"cluster": "east", "tunnel": {"secretName": "t", "transport": "carrier-pigeon"}}),
+            "/tunnel/transport",
+        ),
+        (
+            "sluice-agent",
+            json!({"cluster": "east", "typo": true}),
+            "typo",
+        ),
+        // Replicas share one store only in etcd.
+        ("sluice-control", json!({"replicas": 2}), "/storage/type"),
+        (
+            "sluice-control",
+            json!({"storage": {"type": "etcd"}}),
+            "/etcd/endpoints",
+        ),
+    ] {
+        let err = helm(&[
+            "install",
+            east_kubeconfig.to_str().unwrap(),
+            "sluice-system",
+            "refused",
+            chart(name).to_str().unwrap(),
+            &bad.to_string(),
+        ])
+        .unwrap_err();
+        assert!(
+            err.contains("values don't meet the specifications of the schema")
+                && err.contains(says),
+            "{name} {bad}: {err}"
+        );
+    }
+    // Refused before anything was written: no release, no object.
+    assert_eq!(
+        east.ok(&[
+            "get",
+            "secrets,serviceaccounts",
+            "-A",
+            "-l",
+            "owner=helm",
+            "-o",
+            "name"
+        ]),
+        ""
+    );
+
+    // The control plane from its chart, on a real etcd (the chart's etcd option).
+    let etcd = Etcd::start_member(
+        "charts",
+        &dir.path().join("etcd"),
+        free_port(),
+        free_port(),
+        None,
+    );
+    etcd.wait_healthy(Duration::from_secs(60));
+    let (control, control_values) = install_control_plane(
+        &east,
+        &east_kubeconfig,
+        dir.path(),
+        json!({
+            "storage": {"type": "etcd"},
+            "etcd": {"endpoints": [etcd.url], "prefix": "/charts/"},
+            "auditLog": {"enabled": true},
+        }),
+    );
     let tunnel = dir.path().join("tunnel");
     let certs = Command::new(sluice_bin())
         .args([
@@ -202,50 +484,6 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
         &dir.path().join("cache-control"),
     );
     register(&kc, &dev.state, &["east", "west"]);
-
-    // A value the schema refuses never reaches a cluster: Helm's own message says why.
-    let kubeconfig = dev.state.join("clusters").join("east.kubeconfig");
-    for (bad, says) in [
-        (json!({"cluster": "East_1"}), "/cluster"),
-        (
-            json!({"cluster": "east", "dns": {"port": 70000}}),
-            "/dns/port",
-        ),
-        (
-            json!({"cluster": "east", "tunnel": {"secretName": "t", "transport": "carrier-pigeon"}}),
-            "/tunnel/transport",
-        ),
-        (json!({"cluster": "east", "typo": true}), "typo"),
-    ] {
-        let err = helm(&[
-            "install",
-            kubeconfig.to_str().unwrap(),
-            "sluice-system",
-            "agent",
-            chart("sluice-agent").to_str().unwrap(),
-            &bad.to_string(),
-        ])
-        .unwrap_err();
-        assert!(
-            err.contains("values don't meet the specifications of the schema")
-                && err.contains(says),
-            "{bad}: {err}"
-        );
-    }
-    // Refused before anything was written: no release, no object.
-    let east = dev.kubectl("east");
-    assert_eq!(
-        east.ok(&[
-            "get",
-            "secrets,serviceaccounts",
-            "-A",
-            "-l",
-            "owner=helm",
-            "-o",
-            "name"
-        ]),
-        ""
-    );
 
     for cluster in ["east", "west"] {
         let k = dev.kubectl(cluster);
@@ -274,7 +512,6 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
     // An ordinary Deployment in the logical cluster runs in east, placed by the control
     // plane and carried by the chart's syncer.
     kc.apply_stdin(support::clusterset::APP);
-    let east = dev.kubectl("east");
     assert!(
         eventually(Duration::from_secs(90), || support::clusterset::available(
             &east
@@ -309,7 +546,21 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
         "sluice-mcs-members",
         &format!("--from-file={}", members.path().display()),
     ]);
-    let east_kubeconfig = dev.state.join("clusters").join("east.kubeconfig");
+    let mcs = dir.path().join("mcs.kubeconfig");
+    std::fs::write(
+        &mcs,
+        ControlPlane::kubeconfig(&control.pki, &control.url, &["--component", "mcs"]),
+    )
+    .unwrap();
+    east.ok(&[
+        "-n",
+        "sluice-system",
+        "create",
+        "secret",
+        "generic",
+        "sluice-mcs-control-plane",
+        &format!("--from-file={}", mcs.display()),
+    ]);
     helm(&[
         "install",
         east_kubeconfig.to_str().unwrap(),
@@ -347,6 +598,90 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
         vip(),
         "{dig:?}"
     );
+
+    // The MCS controller reported on each member with its own identity (a status patch).
+    for cluster in ["east", "west"] {
+        assert!(
+            eventually(Duration::from_secs(60), || kc
+                .ok(&[
+                    "get",
+                    "clusters.sluice.dev",
+                    cluster,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"MCSMember\")].status}",
+                ])
+                .trim()
+                == "True"),
+            "{cluster} is not an MCS member"
+        );
+    }
+    // Each part spoke to the control plane as itself, and was never refused (its audit
+    // log, in the pod's data volume on east's node).
+    let volumes = dev.state.join("clusters").join("east").join("volumes");
+    let mut audit = String::new();
+    for pod in std::fs::read_dir(&volumes).unwrap() {
+        let log = pod.unwrap().path().join("data").join("audit.log");
+        audit.push_str(&std::fs::read_to_string(&log).unwrap_or_default());
+    }
+    let events: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let users: std::collections::BTreeSet<&str> =
+        events.iter().filter_map(|e| e["user"].as_str()).collect();
+    for user in [
+        "system:sluice:syncer:east",
+        "system:sluice:syncer:west",
+        "system:sluice:component:dataplane",
+        "system:sluice:component:dns",
+        "system:sluice:component:mcs",
+    ] {
+        assert!(users.contains(user), "no request as {user}: {users:?}");
+    }
+    let refused: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            e["user"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("system:sluice:"))
+                && (e["code"] == 401 || e["code"] == 403)
+        })
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "refused by the control plane: {refused:#?}"
+    );
+    // And an identity reaches no further than its part needs.
+    let dns_kubeconfig = dir.path().join("dns.kubeconfig");
+    std::fs::write(
+        &dns_kubeconfig,
+        ControlPlane::kubeconfig(&control.pki, &control.url, &["--component", "dns"]),
+    )
+    .unwrap();
+    let as_dns = Kubectl::new(
+        &kubectls().remove(0),
+        &dns_kubeconfig,
+        &dir.path().join("cache-dns"),
+    );
+    for args in [
+        &["get", "secrets", "-A"][..],
+        &["-n", "shop", "get", "deployments"][..],
+        &[
+            "patch",
+            "clusters.sluice.dev",
+            "east",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"gateways":[]}}"#,
+        ][..],
+    ] {
+        let out = as_dns.run(args);
+        assert!(
+            !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("Forbidden"),
+            "dns {args:?}: {out:?}"
+        );
+    }
+    assert!(as_dns.run(&["get", "clusters.sluice.dev"]).status.success());
 
     // An upgrade that changes one part's values rolls that part's pods, not the others'.
     let pods = |k: &Kubectl, component: &str| {
@@ -428,6 +763,59 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
         "the new DNS pod is not ready on its new admin port"
     );
 
+    // The control plane's upgrade replaces its pod. What it stores is in etcd and stays:
+    // the logical cluster still holds web, and web still answers in west.
+    let mut values = control_values.clone();
+    values["etcd"]["compactionIntervalSeconds"] = json!(600);
+    upgrade_control_plane(&east, &east_kubeconfig, &values);
+    assert!(
+        eventually(Duration::from_secs(60), || kc
+            .run(&["-n", "shop", "get", "deployment", "web"])
+            .status
+            .success()),
+        "the logical cluster lost web when the control plane's pod was replaced"
+    );
+    assert_eq!(
+        support::http_get(&vip(), 80, "/").map(|a| a["cluster"].clone()),
+        Some(json!("east")),
+        "web no longer answers in west"
+    );
+
+    // The job itself, done by the charts' parts: east drains, web moves to west, and a
+    // consumer in west through west's VIP sees no request fail. (The dataplanes report
+    // the shifting traffic on the namespaces: their `patch`.)
+    let load = support::clusterset::Load::start("http1", &format!("{}:80", vip()), 3600, None);
+    let out = Command::new(sluice_bin())
+        .args([
+            "drain",
+            "east",
+            "--wait",
+            "--timeout",
+            "300",
+            "--kubeconfig",
+        ])
+        .arg(&control.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "drain: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        eventually(Duration::from_secs(90), || support::http_get(
+            &vip(),
+            80,
+            "/"
+        )
+        .is_some_and(|a| a["cluster"] == "west")),
+        "web is not served from west after the drain"
+    );
+    let counted = load.stop();
+    assert_eq!(counted.failed, 0, "during the drain: {}", counted.failures);
+    assert!(counted.ok >= 100, "only {} answered", counted.ok);
+
     // Every part reached its API server as its own ServiceAccount, and none was ever
     // refused: a permission missing from a chart shows here.
     for cluster in ["east", "west"] {
@@ -462,6 +850,13 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
             })
             .collect();
         assert!(refused.is_empty(), "{cluster}: refused: {refused:#?}");
+        // The control plane mounts no token: it asks its cluster nothing.
+        assert!(
+            !users
+                .iter()
+                .any(|u| u.starts_with("system:serviceaccount:sluice-control:")),
+            "{cluster}: the control plane used its ServiceAccount: {users:?}"
+        );
     }
 
     // Uninstalling leaves no object of the charts behind.
@@ -472,6 +867,13 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
         "mcs",
     ])
     .unwrap();
+    helm(&[
+        "uninstall",
+        east_kubeconfig.to_str().unwrap(),
+        "sluice-control",
+        "control",
+    ])
+    .unwrap();
     for (k, kubeconfig) in [(&east, &east_kubeconfig), (&west, &west_kubeconfig)] {
         helm(&[
             "uninstall",
@@ -480,10 +882,10 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
             "agent",
         ])
         .unwrap();
-        for instance in ["agent", "mcs"] {
+        for instance in ["agent", "mcs", "control"] {
             let left = k.ok(&[
                 "get",
-                "deployments,replicasets,pods,services,serviceaccounts,roles,rolebindings,clusterroles,clusterrolebindings",
+                "deployments,replicasets,pods,services,serviceaccounts,roles,rolebindings,clusterroles,clusterrolebindings,persistentvolumeclaims",
                 "-A",
                 "-l",
                 &format!("app.kubernetes.io/instance={instance}"),
@@ -492,16 +894,7 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
             ]);
             assert_eq!(left.trim(), "", "left behind by {instance}");
         }
-        let releases = k.ok(&[
-            "-n",
-            "sluice-system",
-            "get",
-            "secrets",
-            "-l",
-            "owner=helm",
-            "-o",
-            "name",
-        ]);
+        let releases = k.ok(&["get", "secrets", "-A", "-l", "owner=helm", "-o", "name"]);
         assert_eq!(releases.trim(), "", "release records left behind");
     }
 }

@@ -70,6 +70,13 @@ pub struct Config {
     pub audit: Option<audit::AuditConfig>,
     /// Keep objects in etcd instead of the embedded store in the data directory.
     pub etcd: Option<storage::EtcdConfig>,
+    /// Read the CA, tokens and signing key from here, never writing to it (a mounted
+    /// Secret shared by replicas, made by `sluice pki`), instead of keeping them in the
+    /// data directory.
+    pub pki_dir: Option<PathBuf>,
+    /// Names and addresses the serving certificate carries besides the listen address and
+    /// loopback (a Service's DNS names, a load balancer's address).
+    pub tls_sans: Vec<String>,
 }
 
 impl Config {
@@ -84,6 +91,8 @@ impl Config {
             pod_logs_dir: None,
             audit: None,
             etcd: None,
+            pki_dir: None,
+            tls_sans: Vec::new(),
         }
     }
 }
@@ -100,6 +109,8 @@ pub enum ControlError {
     TokenFile(#[from] auth::TokenFileError),
     #[error("{0}: {1}")]
     Io(PathBuf, std::io::Error),
+    #[error("{0}: not a server URL (https://host:port)")]
+    ServerUrl(String),
     #[error("the controllers' client: {0}")]
     Client(#[source] sluice_kube::ClientError),
 }
@@ -152,10 +163,12 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         .local_addr()
         .map_err(|e| ControlError::Bind(config.listen, e))?;
     let host = server_host(addr);
-    let pki = Pki::load_or_create(
-        &config.data_dir,
-        &[host.trim_matches(['[', ']']).to_string()],
-    )?;
+    let mut hosts = vec![host.trim_matches(['[', ']']).to_string()];
+    hosts.extend(config.tls_sans.iter().cloned());
+    let pki = match &config.pki_dir {
+        Some(dir) => Pki::load(dir, &hosts)?,
+        None => Pki::load_or_create(&config.data_dir, &hosts)?,
+    };
     let tls = Arc::new(pki.server_config()?);
     let signer = auth::service_account::TokenSigner::from_pkcs8(&pki.service_account_key_der)
         .map_err(|e| {
@@ -329,16 +342,38 @@ impl std::str::FromStr for KubeconfigScope {
     }
 }
 
+/// Where kubeconfigs made away from the server get their credentials and URL.
+pub struct KubeconfigSource<'a> {
+    /// A data directory, or a credentials directory of `sluice pki`.
+    pub dir: &'a Path,
+    /// The server's URL (`https://host:port`); when absent, the `server.url` the server
+    /// wrote into its data directory.
+    pub server: Option<&'a str>,
+}
+
+impl KubeconfigSource<'_> {
+    fn url(&self) -> Result<String, ControlError> {
+        match self.server {
+            Some(s) if s.starts_with("https://") && s.len() > "https://".len() => {
+                Ok(s.trim_end_matches('/').to_string())
+            }
+            Some(s) => Err(ControlError::ServerUrl(s.to_string())),
+            None => std::fs::read_to_string(self.dir.join("server.url"))
+                .map(|u| u.trim().to_string())
+                .map_err(|e| ControlError::Io(self.dir.join("server.url"), e)),
+        }
+    }
+}
+
 /// A kubeconfig for the syncer of physical cluster `cluster`: its own identity (a client
 /// certificate for `system:sluice:syncer:<cluster>` in `system:sluice:syncers`, signed by the
 /// CA in `dir`), which reads only what is placed on that cluster ([`rbac::syncer`]).
 pub fn syncer_kubeconfig(
-    dir: &Path,
+    source: &KubeconfigSource<'_>,
     cluster: &sluice_api::ClusterName,
 ) -> Result<String, ControlError> {
-    let url = std::fs::read_to_string(dir.join("server.url"))
-        .map_err(|e| ControlError::Io(dir.join("server.url"), e))?;
-    let pki = Pki::load_or_create(dir, &[])?;
+    let url = source.url()?;
+    let pki = Pki::load(source.dir, &[])?;
     let user = format!("{}{cluster}", rbac::syncer::USER_PREFIX);
     let (cert, key) = pki.issue_client_cert(&user, &[rbac::syncer::GROUP])?;
     Ok(pki::kubeconfig_with_cert(
@@ -350,12 +385,35 @@ pub fn syncer_kubeconfig(
     ))
 }
 
+/// A kubeconfig for part `component` of the clusterset (root, a client certificate for
+/// its own identity, [`rbac::clusterset`]): it reads the registry, and the Ingresses
+/// across logical clusters where that part serves them.
+pub fn component_kubeconfig(
+    source: &KubeconfigSource<'_>,
+    component: rbac::clusterset::Component,
+) -> Result<String, ControlError> {
+    let url = source.url()?;
+    let pki = Pki::load(source.dir, &[])?;
+    let (cert, key) = pki.issue_client_cert(&component.user(), &[rbac::clusterset::GROUP])?;
+    Ok(pki::kubeconfig_with_cert(
+        &format!("{url}/clusters/root"),
+        &pki.ca_cert_pem,
+        &format!("sluice-{}", component.name()),
+        &cert,
+        &key,
+    ))
+}
+
 /// A kubeconfig for logical cluster `scope` of the server whose data directory is `dir`.
-pub fn kubeconfig_for(dir: &Path, scope: &KubeconfigScope) -> Result<String, ControlError> {
+pub fn kubeconfig_for(
+    source: &KubeconfigSource<'_>,
+    scope: &KubeconfigScope,
+) -> Result<String, ControlError> {
+    let dir = source.dir;
     let read = |name: &str| {
         std::fs::read_to_string(dir.join(name)).map_err(|e| ControlError::Io(dir.join(name), e))
     };
-    let url = read("server.url")?;
+    let url = source.url()?;
     let ca = read("ca.crt")?;
     let token = read("admin.token")?;
     let (path, context) = match scope {

@@ -17,6 +17,8 @@ pub enum PkiError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{path}: missing (make the credentials with `sluice pki --out DIR`)")]
+    Missing { path: PathBuf },
     #[error("certificate generation failed: {0}")]
     Rcgen(#[from] rcgen::Error),
     #[error("TLS configuration failed: {0}")]
@@ -81,18 +83,49 @@ fn random_token() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-impl Pki {
-    /// Load the CA, serving certificate and admin token from `dir`, creating what is
-    /// missing. The serving certificate is re-issued (by the same CA) when `hosts` are not
-    /// all among its names.
-    pub fn load_or_create(dir: &Path, hosts: &[String]) -> Result<Self, PkiError> {
-        std::fs::create_dir_all(dir).map_err(|source| PkiError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+/// Files of the credentials directory a chart-installed control plane mounts read-only
+/// (`sluice pki --out`): everything but the serving certificate.
+pub const CREDENTIAL_FILES: [&str; 5] = [
+    "ca.crt",
+    "ca.key",
+    "service-account.key",
+    "admin.token",
+    "syncer-logs.token",
+];
+
+/// How missing credentials are treated.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    Create,
+    Refuse,
+}
+
+/// The CA, tokens and ServiceAccount signing key: what every replica of one control
+/// plane must share.
+struct Credentials {
+    ca_cert_pem: String,
+    ca_key_pem: String,
+    admin_token: String,
+    syncer_logs_token: String,
+    service_account_key_der: Vec<u8>,
+}
+
+impl Credentials {
+    fn load(dir: &Path, missing: Missing) -> Result<Self, PkiError> {
+        let absent = |name: &str| PkiError::Missing {
+            path: dir.join(name),
+        };
+        if missing == Missing::Create {
+            std::fs::create_dir_all(dir).map_err(|source| PkiError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
         let (ca_cert_pem, ca_key_pem) =
             match (read(&dir.join("ca.crt"))?, read(&dir.join("ca.key"))?) {
                 (Some(c), Some(k)) => (c, k),
+                (None, _) if missing == Missing::Refuse => return Err(absent("ca.crt")),
+                (_, None) if missing == Missing::Refuse => return Err(absent("ca.key")),
                 _ => {
                     let key = KeyPair::generate()?;
                     let mut params = CertificateParams::new(Vec::<String>::new())?;
@@ -113,48 +146,10 @@ impl Pki {
                     (c, k)
                 }
             };
-        let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-        for h in hosts {
-            if !names.contains(h) {
-                names.push(h.clone());
-            }
-        }
-        let recorded = read(&dir.join("serving.hosts"))?.unwrap_or_default();
-        let covered = names.iter().all(|n| recorded.lines().any(|l| l == n));
-        let (serving_cert_pem, serving_key_pem) = match (
-            covered,
-            read(&dir.join("serving.crt"))?,
-            read(&dir.join("serving.key"))?,
-        ) {
-            (true, Some(c), Some(k)) => (c, k),
-            _ => {
-                let ca_key = KeyPair::from_pem(&ca_key_pem)?;
-                let issuer = Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key)?;
-                let key = KeyPair::generate()?;
-                let mut params = CertificateParams::new(Vec::<String>::new())?;
-                params
-                    .distinguished_name
-                    .push(DnType::CommonName, "sluice-control");
-                params.subject_alt_names = names
-                    .iter()
-                    .map(|n| match n.parse::<std::net::IpAddr>() {
-                        Ok(ip) => Ok(SanType::IpAddress(ip)),
-                        Err(_) => n.clone().try_into().map(SanType::DnsName),
-                    })
-                    .collect::<Result<_, _>>()?;
-                params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-                validity(&mut params, 365);
-                let cert = params.signed_by(&key, &issuer)?;
-                let (c, k) = (cert.pem(), key.serialize_pem());
-                write_private(&dir.join("serving.key"), &k)?;
-                write_private(&dir.join("serving.crt"), &c)?;
-                write_private(&dir.join("serving.hosts"), &names.join("\n"))?;
-                (c, k)
-            }
-        };
         let token_file = |name: &str| -> Result<String, PkiError> {
             match read(&dir.join(name))? {
                 Some(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+                _ if missing == Missing::Refuse => Err(absent(name)),
                 _ => {
                     let t = random_token();
                     write_private(&dir.join(name), &t)?;
@@ -166,6 +161,7 @@ impl Pki {
         let syncer_logs_token = token_file("syncer-logs.token")?;
         let sa_key = match read(&dir.join("service-account.key"))? {
             Some(pem) => KeyPair::from_pem(&pem)?,
+            None if missing == Missing::Refuse => return Err(absent("service-account.key")),
             None => {
                 let key = KeyPair::generate()?;
                 write_private(&dir.join("service-account.key"), &key.serialize_pem())?;
@@ -175,12 +171,97 @@ impl Pki {
         Ok(Self {
             ca_cert_pem,
             ca_key_pem,
+            admin_token,
+            syncer_logs_token,
+            service_account_key_der: sa_key.serialize_der(),
+        })
+    }
+
+    /// A serving certificate for `names`, signed by the CA.
+    fn issue_serving(&self, names: &[String]) -> Result<(String, String), PkiError> {
+        let ca_key = KeyPair::from_pem(&self.ca_key_pem)?;
+        let issuer = Issuer::from_ca_cert_pem(&self.ca_cert_pem, ca_key)?;
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "sluice-control");
+        params.subject_alt_names = names
+            .iter()
+            .map(|n| match n.parse::<std::net::IpAddr>() {
+                Ok(ip) => Ok(SanType::IpAddress(ip)),
+                Err(_) => n.clone().try_into().map(SanType::DnsName),
+            })
+            .collect::<Result<_, _>>()?;
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        validity(&mut params, 365);
+        let cert = params.signed_by(&key, &issuer)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+
+    fn into_pki(self, (serving_cert_pem, serving_key_pem): (String, String)) -> Pki {
+        Pki {
+            ca_cert_pem: self.ca_cert_pem,
+            ca_key_pem: self.ca_key_pem,
             serving_cert_pem,
             serving_key_pem,
-            admin_token,
-            service_account_key_der: sa_key.serialize_der(),
-            syncer_logs_token,
-        })
+            admin_token: self.admin_token,
+            service_account_key_der: self.service_account_key_der,
+            syncer_logs_token: self.syncer_logs_token,
+        }
+    }
+}
+
+/// The names a serving certificate carries: loopback, then `hosts` (no repeats).
+fn serving_names(hosts: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    for h in hosts {
+        if !names.contains(h) {
+            names.push(h.clone());
+        }
+    }
+    names
+}
+
+impl Pki {
+    /// Load the CA, serving certificate and admin token from `dir`, creating what is
+    /// missing. The serving certificate is re-issued (by the same CA) when `hosts` are not
+    /// all among its names.
+    pub fn load_or_create(dir: &Path, hosts: &[String]) -> Result<Self, PkiError> {
+        let creds = Credentials::load(dir, Missing::Create)?;
+        let names = serving_names(hosts);
+        let recorded = read(&dir.join("serving.hosts"))?.unwrap_or_default();
+        let covered = names.iter().all(|n| recorded.lines().any(|l| l == n));
+        let serving = match (
+            covered,
+            read(&dir.join("serving.crt"))?,
+            read(&dir.join("serving.key"))?,
+        ) {
+            (true, Some(c), Some(k)) => (c, k),
+            _ => {
+                let (c, k) = creds.issue_serving(&names)?;
+                write_private(&dir.join("serving.key"), &k)?;
+                write_private(&dir.join("serving.crt"), &c)?;
+                write_private(&dir.join("serving.hosts"), &names.join("\n"))?;
+                (c, k)
+            }
+        };
+        Ok(creds.into_pki(serving))
+    }
+
+    /// Credentials made elsewhere (`sluice pki`), read from `dir` without writing to it
+    /// (a mounted Secret); every file of [`CREDENTIAL_FILES`] must be there. The serving
+    /// certificate for `hosts` is issued anew, in memory.
+    pub fn load(dir: &Path, hosts: &[String]) -> Result<Self, PkiError> {
+        let creds = Credentials::load(dir, Missing::Refuse)?;
+        let serving = creds.issue_serving(&serving_names(hosts))?;
+        Ok(creds.into_pki(serving))
+    }
+
+    /// Make the shared credentials in `dir` (what is there already is kept): for control
+    /// plane replicas that mount them, and for kubeconfigs made away from the server.
+    pub fn create_credentials(dir: &Path) -> Result<(), PkiError> {
+        Credentials::load(dir, Missing::Create).map(|_| ())
     }
 
     /// A client certificate for `user` in `groups` (CN and O, as Kubernetes reads them).
@@ -281,5 +362,43 @@ mod tests {
         assert_ne!(a.serving_cert_pem, c.serving_cert_pem);
         assert!(c.server_config().is_ok());
         assert!(c.issue_client_cert("alice", &["dev"]).is_ok());
+    }
+
+    #[test]
+    fn credentials_made_elsewhere_are_read_without_writing() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            Pki::load(dir.path(), &[]),
+            Err(PkiError::Missing { .. })
+        ));
+        Pki::create_credentials(dir.path()).unwrap();
+        let files = |d: &Path| {
+            let mut v: Vec<String> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        let mut expected: Vec<String> = CREDENTIAL_FILES.iter().map(|f| f.to_string()).collect();
+        expected.sort();
+        assert_eq!(files(dir.path()), expected);
+        let a = Pki::load(dir.path(), &["sluice.example".into()]).unwrap();
+        assert_eq!(files(dir.path()), expected, "load wrote into the directory");
+        // Replicas loading the same credentials share the CA and tokens.
+        let b = Pki::load(dir.path(), &[]).unwrap();
+        assert_eq!(a.ca_cert_pem, b.ca_cert_pem);
+        assert_eq!(a.admin_token, b.admin_token);
+        assert_eq!(a.service_account_key_der, b.service_account_key_der);
+        assert!(a.server_config().is_ok());
+        // One file gone: refused, naming it.
+        std::fs::remove_file(dir.path().join("syncer-logs.token")).unwrap();
+        match Pki::load(dir.path(), &[]) {
+            Err(e @ PkiError::Missing { .. }) => {
+                assert!(e.to_string().contains("syncer-logs.token"), "{e}")
+            }
+            other => panic!("{:?}", other.err()),
+        }
     }
 }

@@ -226,7 +226,7 @@ fn start_dataplane(
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--control")
-        .arg(state.join("control.kubeconfig"))
+        .arg(state.join("components").join("dataplane.kubeconfig"))
         .arg("--tunnel-dir")
         .arg(state.join("tunnel"))
         .args([
@@ -280,6 +280,40 @@ async fn wait_ready(what: &str, addr: &str, within: Duration) -> Result<(), DevU
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Issue an identity of the control plane whose data directory is `control_dir`
+/// (`sluice kubeconfig --data-dir <control_dir> <args>`) into `path`, readable by its
+/// owner only.
+fn issue_identity(
+    bin: &Path,
+    control_dir: &Path,
+    args: &[&str],
+    path: &Path,
+) -> Result<(), DevUpError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let what = format!("issuing an identity ({})", args.join(" "));
+    let out = Command::new(bin)
+        .args(["kubeconfig", "--data-dir"])
+        .arg(control_dir)
+        .args(args)
+        .output()
+        .map_err(io(what.clone()))?;
+    if !out.status.success() {
+        return Err(DevUpError::Io(
+            what,
+            std::io::Error::other(String::from_utf8_lossy(&out.stderr).into_owned()),
+        ));
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(&out.stdout))
+        .map_err(io(what))
 }
 
 /// Start `sluice control ...` and return the URL from its first line.
@@ -553,6 +587,18 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
         cfg.state.join("control.kubeconfig"),
     )
     .map_err(io("copying the control plane's kubeconfig"))?;
+    // The dataplanes, DNS servers and the MCS controller read the control plane each
+    // with an identity of its own, allowed only what that part calls.
+    let components = cfg.state.join("components");
+    std::fs::create_dir_all(&components).map_err(io("creating the components' directory"))?;
+    for part in ["dataplane", "dns", "mcs"] {
+        issue_identity(
+            bin,
+            &control_dir,
+            &["--component", part],
+            &components.join(format!("{part}.kubeconfig")),
+        )?;
+    }
     // Tunnel certificates: a clusterset CA and one SPIFFE certificate per cluster.
     let certs = Command::new(bin)
         .args(["tunnel", "certs", "--clusterset", "sluice", "--clusters"])
@@ -577,7 +623,7 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
             name,
             index,
             &kubeconfig,
-            &cfg.state.join("control.kubeconfig"),
+            &components.join("dns.kubeconfig"),
         )?;
         start_node_agent(&mut children, cfg, name, index, &kubeconfig, &dns)?;
         let (gateway, admin, ingress) =
@@ -627,7 +673,9 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
         Command::new(bin)
             .arg("mcs")
             .arg("--control")
-            .arg(cfg.state.join("control.kubeconfig"))
+            .arg(components.join("mcs.kubeconfig"))
+            .arg("--kubeconfigs")
+            .arg(cfg.state.join("clusters"))
             .args(["--admin", "127.0.0.1:0"]),
         "mcs: running admin ",
     )?;
@@ -639,30 +687,7 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
     for (name, index, _, kubeconfig, _, _) in &apis {
         let what = format!("cluster {name} syncer");
         let identity = syncers_dir.join(format!("{name}.kubeconfig"));
-        let out = Command::new(bin)
-            .args(["kubeconfig", "--data-dir"])
-            .arg(&control_dir)
-            .args(["--syncer", name])
-            .output()
-            .map_err(io("issuing a syncer identity"))?;
-        if !out.status.success() {
-            return Err(DevUpError::Io(
-                "issuing a syncer identity".into(),
-                std::io::Error::other(String::from_utf8_lossy(&out.stderr).into_owned()),
-            ));
-        }
-        {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&identity)
-                .and_then(|mut f| f.write_all(&out.stdout))
-                .map_err(io("writing a syncer identity"))?;
-        }
+        issue_identity(bin, &control_dir, &["--syncer", name], &identity)?;
         let line = start_announcing(
             &mut children,
             &what,

@@ -58,12 +58,14 @@ impl Impersonation {
     }
 
     /// Whether it names an identity that reaches beyond one logical cluster:
-    /// `system:masters`, or a syncer.
+    /// `system:masters`, a syncer, or a part of the clusterset.
     pub fn is_privileged(&self) -> bool {
+        use crate::rbac::{clusterset, syncer};
         self.groups
             .iter()
-            .any(|g| g == super::ADMIN_GROUP || g == crate::rbac::syncer::GROUP)
-            || self.user.starts_with(crate::rbac::syncer::USER_PREFIX)
+            .any(|g| g == super::ADMIN_GROUP || g == syncer::GROUP || g == clusterset::GROUP)
+            || self.user.starts_with(syncer::USER_PREFIX)
+            || self.user.starts_with(clusterset::USER_PREFIX)
     }
 
     /// The permissions this impersonation needs.

@@ -78,11 +78,12 @@ pub fn check(
     query: &Query,
 ) -> ApiResult<()> {
     let syncer = rbac::syncer::cluster_of(user);
-    let cluster = match (&target.cluster, &syncer) {
-        (ClusterScope::One(c), _) => Some(c),
-        (ClusterScope::Wildcard, _) if user.is_admin() => return Ok(()),
-        (ClusterScope::Wildcard, Some(_)) => None,
-        (ClusterScope::Wildcard, None) => {
+    let component = rbac::clusterset::component_of(user);
+    let cluster = match (&target.cluster, &syncer, &component) {
+        (ClusterScope::One(c), _, _) => Some(c),
+        (ClusterScope::Wildcard, _, _) if user.is_admin() => return Ok(()),
+        (ClusterScope::Wildcard, Some(_), _) | (ClusterScope::Wildcard, _, Some(_)) => None,
+        (ClusterScope::Wildcard, None, None) => {
             return Err(ApiError::Forbidden(format!(
                 "User \"{}\" cannot list or watch across logical clusters",
                 user.name
@@ -124,8 +125,8 @@ pub fn check(
                 .unwrap_or(path),
         },
     };
-    let decision = match (&syncer, cluster) {
-        (Some(synced), _) => rbac::syncer::decide(
+    let decision = match (&syncer, component, cluster) {
+        (Some(synced), _, _) => rbac::syncer::decide(
             &state.store,
             synced,
             &action,
@@ -134,8 +135,9 @@ pub fn check(
                 label_selector: query.get("labelSelector"),
             },
         ),
-        (None, Some(c)) => state.rbac.decide(&state.store, c, user, &action),
-        (None, None) => Decision::NoOpinion,
+        (None, Some(part), cluster) => rbac::clusterset::decide(part, cluster, &action),
+        (None, None, Some(c)) => state.rbac.decide(&state.store, c, user, &action),
+        (None, None, None) => Decision::NoOpinion,
     };
     match decision {
         Decision::Allow => Ok(()),

@@ -4,6 +4,7 @@
 //! serves single-cluster mode, whose one cluster is `root`.
 
 pub mod bootstrap;
+pub mod clusterset;
 pub mod policy;
 pub mod rules;
 pub mod syncer;

@@ -4,7 +4,9 @@
 //! gracefully (SIGTERM, the grace period, then SIGKILL) before deleting the Pod for good.
 
 pub mod admin;
+pub mod claims;
 pub mod mounts;
+pub mod probe;
 pub mod process;
 pub mod service_account;
 pub mod volumes;

@@ -20,6 +20,7 @@ use tokio::sync::{Notify, watch};
 use sluice_kube::events::{EventType, Recorder, Regarding};
 
 use super::mounts::{self, Mount};
+use super::probe::probe;
 use super::{IpPool, NodeConfig, pod_value, service_account, volumes};
 
 const MAX_BACKOFF: Duration = Duration::from_secs(20);
@@ -287,57 +288,6 @@ async fn environment(
         env.push((name, value));
     }
     Ok(env)
-}
-
-fn port_of(c: &Value, port: &Value) -> Option<u16> {
-    match port {
-        Value::Number(n) => n.as_u64().and_then(|p| u16::try_from(p).ok()),
-        Value::String(name) => {
-            c["ports"].as_array()?.iter().find(|p| p["name"] == *name)?["containerPort"]
-                .as_u64()
-                .and_then(|p| u16::try_from(p).ok())
-        }
-        _ => None,
-    }
-}
-
-/// One probe attempt: httpGet (2xx/3xx), tcpSocket (connects) or exec (exits 0).
-async fn probe(probe: &Value, c: &Value, ip: Ipv4Addr) -> bool {
-    let timeout = Duration::from_secs(probe["timeoutSeconds"].as_u64().unwrap_or(1).max(1));
-    let attempt = async {
-        if let Some(h) = probe["httpGet"].as_object() {
-            let port = port_of(c, &h["port"])?;
-            let path = h.get("path").and_then(Value::as_str).unwrap_or("/");
-            let mut s = tokio::net::TcpStream::connect((ip, port)).await.ok()?;
-            s.write_all(
-                format!("GET {path} HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n")
-                    .as_bytes(),
-            )
-            .await
-            .ok()?;
-            let mut buf = [0u8; 12];
-            s.read_exact(&mut buf).await.ok()?;
-            let code: u16 = std::str::from_utf8(&buf[9..12]).ok()?.parse().ok()?;
-            Some((200..400).contains(&code))
-        } else if let Some(t) = probe["tcpSocket"].as_object() {
-            let port = port_of(c, &t["port"])?;
-            Some(tokio::net::TcpStream::connect((ip, port)).await.is_ok())
-        } else if let Some(cmd) = probe["exec"]["command"].as_array() {
-            let argv: Vec<&str> = cmd.iter().filter_map(Value::as_str).collect();
-            let (first, rest) = argv.split_first()?;
-            Some(
-                tokio::process::Command::new(first)
-                    .args(rest)
-                    .status()
-                    .await
-                    .map(|s| s.success())
-                    .unwrap_or(false),
-            )
-        } else {
-            Some(true)
-        }
-    };
-    matches!(tokio::time::timeout(timeout, attempt).await, Ok(Some(true)))
 }
 
 /// A preStop hook: `sleep`, `exec` or `httpGet`.

@@ -1,8 +1,8 @@
 //! A Pod's volumes on the node: `secret`, `configMap` and `emptyDir`, written under
-//! `<root>/<pod uid>/<volume>` and mounted where each container's `volumeMounts` say
-//! ([`super::mounts`]). Secrets and ConfigMaps are read again at every container start, so
-//! a restart sees their current data. Other volume types, and `subPath`, are refused with
-//! a reason rather than left out.
+//! `<root>/<pod uid>/<volume>`, and `persistentVolumeClaim` ([`super::claims`]), mounted
+//! where each container's `volumeMounts` say ([`super::mounts`]). Secrets and ConfigMaps
+//! are read again at every container start, so a restart sees their current data. Other
+//! volume types, and `subPath`, are refused with a reason rather than left out.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -70,6 +70,20 @@ pub async fn prepare(
             });
             continue;
         }
+        if let Some(claim) = volume["persistentVolumeClaim"].as_object() {
+            let claim_name = claim.get("claimName").and_then(Value::as_str).unwrap_or("");
+            let source = super::claims::provision(client, root, ns, claim_name).await?;
+            out.push(Mount {
+                source,
+                target: target.to_string(),
+                read_only: read_only
+                    || claim
+                        .get("readOnly")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+            });
+            continue;
+        }
         let (data, items) = if let Some(s) = volume["secret"].as_object() {
             let secret_name = s.get("secretName").and_then(Value::as_str).unwrap_or("");
             let optional = s.get("optional").and_then(Value::as_bool).unwrap_or(false);
@@ -117,7 +131,7 @@ pub async fn prepare(
                 .and_then(|o| o.keys().find(|k| *k != "name").cloned())
                 .unwrap_or_else(|| "empty".into());
             return Err(format!(
-                "volume {name:?}: {kind} volumes are not supported by local clusters (secret, configMap and emptyDir are)"
+                "volume {name:?}: {kind} volumes are not supported by local clusters (secret, configMap, emptyDir and persistentVolumeClaim are)"
             ));
         };
         let files = select(data, items, name)?;
