@@ -14,7 +14,6 @@ use serde_json::{Value, json};
 
 /// The waiting reason of a container whose names cannot make a log path.
 const INVALID_NAME: &str = "InvalidContainerName";
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Notify, watch};
 
 use sluice_kube::events::{EventType, Recorder, Regarding};
