@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 mod demo;
 mod drain;
+mod parent;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -466,6 +467,7 @@ fn start_busy_poll(after_us: u64, upstream_us: u64, workers: Option<usize>) {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    parent::watch();
     let threads = match &cli.command {
         Command::Dns { threads, .. } => *threads,
         Command::Proxy { workers, .. } => *workers,

@@ -389,6 +389,12 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
     let east = dev.kubectl("east");
     let east_kubeconfig = dev.state.join("clusters").join("east.kubeconfig");
 
+    // The Prometheus Operator's ServiceMonitor kind exists in both clusters, so every
+    // chart adds its ServiceMonitor.
+    for cluster in ["east", "west"] {
+        dev.kubectl(cluster).apply_stdin(SERVICE_MONITOR_CRD);
+    }
+
     // A value the schema refuses never reaches a cluster: Helm's own message says why.
     for (name, bad, says) in [
         ("sluice-agent", json!({"cluster": "East_1"}), "/cluster"),
@@ -599,6 +605,19 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
         "{dig:?}"
     );
 
+    // Each chart made its ServiceMonitor, over its metrics Services.
+    assert_eq!(
+        east.ok(&[
+            "get",
+            "servicemonitors",
+            "-A",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {end}",
+        ])
+        .trim(),
+        "sluice-control/control sluice-system/agent sluice-system/mcs"
+    );
+
     // The MCS controller reported on each member with its own identity (a status patch).
     for cluster in ["east", "west"] {
         assert!(
@@ -623,12 +642,8 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
         let log = pod.unwrap().path().join("data").join("audit.log");
         audit.push_str(&std::fs::read_to_string(&log).unwrap_or_default());
     }
-    let events: Vec<Value> = audit
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let users: std::collections::BTreeSet<&str> =
-        events.iter().filter_map(|e| e["user"].as_str()).collect();
+    let audit = Audit::parse(&audit);
+    let users = audit.users();
     for user in [
         "system:sluice:syncer:east",
         "system:sluice:syncer:west",
@@ -638,15 +653,7 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
     ] {
         assert!(users.contains(user), "no request as {user}: {users:?}");
     }
-    let refused: Vec<&Value> = events
-        .iter()
-        .filter(|e| {
-            e["user"]
-                .as_str()
-                .is_some_and(|u| u.starts_with("system:sluice:"))
-                && (e["code"] == 401 || e["code"] == 403)
-        })
-        .collect();
+    let refused = audit.refused("system:sluice:");
     assert!(
         refused.is_empty(),
         "refused by the control plane: {refused:#?}"
@@ -819,15 +826,11 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
     // Every part reached its API server as its own ServiceAccount, and none was ever
     // refused: a permission missing from a chart shows here.
     for cluster in ["east", "west"] {
-        let log =
-            std::fs::read_to_string(dev.state.join("clusters").join(cluster).join("audit.log"))
-                .unwrap();
-        let events: Vec<Value> = log
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        let users: std::collections::BTreeSet<&str> =
-            events.iter().filter_map(|e| e["user"].as_str()).collect();
+        let audit = Audit::parse(
+            &std::fs::read_to_string(dev.state.join("clusters").join(cluster).join("audit.log"))
+                .unwrap(),
+        );
+        let users = audit.users();
         for part in [
             "agent-syncer",
             "agent-dataplane",
@@ -840,15 +843,7 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
                 "{cluster}: no request as {user}: {users:?}"
             );
         }
-        let refused: Vec<&Value> = events
-            .iter()
-            .filter(|e| {
-                e["user"]
-                    .as_str()
-                    .is_some_and(|u| u.starts_with("system:serviceaccount:sluice-system:"))
-                    && (e["code"] == 401 || e["code"] == 403)
-            })
-            .collect();
+        let refused = audit.refused("system:serviceaccount:sluice-system:");
         assert!(refused.is_empty(), "{cluster}: refused: {refused:#?}");
         // The control plane mounts no token: it asks its cluster nothing.
         assert!(
@@ -885,7 +880,7 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
         for instance in ["agent", "mcs", "control"] {
             let left = k.ok(&[
                 "get",
-                "deployments,replicasets,pods,services,serviceaccounts,roles,rolebindings,clusterroles,clusterrolebindings,persistentvolumeclaims",
+                "deployments,replicasets,pods,services,serviceaccounts,roles,rolebindings,clusterroles,clusterrolebindings,persistentvolumeclaims,servicemonitors",
                 "-A",
                 "-l",
                 &format!("app.kubernetes.io/instance={instance}"),
@@ -896,6 +891,51 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
         }
         let releases = k.ok(&["get", "secrets", "-A", "-l", "owner=helm", "-o", "name"]);
         assert_eq!(releases.trim(), "", "release records left behind");
+    }
+}
+
+/// The Prometheus Operator's ServiceMonitor CRD, its schema left open.
+const SERVICE_MONITOR_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: servicemonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"#;
+
+/// An audit log's requests (one JSON object per line, as `--audit-log` writes them).
+struct Audit(Vec<Value>);
+
+impl Audit {
+    fn parse(text: &str) -> Self {
+        Audit(
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+        )
+    }
+
+    /// Every user that made a request.
+    fn users(&self) -> std::collections::BTreeSet<&str> {
+        self.0.iter().filter_map(|e| e["user"].as_str()).collect()
+    }
+
+    /// The requests of users whose names start with `prefix` that were refused (401, 403).
+    fn refused(&self, prefix: &str) -> Vec<&Value> {
+        self.0
+            .iter()
+            .filter(|e| {
+                e["user"].as_str().is_some_and(|u| u.starts_with(prefix))
+                    && (e["code"] == 401 || e["code"] == 403)
+            })
+            .collect()
     }
 }
 

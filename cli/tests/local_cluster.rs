@@ -819,3 +819,34 @@ spec:
     assert!(refused.contains("spec.schedule"), "{refused}");
     assert!(dev.stop());
 }
+
+#[test]
+fn parts_stop_when_dev_up_is_killed_outright() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east,west");
+    // A Pod too: its node agent stops it as it stops.
+    dev.kubectl("east")
+        .ok(&["create", "deployment", "orphan", "--image=sluice/echo"]);
+    assert!(
+        eventually(Duration::from_secs(60), || !processes_with("sluice echo")
+            .is_empty()),
+        "the echo pod did not start"
+    );
+    // Every part's command line names the state directory.
+    let state = dev.state.display().to_string();
+    let parts = processes_with(&state);
+    assert!(parts.len() >= 8, "dev up's parts: {parts:#?}");
+    dev.kill9();
+    assert!(
+        eventually(Duration::from_secs(60), || processes_with(&state)
+            .is_empty()),
+        "left running when dev up was killed: {:#?}",
+        processes_with(&state)
+    );
+    assert!(
+        eventually(Duration::from_secs(30), || processes_with("sluice echo")
+            .is_empty()),
+        "pods left running: {:#?}",
+        processes_with("sluice echo")
+    );
+}

@@ -133,6 +133,10 @@ impl Logs {
 }
 
 /// Child processes, stopped in reverse order of start.
+/// The variable by which each part `dev up` starts knows its parent's pid, to stop itself
+/// when `dev up` is gone however it ended (the `sluice` binary watches it).
+pub const PARENT_PID_ENV: &str = "SLUICE_PARENT_PID";
+
 struct Children {
     procs: Vec<(String, Child)>,
     logs: Logs,
@@ -142,6 +146,7 @@ impl Children {
     /// Start part `what`, its stderr to its log.
     fn spawn(&mut self, what: &str, cmd: &mut Command) -> Result<&mut Child, DevUpError> {
         let child = cmd
+            .env(PARENT_PID_ENV, std::process::id().to_string())
             .stderr(self.logs.stderr(what)?)
             .spawn()
             .map_err(|e| DevUpError::Spawn(what.to_string(), e))?;

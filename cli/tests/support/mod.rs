@@ -260,6 +260,14 @@ impl DevUp {
         )
     }
 
+    /// SIGKILL dev up itself, as a crash would: its parts are left to notice.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
     /// SIGTERM and wait; true if it exited cleanly.
     pub fn stop(&mut self) -> bool {
         let Some(mut c) = self.child.take() else {

@@ -72,13 +72,7 @@ pub fn decide(
     cluster: Option<&LogicalClusterPath>,
     action: &Action<'_>,
 ) -> Decision {
-    let allow = |yes: bool| {
-        if yes {
-            Decision::Allow
-        } else {
-            Decision::NoOpinion
-        }
-    };
+    let allow = Decision::allow_if;
     let Action::Resource {
         verb,
         group,

@@ -25,6 +25,17 @@ pub enum Decision {
     NoOpinion,
 }
 
+impl Decision {
+    /// `Allow` when `yes`, else no opinion.
+    pub fn allow_if(yes: bool) -> Self {
+        if yes {
+            Decision::Allow
+        } else {
+            Decision::NoOpinion
+        }
+    }
+}
+
 /// Decides requests against the policies of every logical cluster.
 #[derive(Default)]
 pub struct Authorizer {

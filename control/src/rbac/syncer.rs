@@ -61,13 +61,7 @@ pub fn decide(
     action: &Action<'_>,
     req: &Request<'_>,
 ) -> Decision {
-    let allow = |yes: bool| {
-        if yes {
-            Decision::Allow
-        } else {
-            Decision::NoOpinion
-        }
-    };
+    let allow = Decision::allow_if;
     let Action::Resource {
         verb,
         group,
