@@ -431,3 +431,48 @@ async fn delete_options_in_protobuf() {
         .unwrap();
     assert!(cms.get_opt("b").await.unwrap().is_none());
 }
+
+/// A dependent created after its owner was deleted (a controller acting on a stale cache)
+/// is collected, as kube's garbage collector collects dangling references; one whose owner
+/// exists stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_of_an_owner_already_gone_is_collected() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let cm = |name: &str, owner_uid: Option<&str>| -> ConfigMap {
+        let mut v = json!({"metadata": {"name": name}});
+        if let Some(uid) = owner_uid {
+            v["metadata"]["ownerReferences"] =
+                json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}]);
+        }
+        serde_json::from_value(v).unwrap()
+    };
+    let pp = PostParams::default();
+    let first = cms.create(&pp, &cm("owner", None)).await.unwrap();
+    let gone_uid = first.metadata.uid.unwrap();
+    cms.delete("owner", &DeleteParams::default()).await.unwrap();
+    cms.create(&pp, &cm("late", Some(&gone_uid))).await.unwrap();
+    // The owner's name again, with a new uid: a reference to the old one still dangles.
+    let second = cms.create(&pp, &cm("owner", None)).await.unwrap();
+    let owner_uid = second.metadata.uid.unwrap();
+    cms.create(&pp, &cm("stale-uid", Some(&gone_uid)))
+        .await
+        .unwrap();
+    cms.create(&pp, &cm("kept", Some(&owner_uid)))
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            cms.get_opt("late").await.unwrap().is_none()
+                && cms.get_opt("stale-uid").await.unwrap().is_none()
+        })
+        .await,
+        "dependents of a deleted owner were not collected"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        cms.get_opt("kept").await.unwrap().is_some(),
+        "a dependent whose owner exists was collected"
+    );
+}

@@ -4,7 +4,9 @@
 //! (dependents lose their reference to the owner, which then goes).
 //!
 //! Deletions enqueue work here; dependents are found by a scan of the owner's logical
-//! cluster (and namespace, for a namespaced owner).
+//! cluster (and namespace, for a namespaced owner). Creations naming owners enqueue a
+//! check too: a dependent created after its owner went (a controller acting on a stale
+//! cache) is collected as kube collects dangling references.
 
 use std::time::Duration;
 
@@ -32,7 +34,17 @@ pub enum GcTask {
     },
     /// An owner holds `foregroundDeletion` or `orphan`: act, then release it.
     Finalize { key: Key },
+    /// An object was created naming owners: if none of them exists (it was deleted
+    /// while a controller still acted on it), the object goes as kube's collector
+    /// removes dependents with dangling references. An owner not seen is looked for again
+    /// ([`DANGLING_CHECKS`] times) before the object goes: another replica's write may not
+    /// have reached this one's cache yet.
+    Created { key: Key, checks: u8 },
 }
+
+/// How many times an owner must be found absent, [`RETRY`] apart, before its dependent
+/// goes.
+const DANGLING_CHECKS: u8 = 5;
 
 pub type GcQueue = mpsc::UnboundedSender<GcTask>;
 
@@ -46,6 +58,67 @@ pub fn collect_dependents(queue: &GcQueue, key: &Key, obj: &Value) {
             namespace,
             uid: uid.to_string(),
         });
+    }
+}
+
+/// After `obj` was created at `key`: have its owners checked, if it names any.
+pub fn verify_owners(queue: &GcQueue, key: &Key, obj: &Value) {
+    if obj["metadata"]["ownerReferences"]
+        .as_array()
+        .is_some_and(|r| !r.is_empty())
+    {
+        let _ = queue.send(GcTask::Created {
+            key: key.clone(),
+            checks: 0,
+        });
+    }
+}
+
+/// The served type of `apiVersion`/`kind` in `cluster` (any version: they share keys).
+fn type_of(
+    state: &SharedState,
+    cluster: &LogicalClusterPath,
+    api_version: &str,
+    kind: &str,
+) -> Option<std::sync::Arc<crate::resources::ResourceType>> {
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    state
+        .crds
+        .catalog(cluster)
+        .types()
+        .iter()
+        .find(|t| t.group == group && t.kind == kind)
+        .cloned()
+}
+
+/// Whether the owner `r` names is absent from `cluster` (and `namespace`, for a
+/// namespaced owner): no such object, or one with another uid. An owner of a kind not
+/// served is not judged.
+fn owner_absent(
+    state: &SharedState,
+    cluster: &LogicalClusterPath,
+    namespace: Option<&str>,
+    r: &Value,
+) -> bool {
+    let (Some(api_version), Some(kind), Some(name)) = (
+        r["apiVersion"].as_str(),
+        r["kind"].as_str(),
+        r["name"].as_str(),
+    ) else {
+        return false;
+    };
+    let Some(t) = type_of(state, cluster, api_version, kind) else {
+        return false;
+    };
+    let ns = if t.namespaced { namespace } else { None };
+    if t.namespaced && ns.is_none() {
+        return true;
+    }
+    match state.store.get(&t.prefix.key(cluster, ns, name)) {
+        Some(e) => serde_json::from_slice::<Value>(&e.value)
+            .ok()
+            .is_none_or(|o| o["metadata"]["uid"] != r["uid"]),
+        None => true,
     }
 }
 
@@ -150,6 +223,49 @@ async fn process(state: &SharedState, task: GcTask) -> Option<GcTask> {
                 {
                     tracing::debug!(key = %k, error = %e, "gc: deleting dependent failed");
                 }
+            }
+            None
+        }
+        GcTask::Created { key, checks } => {
+            let entry = state.store.get(key)?;
+            let obj: Value = serde_json::from_slice(&entry.value).ok()?;
+            if object::is_deleting(&obj) {
+                return None;
+            }
+            let (cluster, namespace) = key_parts(key)?;
+            let refs = obj["metadata"]["ownerReferences"].as_array()?;
+            let dangling = !refs.is_empty()
+                && refs
+                    .iter()
+                    .all(|r| owner_absent(state, &cluster, namespace.as_deref(), r));
+            if !dangling {
+                return None;
+            }
+            if checks + 1 < DANGLING_CHECKS {
+                return Some(GcTask::Created {
+                    key: key.clone(),
+                    checks: checks + 1,
+                });
+            }
+            let t = type_of(
+                state,
+                &cluster,
+                obj["apiVersion"].as_str().unwrap_or_default(),
+                obj["kind"].as_str().unwrap_or_default(),
+            )?;
+            let name = object::name(&obj).unwrap_or("").to_string();
+            tracing::info!(%key, "gc: every owner is gone; deleting the dependent");
+            if let Err(e) = delete_object(
+                state,
+                &t,
+                key,
+                &name,
+                &json!({"propagationPolicy": "Background"}),
+                false,
+            )
+            .await
+            {
+                tracing::debug!(%key, error = %e, "gc: deleting a dangling dependent failed");
             }
             None
         }

@@ -299,6 +299,7 @@ pub async fn create(
             release(&obj);
             ApiError::from_storage(e, &t.gr, &name)
         })?;
+    crate::controllers::gc::verify_owners(&state.gc, &target.key(&name), &obj);
     for hook in hooks {
         hook.committed(&cx, Committed::Written(&obj)).await?;
     }
