@@ -3,7 +3,8 @@
 //! the directory `<volumes>/claims/<claim uid>`, which outlives the Pods that mount it, and
 //! the claim is reported `Bound` with the access modes and capacity it asked for. The
 //! directory stays when the claim is deleted (reclaim policy `Retain`); a claim made again
-//! under the same name has a new uid, so it starts empty.
+//! under the same name has a new uid, so it starts empty. Block volumes and claims made
+//! from a data source are refused.
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +27,19 @@ pub async fn provision(
     };
     if claim.metadata.deletion_timestamp.is_some() {
         return Err(format!("persistentvolumeclaim {name:?} is being deleted"));
+    }
+    // What a directory cannot be is refused, not quietly made an empty directory.
+    if let Some(spec) = &claim.spec {
+        if spec.volume_mode.as_deref() == Some("Block") {
+            return Err(format!(
+                "persistentvolumeclaim {name:?}: block volumes are not supported by local clusters"
+            ));
+        }
+        if spec.data_source.is_some() || spec.data_source_ref.is_some() {
+            return Err(format!(
+                "persistentvolumeclaim {name:?}: a dataSource (clone or snapshot) is not supported by local clusters"
+            ));
+        }
     }
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     if uid.is_empty() || uid.contains('/') || uid == "." || uid == ".." {
