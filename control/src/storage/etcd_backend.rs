@@ -13,12 +13,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
-use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity,
-    TlsOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
-};
+use futures::StreamExt;
 use futures::future::BoxFuture;
 
+use super::etcd_rpc::pb::etcdserverpb::response_op::Response;
+use super::etcd_rpc::pb::mvccpb::event::EventType;
+use super::etcd_rpc::{self, ConnectOptions, EtcdClient, EtcdError};
 use super::{Backend, CommitSink, Committed, Expect, Key, Op, Revision, Snapshot, StorageError};
 
 /// Keys read per page while loading.
@@ -59,7 +59,7 @@ impl EtcdConfig {
 }
 
 pub struct EtcdBackend {
-    client: Client,
+    client: EtcdClient,
     prefix: String,
     /// What `connect` loaded, handed to the store once.
     snapshot: Mutex<Option<Snapshot>>,
@@ -69,13 +69,7 @@ pub struct EtcdBackend {
 /// Attempts more for a write whose connection to a member could not be made.
 const CONNECT_RETRIES: usize = 2;
 
-/// Whether the request failed before reaching any etcd member (connection refused), so it
-/// may be sent again without risk of applying twice.
-fn never_sent(e: &etcd_client::Error) -> bool {
-    matches!(e, etcd_client::Error::GRpcStatus(s) if s.message().contains("tcp connect error"))
-}
-
-fn etcd_err(e: etcd_client::Error) -> StorageError {
+fn etcd_err(e: EtcdError) -> StorageError {
     StorageError::Backend(format!("etcd: {e}"))
 }
 
@@ -111,30 +105,23 @@ impl EtcdBackend {
                 config.prefix
             )));
         }
-        let mut options = ConnectOptions::new()
-            .with_timeout(REQUEST_TIMEOUT)
-            .with_connect_timeout(Duration::from_secs(5))
-            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
-        let tls = config.endpoints.iter().any(|e| e.starts_with("https://"));
-        if tls {
-            let mut t = TlsOptions::new();
-            if let Some(ca) = &config.ca_file {
-                t = t.ca_certificate(Certificate::from_pem(read(ca)?));
+        let identity_pem = match (&config.cert_file, &config.key_file) {
+            (Some(c), Some(k)) => Some((read(c)?, read(k)?)),
+            (None, None) => None,
+            _ => {
+                return Err(StorageError::Backend(
+                    "an etcd client certificate needs both its certificate and its key".into(),
+                ));
             }
-            match (&config.cert_file, &config.key_file) {
-                (Some(c), Some(k)) => t = t.identity(Identity::from_pem(read(c)?, read(k)?)),
-                (None, None) => {}
-                _ => {
-                    return Err(StorageError::Backend(
-                        "an etcd client certificate needs both its certificate and its key".into(),
-                    ));
-                }
-            }
-            options = options.with_tls(t);
-        }
-        let client = Client::connect(&config.endpoints, Some(options))
-            .await
-            .map_err(etcd_err)?;
+        };
+        let options = ConnectOptions {
+            ca_pem: config.ca_file.as_ref().map(read).transpose()?,
+            identity_pem,
+            request_timeout: REQUEST_TIMEOUT,
+            connect_timeout: Duration::from_secs(5),
+            keep_alive: (Duration::from_secs(10), Duration::from_secs(5)),
+        };
+        let client = EtcdClient::connect(&config.endpoints, &options).map_err(etcd_err)?;
         let backend = Self {
             client,
             prefix: config.prefix.clone(),
@@ -148,34 +135,30 @@ impl EtcdBackend {
 
     /// Every key under the prefix at one revision, page by page.
     async fn load_all(&self) -> Result<Snapshot, StorageError> {
-        let mut kv = self.client.kv_client();
         let end = range_end(self.prefix.as_bytes());
         let mut from = self.prefix.as_bytes().to_vec();
         let mut at: Option<i64> = None;
         let mut items = Vec::new();
         loop {
-            let mut options = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
-            if let Some(rev) = at {
-                options = options.with_revision(rev);
-            }
-            let resp = kv
-                .get(from.clone(), Some(options))
+            let resp = self
+                .client
+                .range(from.clone(), end.clone(), PAGE, at.unwrap_or(0))
                 .await
                 .map_err(etcd_err)?;
             // Every page is read at the first page's revision: one consistent snapshot.
-            at.get_or_insert(resp.header().map_or(0, |h| h.revision()));
-            for kv in resp.kvs() {
-                let key = std::str::from_utf8(&kv.key()[self.prefix.len()..])
+            at.get_or_insert(resp.header.as_ref().map_or(0, |h| h.revision));
+            for kv in &resp.kvs {
+                let key = std::str::from_utf8(&kv.key[self.prefix.len()..])
                     .map_err(|_| StorageError::Backend("etcd: a key that is not UTF-8".into()))?;
                 items.push((
                     Key::from_raw(key),
-                    revision(kv.mod_revision()),
-                    Bytes::copy_from_slice(kv.value()),
+                    revision(kv.mod_revision),
+                    Bytes::copy_from_slice(&kv.value),
                 ));
             }
-            match (resp.more(), resp.kvs().last()) {
+            match (resp.more, resp.kvs.last()) {
                 (true, Some(last)) => {
-                    from = last.key().to_vec();
+                    from = last.key.clone();
                     from.push(0);
                 }
                 _ => break,
@@ -195,14 +178,15 @@ impl EtcdBackend {
 /// Deliver every committed write under `prefix` after `from` to `sink`, reopening the
 /// watch where it broke. A watch that fell behind a compaction cannot be resumed without
 /// losing events: the process exits so that a supervisor restarts it on a fresh load.
-async fn watch_loop(client: Client, prefix: String, mut from: Revision, sink: CommitSink) {
-    let mut watch = client.watch_client();
+async fn watch_loop(client: EtcdClient, prefix: String, mut from: Revision, sink: CommitSink) {
+    let end = range_end(prefix.as_bytes());
     loop {
-        let options = WatchOptions::new()
-            .with_prefix()
-            .with_start_revision(i64::try_from(from.0 + 1).unwrap_or(i64::MAX));
-        let mut stream = match watch.watch(prefix.clone(), Some(options)).await {
-            Ok(s) => s,
+        let start = i64::try_from(from.0 + 1).unwrap_or(i64::MAX);
+        let mut stream = match client
+            .watch(prefix.as_bytes().to_vec(), end.clone(), start)
+            .await
+        {
+            Ok(s) => Box::pin(s),
             Err(e) => {
                 tracing::warn!(error = %e, "etcd watch could not be opened; retrying");
                 tokio::time::sleep(REWATCH_PAUSE).await;
@@ -210,43 +194,42 @@ async fn watch_loop(client: Client, prefix: String, mut from: Revision, sink: Co
             }
         };
         loop {
-            let resp = match stream.message().await {
-                Ok(Some(r)) => r,
-                Ok(None) => break,
-                Err(e) => {
+            let resp = match stream.next().await {
+                Some(Ok(r)) => r,
+                None => break,
+                Some(Err(e)) => {
                     tracing::warn!(error = %e, "etcd watch broke; reopening");
                     break;
                 }
             };
-            if resp.compact_revision() > 0 {
+            if resp.compact_revision > 0 {
                 tracing::error!(
                     from = %from,
-                    compacted = resp.compact_revision(),
+                    compacted = resp.compact_revision,
                     "the etcd watch fell behind the compaction: restarting to reload"
                 );
                 eprintln!(
                     "sluice control: etcd history before revision {} was compacted while this replica was behind it; exiting to reload",
-                    resp.compact_revision()
+                    resp.compact_revision
                 );
                 std::process::exit(75);
             }
-            if resp.canceled() {
-                tracing::warn!(reason = resp.cancel_reason(), "etcd canceled the watch");
+            if resp.canceled {
+                tracing::warn!(reason = resp.cancel_reason, "etcd canceled the watch");
                 break;
             }
-            let mut commits = Vec::with_capacity(resp.events().len());
-            for ev in resp.events() {
-                let Some(kv) = ev.kv() else { continue };
-                let Ok(key) = std::str::from_utf8(&kv.key()[prefix.len().min(kv.key().len())..])
-                else {
+            let mut commits = Vec::with_capacity(resp.events.len());
+            for ev in resp.events {
+                let Some(kv) = ev.kv else { continue };
+                let Ok(key) = std::str::from_utf8(&kv.key[prefix.len().min(kv.key.len())..]) else {
                     continue;
                 };
                 commits.push(Committed {
-                    revision: revision(kv.mod_revision()),
+                    revision: revision(kv.mod_revision),
                     key: Key::from_raw(key),
-                    value: match ev.event_type() {
-                        EventType::Put => Some(Bytes::copy_from_slice(kv.value())),
-                        EventType::Delete => None,
+                    value: match EventType::try_from(ev.r#type) {
+                        Ok(EventType::Delete) => None,
+                        _ => Some(Bytes::from(kv.value)),
                     },
                 });
             }
@@ -261,23 +244,22 @@ async fn watch_loop(client: Client, prefix: String, mut from: Revision, sink: Co
 
 /// Compact history on a schedule: each run compacts up to the revision the previous run
 /// saw, so watchers always have at least one interval of history.
-async fn compaction_loop(client: Client, interval: Duration) {
-    let mut kv = client.kv_client();
+async fn compaction_loop(client: EtcdClient, interval: Duration) {
     let mut previous: Option<i64> = None;
     loop {
         tokio::time::sleep(interval).await;
-        let now = match kv.get("/", Some(GetOptions::new().with_limit(1))).await {
-            Ok(r) => r.header().map_or(0, |h| h.revision()),
+        let now = match client.range(b"/".to_vec(), Vec::new(), 1, 0).await {
+            Ok(r) => r.header.map_or(0, |h| h.revision),
             Err(e) => {
                 tracing::warn!(error = %e, "etcd: reading the revision for compaction");
                 continue;
             }
         };
         if let Some(to) = previous.filter(|p| *p > 0) {
-            match kv.compact(to, None).await {
-                Ok(_) => tracing::info!(revision = to, "etcd history compacted"),
+            match client.compact(to).await {
+                Ok(()) => tracing::info!(revision = to, "etcd history compacted"),
                 // Another replica compacted first.
-                Err(e) if e.to_string().contains("compacted") => {}
+                Err(e) if e.compacted() => {}
                 Err(e) => tracing::warn!(error = %e, "etcd compaction failed"),
             }
         }
@@ -309,48 +291,51 @@ impl Backend for EtcdBackend {
 
     fn commit(&self, op: Op) -> BoxFuture<'_, Result<Committed, StorageError>> {
         Box::pin(async move {
-            let mut kv = self.client.kv_client();
             let key = op.key().clone();
-            let k = self.etcd_key(&key);
-            let (expect, then, value) = match &op {
-                Op::Put { value, expect, .. } => (
-                    *expect,
-                    TxnOp::put(k.clone(), value.to_vec(), None),
+            let k = self.etcd_key(&key).into_bytes();
+            let (then, value) = match &op {
+                Op::Put { value, .. } => (
+                    etcd_rpc::put(k.clone(), value.to_vec()),
                     Some(value.clone()),
                 ),
-                Op::Delete { expect, .. } => (*expect, TxnOp::delete(k.clone(), None), None),
+                Op::Delete { .. } => (etcd_rpc::delete(k.clone()), None),
+            };
+            let expect = match &op {
+                Op::Put { expect, .. } | Op::Delete { expect, .. } => *expect,
             };
             let compare = match expect {
-                Expect::Absent => Compare::create_revision(k.clone(), CompareOp::Equal, 0),
-                Expect::At(r) => Compare::mod_revision(
-                    k.clone(),
-                    CompareOp::Equal,
-                    i64::try_from(r.0).unwrap_or(i64::MAX),
-                ),
+                Expect::Absent => etcd_rpc::absent(k.clone()),
+                Expect::At(r) => {
+                    etcd_rpc::modified_at(k.clone(), i64::try_from(r.0).unwrap_or(i64::MAX))
+                }
             };
-            let txn = Txn::new()
-                .when([compare])
-                .and_then([then])
-                .or_else([TxnOp::get(k, None)]);
             // A request that never reached etcd (its member is down) goes to another.
             let mut tries = 0;
             let resp = loop {
-                match kv.txn(txn.clone()).await {
+                match self
+                    .client
+                    .txn(
+                        vec![compare.clone()],
+                        vec![then.clone()],
+                        vec![etcd_rpc::get(k.clone())],
+                    )
+                    .await
+                {
                     Ok(r) => break r,
-                    Err(e) if never_sent(&e) && tries < CONNECT_RETRIES => tries += 1,
+                    Err(e) if e.never_sent() && tries < CONNECT_RETRIES => tries += 1,
                     Err(e) => return Err(etcd_err(e)),
                 }
             };
-            if resp.succeeded() {
-                let rev = resp.header().map_or(0, |h| h.revision());
+            if resp.succeeded {
+                let rev = resp.header.map_or(0, |h| h.revision);
                 return Ok(Committed {
                     revision: revision(rev),
                     key,
                     value,
                 });
             }
-            let current = resp.op_responses().into_iter().find_map(|r| match r {
-                TxnOpResponse::Get(g) => Some(g.kvs().first().map(|kv| kv.mod_revision())),
+            let current = resp.responses.into_iter().find_map(|r| match r.response {
+                Some(Response::ResponseRange(g)) => Some(g.kvs.first().map(|kv| kv.mod_revision)),
                 _ => None,
             });
             Err(match (expect, current.flatten()) {

@@ -7,6 +7,7 @@
 
 pub mod cache;
 mod etcd_backend;
+mod etcd_rpc;
 mod key;
 mod redb_backend;
 
