@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used)]
 //! The Kubernetes Python client (PyPI `kubernetes`), a second client we did not write,
-//! does CRUD, list and watch (issue: control semantics, done-when 3). `.ci/run` installs it.
+//! does CRUD, list and watch (issue: control semantics, done-when 3). `./test.sh` installs it into `.venv/`.
 
 mod support;
 
@@ -20,7 +20,7 @@ fn python_kubernetes_client_crud_list_watch() {
         .expect("python3");
     assert!(
         out.status.success(),
-        "python client failed (is the `kubernetes` package installed? `.ci/run` installs it):\nstdout: {}\nstderr: {}",
+        "python client failed (is the `kubernetes` package installed? `./test.sh` installs it into `.venv/`):\nstdout: {}\nstderr: {}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

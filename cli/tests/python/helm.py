@@ -1,6 +1,6 @@
 """Real Helm (Helm v4's own Go SDK, through PyPI `helm-python-sdk`) for the chart tests.
 
-    helm.py lint CHART VALUES_JSON
+    helm.py lint CHART [VALUES_FILE]    (as `helm lint --strict CHART -f VALUES_FILE`)
     helm.py install|upgrade KUBECONFIG NAMESPACE RELEASE CHART VALUES_JSON
     helm.py uninstall KUBECONFIG NAMESPACE RELEASE
 
@@ -12,12 +12,17 @@ import json
 import sys
 
 import helm_python as helm
+import yaml
 
 
 def main(argv):
     action = argv[1]
     if action == "lint":
-        report = helm.lint(argv[2], json.loads(argv[3]), strict=True)
+        values = {}
+        if len(argv) > 3:
+            with open(argv[3]) as f:
+                values = yaml.safe_load(f) or {}
+        report = helm.lint(argv[2], values, strict=True)
         print(json.dumps(report))
         return 0 if not report.get("errors") else 1
     kubeconfig, namespace, release = argv[2], argv[3], argv[4]
