@@ -299,14 +299,15 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
         serde_json::to_vec_pretty(&report::json(&figures, &record, facts))?,
     )
     .with_context(|| format!("writing {}", json_path.display()))?;
-    let series: &[(&str, &str, RGBColor)] = &[
-        ("shop", "east", RGBColor(214, 39, 40)),
-        ("shop", "west", RGBColor(31, 119, 180)),
-        ("cart", "east", RGBColor(255, 152, 150)),
-        ("cart", "west", RGBColor(158, 202, 225)),
-    ];
+    let layout = plot::Layout {
+        apps: &["shop", "cart"],
+        clusters: &[
+            ("east", RGBColor(214, 39, 40)),
+            ("west", RGBColor(31, 119, 180)),
+        ],
+    };
     let mut outputs = vec![json_path];
-    match plot::write(&cfg.state.join("demo"), &record, series) {
+    match plot::write(&cfg.state.join("demo"), &record, &layout) {
         Ok(files) => outputs.extend(files),
         Err(e) => eprintln!("demo: the plot could not be drawn: {e}"),
     }
