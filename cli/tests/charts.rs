@@ -93,7 +93,11 @@ fn charts_lint_clean_and_carry_the_crds_the_binary_serves() {
                 .iter()
                 .filter(|m| m["severity"].as_i64().unwrap_or(0) > 1)
                 .collect();
-            assert!(problems.is_empty(), "lint {name} -f {}: {report}", values.display());
+            assert!(
+                problems.is_empty(),
+                "lint {name} -f {}: {report}",
+                values.display()
+            );
         }
     }
 

@@ -439,7 +439,13 @@ mod tests {
         let written = write(&at, &record, &layout).unwrap();
         assert_eq!(written.len(), 2);
         let svg = std::fs::read_to_string(&written[0]).unwrap();
-        for text in ["shop: share", "cart: share", "drain east", "answered by west", "p99"] {
+        for text in [
+            "shop: share",
+            "cart: share",
+            "drain east",
+            "answered by west",
+            "p99",
+        ] {
             assert!(svg.contains(text), "the plot has no {text:?}");
         }
         assert!(std::fs::metadata(&written[1]).unwrap().len() > 10_000);
