@@ -35,6 +35,7 @@ pub mod names;
 pub mod sluice;
 pub mod sync;
 pub mod synced_kinds;
+pub mod tenancy;
 
 pub use logical_cluster::{LogicalClusterPath, PathError};
 pub use names::{ClusterName, ServiceKey};

@@ -32,9 +32,14 @@ pub struct Workspace {
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "dev.sluice.v1alpha1.WorkspaceSpec")]
 pub struct WorkspaceSpec {
-    /// Free-form type name, for tooling; Sluice does not interpret it yet.
+    /// Free-form type name, for tooling; Sluice does not interpret it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub r#type: Option<String>,
+    /// What the workspace's tenants may do on the shared clusters. Set or changed only by
+    /// identities that may `update` `workspaces/policy` here (the platform admin); a
+    /// workspace is never looser than its parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::tenancy::WorkspacePolicy>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -109,7 +114,7 @@ pub struct ClusterSpec {
 
 /// Bounds on what is placed on a cluster: pods, and the CPU and memory their containers
 /// request.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "dev.sluice.v1alpha1.ClusterCapacity")]
 pub struct ClusterCapacity {

@@ -121,12 +121,17 @@ pub enum ApiError {
     Gone(String),
     #[error("{0}")]
     Expired(String),
-    #[error("the request is too large: limit is {limit} bytes")]
-    RequestEntityTooLarge { limit: usize },
+    /// kube's 413: `Request entity too large: limit is 3145728`.
+    #[error("Request entity too large: {0}")]
+    RequestEntityTooLarge(String),
     #[error("{0}")]
     UnprocessableEntity(String),
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// Refused by fairness (kube's API Priority and Fairness wording); sent with
+    /// `Retry-After`.
+    #[error("{0}")]
+    TooManyRequests(#[from] crate::fairness::TooManyRequests),
 }
 
 fn causes_summary(causes: &[Cause]) -> String {
@@ -144,6 +149,11 @@ fn causes_summary(causes: &[Cause]) -> String {
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
+    /// An object or body over `limit` bytes.
+    pub fn too_large(limit: usize) -> Self {
+        ApiError::RequestEntityTooLarge(format!("limit is {limit}"))
+    }
+
     pub fn code(&self) -> u16 {
         match self {
             ApiError::NotFound { .. } | ApiError::PathNotFound => 404,
@@ -158,7 +168,8 @@ impl ApiError {
             ApiError::NotAcceptable(_) => 406,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Gone(_) | ApiError::Expired(_) => 410,
-            ApiError::RequestEntityTooLarge { .. } => 413,
+            ApiError::RequestEntityTooLarge(_) => 413,
+            ApiError::TooManyRequests(_) => 429,
             ApiError::Internal(_) => 500,
         }
     }
@@ -177,7 +188,8 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Gone(_) => "Gone",
             ApiError::Expired(_) => "Expired",
-            ApiError::RequestEntityTooLarge { .. } => "RequestEntityTooLarge",
+            ApiError::RequestEntityTooLarge(_) => "RequestEntityTooLarge",
+            ApiError::TooManyRequests(_) => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
         }
     }
@@ -211,6 +223,9 @@ impl ApiError {
                 "kind": kind,
                 "causes": causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect::<Vec<_>>(),
             })),
+            ApiError::TooManyRequests(t) => {
+                Some(json!({"retryAfterSeconds": t.retry_after_seconds}))
+            }
             _ => None,
         };
         if let Some(d) = details {

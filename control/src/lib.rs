@@ -13,6 +13,7 @@ pub mod controllers;
 pub mod crd;
 pub mod defaults;
 pub mod errors;
+pub mod fairness;
 pub mod handlers;
 pub mod jsonpath;
 pub mod leader;
@@ -31,6 +32,7 @@ pub mod single_cluster;
 pub mod state;
 pub mod storage;
 pub mod table;
+pub mod tenancy;
 pub mod validation;
 
 use std::net::SocketAddr;
@@ -206,6 +208,7 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         None => None,
     };
     let state = Arc::new(ApiState {
+        fairness: fairness::Fairness::new(config.limits.fairness.clone()),
         store,
         crds: Default::default(),
         schemas: SchemaSet::builtin(),
@@ -239,6 +242,9 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     )?;
 
     state.crds.rebuild_all(&state.store);
+    // Namespaces written before their pod security level was recorded get it now.
+    admission::pod_security::restamp_namespaces(&state, &sluice_api::LogicalClusterPath::root())
+        .await?;
     let (shutdown, shutdown_rx) = watch::channel(false);
     if let Some(ips) = &state.ips {
         tokio::spawn(single_cluster::run_releaser(

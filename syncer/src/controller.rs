@@ -658,7 +658,10 @@ async fn pass(
             _ => None,
         };
         if let Some((path, up_ns)) = wanted_ns {
-            let want = namespace_object(path, up_ns);
+            let level = logical_namespaces
+                .get_in(path.as_str(), "", up_ns)
+                .and_then(|n| crate::transform::pod_security_of(n.metadata.annotations.as_ref()));
+            let want = namespace_object(path, up_ns, level);
             let in_place_ns = have_ns
                 .as_ref()
                 .and_then(|n| serde_json::to_value(&**n).ok())

@@ -15,6 +15,7 @@ use sluice_api::sync::{
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath, PathError};
 
 use sluice_api::synced_kinds::SyncedKind;
+use sluice_api::tenancy::PodSecurityLevel;
 
 /// Why an upstream object cannot be synced.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -171,9 +172,15 @@ pub fn downstream(
 
 /// The downstream namespace of upstream `namespace` of logical cluster `path`: labelled with
 /// its logical cluster (so the MCS controller exports its Services) and annotated with where
-/// it comes from.
-pub fn namespace_object(path: &LogicalClusterPath, namespace: &str) -> Value {
-    serde_json::json!({
+/// it comes from. `pod_security`, the level the control plane enforces there, becomes the
+/// namespace's PodSecurity labels, so the cluster's own PodSecurity admission enforces it
+/// too.
+pub fn namespace_object(
+    path: &LogicalClusterPath,
+    namespace: &str,
+    pod_security: Option<PodSecurityLevel>,
+) -> Value {
+    let mut ns = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {
@@ -187,7 +194,24 @@ pub fn namespace_object(path: &LogicalClusterPath, namespace: &str) -> Value {
                 ANNOTATION_UPSTREAM_NAMESPACE: namespace,
             },
         },
-    })
+    });
+    if let Some(level) = pod_security {
+        let labels = &mut ns["metadata"]["labels"];
+        for mode in ["enforce", "warn"] {
+            labels[format!("pod-security.kubernetes.io/{mode}")] = level.as_str().into();
+            labels[format!("pod-security.kubernetes.io/{mode}-version")] = "latest".into();
+        }
+    }
+    ns
+}
+
+/// The level the control plane records as enforced in an upstream namespace.
+pub fn pod_security_of(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> Option<PodSecurityLevel> {
+    annotations?
+        .get(sluice_api::tenancy::POD_SECURITY_ANNOTATION)
+        .and_then(|l| PodSecurityLevel::parse(l))
 }
 
 /// Give downstream Service `svc` this cluster's traffic weight and draining state, as its
@@ -442,8 +466,16 @@ mod tests {
     #[test]
     fn the_downstream_namespace_says_where_it_comes_from() {
         let (origin, down) = downstream(&with_meta("ConfigMap", json!({}))).expect("cm");
-        let ns = namespace_object(&origin.logical_cluster, &origin.namespace);
+        let ns = namespace_object(
+            &origin.logical_cluster,
+            &origin.namespace,
+            Some(PodSecurityLevel::Baseline),
+        );
         assert_eq!(ns["metadata"]["name"], down["metadata"]["namespace"]);
+        assert_eq!(
+            ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+            "baseline"
+        );
         assert_eq!(
             ns["metadata"]["labels"]["sluice.dev/logical-cluster"],
             "root.shop"

@@ -3,11 +3,13 @@
 
 mod cluster_ip;
 mod crd;
+mod external_ips;
 mod namespace;
 mod placement;
 mod pod;
+pub mod pod_security;
 mod rbac;
-mod sluice_kinds;
+pub mod sluice_kinds;
 mod workspace;
 
 use std::sync::Arc;
@@ -32,6 +34,24 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
     );
     hooks.register("", "namespaces", Arc::new(namespace::NamespaceLifecycle));
     hooks.register("", "pods", Arc::new(pod::GracefulPods));
+    // Pod security: a logical cluster's pods run on shared clusters, so every kind that
+    // makes pods is held to its level; a physical cluster's server does what kube's does.
+    let mode = if ips.is_some() {
+        pod_security::Mode::PodsOnly
+    } else {
+        pod_security::Mode::EveryTemplate
+    };
+    let pss = Arc::new(pod_security::PodSecurity(mode));
+    for (group, resource) in pod_security::POD_KINDS {
+        hooks.register(group, resource, pss.clone());
+    }
+    hooks.register(
+        "",
+        "namespaces",
+        Arc::new(pod_security::PodSecurityNamespaces {
+            stamp: ips.is_none(),
+        }),
+    );
     let rbac = Arc::new(rbac::RbacHook);
     for resource in [
         "roles",
@@ -59,6 +79,8 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
                 Arc::new(sluice_kinds::ClusterFields),
             );
             hooks.register("", "pods", Arc::new(pod::MirroredPods));
+            hooks.register("", "services", Arc::new(external_ips::ExternalIps));
+            hooks.register("", "namespaces", Arc::new(namespace::AllowedCluster));
             let labels = Arc::new(placement::StateLabels);
             for k in sluice_api::synced_kinds::BUILTIN {
                 hooks.register(k.group, k.plural, labels.clone());

@@ -1,10 +1,12 @@
 //! Pods end gracefully: one bound to a node is marked with its grace period and stopped
 //! there first; its node agent deletes it with grace period 0 once the containers are gone.
 //! In a logical cluster, the mirrors of Pods that run on a physical cluster are read-only:
-//! only the syncer writes them (deleting one is allowed: its syncer deletes the real Pod).
+//! only their cluster's syncer writes them (deleting one is allowed: its syncer deletes the
+//! real Pod). Who wrote is decided by the authenticated identity, never by the field
+//! manager a client names.
 
 use serde_json::Value;
-use sluice_api::sync::{FIELD_MANAGER, LABEL_CLUSTER, PLACEMENT_MANAGER};
+use sluice_api::sync::LABEL_CLUSTER;
 
 use crate::errors::{ApiError, ApiResult};
 use crate::pipeline::hooks::{Deletion, Hook, HookCx};
@@ -27,8 +29,9 @@ impl Hook for GracefulPods {
     }
 }
 
-/// Mirrored Pods (label `sluice.dev/cluster`) are written by their syncer only (and
-/// released by the placement controllers when their cluster is gone).
+/// Mirrored Pods (label `sluice.dev/cluster`) are written by their cluster's syncer only
+/// (and released by the placement controllers, which run as the server's administrators,
+/// when their cluster is gone).
 pub struct MirroredPods;
 
 impl MirroredPods {
@@ -36,12 +39,15 @@ impl MirroredPods {
         let mirror = objects
             .iter()
             .find_map(|o| o["metadata"]["labels"][LABEL_CLUSTER].as_str());
+        let may_write = |cluster: &str| match cx.user {
+            None => true,
+            Some(u) if u.is_admin() => true,
+            Some(u) => crate::rbac::syncer::cluster_of(u).is_some_and(|c| c.as_str() == cluster),
+        };
         match mirror {
-            Some(cluster) if !matches!(cx.manager, Some(FIELD_MANAGER | PLACEMENT_MANAGER)) => {
-                Err(ApiError::Forbidden(format!(
-                    "pods labelled {LABEL_CLUSTER} are read-only mirrors of pods that run on a physical cluster (this one on {cluster:?}): change the workload that made it, or delete the pod to have it replaced there"
-                )))
-            }
+            Some(cluster) if !may_write(cluster) => Err(ApiError::Forbidden(format!(
+                "pods labelled {LABEL_CLUSTER} are read-only mirrors of pods that run on a physical cluster (this one on {cluster:?}): change the workload that made it, or delete the pod to have it replaced there"
+            ))),
             _ => Ok(()),
         }
     }

@@ -59,34 +59,50 @@ impl Hook for PlacementFields {
 
 pub struct ClusterFields;
 
-impl Hook for ClusterFields {
-    fn validate(&self, obj: &Value) -> Vec<Cause> {
-        let capacity = &obj["spec"]["capacity"];
-        let mut causes = Vec::new();
-        if let Some(p) = capacity.get("pods")
-            && p.as_i64().is_none_or(|n| n < 0)
-        {
+/// The causes of an invalid capacity (`Cluster.spec.capacity`, a workspace's
+/// `clusterQuota`) at `field`: pods a whole number, CPU and memory quantities.
+pub fn capacity_causes(capacity: &Value, field: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if capacity.is_null() {
+        return causes;
+    }
+    if !capacity.is_object() {
+        return vec![Cause::invalid(
+            field,
+            &capacity.to_string(),
+            "must be an object",
+        )];
+    }
+    if let Some(p) = capacity.get("pods")
+        && p.as_i64().is_none_or(|n| n < 0)
+    {
+        causes.push(Cause::invalid(
+            format!("{field}.pods"),
+            &p.to_string(),
+            "must be a whole number, 0 or more",
+        ));
+    }
+    for f in ["cpu", "memory"] {
+        let Some(v) = capacity.get(f) else { continue };
+        let ok = match v {
+            Value::String(s) => parse_quantity(s).is_some(),
+            Value::Number(n) => n.as_f64().is_some_and(|n| n >= 0.0),
+            _ => false,
+        };
+        if !ok {
             causes.push(Cause::invalid(
-                "spec.capacity.pods",
-                &p.to_string(),
-                "must be a whole number, 0 or more",
+                format!("{field}.{f}"),
+                &v.to_string(),
+                "must be a quantity such as 500m, 2, 128Mi or 1G",
             ));
         }
-        for f in ["cpu", "memory"] {
-            let Some(v) = capacity.get(f) else { continue };
-            let ok = match v {
-                Value::String(s) => parse_quantity(s).is_some(),
-                Value::Number(n) => n.as_f64().is_some_and(|n| n >= 0.0),
-                _ => false,
-            };
-            if !ok {
-                causes.push(Cause::invalid(
-                    format!("spec.capacity.{f}"),
-                    &v.to_string(),
-                    "must be a quantity such as 500m, 2, 128Mi or 1G",
-                ));
-            }
-        }
+    }
+    causes
+}
+
+impl Hook for ClusterFields {
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        let mut causes = capacity_causes(&obj["spec"]["capacity"], "spec.capacity");
         // The clusterset DNS answers Ingress hosts with these addresses' IPs.
         for (i, a) in obj["spec"]["ingresses"]
             .as_array()

@@ -1,11 +1,16 @@
 //! Workspaces: a new one is Ready at once with its child cluster's path and URL, and that
 //! cluster gets the system namespaces, and its creator `cluster-admin` of it, before the
-//! client hears the workspace exists.
+//! client hears the workspace exists. Its `spec.policy` (what its tenants may do on the
+//! shared clusters) is set or changed only by identities that may `update` the
+//! `workspaces/policy` subresource here — the platform admin, not the tenant who created
+//! it — and is validated field by field.
 
 use serde_json::{Value, json};
+use sluice_api::tenancy::PodSecurityLevel;
 
-use crate::errors::{ApiError, ApiResult};
+use crate::errors::{ApiError, ApiResult, Cause};
 use crate::pipeline::hooks::{Committed, Deletion, Hook, HookCx, HookFuture};
+use crate::rbac::{Action, Decision};
 use crate::resources::Subresource;
 
 /// Who created a workspace (other than `system:masters`): set by the server at creation
@@ -40,19 +45,132 @@ fn set_owner(obj: &mut Value, owner: Option<&Value>) {
     }
 }
 
+/// Refuse a change of `spec.policy` by a user who may not `update` `workspaces/policy` in
+/// the workspace's parent (kube's 403 wording).
+fn may_set_policy(cx: &HookCx<'_>, old: Option<&Value>, new: &Value) -> ApiResult<()> {
+    let unchanged = old.map_or(&Value::Null, |o| &o["spec"]["policy"]) == &new["spec"]["policy"];
+    let Some(user) = cx.user else { return Ok(()) };
+    if unchanged {
+        return Ok(());
+    }
+    let name = crate::object::name(new).unwrap_or_default();
+    let action = Action::Resource {
+        verb: "update",
+        group: sluice_api::sluice::GROUP,
+        resource: "workspaces",
+        subresource: "policy",
+        namespace: "",
+        name,
+    };
+    match cx
+        .state
+        .rbac
+        .decide(&cx.state.store, cx.cluster, user, &action)
+    {
+        Decision::Allow => Ok(()),
+        Decision::NoOpinion => Err(crate::rbac::forbidden(user, &action)),
+    }
+}
+
+/// The causes of an invalid `spec.policy`.
+fn policy_causes(policy: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if policy.is_null() {
+        return causes;
+    }
+    if !policy.is_object() {
+        return vec![Cause::invalid(
+            "spec.policy",
+            &policy.to_string(),
+            "must be an object",
+        )];
+    }
+    let ps = &policy["podSecurity"];
+    if !ps.is_null() && ps.as_str().and_then(PodSecurityLevel::parse).is_none() {
+        causes.push(Cause {
+            reason: "FieldValueNotSupported",
+            field: "spec.policy.podSecurity".into(),
+            message: format!(
+                "Unsupported value: {ps}: supported values: \"privileged\", \"baseline\", \"restricted\""
+            ),
+        });
+    }
+    let ext = &policy["allowExternalIPs"];
+    if !(ext.is_null() || ext.is_boolean()) {
+        causes.push(Cause::invalid(
+            "spec.policy.allowExternalIPs",
+            &ext.to_string(),
+            "must be true or false",
+        ));
+    }
+    let selector = &policy["clusterSelector"];
+    if !selector.is_null()
+        && serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>(
+            selector.clone(),
+        )
+        .ok()
+        .and_then(|s| sluice_kube::selector::Selector::parse(&s).ok())
+        .is_none()
+    {
+        causes.push(Cause::invalid(
+            "spec.policy.clusterSelector",
+            &selector.to_string(),
+            "must be a valid label selector",
+        ));
+    }
+    causes.extend(crate::admission::sluice_kinds::capacity_causes(
+        &policy["clusterQuota"],
+        "spec.policy.clusterQuota",
+    ));
+    let domains = &policy["ingressDomains"];
+    if !domains.is_null() {
+        match domains.as_array() {
+            None => causes.push(Cause::invalid(
+                "spec.policy.ingressDomains",
+                &domains.to_string(),
+                "must be a list of DNS domains",
+            )),
+            Some(list) => {
+                for (i, d) in list.iter().enumerate() {
+                    let ok = d.as_str().is_some_and(|d| {
+                        let d = d.strip_suffix('.').unwrap_or(d);
+                        !d.is_empty()
+                            && d.len() <= 253
+                            && d.split('.').all(sluice_api::logical_cluster::is_dns_label)
+                    });
+                    if !ok {
+                        causes.push(Cause::invalid(
+                            format!("spec.policy.ingressDomains[{i}]"),
+                            &d.to_string(),
+                            "a lowercase RFC 1123 subdomain (no wildcard): the domain and its subdomains are delegated",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    causes
+}
+
 impl Hook for WorkspaceHook {
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        policy_causes(&obj["spec"]["policy"])
+    }
+
     fn admit_update(
         &self,
-        _cx: &HookCx<'_>,
+        cx: &HookCx<'_>,
         old: &Value,
         new: &mut Value,
         _sub: Option<Subresource>,
     ) -> ApiResult<()> {
+        may_set_policy(cx, Some(old), new)?;
         set_owner(new, old["metadata"]["annotations"].get(OWNER_ANNOTATION));
         Ok(())
     }
 
     fn admit_create(&self, cx: &HookCx<'_>, obj: &mut Value) -> ApiResult<()> {
+        may_set_policy(cx, None, obj)?;
         let owner = cx
             .user
             .filter(|u| !u.is_admin())
@@ -88,6 +206,13 @@ impl Hook for WorkspaceHook {
                 .await
                 .map_err(|e| {
                     ApiError::Internal(format!("creating the namespaces of {child}: {e}"))
+                })?;
+            // Its policy may have changed: the levels its namespaces (and those of the
+            // workspaces below it) enforce follow.
+            crate::admission::pod_security::restamp_namespaces(cx.state, &child)
+                .await
+                .map_err(|e| {
+                    ApiError::Internal(format!("recording the pod security of {child}: {e}"))
                 })?;
             // The creator administers what it created (system:masters needs no binding).
             match obj["metadata"]["annotations"][OWNER_ANNOTATION].as_str() {

@@ -82,7 +82,36 @@ pub fn json_value(code: StatusCode, v: &serde_json::Value) -> Resp {
 /// The one mapping from [`ApiError`] to the wire.
 pub fn error_response(e: &ApiError) -> Resp {
     let code = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_value(code, &e.to_status())
+    let mut resp = json_value(code, &e.to_status());
+    if let ApiError::TooManyRequests(t) = e {
+        resp.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(t.retry_after_seconds),
+        );
+    }
+    resp
+}
+
+/// Who a request is for fairness: the system's own parts, or a tenant's logical cluster.
+fn flow_of(user: &User, target: &Target) -> crate::fairness::Flow {
+    use crate::fairness::Flow;
+    if user.is_admin()
+        || crate::rbac::syncer::cluster_of(user).is_some()
+        || crate::rbac::clusterset::component_of(user).is_some()
+    {
+        return Flow::System;
+    }
+    match &target.cluster {
+        ClusterScope::One(c) => Flow::Tenant(c.to_string()),
+        ClusterScope::Wildcard => Flow::Tenant("*".into()),
+    }
+}
+
+/// Requests that last as long as the client wants (watches, followed logs): they hold a
+/// connection, not a worker, and take no fairness slot.
+fn long_running(verb: &str, route: &Route, query: &Query) -> bool {
+    verb == "watch"
+        || matches!(route, Route::Resource(r) if r.subresource.as_deref() == Some("log") && query.flag("follow"))
 }
 
 /// Read a request body up to the size limit.
@@ -93,7 +122,7 @@ pub async fn read_body(body: hyper::body::Incoming, limit: usize) -> ApiResult<B
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>
         {
-            Err(ApiError::RequestEntityTooLarge { limit })
+            Err(ApiError::too_large(limit))
         }
         Err(e) => Err(ApiError::BadRequest(format!("reading request body: {e}"))),
     }
@@ -139,8 +168,22 @@ pub async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let verb = verb_of(&parts.method, &target.route, &query, content_type);
-    let resource = match &target.route {
+    let requested = match &target.route {
         Route::Resource(r) => r.resource.clone(),
+        _ => String::new(),
+    };
+    // Only the names of served resources become metric labels: a client naming resources
+    // at random must not grow the metrics.
+    let resource = match &target.route {
+        Route::Resource(r)
+            if state
+                .catalog_for(&target.cluster)
+                .lookup(&r.group, &r.version, &r.resource)
+                .is_some() =>
+        {
+            r.resource.clone()
+        }
+        Route::Resource(_) => "unknown".to_string(),
         _ => String::new(),
     };
     let span = tracing::debug_span!(
@@ -148,7 +191,7 @@ pub async fn handle(
         verb,
         path = parts.uri.path(),
         cluster = ?target.cluster,
-        resource = %resource,
+        resource = %requested,
         code = tracing::field::Empty,
     );
     let authorization = parts
@@ -170,9 +213,11 @@ pub async fn handle(
             .map_or_else(|| "system:anonymous".to_string(), |u| u.name.clone());
         (who, cluster, parts.uri.path().to_string(), namespace, name)
     });
+    // Anonymous clients get health and the version only (kube's
+    // `system:public-info-viewer`); `/metrics` needs an identity allowed to read it.
     let public = matches!(
         target.route,
-        Route::Livez | Route::Readyz | Route::Healthz | Route::Version | Route::Metrics
+        Route::Livez | Route::Readyz | Route::Healthz | Route::Version
     );
     let anonymous = || User {
         name: "system:anonymous".into(),
@@ -192,8 +237,18 @@ pub async fn handle(
         (None, true) => Ok(anonymous()),
         (None, false) => Err(ApiError::Unauthorized),
     };
-    let resp = match user {
-        Ok(user) => {
+    let admitted = match user {
+        Ok(user) if !long_running(verb, &target.route, &query) => state
+            .fairness
+            .admit(&flow_of(&user, &target))
+            .await
+            .map(|slot| (user, Some(slot)))
+            .map_err(ApiError::from),
+        Ok(user) => Ok((user, None)),
+        Err(e) => Err(e),
+    };
+    let resp = match admitted {
+        Ok((user, _slot)) => {
             let ctx = Ctx {
                 method: parts.method,
                 target,
@@ -218,7 +273,7 @@ pub async fn handle(
             verb,
             cluster,
             path,
-            resource: &resource,
+            resource: &requested,
             namespace: namespace.as_deref(),
             name: name.as_deref(),
             code,
@@ -256,6 +311,23 @@ pub async fn handle(
 
 async fn dispatch(state: &SharedState, mut ctx: Ctx, body: hyper::body::Incoming) -> Resp {
     let route = ctx.target.route.clone();
+    // Discovery and OpenAPI of a logical cluster that does not exist: 404, as for its
+    // objects (and nothing cached for it).
+    let about_cluster = !matches!(
+        route,
+        Route::Livez
+            | Route::Readyz
+            | Route::Healthz
+            | Route::Version
+            | Route::Metrics
+            | Route::Resource(_)
+    );
+    if about_cluster
+        && let ClusterScope::One(c) = &ctx.target.cluster
+        && let Err(e) = state.cluster_exists(c)
+    {
+        return error_response(&e);
+    }
     let result = match route {
         Route::Livez | Route::Healthz => Ok(system::health(true)),
         Route::Readyz => Ok(system::health(state.is_ready())),

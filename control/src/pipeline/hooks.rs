@@ -26,6 +26,23 @@ pub struct HookCx<'a> {
     pub manager: Option<&'a str>,
     /// Who asked for a create or update (`None` for the server's own writes).
     pub user: Option<&'a crate::auth::User>,
+    /// Warnings for the client (kube's `Warning` header), added by hooks.
+    pub warnings: std::sync::Mutex<Vec<String>>,
+}
+
+impl HookCx<'_> {
+    /// Tell the client something without refusing the write.
+    pub fn warn(&self, message: String) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message);
+    }
+
+    /// The warnings hooks added.
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 /// What was committed.

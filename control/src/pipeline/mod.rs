@@ -8,6 +8,7 @@
 
 pub mod decode;
 pub mod hooks;
+pub mod reserved;
 
 use std::sync::Arc;
 
@@ -117,6 +118,52 @@ fn current(
     let obj =
         serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok((entry, obj))
+}
+
+/// The stored form of `obj`, refused (413, as kube refuses what etcd would not take) when it
+/// is larger than a request may be: a patch or a server-side apply can grow an object past
+/// what any one client could have sent.
+fn encode(state: &ApiState, obj: &Value) -> ApiResult<Bytes> {
+    let bytes = serde_json::to_vec(obj).map_err(|e| ApiError::Internal(e.to_string()))?;
+    if bytes.len() > state.limits.max_body {
+        return Err(ApiError::too_large(state.limits.max_body));
+    }
+    Ok(Bytes::from(bytes))
+}
+
+/// Refuse a client's change to a label or annotation Sluice's parts own (in a logical
+/// cluster; a physical cluster's server keeps kube's behaviour).
+fn check_reserved(
+    state: &ApiState,
+    t: &ResourceType,
+    cluster: &LogicalClusterPath,
+    user: Option<&crate::auth::User>,
+    old: Option<&Value>,
+    new: &Value,
+) -> ApiResult<()> {
+    if state.annotation_for(cluster).is_none() {
+        return Ok(());
+    }
+    match reserved::first_changed(user, &t.resource, old, new) {
+        None => Ok(()),
+        Some((map, key)) => Err(ApiError::RbacForbidden {
+            gr: t.gr.clone(),
+            name: object::name(new).unwrap_or_default().to_string(),
+            message: format!(
+                "{} {key:?} is set by Sluice's controllers, not by clients",
+                map.trim_end_matches('s')
+            ),
+        }),
+    }
+}
+
+/// Hand the hooks' warnings to the client, once each (a retried write admits again).
+fn add_warnings(w: &mut Write, cx: &HookCx<'_>) {
+    for m in cx.take_warnings() {
+        if !w.warnings.contains(&m) {
+            w.warnings.push(m);
+        }
+    }
 }
 
 pub fn parse_json(bytes: &[u8]) -> ApiResult<Value> {
@@ -247,6 +294,7 @@ pub async fn create(
         cluster: &cluster,
         manager: Some(&manager),
         user: user.as_ref(),
+        warnings: Default::default(),
     };
     if ownership == Ownership::Update {
         crate::apply::record_update(
@@ -260,6 +308,7 @@ pub async fn create(
     }
     validate(state, t, &obj)?;
     check_namespace(state, target)?;
+    check_reserved(state, t, &cluster, w.user.as_ref(), None, &obj)?;
     if let Some(synced) = w.user.as_ref().and_then(crate::rbac::syncer::cluster_of) {
         crate::rbac::syncer::may_create(&synced, &t.group, &t.resource, &obj).map_err(
             |message| ApiError::RbacForbidden {
@@ -276,8 +325,10 @@ pub async fn create(
             return Err(e);
         }
     }
+    add_warnings(w, &cx);
     let release = |obj: &Value| hooks.iter().for_each(|h| h.release(obj));
     let name = object::name(&obj).unwrap_or("").to_string();
+    let bytes = encode(state, &obj).inspect_err(|_| release(&obj))?;
     if w.dry_run {
         release(&obj);
         return Ok(Written::Object {
@@ -285,8 +336,6 @@ pub async fn create(
             revision: state.store.revision(),
         });
     }
-    let bytes =
-        Bytes::from(serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?);
     let committed = state
         .store
         .write(Op::Put {
@@ -426,6 +475,7 @@ pub fn apply_patch(
     };
     result.map_err(|e| match e {
         PatchError::Malformed(m) => ApiError::BadRequest(m),
+        PatchError::TooLarge(m) => ApiError::RequestEntityTooLarge(m),
         PatchError::Apply(m) => invalid(
             t,
             object::name(current).unwrap_or(""),
@@ -454,6 +504,7 @@ pub async fn modify(
         cluster: &cluster,
         manager: Some(&manager),
         user: user.as_ref(),
+        warnings: Default::default(),
     };
     let hooks = state.hooks.of(t);
     for _ in 0..WRITE_RETRIES {
@@ -525,6 +576,7 @@ pub async fn modify(
             );
         }
         validate(state, t, &new)?;
+        check_reserved(state, t, &cluster, user.as_ref(), Some(&old), &new)?;
         if let Some(synced) = user.as_ref().and_then(crate::rbac::syncer::cluster_of) {
             crate::rbac::syncer::may_change(&synced, &t.group, &t.resource, &old, &new).map_err(
                 |message| ApiError::RbacForbidden {
@@ -537,6 +589,7 @@ pub async fn modify(
         for hook in hooks {
             hook.admit_update(&cx, &old, &mut new, sub)?;
         }
+        add_warnings(w, &cx);
         if object::spec_changed(&new, &old)
             || new["metadata"] != old["metadata"]
             || new.get("status") != old.get("status")
@@ -546,6 +599,7 @@ pub async fn modify(
             return Ok(Written::Unchanged(entry.value.clone()));
         }
         if w.dry_run {
+            encode(state, &new)?;
             return Ok(Written::Object {
                 object: new,
                 revision: entry.revision,
@@ -557,9 +611,7 @@ pub async fn modify(
                 expect: Expect::At(entry.revision),
             }
         } else {
-            let bytes = Bytes::from(
-                serde_json::to_vec(&new).map_err(|e| ApiError::Internal(e.to_string()))?,
-            );
+            let bytes = encode(state, &new)?;
             Op::Put {
                 key: key.clone(),
                 value: bytes,
@@ -742,11 +794,10 @@ pub async fn update_scale(
             state.annotation_for(&target.cluster),
             false,
         );
+        let bytes = encode(state, &new)?;
         if dry_run {
             return Ok(scale_of(t, &new));
         }
-        let bytes =
-            Bytes::from(serde_json::to_vec(&new).map_err(|e| ApiError::Internal(e.to_string()))?);
         match state
             .store
             .write(Op::Put {
@@ -790,6 +841,7 @@ pub async fn delete(
         cluster: &cluster,
         manager: None,
         user: None,
+        warnings: Default::default(),
     };
     for _ in 0..WRITE_RETRIES {
         let (entry, mut obj) = current(state, t, key, name)?;

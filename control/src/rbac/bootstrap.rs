@@ -214,7 +214,8 @@ fn cluster_admin() -> Vec<Rule> {
     ]
 }
 
-/// What every authenticated user may do: discovery, health, and asking what it may do.
+/// What every authenticated user with access to a logical cluster may do there: discovery,
+/// health, and asking what it may do.
 fn authenticated() -> Vec<Rule> {
     vec![
         Rule::urls(
@@ -246,6 +247,24 @@ fn authenticated() -> Vec<Rule> {
     ]
 }
 
+/// kube's `system:monitoring`: reading the server's metrics and health, for a scraper's
+/// identity (anonymous clients get health only).
+fn monitoring() -> Vec<Rule> {
+    vec![Rule::urls(
+        &["get"],
+        &[
+            "/metrics",
+            "/metrics/slis",
+            "/healthz",
+            "/healthz/*",
+            "/livez",
+            "/livez/*",
+            "/readyz",
+            "/readyz/*",
+        ],
+    )]
+}
+
 struct Defaults {
     cluster_roles: HashMap<&'static str, Vec<Rule>>,
     authenticated: Vec<Rule>,
@@ -259,6 +278,7 @@ fn defaults() -> &'static Defaults {
             ("admin", admin()),
             ("edit", edit()),
             ("view", view()),
+            ("system:monitoring", monitoring()),
         ]),
         authenticated: authenticated(),
     })

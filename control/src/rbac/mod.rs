@@ -43,7 +43,10 @@ pub struct Authorizer {
 }
 
 impl Authorizer {
-    /// May `user` do `action` in `cluster`?
+    /// May `user` do `action` in `cluster`? What every authenticated user may do
+    /// (discovery, OpenAPI, asking what it may do) holds only in a logical cluster the user
+    /// has access to — a binding there, or a ServiceAccount's own — as in kcp: a tenant
+    /// learns nothing of another's cluster, not even its kinds.
     pub fn decide(
         &self,
         store: &Store,
@@ -51,14 +54,19 @@ impl Authorizer {
         user: &User,
         action: &Action<'_>,
     ) -> Decision {
-        if user.is_admin()
-            || bootstrap::authenticated_rules()
+        if user.is_admin() {
+            return Decision::Allow;
+        }
+        let policy = self.policies.of(store, cluster);
+        let member = user.binding.as_ref().is_some_and(|b| b.cluster == *cluster)
+            || policy.grants(&user.name, &user.groups).next().is_some();
+        if member
+            && bootstrap::authenticated_rules()
                 .iter()
                 .any(|r| r.allows(action))
         {
             return Decision::Allow;
         }
-        let policy = self.policies.of(store, cluster);
         let namespace = action.namespace();
         let allowed = policy
             .grants(&user.name, &user.groups)

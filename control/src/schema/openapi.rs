@@ -246,15 +246,18 @@ impl OpenApiCache {
             cache
                 .retain(|(g, gr, v), _| *g == 0 || *g == generation || gr != group || v != version);
         }
-        cache
-            .entry((generation, group.to_string(), version.to_string()))
-            .or_insert_with(|| {
-                let doc = v3_document(set, catalog, group, version)?;
-                let bytes = Bytes::from(serde_json::to_vec(&doc).ok()?);
-                let hash = hash_hex(&bytes);
-                Some((bytes, hash))
-            })
-            .clone()
+        let key = (generation, group.to_string(), version.to_string());
+        if let Some(hit) = cache.get(&key) {
+            return hit.clone();
+        }
+        // Only what exists is cached: a client naming group-versions at random must not
+        // grow the cache.
+        let doc = v3_document(set, catalog, group, version)?;
+        let bytes = Bytes::from(serde_json::to_vec(&doc).ok()?);
+        let hash = hash_hex(&bytes);
+        let found = Some((bytes, hash));
+        cache.insert(key, found.clone());
+        found
     }
 
     /// The v3 discovery document: one entry per group-version with its URL and hash.
