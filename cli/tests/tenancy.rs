@@ -464,3 +464,150 @@ fn tenants_cannot_escape_onto_the_shared_clusters() {
         "2"
     );
 }
+
+fn placed(t: &Tenant, ns: &str, field: &str) -> String {
+    t.ok(&[
+        "get",
+        "namespace",
+        ns,
+        "-o",
+        &format!("jsonpath={{.status.conditions[?(@.type==\"Placed\")].{field}}}"),
+    ])
+}
+
+#[test]
+fn a_workspace_runs_only_on_its_clusters_and_within_its_quota() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start("east,west");
+    let root = dev.kubectl_control();
+    let (east, west) = (dev.kubectl("east"), dev.kubectl("west"));
+    // The platform admin shares east and keeps west; workspace a may use shared clusters,
+    // two pods on each at most.
+    root.ok(&["label", "cluster", "east", "tier=shared"]);
+    root.ok(&["label", "cluster", "west", "tier=dedicated"]);
+    root.apply_stdin(
+        r#"{"apiVersion": "sluice.dev/v1alpha1", "kind": "Workspace", "metadata": {"name": "a"},
+            "spec": {"policy": {"clusterSelector": {"matchLabels": {"tier": "shared"}}, "clusterQuota": {"pods": 2}}}}"#,
+    );
+    let bin = kubectls().remove(0);
+    Tenant::new(&dev, &bin, "root:a", "admin").k.ok(&[
+        "create",
+        "clusterrolebinding",
+        "alice-admin",
+        "--clusterrole=cluster-admin",
+        "--user=alice",
+    ]);
+    for bin in kubectls() {
+        let alice = Tenant::new(&dev, &bin, "root:a", "alice");
+        // Pinned by hand to a cluster it may not use: refused.
+        alice.refused(
+            r#"{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "pinned", "labels": {"sluice.dev/cluster": "west"}}}"#,
+            &[r#"namespaces "pinned" is forbidden: cluster "west" is not one that logical cluster root:a may use (its workspace's spec.policy.clusterSelector)"#],
+        );
+        // Nor can it label itself onto a cluster placement did not choose.
+        alice.ok(&[
+            "create",
+            "namespace",
+            format!("probe-{}", bin.len()).as_str(),
+        ]);
+        let err = alice.fails(&[
+            "label",
+            "namespace",
+            &format!("probe-{}", bin.len()),
+            "state.sluice.dev/west=Sync",
+        ]);
+        assert!(
+            err.contains(
+                r#"label "state.sluice.dev/west" is set by Sluice's controllers, not by clients"#
+            ),
+            "{err}"
+        );
+    }
+    // A Placement over every cluster places it on east only.
+    let alice = Tenant::new(&dev, &bin, "root:a", "alice");
+    let (ok, out) = alice.apply(
+        r#"apiVersion: sluice.dev/v1alpha1
+kind: Placement
+metadata: {name: anywhere}
+spec:
+  namespaceSelector: {matchLabels: {placed: "yes"}}
+  locationSelector: {}
+"#,
+    );
+    assert!(ok, "{out}");
+    let mut manifest = app("shop").replace(
+        "labels: {sluice.dev/cluster: east}",
+        "labels: {placed: \"yes\"}",
+    );
+    let (ok, out) = alice.apply(&manifest);
+    assert!(ok, "{out}");
+    assert!(eventually(Duration::from_secs(120), || {
+        downstream_names(&east, "root:a", "shop", "deployments").contains("deployment.apps/web")
+    }));
+    assert_eq!(
+        placed(&alice, "shop", "status"),
+        "True",
+        "{}",
+        placed(&alice, "shop", "message")
+    );
+    // Its two pods fill its quota on east: one more pod fits nowhere it may go.
+    manifest = app("more")
+        .replace(
+            "labels: {sluice.dev/cluster: east}",
+            "labels: {placed: \"yes\"}",
+        )
+        .replace("replicas: 2", "replicas: 1");
+    let (ok, out) = alice.apply(&manifest);
+    assert!(ok, "{out}");
+    assert!(
+        eventually(Duration::from_secs(60), || placed(&alice, "more", "reason")
+            == "InsufficientCapacity"),
+        "{}",
+        placed(&alice, "more", "message")
+    );
+    assert!(
+        placed(&alice, "more", "message").contains("within the quota of workspace root:a"),
+        "{}",
+        placed(&alice, "more", "message")
+    );
+    // Draining east never moves alice onto west: she waits on east, Pending.
+    root.ok(&[
+        "patch",
+        "cluster",
+        "east",
+        "--type=merge",
+        "-p",
+        r#"{"spec": {"unschedulable": true, "drain": true}}"#,
+    ]);
+    assert!(
+        eventually(Duration::from_secs(60), || placed(&alice, "shop", "status")
+            == "False"),
+        "{}",
+        placed(&alice, "shop", "message")
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    // (Every member cluster has the namespace, for its imports; only east runs it.)
+    assert_eq!(
+        downstream_names(&west, "root:a", "shop", "deployments,pods").trim(),
+        ""
+    );
+    assert!(
+        downstream_names(&east, "root:a", "shop", "deployments").contains("deployment.apps/web")
+    );
+    assert_eq!(
+        downstream_names(&east, "root:a", "more", "deployments").trim(),
+        "",
+        "over its quota, it runs nowhere"
+    );
+    root.ok(&[
+        "patch",
+        "cluster",
+        "east",
+        "--type=merge",
+        "-p",
+        r#"{"spec": {"unschedulable": false, "drain": false}}"#,
+    ]);
+    assert!(eventually(Duration::from_secs(60), || placed(
+        &alice, "shop", "status"
+    ) == "True"));
+}

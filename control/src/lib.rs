@@ -180,6 +180,17 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
             )
         })?;
     let mut auth = Authenticator::new(&pki.admin_token).with_signer(Arc::new(signer));
+    // The placement controllers' own identity: an administrator, and one of the system's
+    // controllers (which a human administrator is not). Its token lives in memory only.
+    let placement_token = pki::random_token();
+    auth.add_token(
+        &placement_token,
+        auth::User {
+            name: "system:sluice:placement".into(),
+            groups: vec![auth::ADMIN_GROUP.into(), auth::CONTROLLERS_GROUP.into()],
+            binding: None,
+        },
+    );
     if let Some(f) = &config.token_file {
         auth.load_token_file(f)?;
     }
@@ -301,9 +312,10 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     ));
     if config.single_cluster.is_none() {
         // The placement controllers: clients of this server like any other.
-        let client = sluice_kube::client::config_from_kubeconfig(&admin_kubeconfig, None)
+        let mut client = sluice_kube::client::config_from_kubeconfig(&admin_kubeconfig, None)
             .await
             .map_err(ControlError::Client)?;
+        client.auth_info.token = Some(placement_token.into());
         tokio::spawn(leader::while_leading(
             leading,
             shutdown_rx,

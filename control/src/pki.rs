@@ -77,7 +77,7 @@ fn validity(params: &mut CertificateParams, days: i64) {
     params.not_after = now + time::Duration::days(days);
 }
 
-fn random_token() -> String {
+pub(crate) fn random_token() -> String {
     use rand::Rng;
     let bytes: [u8; 24] = rand::rng().random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()

@@ -430,13 +430,15 @@ async fn anonymous_clients_get_health_only_and_tenants_see_only_their_own_cluste
         .body(Vec::new())
         .unwrap();
     alice.request_text(req).await.unwrap();
-    // A cluster that does not exist: 404 even for the admin, and nothing cached for it.
-    let admin = server.client_for_cluster("root:nope").await;
+    // A cluster that does not exist: a tenant is refused its discovery as for any cluster
+    // it has no access to, and learns nothing of whether it exists.
+    let alice_nowhere = client_as(&server, "root:nope", "alice-token").await;
     let req = http::Request::builder()
         .uri("/api")
         .body(Vec::new())
         .unwrap();
-    assert_eq!(status_of(&admin, req).await.code, 404);
+    assert_eq!(status_of(&alice_nowhere, req).await.code, 403);
+    let admin = server.client_for_cluster("root:nope").await;
     // The admin reads /metrics.
     let req = http::Request::builder()
         .uri("/metrics")

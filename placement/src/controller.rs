@@ -33,6 +33,7 @@ use crate::rollback;
 use crate::schedule::{self, ClusterView, Mode, Phase, PolicyView, Target};
 use crate::shift;
 use crate::status;
+use crate::tenancy;
 
 /// After a failed write, the pass runs again this much later.
 const RETRY: Duration = Duration::from_secs(1);
@@ -98,6 +99,8 @@ struct Watched {
     mirrors: Informer<DynamicObject>,
     /// Custom resource definitions marked syncable: their kinds join `kinds`.
     crds: Informer<DynamicObject>,
+    /// Workspaces: their policies bound where their namespaces run and how much they use.
+    workspaces: Informer<DynamicObject>,
 }
 
 impl Watched {
@@ -109,6 +112,7 @@ impl Watched {
             && self.kinds.iter().all(|(_, _, i)| i.is_ready())
             && self.mirrors.is_ready()
             && self.crds.is_ready()
+            && self.workspaces.is_ready()
     }
 }
 
@@ -160,6 +164,10 @@ pub async fn run(
             metadata_only,
         ),
         namespaces: start(dynamic("", "v1", "Namespace", "namespaces"), "namespaces"),
+        workspaces: start(
+            dynamic("sluice.dev", "v1alpha1", "Workspace", "workspaces"),
+            "workspaces",
+        ),
         placements: start(
             dynamic("sluice.dev", "v1alpha1", "Placement", "placements"),
             "placements",
@@ -323,6 +331,8 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
                 load: load.get(&name).copied().unwrap_or(0),
                 capacity: Limits::from_json(&spec["capacity"]),
                 used: Resources::default(),
+                allowed: true,
+                quotas: Vec::new(),
                 labels: labels_of(c),
                 name,
             })
@@ -424,16 +434,26 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
         crate::demand::demand(vs.iter().map(|(k, v)| (*k, v)), on)
     };
     let mut allocated: BTreeMap<ClusterName, Resources> = BTreeMap::new();
+    let mut usage = tenancy::WorkspaceUsage::default();
     for ns in &namespaces {
         let (Some(path), Some(name)) = (path_of(ns), ns.metadata.name.clone()) else {
             continue;
         };
         for c in placed_clusters(ns.metadata.labels.iter().flatten()) {
             let d = demand_of(&(path.clone(), name.clone()), Some(&c));
+            usage.add(&path, &c, d);
             let a = allocated.entry(c).or_default();
             *a = *a + d;
         }
     }
+    // Each logical cluster's policy, read once a pass.
+    let own_policy = |parent: &LogicalClusterPath, name: &str| {
+        w.workspaces
+            .get_in(parent.as_str(), "", name)
+            .and_then(|o| tenancy::policy_of(&o.data))
+    };
+    let mut policy_of: BTreeMap<LogicalClusterPath, sluice_api::tenancy::EffectivePolicy> =
+        BTreeMap::new();
 
     for ns in &namespaces {
         let (Some(path), Some(name)) = (path_of(ns), ns.metadata.name.clone()) else {
@@ -459,7 +479,12 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
             .unwrap_or_default();
         let key = (path.clone(), name.clone());
         let full = demand_of(&key, None);
-        // The clusters as this namespace sees them: what the others use.
+        let policy = policy_of
+            .entry(path.clone())
+            .or_insert_with(|| tenancy::effective(&path, &own_policy))
+            .clone();
+        // The clusters as this namespace sees them: what the others use, and what its
+        // workspace may use.
         let views: Vec<ClusterView> = clusters
             .iter()
             .map(|c| {
@@ -470,6 +495,8 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
                     Resources::default()
                 };
                 v.used = allocated.get(&c.name).copied().unwrap_or_default() - mine;
+                v.allowed = tenancy::cluster_allowed(&policy, &c.labels);
+                v.quotas = usage.quotas(&policy, &c.name, mine);
                 v
             })
             .collect();
@@ -700,6 +727,7 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
                 // Counted whole until its share is known: a newcomer never overcommits.
                 let a = allocated.entry(c.clone()).or_default();
                 *a = *a + full;
+                usage.add(&path, c, full);
             }
         }
         ok &= report_phase(&client, ns, &name, &phase, &gate.drained).await;
@@ -854,10 +882,7 @@ impl Split {
                     .iter()
                     .map(|c| {
                         let spent = self.spent.get(&c.name).copied().unwrap_or_default();
-                        (
-                            c.name.clone(),
-                            c.capacity.room_for(&(c.used + spent), &each),
-                        )
+                        (c.name.clone(), c.room(&spent, &each))
                     })
                     .collect();
                 let shares = schedule::fill_shares(replicas, &room);

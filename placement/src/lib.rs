@@ -6,7 +6,7 @@
 //! They are API clients like any other (wildcard watches through `/clusters/*`, writes to
 //! each logical cluster), so they run inside `sluice control` today and can run apart
 //! later. The rules are pure ([`schedule`], [`status`], [`demand`], [`imports`],
-//! [`shift`], [`rollback`]); [`controller`] is the IO around
+//! [`shift`], [`rollback`], [`tenancy`]); [`controller`] is the IO around
 //! them; [`drain`] is what a command line needs to cordon, drain and follow a cluster.
 
 pub mod controller;
@@ -17,5 +17,6 @@ pub mod rollback;
 pub mod schedule;
 pub mod shift;
 pub mod status;
+pub mod tenancy;
 
 pub use controller::{PlacementError, run};

@@ -31,17 +31,64 @@ pub struct ClusterView {
     pub capacity: Limits,
     /// What the namespaces placed on it request, apart from the one being decided.
     pub used: Resources,
+    /// Whether the workspace of the namespace being decided may use it
+    /// (`Workspace.spec.policy.clusterSelector`, of its workspace and those above).
+    pub allowed: bool,
+    /// The quotas of that namespace's workspaces on this cluster.
+    pub quotas: Vec<Quota>,
+}
+
+/// One workspace's quota on a cluster and what it (with the workspaces below it) uses
+/// there, apart from the namespace being decided.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Quota {
+    pub workspace: String,
+    pub limits: Limits,
+    pub used: Resources,
 }
 
 impl ClusterView {
     /// Whether something new may be placed here.
     fn eligible(&self) -> bool {
-        self.ready && !self.unschedulable && !self.draining
+        self.ready && !self.unschedulable && !self.draining && self.allowed
     }
 
-    /// Whether `demand` fits beside what is there.
+    /// Whether `demand` fits beside what is there, within its capacity and every quota.
     fn fits(&self, demand: &Resources) -> bool {
         self.capacity.admits(&(self.used + *demand))
+            && self
+                .quotas
+                .iter()
+                .all(|q| q.limits.admits(&(q.used + *demand)))
+    }
+
+    /// Neither its capacity nor any quota bounds anything.
+    fn unbounded(&self) -> bool {
+        self.capacity.is_unbounded() && self.quotas.iter().all(|q| q.limits.is_unbounded())
+    }
+
+    /// How many more pods like `each` fit, after `spent` more is placed here: the least of
+    /// what its capacity and each quota leave (`None`: unbounded).
+    pub fn room(&self, spent: &Resources, each: &Resources) -> Option<i64> {
+        std::iter::once(self.capacity.room_for(&(self.used + *spent), each))
+            .chain(
+                self.quotas
+                    .iter()
+                    .map(|q| q.limits.room_for(&(q.used + *spent), each)),
+            )
+            .flatten()
+            .min()
+    }
+
+    /// The workspace whose quota, and not the cluster's capacity, keeps `demand` out.
+    fn quota_refusing(&self, demand: &Resources) -> Option<&str> {
+        if !self.capacity.admits(&(self.used + *demand)) {
+            return None;
+        }
+        self.quotas
+            .iter()
+            .find(|q| !q.limits.admits(&(q.used + *demand)))
+            .map(|q| q.workspace.as_str())
     }
 }
 
@@ -75,7 +122,11 @@ pub enum Pending {
     ClusterNotFound(String),
     ClusterNotReady(String),
     ClusterUnschedulable(String),
+    /// Pinned to a cluster its workspace may not use.
+    ClusterNotAllowed(String),
     NoClusterMatches(String),
+    /// A Placement's clusters are all ones its workspace may not use.
+    NoAllowedClusterMatches(String),
     InvalidSelector(String, SelectorError),
     /// It is to move off a draining cluster, which moves a bounded number at a time.
     DrainQueued(ClusterName),
@@ -90,6 +141,9 @@ impl Pending {
             Pending::ClusterNotFound(_) => "ClusterNotFound",
             Pending::ClusterNotReady(_) => "ClusterNotReady",
             Pending::ClusterUnschedulable(_) => "ClusterUnschedulable",
+            Pending::ClusterNotAllowed(_) | Pending::NoAllowedClusterMatches(_) => {
+                "ClusterNotAllowed"
+            }
             Pending::NoClusterMatches(_) => "NoClusterMatches",
             Pending::InvalidSelector(..) => "InvalidSelector",
             Pending::DrainQueued(_) => "DrainQueued",
@@ -104,6 +158,12 @@ impl Pending {
             Pending::ClusterUnschedulable(c) => {
                 format!("cluster {c:?} is cordoned or draining")
             }
+            Pending::ClusterNotAllowed(c) => format!(
+                "cluster {c:?} is not one this workspace may use (spec.policy.clusterSelector)"
+            ),
+            Pending::NoAllowedClusterMatches(p) => format!(
+                "placement {p:?}: no cluster its locationSelector matches is one this workspace may use (spec.policy.clusterSelector)"
+            ),
             Pending::NoClusterMatches(p) => {
                 format!(
                     "placement {p:?}: no ready, schedulable cluster matches its locationSelector"
@@ -147,6 +207,7 @@ pub fn target(
     if let Some(want) = labels.get(sluice_api::sync::LABEL_CLUSTER) {
         return match by_name(want) {
             None => Target::Pending(Pending::ClusterNotFound(want.clone())),
+            Some(c) if !c.allowed => Target::Pending(Pending::ClusterNotAllowed(want.clone())),
             Some(c) if c.draining => away_from_draining(c, current, clusters, demand, established),
             Some(c) if !c.ready => Target::Pending(Pending::ClusterNotReady(want.clone())),
             // A cordon keeps what is there, and places nothing new.
@@ -173,10 +234,14 @@ pub fn target(
         Ok(s) => s,
         Err(e) => return Target::Pending(Pending::InvalidSelector(policy.name.clone(), e.clone())),
     };
-    let selected: Vec<&ClusterView> = clusters
+    let matched: Vec<&ClusterView> = clusters
         .iter()
         .filter(|c| selector.matches(&c.labels))
         .collect();
+    let selected: Vec<&ClusterView> = matched.iter().copied().filter(|c| c.allowed).collect();
+    if selected.is_empty() && !matched.is_empty() {
+        return Target::Pending(Pending::NoAllowedClusterMatches(policy.name.clone()));
+    }
     // Where it runs already may stay (cordoned or not); anything new must be eligible.
     let keep =
         |c: &&ClusterView| c.eligible() || (current.contains(&c.name) && c.ready && !c.draining);
@@ -204,10 +269,26 @@ pub fn target(
                     clusters: vec![c.name.clone()],
                     mode: Mode::Single,
                 },
-                None => Target::Pending(Pending::InsufficientCapacity(describe(demand))),
+                None => insufficient(demand, usable.iter().copied()),
             }
         }
     }
+}
+
+/// Pending for want of room; when a workspace's quota, not the clusters' capacity, is what
+/// refuses it, the message says so.
+fn insufficient<'a>(
+    demand: &Resources,
+    clusters: impl IntoIterator<Item = &'a ClusterView>,
+) -> Target {
+    let quota = clusters
+        .into_iter()
+        .find_map(|c| c.quota_refusing(demand).map(str::to_string));
+    let what = match quota {
+        Some(w) => format!("{} within the quota of workspace {w}", describe(demand)),
+        None => describe(demand),
+    };
+    Target::Pending(Pending::InsufficientCapacity(what))
 }
 
 fn usable_owned(usable: &[&ClusterView]) -> Vec<ClusterView> {
@@ -239,7 +320,7 @@ fn single(
         clusters: vec![home.name.clone()],
         mode: Mode::Single,
     };
-    if home.fits(demand) || home.capacity.is_unbounded() {
+    if home.fits(demand) || home.unbounded() {
         return alone;
     }
     if !established {
@@ -253,14 +334,13 @@ fn single(
                 clusters: vec![c.name.clone()],
                 mode: Mode::Single,
             },
-            None => Target::Pending(Pending::InsufficientCapacity(describe(demand))),
+            None => insufficient(demand, std::iter::once(home).chain(others)),
         };
     }
     // What fits on home; the rest goes where there is room (those it spills to already
     // first, then the most free pods).
     let room = |c: &ClusterView| {
-        c.capacity
-            .room_for(&c.used, &per_pod(demand))
+        c.room(&Resources::default(), &per_pod(demand))
             .unwrap_or(i64::MAX)
     };
     let mut left = demand.pods as i64 - room(home);
@@ -288,7 +368,7 @@ fn single(
     }
     if left > 0 {
         // Not even spilling fits it: it keeps what it has.
-        return Target::Pending(Pending::InsufficientCapacity(describe(demand)));
+        return insufficient(demand, std::iter::once(home).chain(others));
     }
     Target::On {
         clusters,
@@ -326,7 +406,7 @@ fn away_from_draining(
         None if usable.is_empty() => {
             Target::Pending(Pending::ClusterUnschedulable(draining.name.to_string()))
         }
-        None => Target::Pending(Pending::InsufficientCapacity(describe(demand))),
+        None => insufficient(demand, usable.iter().copied()),
     }
 }
 
@@ -516,6 +596,8 @@ mod tests {
             load: 0,
             capacity: Limits::default(),
             used: Resources::default(),
+            allowed: true,
+            quotas: Vec::new(),
         }
     }
 
@@ -755,6 +837,102 @@ mod tests {
             weighted_shares(6, &[(name("a"), 4.0), (name("b"), 8.0)]),
             vec![(name("a"), 2), (name("b"), 4)]
         );
+    }
+
+    #[test]
+    fn a_workspace_runs_only_where_its_policy_lets_it_and_within_its_quota() {
+        let mut clusters = vec![cluster("a", "eu"), cluster("b", "eu")];
+        clusters[1].allowed = false;
+        let none = labels(&[]);
+        let p = [policy("eu", Mode::Single)];
+        // Pinned to a cluster it may not use.
+        assert_eq!(
+            target(
+                &labels(&[("sluice.dev/cluster", "b")]),
+                &[],
+                &clusters,
+                &p,
+                &pods(1.0),
+                true
+            ),
+            Target::Pending(Pending::ClusterNotAllowed("b".into()))
+        );
+        // A Placement over both: only the allowed one, even when it is the busier.
+        clusters[0].load = 5;
+        assert_eq!(
+            target(&none, &[], &clusters, &p, &pods(1.0), true),
+            on(&["a"], Mode::Single)
+        );
+        // Spread too.
+        assert_eq!(
+            target(
+                &none,
+                &[],
+                &clusters,
+                &[policy("eu", Mode::Spread)],
+                &pods(1.0),
+                true
+            ),
+            on(&["a"], Mode::Spread)
+        );
+        // A drain never moves it onto a cluster it may not use: it waits where it is.
+        clusters[0].draining = true;
+        assert_eq!(
+            target(
+                &labels(&[("sluice.dev/cluster", "a")]),
+                &[name("a")],
+                &clusters,
+                &[],
+                &pods(1.0),
+                true
+            ),
+            Target::Pending(Pending::ClusterUnschedulable("a".into()))
+        );
+        assert!(matches!(
+            target(&none, &[name("a")], &clusters, &p, &pods(1.0), true),
+            Target::Pending(Pending::NoClusterMatches(_))
+        ));
+        clusters[0].draining = false;
+        // Nothing it may use matches its Placement.
+        let only_b = [PolicyView {
+            clusters: Selector::parse(&LabelSelector {
+                match_labels: Some([("region".to_string(), "us".to_string())].into()),
+                ..Default::default()
+            }),
+            ..policy("eu", Mode::Single)
+        }];
+        clusters[1].labels = [("region".to_string(), "us".to_string())].into();
+        assert_eq!(
+            target(&none, &[], &clusters, &only_b, &pods(1.0), true),
+            Target::Pending(Pending::NoAllowedClusterMatches("p".into()))
+        );
+        // A quota of 4 pods, 3 used by its workspace: 2 more do not fit, 1 does; the
+        // message names the workspace's quota, not the cluster.
+        clusters[0].quotas = vec![Quota {
+            workspace: "root:a".into(),
+            limits: Limits {
+                pods: Some(4.0),
+                ..Default::default()
+            },
+            used: pods(3.0),
+        }];
+        assert_eq!(
+            target(&none, &[], &clusters, &p, &pods(2.0), false),
+            Target::Pending(Pending::InsufficientCapacity(format!(
+                "{} within the quota of workspace root:a",
+                describe(&pods(2.0))
+            )))
+        );
+        assert_eq!(
+            target(&none, &[], &clusters, &p, &pods(1.0), false),
+            on(&["a"], Mode::Single)
+        );
+        // Room is the least of capacity and quotas.
+        clusters[0].capacity = Limits {
+            pods: Some(100.0),
+            ..Default::default()
+        };
+        assert_eq!(clusters[0].room(&pods(0.0), &pods(1.0)), Some(1));
     }
 
     #[test]

@@ -30,8 +30,8 @@ impl Hook for GracefulPods {
 }
 
 /// Mirrored Pods (label `sluice.dev/cluster`) are written by their cluster's syncer only
-/// (and released by the placement controllers, which run as the server's administrators,
-/// when their cluster is gone).
+/// (and released by the placement controllers when their cluster is gone): not by a
+/// tenant, not by a human administrator, whatever field manager they name.
 pub struct MirroredPods;
 
 impl MirroredPods {
@@ -41,7 +41,7 @@ impl MirroredPods {
             .find_map(|o| o["metadata"]["labels"][LABEL_CLUSTER].as_str());
         let may_write = |cluster: &str| match cx.user {
             None => true,
-            Some(u) if u.is_admin() => true,
+            Some(u) if u.is_controller() => true,
             Some(u) => crate::rbac::syncer::cluster_of(u).is_some_and(|c| c.as_str() == cluster),
         };
         match mirror {

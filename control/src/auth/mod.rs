@@ -22,9 +22,19 @@ pub struct User {
     pub binding: Option<Binding>,
 }
 
+/// The group of the control plane's own controllers (the placement controllers): a
+/// human administrator is not in it, so what only the system may do (write a Pod mirror)
+/// stays the system's even for them.
+pub const CONTROLLERS_GROUP: &str = "system:sluice:controllers";
+
 impl User {
     pub fn is_admin(&self) -> bool {
         self.groups.iter().any(|g| g == ADMIN_GROUP)
+    }
+
+    /// One of the control plane's own controllers.
+    pub fn is_controller(&self) -> bool {
+        self.groups.iter().any(|g| g == CONTROLLERS_GROUP)
     }
 }
 
@@ -67,6 +77,11 @@ impl Authenticator {
             tokens,
             signer: None,
         }
+    }
+
+    /// Accept `token` for `user` (the in-process controllers' token).
+    pub fn add_token(&mut self, token: &str, user: User) {
+        self.tokens.insert(digest(token), user);
     }
 
     /// Accept ServiceAccount tokens signed by `signer`.

@@ -311,23 +311,6 @@ pub async fn handle(
 
 async fn dispatch(state: &SharedState, mut ctx: Ctx, body: hyper::body::Incoming) -> Resp {
     let route = ctx.target.route.clone();
-    // Discovery and OpenAPI of a logical cluster that does not exist: 404, as for its
-    // objects (and nothing cached for it).
-    let about_cluster = !matches!(
-        route,
-        Route::Livez
-            | Route::Readyz
-            | Route::Healthz
-            | Route::Version
-            | Route::Metrics
-            | Route::Resource(_)
-    );
-    if about_cluster
-        && let ClusterScope::One(c) = &ctx.target.cluster
-        && let Err(e) = state.cluster_exists(c)
-    {
-        return error_response(&e);
-    }
     let result = match route {
         Route::Livez | Route::Healthz => Ok(system::health(true)),
         Route::Readyz => Ok(system::health(state.is_ready())),
