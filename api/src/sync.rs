@@ -300,6 +300,33 @@ pub fn serves_ingress(ing: &k8s_openapi::api::networking::v1::Ingress) -> bool {
     class.is_none_or(|c| c == INGRESS_CLASS)
 }
 
+/// The hosts the control plane admitted an Ingress for (a JSON array; `""` is a catch-all),
+/// stamped on every Ingress of a logical cluster. Syncers copy down only those rules and the
+/// clusterset DNS answers only those hosts: a host belongs to its first claimant, under the
+/// domains its workspace was delegated.
+pub const INGRESS_HOSTS_ANNOTATION: &str = "sluice.dev/ingress-hosts";
+
+/// Read an [`INGRESS_HOSTS_ANNOTATION`] value; `None` when it is not a list of strings.
+pub fn parse_ingress_hosts(value: &str) -> Option<Vec<String>> {
+    serde_json::from_str(value).ok()
+}
+
+/// Write an [`INGRESS_HOSTS_ANNOTATION`] value.
+pub fn format_ingress_hosts<'a>(hosts: impl IntoIterator<Item = &'a str>) -> String {
+    serde_json::Value::from(hosts.into_iter().collect::<Vec<_>>()).to_string()
+}
+
+/// The hosts an Ingress read from a logical cluster was admitted for (lower case, no
+/// trailing dot); none without the record.
+pub fn admitted_ingress_hosts(ing: &k8s_openapi::api::networking::v1::Ingress) -> Vec<String> {
+    ing.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(INGRESS_HOSTS_ANNOTATION))
+        .and_then(|v| parse_ingress_hosts(v))
+        .unwrap_or_default()
+}
+
 /// The IP of a `Cluster.spec.ingresses` entry (`ip:port`, or a bare IP).
 pub fn ingress_ip(address: &str) -> Option<std::net::IpAddr> {
     address

@@ -106,6 +106,10 @@ enum Command {
         /// Largest request body in bytes.
         #[arg(long, default_value_t = 3 * 1024 * 1024)]
         max_request_bytes: usize,
+        /// Queue tenants' requests fairly (256 slots, 32 per logical cluster, 429 after a
+        /// 4 s wait) while the system's parts go first; `false` runs every request at once.
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        enable_priority_and_fairness: bool,
         /// Shortest ServiceAccount token a TokenRequest may ask for, in seconds
         /// (kube-apiserver's 600 unless lowered, e.g. to test expiry).
         #[arg(long, default_value_t = 600)]
@@ -534,6 +538,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             token_auth_file,
             watch_history,
             max_request_bytes,
+            enable_priority_and_fairness,
             service_account_min_token_seconds,
             single_cluster,
             service_cidr,
@@ -562,6 +567,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.token_file = token_auth_file;
             config.watch_history = watch_history;
             config.limits.max_body = max_request_bytes;
+            config.limits.fairness.enabled = enable_priority_and_fairness;
             config.limits.min_token_seconds = service_account_min_token_seconds;
             let bound = sluice_control::build(config)
                 .await

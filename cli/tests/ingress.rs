@@ -123,16 +123,6 @@ fn shopper_report(west: &support::Kubectl) -> serde_json::Value {
     serde_json::from_str(report).unwrap_or_else(|e| panic!("{report}: {e}"))
 }
 
-/// A key of cluster `name`'s descriptor.
-fn described(dev: &DevUp, name: &str, key: &str) -> String {
-    let path = dev.state.join("clusters").join(format!("{name}.json"));
-    let d: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    d[key]
-        .as_str()
-        .unwrap_or_else(|| panic!("{key} in {d}"))
-        .to_string()
-}
-
 /// `GET /` with `Host: shop.example` through the ingress at `addr`: the status line and
 /// the cluster that answered.
 fn get(addr: &str) -> Option<(String, String)> {
@@ -180,8 +170,8 @@ fn every_clusters_ingress_serves_the_app_through_moves_and_dns_follows_drains() 
     let control = dev.kubectl_control();
     let (east, west) = (dev.kubectl("east"), dev.kubectl("west"));
     let (east_in, west_in) = (
-        described(&dev, "east", "ingress"),
-        described(&dev, "west", "ingress"),
+        dev.described("east", "ingress"),
+        dev.described("west", "ingress"),
     );
     let east_ip = east_in.rsplit_once(':').unwrap().0.to_string();
     let west_ip = west_in.rsplit_once(':').unwrap().0.to_string();
@@ -220,7 +210,7 @@ fn every_clusters_ingress_serves_the_app_through_moves_and_dns_follows_drains() 
         v
     };
     for cluster in ["east", "west"] {
-        let dns = described(&dev, cluster, "dns");
+        let dns = dev.described(cluster, "dns");
         assert!(
             eventually(WITHIN, || dig(&dns) == both),
             "{cluster}'s DNS: {:?}",
@@ -281,7 +271,7 @@ fn every_clusters_ingress_serves_the_app_through_moves_and_dns_follows_drains() 
         "-p",
         r#"{"spec":{"unschedulable":true,"drain":true}}"#,
     ]);
-    let west_dns = described(&dev, "west", "dns");
+    let west_dns = dev.described("west", "dns");
     assert!(
         eventually(WITHIN, || dig(&west_dns) == [west_ip.clone()]),
         "east left the answer: {:?}",

@@ -5,7 +5,9 @@
 //! capabilities, external IPs, forged mirrors, a looser policy — is refused with kube's
 //! wording before anything is synced, nothing of it reaches a physical cluster, the
 //! downstream namespace carries the enforced level for the cluster's own PodSecurity, and
-//! the other tenant's app keeps serving throughout.
+//! the other tenant's app keeps serving throughout. A workspace runs only on the clusters
+//! its policy allows, within its quota; its Ingresses claim only hosts under its delegated
+//! domains and not owned by another namespace, and the DNS and ingresses serve only those.
 
 mod support;
 
@@ -610,4 +612,217 @@ spec:
     assert!(eventually(Duration::from_secs(60), || placed(
         &alice, "shop", "status"
     ) == "True"));
+}
+
+/// An Ingress for `hosts` in namespace `ns` sending everything to its `web` Service.
+fn ingress(name: &str, ns: &str, hosts: &[&str]) -> String {
+    let rules: Vec<String> = hosts
+        .iter()
+        .map(|h| {
+            format!(
+                r#"{{"host": "{h}", "http": {{"paths": [{{"path": "/", "pathType": "Prefix", "backend": {{"service": {{"name": "web", "port": {{"number": 80}}}}}}}}]}}}}"#
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {{"name": "{name}", "namespace": "{ns}"}}, "spec": {{"rules": [{}]}}}}"#,
+        rules.join(", ")
+    )
+}
+
+/// The A records `dig` gets for `host` from the DNS server at `dns` (`ip:port`), sorted.
+fn dig(dns: &str, host: &str) -> Vec<String> {
+    let (ip, port) = dns.rsplit_once(':').unwrap();
+    let out = std::process::Command::new("dig")
+        .args(["+short", "+tries=1", "+time=2", "-p", port])
+        .arg(format!("@{ip}"))
+        .args([host, "A"])
+        .output()
+        .unwrap();
+    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty() && !l.starts_with(';'))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `GET /` with `Host: host` through the ingress at `addr`: the status line.
+fn through_ingress(addr: &str, host: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let req = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines().next().unwrap_or("").to_string()
+}
+
+#[test]
+fn ingress_hosts_belong_to_their_first_claimant_under_delegated_domains() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, _) = DevUp::start("east");
+    let root = dev.kubectl_control();
+    // The platform admin delegates a.example to a, b.example to b, and shared.example to both.
+    root.apply_stdin(
+        r#"{"apiVersion": "sluice.dev/v1alpha1", "kind": "List", "items": [
+  {"apiVersion": "sluice.dev/v1alpha1", "kind": "Workspace", "metadata": {"name": "a"},
+   "spec": {"policy": {"ingressDomains": ["a.example", "shared.example"]}}},
+  {"apiVersion": "sluice.dev/v1alpha1", "kind": "Workspace", "metadata": {"name": "b"},
+   "spec": {"policy": {"ingressDomains": ["b.example", "shared.example"]}}}
+]}"#,
+    );
+    let bin = kubectls().remove(0);
+    for (cluster, user) in [("root:a", "alice"), ("root:b", "bob")] {
+        Tenant::new(&dev, &bin, cluster, "admin").k.ok(&[
+            "create",
+            "clusterrolebinding",
+            &format!("{user}-admin"),
+            "--clusterrole=cluster-admin",
+            &format!("--user={user}"),
+        ]);
+    }
+    // alice's app, served at shop.shared.example: the first claim on it.
+    let alice = Tenant::new(&dev, &bin, "root:a", "alice");
+    let (ok, out) = alice.apply(&app("shop"));
+    assert!(ok, "{out}");
+    let (ok, out) = alice.apply(&ingress(
+        "web",
+        "shop",
+        &["shop.shared.example", "www.a.example"],
+    ));
+    assert!(ok, "{out}");
+    let admitted = || {
+        alice.ok(&[
+            "-n",
+            "shop",
+            "get",
+            "ingress",
+            "web",
+            "-o",
+            r#"jsonpath={.metadata.annotations.sluice\.dev/ingress-hosts}"#,
+        ])
+    };
+    assert_eq!(admitted(), r#"["shop.shared.example","www.a.example"]"#);
+
+    for bin in kubectls() {
+        let bob = Tenant::new(&dev, &bin, "root:b", "bob");
+        bob.ok(&["create", "namespace", &format!("n{}", bin.len())]);
+        let ns = format!("n{}", bin.len());
+        // Above its domains, a wildcard over every .com name, or a host someone else owns.
+        bob.refused(
+            &ingress("grab", &ns, &["*.com"]),
+            &[r#"ingresses.networking.k8s.io "grab" is forbidden: host "*.com" is not under a domain delegated to logical cluster root:b (its workspace's spec.policy.ingressDomains)"#],
+        );
+        bob.refused(
+            &ingress("grab", &ns, &["payments-api.com"]),
+            &[r#"host "payments-api.com" is not under a domain delegated to logical cluster root:b"#],
+        );
+        bob.refused(
+            &ingress("grab", &ns, &["shop.shared.example"]),
+            &[r#"ingresses.networking.k8s.io "grab" is forbidden: host "shop.shared.example" is already claimed by an Ingress in another namespace"#],
+        );
+        // Every host of the shared ingresses at once.
+        bob.refused(
+            &format!(
+                r#"{{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {{"name": "grab", "namespace": "{ns}"}},
+  "spec": {{"defaultBackend": {{"service": {{"name": "web", "port": {{"number": 80}}}}}}}}}}"#
+            ),
+            &["an Ingress of logical cluster root:b must name its hosts"],
+        );
+        // A record it writes itself is replaced by what the server admitted.
+        let err = bob.fails(&[
+            "-n",
+            &ns,
+            "create",
+            "ingress",
+            "grab",
+            "--rule=*.com/*=web:80",
+        ]);
+        assert!(err.contains("is not under a domain delegated"), "{err}");
+    }
+    // Forging the record changes nothing.
+    alice.ok(&[
+        "-n",
+        "shop",
+        "annotate",
+        "--overwrite",
+        "ingress",
+        "web",
+        r#"sluice.dev/ingress-hosts=["*.com"]"#,
+    ]);
+    assert_eq!(admitted(), r#"["shop.shared.example","www.a.example"]"#);
+
+    // Only admitted hosts reach the ingress and the clusterset DNS.
+    let east_ingress = dev.described("east", "ingress");
+    let east_ip = east_ingress.rsplit_once(':').unwrap().0.to_string();
+    let dns = dev.described("east", "dns");
+    assert!(
+        eventually(Duration::from_secs(120), || through_ingress(
+            &east_ingress,
+            "shop.shared.example"
+        )
+        .starts_with("HTTP/1.1 200")),
+        "{}",
+        through_ingress(&east_ingress, "shop.shared.example")
+    );
+    assert!(eventually(Duration::from_secs(60), || dig(
+        &dns,
+        "shop.shared.example"
+    ) == [
+        east_ip.clone()
+    ]));
+    assert!(!dig(&dns, "payments-api.com").contains(&east_ip));
+
+    // The platform admin takes shared.example back from a: alice's Ingress loses that host,
+    // says so in an Event, and only www.a.example is served.
+    root.ok(&[
+        "patch",
+        "workspace",
+        "a",
+        "--type=merge",
+        "-p",
+        r#"{"spec": {"policy": {"ingressDomains": ["a.example"]}}}"#,
+    ]);
+    assert!(
+        eventually(Duration::from_secs(30), || admitted()
+            == r#"["www.a.example"]"#),
+        "{}",
+        admitted()
+    );
+    let events = alice.ok(&[
+        "-n",
+        "shop",
+        "get",
+        "events",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(
+        events.contains(r#"host "shop.shared.example" is not under a domain delegated to logical cluster root:a"#),
+        "{events}"
+    );
+    assert!(
+        eventually(Duration::from_secs(60), || dig(&dns, "shop.shared.example")
+            .is_empty()),
+        "{:?}",
+        dig(&dns, "shop.shared.example")
+    );
+    assert!(eventually(Duration::from_secs(60), || through_ingress(
+        &east_ingress,
+        "shop.shared.example"
+    )
+    .starts_with("HTTP/1.1 404")));
+    assert!(through_ingress(&east_ingress, "www.a.example").starts_with("HTTP/1.1 200"));
+    // Now free, bob may claim it.
+    let bob = Tenant::new(&dev, &bin, "root:b", "bob");
+    let ns = format!("n{}", bin.len());
+    let (ok, out) = bob.apply(&ingress("mine", &ns, &["shop.shared.example"]));
+    assert!(ok, "{out}");
 }

@@ -15,6 +15,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// How many of a kind of request may run at once, and how long one may wait for a slot.
 #[derive(Clone, Debug)]
 pub struct FairnessLimits {
+    /// Off (kube-apiserver's `--enable-priority-and-fairness=false`): every request runs
+    /// at once, whoever sends it — for benchmarks that compare, and for a server with one
+    /// trusted tenant.
+    pub enabled: bool,
     /// Tenants' requests running at once, in all.
     pub tenant_slots: usize,
     /// One logical cluster's share of them.
@@ -26,6 +30,7 @@ pub struct FairnessLimits {
 impl Default for FairnessLimits {
     fn default() -> Self {
         Self {
+            enabled: true,
             tenant_slots: 256,
             slots_per_cluster: 32,
             queue_wait: Duration::from_secs(4),
@@ -88,7 +93,7 @@ impl Fairness {
 
     /// Wait for the slots `flow` needs, or refuse once the wait is over.
     pub async fn admit(&self, flow: &Flow) -> Result<Admitted, TooManyRequests> {
-        let Flow::Tenant(cluster) = flow else {
+        let (true, Flow::Tenant(cluster)) = (self.limits.enabled, flow) else {
             return Ok(Admitted {
                 _cluster: None,
                 _pool: None,
@@ -125,6 +130,7 @@ mod tests {
 
     fn limits() -> FairnessLimits {
         FairnessLimits {
+            enabled: true,
             tenant_slots: 4,
             slots_per_cluster: 2,
             queue_wait: Duration::from_millis(50),

@@ -13,6 +13,7 @@ pub mod controllers;
 pub mod crd;
 pub mod defaults;
 pub mod errors;
+pub mod events;
 pub mod fairness;
 pub mod handlers;
 pub mod jsonpath;
@@ -255,6 +256,9 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     state.crds.rebuild_all(&state.store);
     // Namespaces written before their pod security level was recorded get it now.
     admission::pod_security::restamp_namespaces(&state, &sluice_api::LogicalClusterPath::root())
+        .await?;
+    // Ingresses written before their hosts were owned are admitted now, oldest first.
+    admission::ingress_hosts::restamp_ingresses(&state, &sluice_api::LogicalClusterPath::root())
         .await?;
     let (shutdown, shutdown_rx) = watch::channel(false);
     if let Some(ips) = &state.ips {

@@ -326,6 +326,7 @@ async fn stalled_upload(
 async fn a_flooding_tenant_is_told_429_while_others_are_served() {
     let server = two_tenants(|c| {
         c.limits.fairness = sluice_control::fairness::FairnessLimits {
+            enabled: true,
             tenant_slots: 8,
             slots_per_cluster: 2,
             queue_wait: Duration::from_millis(500),
@@ -438,7 +439,12 @@ async fn anonymous_clients_get_health_only_and_tenants_see_only_their_own_cluste
         .body(Vec::new())
         .unwrap();
     assert_eq!(status_of(&alice_nowhere, req).await.code, 403);
-    let admin = server.client_for_cluster("root:nope").await;
+    // alice administers root:a, and still does not read the whole server's metrics there.
+    let req = http::Request::builder()
+        .uri("/metrics")
+        .body(Vec::new())
+        .unwrap();
+    assert_eq!(status_of(&alice, req).await.code, 403);
     // The admin reads /metrics.
     let req = http::Request::builder()
         .uri("/metrics")

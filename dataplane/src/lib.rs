@@ -21,6 +21,7 @@ pub mod budget;
 pub mod busy_poll;
 pub mod cluster;
 pub mod config;
+pub mod deadline;
 pub mod dial;
 pub mod http;
 pub mod ingress;

@@ -18,6 +18,9 @@ pub const MAX_TTL: u32 = 300;
 pub const MAX_NEGATIVE_TTL: u32 = 30;
 const CACHE_CAPACITY: usize = 50_000;
 const TIMEOUT: Duration = Duration::from_secs(2);
+/// Most queries waiting on the upstream at once: beyond it a query is answered SERVFAIL at
+/// once, so a flood of unique names costs a bounded number of sockets and tasks.
+pub const MAX_IN_FLIGHT: usize = 512;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
@@ -27,6 +30,8 @@ pub enum ForwardError {
     Timeout(SocketAddr, Duration),
     #[error("upstream {0} sent a malformed answer: {1}")]
     Malformed(SocketAddr, String),
+    #[error("{MAX_IN_FLIGHT} queries already wait on upstream {0}")]
+    Busy(SocketAddr),
 }
 
 /// An upstream answer, as cached.
@@ -47,6 +52,7 @@ struct Entry {
 pub struct Forwarder {
     upstream: SocketAddr,
     cache: Mutex<HashMap<(LowerName, RecordType, DNSClass), Entry>>,
+    in_flight: tokio::sync::Semaphore,
 }
 
 /// Whether the answer came from the cache.
@@ -61,6 +67,7 @@ impl Forwarder {
         Self {
             upstream,
             cache: Mutex::new(HashMap::new()),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         }
     }
 
@@ -74,6 +81,9 @@ impl Forwarder {
         if let Some(hit) = self.cached(&key) {
             return Ok((hit, Source::Cache));
         }
+        let Ok(_permit) = self.in_flight.try_acquire() else {
+            return Err(ForwardError::Busy(self.upstream));
+        };
         let answer = self.ask(Name::from(name), qtype, class).await?;
         let ttl = cache_ttl(&answer);
         if ttl > 0 {
@@ -130,7 +140,7 @@ impl Forwarder {
         query.set_query_class(class);
         let mut msg = Message::query();
         msg.metadata.recursion_desired = true;
-        msg.add_query(query);
+        msg.add_query(query.clone());
         let mut edns = Edns::new();
         edns.set_max_payload(1232);
         msg.set_edns(edns);
@@ -154,8 +164,9 @@ impl Forwarder {
                 .map_err(|_| ForwardError::Timeout(up, TIMEOUT))?
                 .map_err(io)?;
             match Message::from_vec(&buf[..n]) {
-                // Answers to someone else's id are spoofing attempts or late: keep waiting.
-                Ok(m) if m.metadata.id == msg.metadata.id => break m,
+                // Answers to someone else's id or question are spoofing attempts or late:
+                // keep waiting.
+                Ok(m) if m.metadata.id == msg.metadata.id && asks(&m, &query) => break m,
                 Ok(_) => continue,
                 Err(e) => return Err(ForwardError::Malformed(up, e.to_string())),
             }
@@ -179,6 +190,13 @@ impl Forwarder {
                 .collect(),
         })
     }
+}
+
+/// Whether `reply` answers `query` (names compared case-insensitively).
+fn asks(reply: &Message, query: &Query) -> bool {
+    matches!(reply.queries.as_slice(), [q] if q.query_type() == query.query_type()
+        && q.query_class() == query.query_class()
+        && LowerName::new(q.name()) == LowerName::new(query.name()))
 }
 
 async fn ask_tcp(up: SocketAddr, bytes: &[u8]) -> Result<Message, ForwardError> {

@@ -25,6 +25,10 @@ use crate::state::DnsState;
 /// The highest EDNS version this server speaks.
 const EDNS_VERSION: u8 = 0;
 
+/// Largest UDP answer, whatever a client's EDNS offers: the DNS flag day 2020 size, which
+/// fits one unfragmented packet, so the server is no amplifier of a spoofed source's query.
+pub const MAX_UDP_PAYLOAD: u16 = 1232;
+
 #[derive(Clone)]
 pub struct DnsHandler {
     pub state: Arc<DnsState>,
@@ -161,7 +165,7 @@ impl DnsHandler {
         meta.recursion_available = self.state.forwarder.is_some();
         let edns = request.edns.as_ref().map(|req| {
             let mut e = Edns::new();
-            e.set_max_payload(req.max_payload().max(512));
+            e.set_max_payload(req.max_payload().clamp(512, MAX_UDP_PAYLOAD));
             e.set_version(EDNS_VERSION);
             e
         });
@@ -255,12 +259,16 @@ fn formerr(bytes: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Encode a response. UDP responses fit the client's EDNS size (512 without EDNS) and are
-/// truncated (TC) otherwise. Built as a hickory-proto `Message` so that answer names are
-/// compressed against the question.
+/// Encode a response. UDP responses fit the client's EDNS size (512 without EDNS, never
+/// over [`MAX_UDP_PAYLOAD`]); one that does not fit goes as its question alone with TC set,
+/// and the client asks again over TCP (RFC 7766). Built as a hickory-proto `Message` so that
+/// answer names are compressed against the question.
 fn encode(request: &Request, p: Prepared, protocol: Protocol) -> Vec<u8> {
     let max = match protocol {
-        Protocol::Udp => p.edns.as_ref().map_or(512, |e| e.max_payload()),
+        Protocol::Udp => p
+            .edns
+            .as_ref()
+            .map_or(512, |e| e.max_payload().min(MAX_UDP_PAYLOAD)),
         _ => u16::MAX,
     };
     let mut msg = Message::response(p.meta.id, p.meta.op_code);
@@ -280,6 +288,18 @@ fn encode(request: &Request, p: Prepared, protocol: Protocol) -> Vec<u8> {
     encoder.set_max_size(max);
     if msg.emit(&mut encoder).is_ok() {
         return bytes;
+    }
+    if protocol == Protocol::Udp {
+        msg.answers.clear();
+        msg.authorities.clear();
+        msg.additionals.clear();
+        msg.metadata.truncation = true;
+        bytes.clear();
+        let mut encoder = BinEncoder::new(&mut bytes);
+        encoder.set_max_size(max);
+        if msg.emit(&mut encoder).is_ok() {
+            return bytes;
+        }
     }
     bytes.clear();
     let mut meta = p.meta;

@@ -13,8 +13,8 @@ use sluice_api::LogicalClusterPath;
 use sluice_api::mcs::{self, ServiceImport, ServiceImportType};
 use sluice_api::sluice::Cluster;
 use sluice_api::sync::{
-    ANNOTATION_LOGICAL_CLUSTER, LABEL_LOGICAL_CLUSTER, downstream_namespace, ingress_ip,
-    serves_ingress,
+    ANNOTATION_LOGICAL_CLUSTER, LABEL_LOGICAL_CLUSTER, admitted_ingress_hosts,
+    downstream_namespace, ingress_ip, serves_ingress,
 };
 
 /// `namespace/name` of a Service or ServiceImport.
@@ -452,20 +452,29 @@ impl Model {
         self.pod_ips.keys().cloned().collect()
     }
 
-    /// An Ingress's hosts, if the clusterset's ingresses serve it (class `sluice` or none).
+    /// An Ingress's hosts, if the clusterset's ingresses serve it (class `sluice` or none):
+    /// of a logical cluster's Ingress, only those the control plane admitted it for (a host
+    /// belongs to its first claimant under its workspace's delegated domains); of one of
+    /// this cluster's own, its rules' hosts.
     pub fn apply_ingress(&mut self, ing: &Ingress) {
         let Some(id) = ingress_id(ing) else { return };
         if !serves_ingress(ing) {
             self.delete_ingress(&id);
             return;
         }
-        let mut hosts: Vec<String> = ing
-            .spec
-            .as_ref()
-            .and_then(|s| s.rules.as_ref())
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r.host.as_deref())
+        let named: Vec<String> = if id.0.is_empty() {
+            ing.spec
+                .as_ref()
+                .and_then(|s| s.rules.as_ref())
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.host.clone())
+                .collect()
+        } else {
+            admitted_ingress_hosts(ing)
+        };
+        let mut hosts: Vec<String> = named
+            .iter()
             .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
             .filter(|h| !h.is_empty())
             .collect();

@@ -298,3 +298,89 @@ fn fuzz_datagrams() {
         executed.into_inner()
     );
 }
+
+/// A UDP query with an EDNS OPT offering `payload` bytes (none without).
+fn udp_query(id: u16, name: &str, payload: Option<u16>) -> Vec<u8> {
+    use hickory_proto::op::{Edns, Query};
+    let mut m = Message::query();
+    m.metadata.id = id;
+    m.add_query(Query::query(
+        hickory_proto::rr::Name::from_ascii(name).unwrap(),
+        RecordType::A,
+    ));
+    if let Some(p) = payload {
+        let mut e = Edns::new();
+        e.set_max_payload(p);
+        m.set_edns(e);
+    }
+    m.to_vec().unwrap()
+}
+
+#[tokio::test]
+async fn udp_answers_fit_1232_bytes_and_larger_ones_are_truncated_to_tcp() {
+    let (c, dns) = server().await;
+    // A headless service with 150 ready endpoints: about 2.4 KB of A records.
+    c.create(
+        json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+        "metadata": {"name": "big", "namespace": "shop"},
+        "spec": {"type": "Headless", "ports": [{"name": "pg", "port": 5432}]}}),
+    )
+    .await;
+    let endpoints: Vec<_> = (0..150)
+        .map(|i| json!({"addresses": [format!("127.30.{}.{}", i / 200, 1 + i % 200)], "conditions": {"ready": true}}))
+        .collect();
+    c.create(
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "big-east", "namespace": "shop", "labels": {
+            "multicluster.kubernetes.io/service-name": "big",
+            "multicluster.kubernetes.io/source-cluster": "east",
+            "endpointslice.kubernetes.io/managed-by": "sluice-mcs"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "pg", "protocol": "TCP", "port": 5432}],
+        "endpoints": endpoints}),
+    )
+    .await;
+    let name = "big.shop.svc.clusterset.local.";
+    let mut whole = Vec::new();
+    for _ in 0..100 {
+        whole = answers(&query(dns.addr, name, RecordType::A, true).await);
+        if whole.len() == 150 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(whole.len(), 150, "over TCP, every record");
+    // Whatever the client offers, a UDP answer is at most 1232 bytes (no amplifier for a
+    // spoofed source); one that does not fit is cut short with TC set, and the client asks
+    // again over TCP.
+    for (id, offer, limit) in [
+        (1, Some(65_535), 1232),
+        (2, Some(4096), 1232),
+        (3, None, 512),
+    ] {
+        let resp = exchange(
+            dns.addr,
+            &udp_query(id, name, offer),
+            Duration::from_secs(2),
+        )
+        .await
+        .expect("an answer");
+        assert!(resp.len() <= limit, "{offer:?}: {} bytes", resp.len());
+        let m = Message::from_vec(&resp).unwrap();
+        assert_eq!(m.metadata.id, id);
+        assert!(m.metadata.truncation, "{offer:?}: TC");
+        assert!(m.answers.len() < 150);
+        assert_eq!(m.queries.len(), 1);
+    }
+    // An answer that fits is whole.
+    let resp = exchange(
+        dns.addr,
+        &udp_query(4, "web.shop.svc.clusterset.local.", Some(65_535)),
+        Duration::from_secs(2),
+    )
+    .await
+    .expect("an answer");
+    let m = Message::from_vec(&resp).unwrap();
+    assert!(!m.metadata.truncation);
+    assert_eq!(answers(&m), ["127.60.0.10"]);
+}

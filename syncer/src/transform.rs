@@ -8,14 +8,14 @@ use serde_json::{Map, Value};
 use sluice_api::mcs::{ANNOTATION_DRAINING, ANNOTATION_WEIGHT, DEFAULT_WEIGHT};
 use sluice_api::sync::{
     ANNOTATION_LOGICAL_CLUSTER, ANNOTATION_UPSTREAM_GENERATION, ANNOTATION_UPSTREAM_NAMESPACE,
-    LABEL_LOGICAL_CLUSTER, LABEL_SYNCED, REPLICAS_ANNOTATION_PREFIX, STATE_LABEL_PREFIX,
-    STATUS_ANNOTATION_PREFIX, downstream_namespace, draining_annotation,
-    logical_cluster_label_value, share_on, weight_annotation,
+    INGRESS_HOSTS_ANNOTATION, LABEL_LOGICAL_CLUSTER, LABEL_SYNCED, REPLICAS_ANNOTATION_PREFIX,
+    STATE_LABEL_PREFIX, STATUS_ANNOTATION_PREFIX, downstream_namespace, draining_annotation,
+    logical_cluster_label_value, parse_ingress_hosts, share_on, weight_annotation,
 };
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath, PathError};
 
 use sluice_api::synced_kinds::SyncedKind;
-use sluice_api::tenancy::PodSecurityLevel;
+use sluice_api::tenancy::{PodSecurityLevel, normalize_domain};
 
 /// Why an upstream object cannot be synced.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -32,6 +32,8 @@ pub enum TransformError {
     NoName,
     #[error("a {0} Secret is made by each cluster for itself")]
     ClusterOwnedSecret(String),
+    #[error("the Ingress was admitted for none of its hosts (see its HostNotAdmitted Events)")]
+    NoAdmittedHosts,
 }
 
 /// Where an upstream object came from.
@@ -71,6 +73,48 @@ fn stays_upstream(annotation: &str) -> bool {
         || UPSTREAM_ANNOTATION_PREFIXES
             .iter()
             .any(|p| annotation.starts_with(p))
+}
+
+/// Keep of an Ingress only the rules (and TLS hosts, and default backend) of the hosts the
+/// control plane admitted it for ([`INGRESS_HOSTS_ANNOTATION`]): a shared cluster's ingress
+/// controller then serves a tenant no host it does not own, whatever controller it is.
+fn admitted_rules_only(
+    obj: &mut Map<String, Value>,
+    upstream_meta: &Value,
+) -> Result<(), TransformError> {
+    let admitted: std::collections::HashSet<String> = upstream_meta["annotations"]
+        [INGRESS_HOSTS_ANNOTATION]
+        .as_str()
+        .and_then(parse_ingress_hosts)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let ok = |host: Option<&str>| admitted.contains(&normalize_domain(host.unwrap_or("")));
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Err(TransformError::NoAdmittedHosts);
+    };
+    if !ok(None) {
+        spec.remove("defaultBackend");
+    }
+    if let Some(rules) = spec.get_mut("rules").and_then(Value::as_array_mut) {
+        rules.retain(|r| ok(r["host"].as_str()));
+    }
+    if let Some(tls) = spec.get_mut("tls").and_then(Value::as_array_mut) {
+        for t in tls.iter_mut() {
+            if let Some(hosts) = t.get_mut("hosts").and_then(Value::as_array_mut) {
+                hosts.retain(|h| ok(h.as_str()));
+            }
+        }
+        tls.retain(|t| t["hosts"].as_array().is_none_or(|h| !h.is_empty()));
+    }
+    let rules = spec
+        .get("rules")
+        .and_then(Value::as_array)
+        .is_some_and(|r| !r.is_empty());
+    if !rules && !spec.contains_key("defaultBackend") {
+        return Err(TransformError::NoAdmittedHosts);
+    }
+    Ok(())
 }
 
 /// The downstream form, for `cluster`, of `upstream` (a whole object as JSON, of kind
@@ -160,6 +204,9 @@ pub fn downstream(
     }
     obj.insert("metadata".into(), Value::Object(m));
     strip_cluster_owned(kind_name, obj);
+    if kind_name == "Ingress" {
+        admitted_rules_only(obj, meta)?;
+    }
     Ok((
         Origin {
             logical_cluster: path,
@@ -359,6 +406,33 @@ mod tests {
             }
         }
         v
+    }
+
+    #[test]
+    fn an_ingress_goes_down_with_its_admitted_hosts_only() {
+        let rule = |h: &str| json!({"host": h, "http": {"paths": []}});
+        let mut up = with_meta(
+            "Ingress",
+            json!({"apiVersion": "networking.k8s.io/v1", "spec": {
+                "defaultBackend": {"service": {"name": "web"}},
+                "rules": [rule("Shop.A.example"), rule("payments-api.com")],
+                "tls": [{"hosts": ["payments-api.com"]}, {"hosts": ["shop.a.example"]}]}}),
+        );
+        up["metadata"]["annotations"]["sluice.dev/ingress-hosts"] = json!(r#"["shop.a.example"]"#);
+        let (_, down) = downstream(&up).expect("transform");
+        assert_eq!(
+            down["spec"],
+            json!({"rules": [rule("Shop.A.example")], "tls": [{"hosts": ["shop.a.example"]}]})
+        );
+        // Without a record (or with nothing admitted) nothing of it goes down.
+        up["metadata"]["annotations"]
+            .as_object_mut()
+            .expect("annotations")
+            .remove("sluice.dev/ingress-hosts");
+        assert!(matches!(
+            downstream(&up),
+            Err(TransformError::NoAdmittedHosts)
+        ));
     }
 
     #[test]

@@ -386,9 +386,12 @@ fn placed_only_on(ns: &Value, on: &ClusterName, off: &ClusterName) -> bool {
 
 // --- the objects, as a user would write them ---
 
+/// The team's workspace; the platform admin delegates it the shop's host, which its
+/// Ingress then owns.
 fn workspace() -> Value {
     json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "Workspace",
-           "metadata": {"name": WORKSPACE}})
+           "metadata": {"name": WORKSPACE},
+           "spec": {"policy": {"ingressDomains": [SHOP_HOST]}}})
 }
 
 fn namespace(name: &str, labels: Value) -> Value {

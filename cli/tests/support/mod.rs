@@ -249,6 +249,18 @@ impl DevUp {
         )
     }
 
+    /// A field of member cluster `name`'s descriptor (`<state>/clusters/<name>.json`):
+    /// where its ingress, DNS, gateway listen.
+    #[allow(dead_code)]
+    pub fn described(&self, name: &str, key: &str) -> String {
+        let path = self.state.join("clusters").join(format!("{name}.json"));
+        let d: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        d[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{key} in {d}"))
+            .to_string()
+    }
+
     pub fn kubectl(&self, cluster: &str) -> Kubectl {
         Kubectl::new(
             &kubectls().remove(0),

@@ -4,6 +4,7 @@
 mod cluster_ip;
 mod crd;
 mod external_ips;
+pub mod ingress_hosts;
 mod namespace;
 mod placement;
 mod pod;
@@ -80,6 +81,11 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
             );
             hooks.register("", "pods", Arc::new(pod::MirroredPods));
             hooks.register("", "services", Arc::new(external_ips::ExternalIps));
+            hooks.register(
+                "networking.k8s.io",
+                "ingresses",
+                Arc::new(ingress_hosts::IngressHosts),
+            );
             hooks.register("", "namespaces", Arc::new(namespace::AllowedCluster));
             let labels = Arc::new(placement::StateLabels);
             for k in sluice_api::synced_kinds::BUILTIN {

@@ -214,6 +214,12 @@ impl Hook for WorkspaceHook {
                 .map_err(|e| {
                     ApiError::Internal(format!("recording the pod security of {child}: {e}"))
                 })?;
+            // And the hosts its Ingresses may keep.
+            crate::admission::ingress_hosts::restamp_ingresses(cx.state, &child)
+                .await
+                .map_err(|e| {
+                    ApiError::Internal(format!("re-admitting the Ingress hosts of {child}: {e}"))
+                })?;
             // The creator administers what it created (system:masters needs no binding).
             match obj["metadata"]["annotations"][OWNER_ANNOTATION].as_str() {
                 Some(owner) => crate::bootstrap::ensure_owner(&cx.state.store, &child, owner)

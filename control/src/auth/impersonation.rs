@@ -58,13 +58,15 @@ impl Impersonation {
     }
 
     /// Whether it names an identity that reaches beyond one logical cluster:
-    /// `system:masters`, a syncer, or a part of the clusterset.
+    /// `system:masters`, Sluice's controllers, a syncer, or a part of the clusterset.
     pub fn is_privileged(&self) -> bool {
         use crate::rbac::{clusterset, syncer};
-        self.groups
-            .iter()
-            .any(|g| g == super::ADMIN_GROUP || g == syncer::GROUP || g == clusterset::GROUP)
-            || self.user.starts_with(syncer::USER_PREFIX)
+        self.groups.iter().any(|g| {
+            g == super::ADMIN_GROUP
+                || g == super::CONTROLLERS_GROUP
+                || g == syncer::GROUP
+                || g == clusterset::GROUP
+        }) || self.user.starts_with(syncer::USER_PREFIX)
             || self.user.starts_with(clusterset::USER_PREFIX)
     }
 

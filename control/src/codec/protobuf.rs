@@ -306,7 +306,14 @@ fn message(b: &[u8], definition: &str, depth: usize) -> Result<Value, ProtoError
             Kind::Msg => {
                 let Wire::Bytes(inner) = wire else { continue };
                 let v = message(inner, f.message, depth + 1)?;
-                push(&mut out, f, v);
+                match v {
+                    // Go's `json:",inline"`: the embedded message's fields are the outer
+                    // object's own in JSON.
+                    Value::Object(fields) if INLINE.contains(&(definition, f.json)) => {
+                        out.extend(fields);
+                    }
+                    v => push(&mut out, f, v),
+                }
             }
             Kind::MapStr | Kind::MapBytes | Kind::MapMsg => {
                 let Wire::Bytes(entry) = wire else { continue };
@@ -397,6 +404,47 @@ fn is_zero(v: &Value) -> bool {
     }
 }
 
+/// Fields Go embeds with `json:",inline"`: a message of their own in protobuf, flattened
+/// into the outer object in JSON (the OpenAPI document knows only the flattened form).
+const INLINE: &[(&str, &str)] = &[
+    ("io.k8s.api.networking.v1.IngressRule", "ingressRuleValue"),
+    ("io.k8s.api.core.v1.Volume", "volumeSource"),
+    ("io.k8s.api.core.v1.Probe", "handler"),
+    (
+        "io.k8s.api.core.v1.PersistentVolumeSpec",
+        "persistentVolumeSource",
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "ephemeralContainerCommon",
+    ),
+    (
+        "io.k8s.api.core.v1.ConfigMapEnvSource",
+        "localObjectReference",
+    ),
+    (
+        "io.k8s.api.core.v1.ConfigMapKeySelector",
+        "localObjectReference",
+    ),
+    (
+        "io.k8s.api.core.v1.ConfigMapProjection",
+        "localObjectReference",
+    ),
+    (
+        "io.k8s.api.core.v1.ConfigMapVolumeSource",
+        "localObjectReference",
+    ),
+    ("io.k8s.api.core.v1.SecretEnvSource", "localObjectReference"),
+    (
+        "io.k8s.api.core.v1.SecretKeySelector",
+        "localObjectReference",
+    ),
+    (
+        "io.k8s.api.core.v1.SecretProjection",
+        "localObjectReference",
+    ),
+];
+
 fn push(out: &mut Map<String, Value>, f: &Field, v: Value) {
     if !f.repeated && (v.is_null() || (is_zero(&v) && !KEEP_ZERO.contains(&f.json))) {
         return;
@@ -471,6 +519,31 @@ mod tests {
         assert_eq!(v["metadata"]["labels"]["app"], "web");
         assert_eq!(v["metadata"]["creationTimestamp"], "2023-11-14T22:13:20Z");
         assert_eq!(v["data"]["mode"], "fast");
+    }
+
+    #[test]
+    fn inline_members_are_flattened_as_go_marshals_them() {
+        // IngressRule{host: "a", ingressRuleValue: {http: {paths: [{path: "/"}]}}}
+        let mut path = Vec::new();
+        bytes_field(1, b"/", &mut path);
+        let mut http = Vec::new();
+        bytes_field(1, &path, &mut http);
+        let mut value = Vec::new();
+        bytes_field(1, &http, &mut value);
+        let mut rule = Vec::new();
+        bytes_field(1, b"a", &mut rule);
+        bytes_field(2, &value, &mut rule);
+        let v = message(&rule, "io.k8s.api.networking.v1.IngressRule", 0).unwrap();
+        assert_eq!(v, json!({"host": "a", "http": {"paths": [{"path": "/"}]}}));
+        // Volume{name: "data", volumeSource: {emptyDir: {}}}
+        let mut source = Vec::new();
+        bytes_field(2, b"", &mut source);
+        let mut vol = Vec::new();
+        bytes_field(1, b"data", &mut vol);
+        bytes_field(2, &source, &mut vol);
+        let v = message(&vol, "io.k8s.api.core.v1.Volume", 0).unwrap();
+        assert_eq!(v["name"], "data");
+        assert!(v.get("volumeSource").is_none(), "{v}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! makes of a URL), each checked against the addressed logical cluster's policy.
 
 use http::HeaderMap;
+use sluice_api::LogicalClusterPath;
 
 use crate::auth::User;
 use crate::auth::impersonation::Impersonation;
@@ -124,6 +125,15 @@ pub fn check(
                 .filter(|p| !p.is_empty())
                 .unwrap_or(path),
         },
+    };
+    // The server's own metrics are the whole server's: decided in the root logical
+    // cluster, so an administrator of a workspace does not read every tenant's request
+    // counts through `/clusters/<workspace>/metrics`.
+    let root = LogicalClusterPath::root();
+    let cluster = if matches!(target.route, Route::Metrics) && cluster.is_some() {
+        Some(&root)
+    } else {
+        cluster
     };
     let decision = match (&syncer, component, cluster) {
         (Some(synced), _, _) => rbac::syncer::decide(

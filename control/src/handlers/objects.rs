@@ -225,7 +225,9 @@ fn encode_continue(key: &Key, rv: Revision) -> String {
         .encode(json!({"k": key.as_str(), "rv": rv.0}).to_string())
 }
 
-fn decode_continue(token: &str, prefix: &str) -> ApiResult<(String, Revision)> {
+/// Read a continue token of a list under `prefix`: the key to resume after and the
+/// revision, or 400 for anything this server did not issue for that list.
+pub fn decode_continue(token: &str, prefix: &str) -> ApiResult<(String, Revision)> {
     let bad = || {
         ApiError::BadRequest(
             "continue key is not valid: the token was not issued by this server".into(),
@@ -469,10 +471,7 @@ async fn patch(
         ));
     };
     let force = ctx.query.flag("force");
-    let text = std::str::from_utf8(body)
-        .map_err(|e| ApiError::BadRequest(format!("body is not UTF-8: {e}")))?;
-    let applied: Value = serde_saphyr::from_str(text)
-        .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?;
+    let applied = pipeline::decode::parse_yaml(body)?;
     if !applied.is_object() {
         return Err(ApiError::BadRequest(
             "an applied configuration must be an object".into(),

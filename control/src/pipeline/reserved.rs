@@ -5,19 +5,25 @@
 //! Who may is decided by the authenticated identity — the administrators (the placement
 //! controllers run as one), syncers and the clusterset's components — never by a field
 //! manager. The keys meant for users stay theirs: `sluice.dev/cluster` (checked against the
-//! workspace's policy) and `sluice.dev/syncable`.
+//! workspace's policy), `sluice.dev/syncable` and `sluice.dev/export`.
 
 use serde_json::Value;
 
 use crate::auth::User;
 
 /// Keys under `sluice.dev` that users set.
-const USER_KEYS: &[&str] = &[sluice_api::sync::LABEL_CLUSTER, "sluice.dev/syncable"];
+const USER_KEYS: &[&str] = &[
+    sluice_api::sync::LABEL_CLUSTER,
+    "sluice.dev/syncable",
+    // A Service opts out of the clusterset (docs/mcs.md).
+    "sluice.dev/export",
+];
 
 /// Keys the server stamps on every write itself (a client's value is replaced).
 const STAMPED: &[&str] = &[
     sluice_api::LOGICAL_CLUSTER_ANNOTATION,
     sluice_api::tenancy::POD_SECURITY_ANNOTATION,
+    sluice_api::sync::INGRESS_HOSTS_ANNOTATION,
 ];
 
 /// Whether `key` belongs to Sluice's parts.

@@ -404,7 +404,8 @@ fn backend_listener(
 /// The ingress routes of Ingress objects, each with the namespace its backends live in
 /// here (its downstream namespace, for one from a logical cluster). Rules whose backend
 /// has no listener (no such Service or port) are left out; a default backend serves any
-/// host and path no rule takes.
+/// host and path no rule takes. Of a logical cluster's Ingress, only the rules of the hosts
+/// it was admitted for ([`sluice_api::sync::INGRESS_HOSTS_ANNOTATION`]).
 pub fn ingress_routes<'a>(
     ingresses: impl IntoIterator<Item = (&'a str, &'a Ingress)>,
     built: &BTreeMap<ServiceKey, Vec<ServiceConfig>>,
@@ -414,8 +415,25 @@ pub fn ingress_routes<'a>(
         let Some(spec) = ing.spec.as_ref().filter(|_| serves_ingress(ing)) else {
             continue;
         };
+        // A logical cluster's Ingress serves only the hosts the control plane admitted it
+        // for (its workspace's domains, first claim wins); a cluster's own, all of its.
+        let logical = ing
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(sluice_api::sync::ANNOTATION_LOGICAL_CLUSTER));
+        let admitted = sluice_api::sync::admitted_ingress_hosts(ing);
+        let serves = |host: &str| {
+            !logical
+                || admitted
+                    .iter()
+                    .any(|a| *a == sluice_api::tenancy::normalize_domain(host))
+        };
         for rule in spec.rules.iter().flatten() {
             let host = rule.host.clone().unwrap_or_default();
+            if !serves(&host) {
+                continue;
+            }
             for p in rule.http.iter().flat_map(|h| &h.paths) {
                 if let Some(service) = backend_listener(ns, &p.backend, built) {
                     out.push(IngressRoute {
@@ -433,6 +451,7 @@ pub fn ingress_routes<'a>(
         if let Some(service) = spec
             .default_backend
             .as_ref()
+            .filter(|_| serves(""))
             .and_then(|b| backend_listener(ns, b, built))
         {
             out.push(IngressRoute {
@@ -875,5 +894,24 @@ mod tests {
                 ("", None, PathType::Prefix, "shop/echo:http (clusterset)"),
             ]
         );
+        // A logical cluster's Ingress: only the hosts it was admitted for, no catch-all.
+        let tenant = ingress(json!({
+            "metadata": {"name": "grab", "namespace": "shop", "annotations": {
+                "sluice.dev/logical-cluster": "root:b",
+                "sluice.dev/ingress-hosts": "[\"shop.example\"]"}},
+            "spec": {
+                "rules": [
+                    {"host": "payments-api.com", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                     "backend": {"service": {"name": "echo", "port": {"number": 80}}}}]}},
+                    {"host": "Shop.Example", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                     "backend": {"service": {"name": "echo", "port": {"number": 80}}}}]}}],
+                "defaultBackend": {"service": {"name": "echo", "port": {"name": "http"}}},
+            },
+        }));
+        let hosts: Vec<String> = ingress_routes([("shop", &tenant)], &built)
+            .into_iter()
+            .map(|r| r.host)
+            .collect();
+        assert_eq!(hosts, ["Shop.Example"]);
     }
 }

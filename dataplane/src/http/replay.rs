@@ -10,6 +10,7 @@
 //! keeps streaming.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -20,6 +21,48 @@ use prometheus_client::metrics::counter::Counter;
 
 /// Most bytes of a request body kept for retries.
 pub const REPLAY_LIMIT: usize = 4 * 1024 * 1024;
+
+/// Most bytes all requests' copies hold together in one proxy: under a flood of large
+/// uploads requests stop being retryable instead of the proxy's memory growing.
+pub const REPLAY_BUDGET: usize = 256 * 1024 * 1024;
+
+/// The process-wide budget the copies draw from.
+pub struct ReplayPool {
+    held: AtomicUsize,
+    limit: usize,
+}
+
+impl ReplayPool {
+    pub const fn new(limit: usize) -> Self {
+        Self {
+            held: AtomicUsize::new(0),
+            limit,
+        }
+    }
+
+    /// The proxy's pool, of [`REPLAY_BUDGET`] bytes.
+    pub fn global() -> &'static ReplayPool {
+        static POOL: ReplayPool = ReplayPool::new(REPLAY_BUDGET);
+        &POOL
+    }
+
+    /// Bytes the copies hold now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    fn take(&self, n: usize) -> bool {
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| {
+                h.checked_add(n).filter(|t| *t <= self.limit)
+            })
+            .is_ok()
+    }
+
+    fn give(&self, n: usize) {
+        self.held.fetch_sub(n, Ordering::AcqRel);
+    }
+}
 
 /// Why an attempt's body ended in error.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +85,22 @@ struct Shared {
     /// Set when the copy outgrew the limit: only this attempt may read on.
     owner: Option<u64>,
     attempts: u64,
+    pool: &'static ReplayPool,
+}
+
+impl Shared {
+    /// Give up the copy: only attempt `owner` reads on.
+    fn drop_copy(&mut self, owner: u64) {
+        self.owner = Some(owner);
+        self.copy = Vec::new();
+        self.pool.give(std::mem::take(&mut self.copied));
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.pool.give(self.copied);
+    }
 }
 
 /// The handle a request keeps; it makes one [`ReplayBody`] per attempt.
@@ -52,7 +111,13 @@ pub struct Replay {
 }
 
 impl Replay {
+    /// A request body whose copy draws on the proxy's [`ReplayPool::global`].
     pub fn new(body: Incoming) -> Self {
+        Self::in_pool(body, ReplayPool::global())
+    }
+
+    /// A request body whose copy draws on `pool`.
+    pub fn in_pool(body: Incoming, pool: &'static ReplayPool) -> Self {
         let hint = body.size_hint();
         let ended = body.is_end_stream();
         Self {
@@ -63,6 +128,7 @@ impl Replay {
                 trailers: None,
                 owner: None,
                 attempts: 0,
+                pool,
             })),
             hint,
         }
@@ -147,11 +213,11 @@ impl Body for ReplayBody {
             Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                 Ok(data) => {
                     if s.owner.is_none() {
-                        s.copied += data.len();
-                        if s.copied > REPLAY_LIMIT {
-                            s.owner = Some(this.id);
-                            s.copy = Vec::new();
+                        let n = data.len();
+                        if s.copied + n > REPLAY_LIMIT || !s.pool.take(n) {
+                            s.drop_copy(this.id);
                         } else {
+                            s.copied += n;
                             s.copy.push(data.clone());
                             this.next += 1;
                         }
@@ -253,6 +319,33 @@ mod tests {
             all(replay.attempt(Counter::default())).await.unwrap(),
             "abcd"
         );
+    }
+
+    #[tokio::test]
+    async fn copies_draw_on_one_budget_and_give_it_back() {
+        static POOL: ReplayPool = ReplayPool::new(3 * 1024 * 1024);
+        let chunk = Bytes::from(vec![7u8; 1024 * 1024]);
+        // Two bodies of 2 MiB each: the first keeps its copy, the second does not fit.
+        let first = Replay::in_pool(incoming(vec![chunk.clone(); 2]).await, &POOL);
+        let second = Replay::in_pool(incoming(vec![chunk.clone(); 2]).await, &POOL);
+        assert_eq!(
+            all(first.attempt(Counter::default())).await.unwrap().len(),
+            2 << 20
+        );
+        assert_eq!(POOL.held(), 2 << 20);
+        assert_eq!(
+            all(second.attempt(Counter::default())).await.unwrap().len(),
+            2 << 20
+        );
+        assert!(first.replayable());
+        assert!(
+            !second.replayable(),
+            "over the budget: streamed once, not kept"
+        );
+        assert_eq!(POOL.held(), 2 << 20);
+        drop(first);
+        drop(second);
+        assert_eq!(POOL.held(), 0, "every byte given back");
     }
 
     #[tokio::test]

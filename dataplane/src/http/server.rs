@@ -1,5 +1,6 @@
 //! The client-facing hyper server (HTTP/1.1 and HTTP/2) with the limits every listener
-//! of the proxy applies: header size and read timeout, HTTP/2 reset floods.
+//! of the proxy applies: header size and read timeout, a write deadline toward clients
+//! that stop reading, HTTP/2 reset floods.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 
 use super::local::ProxyBody;
+use crate::deadline::{WRITE_TIMEOUT, WriteDeadline};
 
 /// A client must send its request headers within this time (slowloris).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -53,7 +55,10 @@ where
         async move { Ok::<_, Infallible>(handler(req).await) }
     });
     if let Err(e) = builder
-        .serve_connection(TokioIo::new(stream), service)
+        .serve_connection(
+            TokioIo::new(WriteDeadline::new(stream, WRITE_TIMEOUT)),
+            service,
+        )
         .await
     {
         tracing::debug!(error = %e, "client connection ended with an error");

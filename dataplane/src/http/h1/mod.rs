@@ -34,6 +34,7 @@ use super::local::LocalError;
 use super::server::{HEADER_READ_TIMEOUT, MAX_HEADER_BYTES, serve_http};
 use super::upstream::pool_of;
 use crate::balance::{ActiveGuard, Endpoint};
+use crate::deadline::WRITE_TIMEOUT;
 use crate::dial::Upstream;
 use crate::reason::Reason;
 use crate::service::Service;
@@ -103,7 +104,7 @@ pub async fn serve(svc: Arc<Service>, mut client: TcpStream) {
             Verdict::Reject(e) => {
                 svc.metrics.failure(&svc.name, "", e.reason);
                 head::local(&e, false, true, &mut b.response);
-                let _ = client.write_all(&b.response).await;
+                let _ = to_client(&mut client, &b.response).await;
                 return;
             }
             Verdict::HandOver => {
@@ -235,12 +236,21 @@ async fn exchange(
         Ok((ep, guard, pool, conn, head)) => relay(client, b, &ep, guard, &pool, conn, head).await,
         Err(e) => {
             head::local(&e, req.head_method, req.close, &mut b.response);
-            match client.write_all(&b.response).await {
-                Ok(()) if !req.close => Next::KeepAlive,
+            match to_client(client, &b.response).await {
+                true if !req.close => Next::KeepAlive,
                 _ => Next::Close,
             }
         }
     }
+}
+
+/// Write `bytes` to the client; false when it failed or the client read none of it within
+/// [`WRITE_TIMEOUT`] (it stopped reading: let it go, and the endpoint with it).
+async fn to_client(client: &mut TcpStream, bytes: &[u8]) -> bool {
+    matches!(
+        tokio::time::timeout(WRITE_TIMEOUT, client.write_all(bytes)).await,
+        Ok(Ok(()))
+    )
 }
 
 /// Send the request in `b.request` on a pooled or new connection and read the response
@@ -318,7 +328,7 @@ async fn relay(
     let mut clean = done && n == b.upstream.len();
     b.response.extend_from_slice(&b.upstream[..n]);
     ep.metrics.to_client.inc_by(n as u64);
-    if client.write_all(&b.response).await.is_err() {
+    if !to_client(client, &b.response).await {
         return Next::Close;
     }
     while !done {
@@ -333,7 +343,7 @@ async fn relay(
             return Next::Close;
         };
         ep.metrics.to_client.inc_by(n as u64);
-        if client.write_all(&b.upstream[..n]).await.is_err() {
+        if !to_client(client, &b.upstream[..n]).await {
             return Next::Close;
         }
         done = end;
