@@ -19,15 +19,8 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
-use sluice_test_support::stats::{Latencies, ms};
+use sluice_test_support::stats::{Latencies, env_usize, ms};
 use support::Control;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 async fn client(kubeconfig: &std::path::Path, cluster: Option<&str>, url: &str) -> kube::Client {
     let server = cluster.map(|c| format!("{url}/clusters/{c}"));

@@ -46,14 +46,23 @@ pub fn stamp_type(obj: &mut Value, t: &ResourceType, annotate: Option<&LogicalCl
     let m = meta_mut(obj);
     m.remove("resourceVersion");
     m.remove("selfLink");
-    let Some(cluster) = annotate else {
-        return;
-    };
+    if let Some(cluster) = annotate {
+        set_annotation(
+            obj,
+            sluice_api::LOGICAL_CLUSTER_ANNOTATION,
+            cluster.as_str(),
+        );
+    }
+}
+
+/// Set annotation `key` of `obj` (making `metadata.annotations` an object if it is not).
+pub fn set_annotation(obj: &mut Value, key: &str, value: &str) {
+    let m = meta_mut(obj);
     let annotations = m.entry("annotations").or_insert_with(|| json!({}));
     if !annotations.is_object() {
         *annotations = json!({});
     }
-    annotations[sluice_api::LOGICAL_CLUSTER_ANNOTATION] = json!(cluster.as_str());
+    annotations[key] = json!(value);
 }
 
 /// Metadata for a new object.

@@ -10,21 +10,21 @@
 //! loses a host later — its workspace's domains narrowed — keeps its other hosts, stops
 //! being served for that one and gets a Warning Event `HostNotAdmitted`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
-use bytes::Bytes;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sluice_api::LogicalClusterPath;
 use sluice_api::sync::INGRESS_HOSTS_ANNOTATION;
 use sluice_api::tenancy::{EffectivePolicy, normalize_domain};
 
+use crate::admission::restamp::Stored;
 use crate::errors::{ApiError, ApiResult};
 use crate::pipeline::hooks::{Hook, HookCx};
 use crate::pipeline::reserved::is_system;
 use crate::resources::Subresource;
 use crate::state::ApiState;
-use crate::storage::{Expect, Op, ResourcePrefix, StorageError, Store};
+use crate::storage::{ResourcePrefix, StorageError, Store};
 
 /// The hosts every rule and the default backend of `obj` name, normalized; `""` for a
 /// catch-all.
@@ -77,7 +77,7 @@ impl Refusal {
     }
 }
 
-/// Only what an ownership check reads of another Ingress.
+/// Only what an ownership check reads of an Ingress.
 #[derive(Deserialize)]
 struct Claim {
     metadata: ClaimMeta,
@@ -88,37 +88,72 @@ struct ClaimMeta {
     #[serde(default)]
     namespace: String,
     #[serde(default)]
-    annotations: std::collections::BTreeMap<String, String>,
+    annotations: HashMap<String, String>,
 }
 
 fn ingresses() -> ResourcePrefix {
     ResourcePrefix::new("networking.k8s.io", "ingresses")
 }
 
-/// Whether an Ingress outside `cluster`/`namespace` was admitted for `host`.
-fn claimed_elsewhere(
-    store: &Store,
-    cluster: &LogicalClusterPath,
-    namespace: &str,
-    host: &str,
-) -> bool {
-    let prefix = ingresses();
-    let mut found = false;
-    store.scan(prefix.as_str(), None, |key, entry| {
-        let Ok(claim) = serde_json::from_slice::<Claim>(&entry.value) else {
-            return true;
-        };
-        let same = key.cluster() == Some(cluster.as_str()) && claim.metadata.namespace == namespace;
-        found = !same
-            && claim
-                .metadata
-                .annotations
-                .get(INGRESS_HOSTS_ANNOTATION)
-                .and_then(|v| sluice_api::sync::parse_ingress_hosts(v))
-                .is_some_and(|hosts| hosts.iter().any(|h| h == host));
-        !found
-    });
-    found
+/// A namespace of a logical cluster: who owns a host.
+type Owner = (String, String);
+
+/// Who holds each admitted host across the clusterset: how many Ingresses of each
+/// namespace were admitted for it. Built from the store once per admission or restamp
+/// pass, not once per host.
+#[derive(Default)]
+struct Claims(HashMap<String, HashMap<Owner, usize>>);
+
+impl Claims {
+    fn of_store(store: &Store) -> Self {
+        let mut claims = Self::default();
+        store.scan(ingresses().as_str(), None, |key, entry| {
+            if let (Some(cluster), Ok(c)) =
+                (key.cluster(), serde_json::from_slice::<Claim>(&entry.value))
+                && let Some(hosts) = c
+                    .metadata
+                    .annotations
+                    .get(INGRESS_HOSTS_ANNOTATION)
+                    .and_then(|v| sluice_api::sync::parse_ingress_hosts(v))
+            {
+                let owner = (cluster.to_string(), c.metadata.namespace);
+                claims.add(&owner, &hosts.into_iter().collect());
+            }
+            true
+        });
+        claims
+    }
+
+    fn add(&mut self, owner: &Owner, hosts: &BTreeSet<String>) {
+        for h in hosts {
+            *self
+                .0
+                .entry(h.clone())
+                .or_default()
+                .entry(owner.clone())
+                .or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, owner: &Owner, hosts: &BTreeSet<String>) {
+        for h in hosts {
+            if let Some(owners) = self.0.get_mut(h)
+                && let Some(n) = owners.get_mut(owner)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    owners.remove(owner);
+                }
+            }
+        }
+    }
+
+    /// Whether a namespace other than `owner` holds `host`.
+    fn elsewhere(&self, owner: &Owner, host: &str) -> bool {
+        self.0
+            .get(host)
+            .is_some_and(|owners| owners.keys().any(|o| o != owner))
+    }
 }
 
 /// Whether `policy` delegates `host` (`""`: a catch-all, only where every host is).
@@ -135,16 +170,15 @@ fn delegated(policy: &EffectivePolicy, host: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Whether `host` may be newly admitted for an Ingress of `cluster`/`namespace`.
+/// Whether `host` may be newly admitted for an Ingress of namespace `owner`.
 fn check(
-    store: &Store,
+    claims: &Claims,
     policy: &EffectivePolicy,
-    cluster: &LogicalClusterPath,
-    namespace: &str,
+    owner: &Owner,
     host: &str,
 ) -> Result<(), Refusal> {
     delegated(policy, host)?;
-    if !host.is_empty() && claimed_elsewhere(store, cluster, namespace, host) {
+    if !host.is_empty() && claims.elsewhere(owner, host) {
         return Err(Refusal::Claimed(host.to_string()));
     }
     Ok(())
@@ -152,14 +186,14 @@ fn check(
 
 /// Record `hosts` as what `obj` was admitted for.
 fn stamp(obj: &mut Value, hosts: &BTreeSet<String>) {
-    let m = crate::object::meta_mut(obj);
-    let annotations = m.entry("annotations").or_insert_with(|| json!({}));
-    if !annotations.is_object() {
-        *annotations = json!({});
-    }
-    annotations[INGRESS_HOSTS_ANNOTATION] = json!(sluice_api::sync::format_ingress_hosts(
-        hosts.iter().map(String::as_str)
-    ));
+    let value = sluice_api::sync::format_ingress_hosts(hosts.iter().map(String::as_str));
+    crate::object::set_annotation(obj, INGRESS_HOSTS_ANNOTATION, &value);
+}
+
+/// The namespace `obj` of logical cluster `cluster` is in.
+fn owner_of(cluster: &LogicalClusterPath, obj: &Value) -> Owner {
+    let namespace = obj["metadata"]["namespace"].as_str().unwrap_or("");
+    (cluster.to_string(), namespace.to_string())
 }
 
 pub struct IngressHosts;
@@ -170,19 +204,23 @@ impl IngressHosts {
     /// not; the writes of the system's own parts (a syncer's finalizer, the server's own)
     /// drop such hosts, with a warning.
     fn admit(cx: &HookCx<'_>, old: Option<&Value>, new: &mut Value) -> ApiResult<()> {
-        let namespace = new["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
+        let owner = owner_of(cx.cluster, new);
         let policy = crate::tenancy::effective(&cx.state.store, cx.cluster);
         let had = old.map(admitted).unwrap_or_default();
+        let wanted = requested(new);
+        // Read who holds what only when a host is new to this Ingress.
+        let claims = if wanted.iter().any(|h| !h.is_empty() && !had.contains(h)) {
+            Claims::of_store(&cx.state.store)
+        } else {
+            Claims::default()
+        };
         let mut hosts = BTreeSet::new();
-        for host in requested(new) {
+        for host in wanted {
             let verdict = if had.contains(&host) {
                 // Already its own: only the delegation is checked again.
                 delegated(&policy, &host)
             } else {
-                check(&cx.state.store, &policy, cx.cluster, &namespace, &host)
+                check(&claims, &policy, &owner, &host)
             };
             match verdict {
                 Ok(()) => {
@@ -238,52 +276,30 @@ pub async fn restamp_ingresses(
     if state.annotation_for(cluster).is_none() {
         return Ok(());
     }
-    let prefix = ingresses();
-    let scope = format!("{}{}", prefix.as_str(), cluster);
-    let mut found = Vec::new();
-    state.store.scan(&scope, None, |key, entry| {
-        if key.as_str()[scope.len()..].starts_with(['/', ':']) {
-            found.push((key.clone(), entry.revision, entry.value.clone()));
-        }
-        true
-    });
-    let mut objects: Vec<_> = found
-        .into_iter()
-        .filter_map(|(key, revision, value)| {
-            let obj = serde_json::from_slice::<Value>(&value).ok()?;
-            let path = key.cluster()?.parse::<LogicalClusterPath>().ok()?;
-            Some((key, revision, path, obj))
-        })
-        .collect();
+    let mut objects = crate::admission::restamp::subtree(&state.store, &ingresses(), cluster);
     // Oldest first; RFC 3339 timestamps of one format sort as strings.
-    objects.sort_by(|a, b| {
-        let created = |o: &Value| {
-            o["metadata"]["creationTimestamp"]
-                .as_str()
-                .unwrap_or("")
-                .to_string()
-        };
-        created(&a.3)
-            .cmp(&created(&b.3))
-            .then_with(|| a.0.cmp(&b.0))
-    });
-    for (key, revision, path, mut obj) in objects {
-        let namespace = obj["metadata"]["namespace"]
+    let created = |s: &Stored| {
+        s.obj["metadata"]["creationTimestamp"]
             .as_str()
             .unwrap_or("")
-            .to_string();
-        let policy = crate::tenancy::effective(&state.store, &path);
-        let had = obj["metadata"]["annotations"][INGRESS_HOSTS_ANNOTATION]
+            .to_string()
+    };
+    objects.sort_by(|a, b| created(a).cmp(&created(b)).then_with(|| a.key.cmp(&b.key)));
+    let mut claims = Claims::of_store(&state.store);
+    for mut ing in objects {
+        let owner = owner_of(&ing.path, &ing.obj);
+        let policy = crate::tenancy::effective(&state.store, &ing.path);
+        let had = ing.obj["metadata"]["annotations"][INGRESS_HOSTS_ANNOTATION]
             .as_str()
-            .map(|_| admitted(&obj));
+            .map(|_| admitted(&ing.obj));
         let mut hosts = BTreeSet::new();
         let mut lost = Vec::new();
-        for host in requested(&obj) {
+        for host in requested(&ing.obj) {
             let kept = had.as_ref().is_some_and(|h| h.contains(&host));
             let verdict = if kept {
                 delegated(&policy, &host)
             } else {
-                check(&state.store, &policy, &path, &namespace, &host)
+                check(&claims, &policy, &owner, &host)
             };
             match verdict {
                 Ok(()) => {
@@ -291,36 +307,25 @@ pub async fn restamp_ingresses(
                 }
                 // Lost now, or never admitted and never told (written before hosts were
                 // owned): say so once.
-                Err(r) if kept || had.is_none() => lost.push(r.message(&path)),
+                Err(r) if kept || had.is_none() => lost.push(r.message(&ing.path)),
                 Err(_) => {}
             }
         }
         if had.as_ref() == Some(&hosts) {
             continue;
         }
-        stamp(&mut obj, &hosts);
-        let bytes = Bytes::from(
-            serde_json::to_vec(&obj).map_err(|e| StorageError::Backend(e.to_string()))?,
-        );
-        match state
-            .store
-            .write(Op::Put {
-                key,
-                value: bytes,
-                expect: Expect::At(revision),
-            })
-            .await
-        {
-            Ok(_) => {}
+        stamp(&mut ing.obj, &hosts);
+        if !crate::admission::restamp::write_back(&state.store, &ing).await? {
             // Written meanwhile: that write was admitted with the policy of its time.
-            Err(StorageError::Conflict { .. } | StorageError::NotFound(_)) => continue,
-            Err(e) => return Err(e),
+            continue;
         }
+        claims.remove(&owner, &had.unwrap_or_default());
+        claims.add(&owner, &hosts);
         for message in lost {
             crate::events::record(
                 &state.store,
-                &path,
-                &obj,
+                &ing.path,
+                &ing.obj,
                 crate::events::Warning("HostNotAdmitted"),
                 &message,
             )
@@ -332,7 +337,31 @@ pub async fn restamp_ingresses(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    #[test]
+    fn a_host_is_held_while_any_ingress_of_its_namespace_holds_it() {
+        let a: Owner = ("root:a".into(), "shop".into());
+        let b: Owner = ("root:b".into(), "shop".into());
+        let shop: BTreeSet<String> = ["shop.example".to_string()].into();
+        let mut claims = Claims::default();
+        claims.add(&a, &shop);
+        claims.add(&a, &shop);
+        assert!(claims.elsewhere(&b, "shop.example"));
+        assert!(
+            !claims.elsewhere(&a, "shop.example"),
+            "its own namespace shares it"
+        );
+        claims.remove(&a, &shop);
+        assert!(
+            claims.elsewhere(&b, "shop.example"),
+            "one Ingress still holds it"
+        );
+        claims.remove(&a, &shop);
+        assert!(!claims.elsewhere(&b, "shop.example"), "free once none does");
+    }
 
     #[test]
     fn every_rule_and_the_default_backend_request_a_host() {

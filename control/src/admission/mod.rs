@@ -10,6 +10,7 @@ mod placement;
 mod pod;
 pub mod pod_security;
 mod rbac;
+pub mod restamp;
 pub mod sluice_kinds;
 mod workspace;
 

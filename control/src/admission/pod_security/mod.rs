@@ -14,17 +14,16 @@
 
 mod checks;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use sluice_api::tenancy::{POD_SECURITY_ANNOTATION as ANNOTATION, PodSecurityLevel as Level};
 
-use bytes::Bytes;
 use sluice_api::LogicalClusterPath;
 
 use crate::errors::{ApiError, ApiResult, Cause};
 use crate::pipeline::hooks::{Hook, HookCx};
 use crate::resources::Subresource;
 use crate::state::ApiState;
-use crate::storage::{Expect, Op, ResourcePrefix, StorageError};
+use crate::storage::{ResourcePrefix, StorageError};
 
 pub use checks::{PodView, Violation, evaluate};
 
@@ -228,12 +227,7 @@ impl PodSecurityNamespaces {
 
 /// Record `level` as the one enforced in namespace `obj`.
 pub fn stamp_level(obj: &mut Value, level: Level) {
-    let meta = crate::object::meta_mut(obj);
-    let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
-    if !annotations.is_object() {
-        *annotations = json!({});
-    }
-    annotations[ANNOTATION] = json!(level.as_str());
+    crate::object::set_annotation(obj, ANNOTATION, level.as_str());
 }
 
 /// Record anew the level enforced in every namespace of `cluster` and of the workspaces
@@ -246,49 +240,16 @@ pub async fn restamp_namespaces(
     if state.annotation_for(cluster).is_none() {
         return Ok(());
     }
-    let prefix = ResourcePrefix::new("", "namespaces");
-    // `<prefix><cluster>/` and `<prefix><cluster>:<child>...`: the cluster and those below.
-    let scope = format!("{}{}", prefix.as_str(), cluster);
-    let mut found = Vec::new();
-    state.store.scan(&scope, None, |key, entry| {
-        let below = key.as_str()[scope.len()..].starts_with(['/', ':']);
-        if below {
-            found.push((key.clone(), entry.revision, entry.value.clone()));
-        }
-        true
-    });
-    for (key, revision, value) in found {
-        let Some(path) = key
-            .cluster()
-            .and_then(|c| c.parse::<LogicalClusterPath>().ok())
-        else {
-            continue;
-        };
-        let Ok(mut obj) = serde_json::from_slice::<Value>(&value) else {
-            continue;
-        };
-        let ceiling = crate::tenancy::effective(&state.store, &path).pod_security;
-        let (enforce, _) = levels(ceiling, &obj["metadata"]["labels"]);
-        if obj["metadata"]["annotations"][ANNOTATION].as_str() == Some(enforce.as_str()) {
+    let namespaces = ResourcePrefix::new("", "namespaces");
+    for mut ns in crate::admission::restamp::subtree(&state.store, &namespaces, cluster) {
+        let ceiling = crate::tenancy::effective(&state.store, &ns.path).pod_security;
+        let (enforce, _) = levels(ceiling, &ns.obj["metadata"]["labels"]);
+        if ns.obj["metadata"]["annotations"][ANNOTATION].as_str() == Some(enforce.as_str()) {
             continue;
         }
-        stamp_level(&mut obj, enforce);
-        let bytes = Bytes::from(
-            serde_json::to_vec(&obj).map_err(|e| StorageError::Backend(e.to_string()))?,
-        );
-        match state
-            .store
-            .write(Op::Put {
-                key,
-                value: bytes,
-                expect: Expect::At(revision),
-            })
-            .await
-        {
-            // Written meanwhile: that write recorded the level.
-            Ok(_) | Err(StorageError::Conflict { .. } | StorageError::NotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
+        stamp_level(&mut ns.obj, enforce);
+        // Written meanwhile: that write recorded the level.
+        crate::admission::restamp::write_back(&state.store, &ns).await?;
     }
     Ok(())
 }
@@ -350,6 +311,8 @@ fn valid_version(v: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
