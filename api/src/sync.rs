@@ -4,9 +4,10 @@
 //! namespaces.
 //!
 //! A namespace `ns` of logical cluster `root:shop` lives in every physical cluster under
-//! one name, [`downstream_namespace`]: deterministic, a valid DNS label, and the same in
-//! every cluster (MCS namespace sameness), so a Service keeps its clusterset name wherever
-//! it runs.
+//! one name: a valid DNS label, the same in every cluster (MCS namespace sameness), so a
+//! Service keeps its clusterset name wherever it runs. The control plane chooses it with a
+//! keyed hash when the namespace is created and stamps it on the namespace
+//! ([`ANNOTATION_DOWNSTREAM_NAMESPACE`]); the parts read the stamp, never recompute it.
 
 use crate::LogicalClusterPath;
 use crate::names::ClusterName;
@@ -247,37 +248,79 @@ pub fn logical_cluster_label_value(path: &LogicalClusterPath) -> String {
     format!("{keep}-{hash}")
 }
 
-/// The downstream name of upstream namespace `namespace` of logical cluster `path`: the
-/// namespace's name (cut to fit), a dash, and ten characters of a hash of both, so that
-/// `default` of every logical cluster gets a namespace of its own.
-pub fn downstream_namespace(path: &LogicalClusterPath, namespace: &str) -> String {
-    let hash = hash10(&format!("{path}/{namespace}"));
+/// Annotation the control plane stamps on every Namespace of a logical cluster, and on the
+/// objects of the kinds that travel: the name of that namespace in every physical cluster.
+/// The server chooses it (a tenant can neither set nor change it), from a hash keyed with a
+/// secret of the installation, so no tenant can pick a namespace name that lands in
+/// another's namespace downstream.
+pub const ANNOTATION_DOWNSTREAM_NAMESPACE: &str = "sluice.dev/downstream-namespace";
+
+/// A downstream namespace name: the namespace's name (its DNS-label characters, cut so
+/// the whole fits in 63), a dash and `tag`; `s-<tag>` when nothing of the name is left.
+pub fn downstream_name_with(namespace: &str, tag: &str) -> String {
+    let room = 63usize.saturating_sub(tag.len() + 1);
     let mut head: String = namespace
         .chars()
         .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')
-        .take(52)
+        .take(room)
         .collect();
     while head.ends_with('-') {
         head.pop();
     }
     if head.is_empty() || head.starts_with('-') {
-        return format!("s-{hash}");
+        return format!("s-{tag}");
     }
-    format!("{head}-{hash}")
+    format!("{head}-{tag}")
 }
 
-/// Ten base-32 characters (a-z, 2-7) of FNV-1a 64 over `s`: stable across Rust versions
-/// and machines, as names that live in clusters must be.
-fn hash10(s: &str) -> String {
+/// The name namespaces were given before names were keyed: ten characters of an unkeyed
+/// FNV hash of the path and the name (50 bits, searchable offline). Namespaces created
+/// then keep it (the control plane stamps it on them at startup), and an object written
+/// then, which carries no stamp, lives there; nothing new is named so.
+pub fn legacy_downstream_namespace(path: &LogicalClusterPath, namespace: &str) -> String {
+    downstream_name_with(namespace, &hash10(&format!("{path}/{namespace}")))
+}
+
+/// The stamped downstream namespace among `annotations`, when it is a DNS label.
+pub fn stamped_downstream_namespace(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> Option<&str> {
+    annotations?
+        .get(ANNOTATION_DOWNSTREAM_NAMESPACE)
+        .map(String::as_str)
+        .filter(|n| crate::logical_cluster::is_dns_label(n))
+}
+
+/// Where an object of namespace `namespace` of `path` lives downstream: its stamp, or (an
+/// object written before names were stamped) the legacy name its namespace kept.
+pub fn downstream_namespace_of(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+    path: &LogicalClusterPath,
+    namespace: &str,
+) -> String {
+    match stamped_downstream_namespace(annotations) {
+        Some(n) => n.to_string(),
+        None => legacy_downstream_namespace(path, namespace),
+    }
+}
+
+/// `chars` base-32 characters (a-z, 2-7) of `h`, low bits first: stable across Rust
+/// versions and machines, as names that live in clusters must be.
+pub fn base32(h: u128, chars: usize) -> String {
     const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    (0..chars.min(25))
+        .map(|i| ALPHABET[((h >> (i * 5)) & 31) as usize] as char)
+        .collect()
+}
+
+/// Ten base-32 characters of FNV-1a 64 over `s`.
+fn hash10(s: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in s.bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    (0..10)
-        .map(|i| ALPHABET[((h >> (i * 5)) & 31) as usize] as char)
-        .collect()
+    base32(u128::from(h), 10)
 }
 
 /// The ingress class the clusterset's ingresses serve: an `Ingress` whose
@@ -347,20 +390,50 @@ mod tests {
 
     #[test]
     fn downstream_namespaces_are_labels_stable_and_distinct() {
-        let a = downstream_namespace(&path("root:shop"), "default");
+        let a = legacy_downstream_namespace(&path("root:shop"), "default");
         assert!(a.starts_with("default-"), "{a}");
         assert!(is_dns_label(&a));
-        assert_eq!(a, downstream_namespace(&path("root:shop"), "default"));
-        assert_ne!(a, downstream_namespace(&path("root:shop:x"), "default"));
-        assert_ne!(a, downstream_namespace(&path("root"), "default"));
+        assert_eq!(
+            a,
+            legacy_downstream_namespace(&path("root:shop"), "default")
+        );
+        assert_ne!(
+            a,
+            legacy_downstream_namespace(&path("root:shop:x"), "default")
+        );
+        assert_ne!(a, legacy_downstream_namespace(&path("root"), "default"));
         // A name that is as long as a namespace may be.
         let long = "n".repeat(63);
-        let d = downstream_namespace(&path("root:shop"), &long);
+        let d = legacy_downstream_namespace(&path("root:shop"), &long);
         assert!(is_dns_label(&d), "{d}");
         // Pinned: a change to the naming would strand every synced namespace.
         assert_eq!(hash10("root:shop/default"), hash10("root:shop/default"));
         assert_eq!(hash10(""), "fzieccs44u");
         assert_eq!(a, "default-hputbbiank");
+        assert_eq!(downstream_name_with("--", "abc"), "s-abc");
+        assert_eq!(downstream_name_with("Ünïcode", "abc"), "ncode-abc");
+        let tagged = downstream_name_with(&long, &"t".repeat(16));
+        assert_eq!(tagged.len(), 63, "{tagged}");
+    }
+
+    #[test]
+    fn a_stamp_wins_and_only_a_dns_label_is_one() {
+        let p = path("root:shop");
+        let mut a = std::collections::BTreeMap::new();
+        assert_eq!(
+            downstream_namespace_of(None, &p, "web"),
+            legacy_downstream_namespace(&p, "web")
+        );
+        a.insert(
+            ANNOTATION_DOWNSTREAM_NAMESPACE.to_string(),
+            "web-k3y3d".to_string(),
+        );
+        assert_eq!(downstream_namespace_of(Some(&a), &p, "web"), "web-k3y3d");
+        a.insert(
+            ANNOTATION_DOWNSTREAM_NAMESPACE.to_string(),
+            "../Web".to_string(),
+        );
+        assert_eq!(stamped_downstream_namespace(Some(&a)), None);
     }
 
     #[test]

@@ -607,7 +607,7 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
     assert_eq!(answer["cluster"], "east", "{answer}");
     let name = format!(
         "web.{}.svc.clusterset.local",
-        support::clusterset::downstream_ns()
+        support::clusterset::downstream_ns(&west)
     );
     let dns = agent_values(&dev.state, "west")["dns"]["port"]
         .as_u64()

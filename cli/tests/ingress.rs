@@ -83,7 +83,7 @@ spec:
 
 /// The JSON report of the shopper Job's Pod in west, once it finished.
 fn shopper_report(west: &support::Kubectl) -> serde_json::Value {
-    let ns = ds("clients");
+    let ns = ds(west, "clients");
     let phase = || {
         west.ok(&[
             "-n",

@@ -47,7 +47,7 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
     // A bare Pod travels with its namespace too.
     control.ok(&["-n", "shop", "run", "solo", "--image=sluice/echo"]);
     let solo_in = |k: &Kubectl| {
-        k.ok(&["-n", &downstream_ns(), "get", "pods", "-o", "name"])
+        k.ok(&["-n", &downstream_ns(&control), "get", "pods", "-o", "name"])
             .contains("pod/solo")
     };
     let solo_phase = |control: &Kubectl| {
@@ -224,7 +224,7 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
     // what the logical cluster says.
     west.ok(&[
         "-n",
-        &downstream_ns(),
+        &downstream_ns(&control),
         "scale",
         "deployment",
         "web",
@@ -233,7 +233,7 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
     let replicas = |k: &Kubectl| {
         k.ok(&[
             "-n",
-            &downstream_ns(),
+            &downstream_ns(&control),
             "get",
             "deployment",
             "web",
@@ -258,8 +258,15 @@ fn apply_run_roll_out_and_move_without_losing_availability() {
     // Deleted upstream, gone downstream: the Service, then the namespace with the rest.
     control.ok(&["-n", "shop", "delete", "service", "web"]);
     let service_there = |k: &Kubectl| {
-        k.ok(&["-n", &downstream_ns(), "get", "services", "-o", "name"])
-            .contains("service/web")
+        k.ok(&[
+            "-n",
+            &downstream_ns(&control),
+            "get",
+            "services",
+            "-o",
+            "name",
+        ])
+        .contains("service/web")
     };
     assert!(
         eventually(WITHIN, || !service_there(&west)),
@@ -315,7 +322,7 @@ fn answering_vip(k: &Kubectl, ns: &str) -> String {
     let vip = || {
         k.ok(&[
             "-n",
-            &ds(ns),
+            &ds(k, ns),
             "get",
             "serviceimport",
             "web",
@@ -371,7 +378,7 @@ fn drain_moves_everything_off_and_cordon_keeps_it_off_until_uncordon() {
             "--timeout=180s",
         ]);
     }
-    let mut all = vec![ds("a"), ds("b"), ds("c")];
+    let mut all = vec![ds(&control, "a"), ds(&control, "b"), ds(&control, "c")];
     all.sort();
     assert_eq!(running(&east), all);
     // Consumers of all three in west, through west's VIPs, through the whole drain.
@@ -453,10 +460,10 @@ fn drain_moves_everything_off_and_cordon_keeps_it_off_until_uncordon() {
     // Cordoned and drained: nothing new lands there; even a pinned namespace runs elsewhere.
     control.apply_stdin(&app("d", "east"));
     assert!(
-        eventually(WITHIN, || running(&west).contains(&ds("d"))),
+        eventually(WITHIN, || running(&west).contains(&ds(&control, "d"))),
         "a namespace pinned to a draining cluster runs elsewhere"
     );
-    assert!(!running(&east).contains(&ds("d")));
+    assert!(!running(&east).contains(&ds(&control, "d")));
 
     let out = std::process::Command::new(support::sluice_bin())
         .args(["uncordon", "east", "--kubeconfig"])
@@ -465,7 +472,7 @@ fn drain_moves_everything_off_and_cordon_keeps_it_off_until_uncordon() {
         .unwrap();
     assert!(out.status.success());
     assert!(
-        eventually(WITHIN, || running(&east).contains(&ds("d"))),
+        eventually(WITHIN, || running(&east).contains(&ds(&control, "d"))),
         "placed once uncordoned"
     );
 }
@@ -606,8 +613,7 @@ fn kubectl_logs_upstream_come_from_the_physical_cluster() {
         control.run(&["-n", "talk", "logs", "debug"])
     );
     let west = dev.kubectl("west");
-    let down =
-        sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), "talk");
+    let down = control.downstream("root", "talk");
     assert!(
         west.ok(&["-n", &down, "get", "pods", "-o", "name"])
             .contains("pod/debug"),
@@ -777,7 +783,7 @@ fn placements_spread_replicas_and_report_what_they_cannot_place() {
     let replicas = |k: &Kubectl| {
         let out = k.run(&[
             "-n",
-            &ds("wide"),
+            &ds(&control, "wide"),
             "get",
             "deployment",
             "web",
@@ -977,7 +983,11 @@ fn a_move_survives_a_killed_syncer_and_a_silent_cluster_loses_its_workloads() {
         available(&east),
         available(&west)
     );
-    assert_eq!(running(&west), vec![ds("shop")], "one copy in west");
+    assert_eq!(
+        running(&west),
+        vec![ds(&control, "shop")],
+        "one copy in west"
+    );
 
     // East's syncer stops: east becomes NotReady and what a Placement put there moves.
     control.apply_stdin(
@@ -998,7 +1008,11 @@ spec:
         "deployment/web",
         "--timeout=180s",
     ]);
-    assert_eq!(running(&east), vec![ds("roam")], "the least loaded cluster");
+    assert_eq!(
+        running(&east),
+        vec![ds(&control, "roam")],
+        "the least loaded cluster"
+    );
     kill9(syncer_pid(&dev, "east").expect("east's syncer"));
     let ready = || {
         control.ok(&[
@@ -1015,7 +1029,7 @@ spec:
         ready()
     );
     assert!(
-        eventually(WITHIN, || running(&west).contains(&ds("roam"))),
+        eventually(WITHIN, || running(&west).contains(&ds(&control, "roam"))),
         "roam moved to west"
     );
     control.ok(&[
@@ -1124,7 +1138,7 @@ spec:
     let replicas_in = |k: &Kubectl, ns: &str| {
         let out = k.run(&[
             "-n",
-            &ds(ns),
+            &ds(k, ns),
             "get",
             "deployment",
             "web",
@@ -1148,7 +1162,7 @@ spec:
     ]);
     assert_eq!(
         running(&east),
-        vec![ds("small")],
+        vec![ds(&control, "small")],
         "small fits the least loaded: east"
     );
     // Consumers of small in west, through west's VIP, for the rest of the test: what else
@@ -1156,7 +1170,7 @@ spec:
     let small_vip = || {
         west.ok(&[
             "-n",
-            &ds("small"),
+            &ds(&control, "small"),
             "get",
             "serviceimport",
             "web",
@@ -1218,8 +1232,8 @@ spec:
     );
     // (Its namespace was placed while still empty; what was copied down meanwhile goes.)
     assert!(
-        eventually(WITHIN, || !running(&east).contains(&ds("huge"))
-            && !running(&west).contains(&ds("huge"))),
+        eventually(WITHIN, || !running(&east).contains(&ds(&control, "huge"))
+            && !running(&west).contains(&ds(&control, "huge"))),
         "nothing of it runs"
     );
     // small grows past east's capacity: east keeps what fits, the excess spills to west.
@@ -1380,7 +1394,7 @@ fn a_move_waits_until_every_cluster_imports_the_new_endpoints() {
     while deployment_exists(&east) && std::time::Instant::now() < deadline {
         let state = north.ok(&[
             "-n",
-            &downstream_ns(),
+            &downstream_ns(&control),
             "get",
             "endpointslices",
             "-l",
@@ -1426,8 +1440,8 @@ fn a_move_waits_until_every_cluster_imports_the_new_endpoints() {
     );
     // East keeps the namespace for its imports.
     assert!(
-        east.ok(&["get", "namespace", &downstream_ns(), "-o", "name"])
-            .contains(&downstream_ns()),
+        east.ok(&["get", "namespace", &downstream_ns(&control), "-o", "name"])
+            .contains(&downstream_ns(&control)),
         "east keeps an imports-only namespace"
     );
 }

@@ -412,9 +412,7 @@ stringData: {k: west-secret}
 "#,
     );
     // The syncers work with their own identities: each Secret reaches its cluster.
-    let ns_of = |ns: &str| {
-        sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), ns)
-    };
+    let ns_of = |ns: &str| dev.kubectl_control().downstream("root", ns);
     for (cluster, ns, secret) in [("east", "shop-east", "e"), ("west", "shop-west", "w")] {
         let k = dev.kubectl(cluster);
         assert!(

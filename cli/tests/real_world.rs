@@ -338,10 +338,7 @@ fn real_world_manifests_just_work_on_the_clusters() {
     loop {
         let mut pods_by_ns: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for (app, _, _, cluster) in APPS {
-            let down = sluice_api::sync::downstream_namespace(
-                &sluice_api::LogicalClusterPath::root(),
-                app,
-            );
+            let down = control.downstream("root", app);
             let pods = json(
                 &clusters[cluster],
                 &["-n", &down, "get", "pods", "-o", "json"],
@@ -363,10 +360,7 @@ fn real_world_manifests_just_work_on_the_clusters() {
                 match travels(resource) {
                     None => Outcome::Upstream,
                     Some(workload) => {
-                        let down = sluice_api::sync::downstream_namespace(
-                            &sluice_api::LogicalClusterPath::root(),
-                            app,
-                        );
+                        let down = control.downstream("root", app);
                         let d = json(
                             &clusters[cluster],
                             &["-n", &down, "get", name, "-o", "json"],
@@ -423,10 +417,7 @@ fn real_world_manifests_just_work_on_the_clusters() {
     );
     // The containers reached the node's runtime and wait for images it does not have.
     let south = &clusters["south"];
-    let down = sluice_api::sync::downstream_namespace(
-        &sluice_api::LogicalClusterPath::root(),
-        "guestbook",
-    );
+    let down = control.downstream("root", "guestbook");
     let reasons = south.ok(&[
         "-n",
         &down,

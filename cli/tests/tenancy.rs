@@ -158,7 +158,7 @@ fn deployment(name: &str, ns: &str, pod_spec: &str) -> String {
 
 /// Every object of `kinds` in the downstream namespace of `ns` of logical cluster `path`.
 fn downstream_names(k: &Kubectl, path: &str, ns: &str, kinds: &str) -> String {
-    let down = sluice_api::sync::downstream_namespace(&path.parse().unwrap(), ns);
+    let down = k.downstream(path, ns);
     k.ok(&["-n", &down, "get", kinds, "-o", "name"])
 }
 
@@ -396,7 +396,7 @@ fn tenants_cannot_escape_onto_the_shared_clusters() {
             "{name} reached east:\n{there}"
         );
     }
-    let down = sluice_api::sync::downstream_namespace(&"root:a".parse().unwrap(), "shop");
+    let down = east.downstream("root:a", "shop");
     let label = |k: &Kubectl| {
         k.ok(&[
             "get",

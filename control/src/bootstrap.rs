@@ -9,6 +9,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 
+use crate::downstream_names::DownstreamNames;
 use crate::resources::{Catalog, ResourceType};
 use crate::storage::{Expect, Key, Op, ResourcePrefix, StorageError, Store};
 
@@ -44,12 +45,13 @@ async fn ensure(store: &Store, key: Key, obj: &Value) -> Result<(), StorageError
     }
 }
 
-/// Create the system namespaces of `cluster` that are missing. `annotate`: stamp the
-/// logical-cluster annotation (not in single-cluster mode).
+/// Create the system namespaces of `cluster` that are missing. `names`: in a server of
+/// logical clusters, stamp the logical-cluster annotation and the downstream name (`None`
+/// in single-cluster mode).
 pub async fn ensure_namespaces(
     store: &Store,
     cluster: &LogicalClusterPath,
-    annotate: bool,
+    names: Option<&DownstreamNames>,
 ) -> Result<(), StorageError> {
     let Some(ns_type) = core_type("namespaces") else {
         return Ok(());
@@ -57,7 +59,14 @@ pub async fn ensure_namespaces(
     for ns in SYSTEM_NAMESPACES {
         let mut obj = json!({"metadata": {"name": ns}});
         crate::defaults::apply(&ns_type.kind, &mut obj);
-        crate::object::prepare_create(&mut obj, &ns_type, annotate.then_some(cluster), None);
+        crate::object::prepare_create(&mut obj, &ns_type, names.map(|_| cluster), None);
+        if let Some(names) = names {
+            crate::object::set_annotation(
+                &mut obj,
+                sluice_api::sync::ANNOTATION_DOWNSTREAM_NAMESPACE,
+                &names.name(cluster, ns),
+            );
+        }
         ensure(store, ns_type.prefix.key(cluster, None, ns), &obj).await?;
     }
     Ok(())
@@ -106,10 +115,10 @@ pub fn workspace_clusters(store: &Store) -> Vec<LogicalClusterPath> {
 
 /// Logical-cluster mode at startup: the root's system namespaces and those of every
 /// workspace (clusters created before these namespaces existed get them now).
-pub async fn logical_clusters(store: &Store) -> Result<(), StorageError> {
-    ensure_namespaces(store, &LogicalClusterPath::root(), true).await?;
+pub async fn logical_clusters(store: &Store, names: &DownstreamNames) -> Result<(), StorageError> {
+    ensure_namespaces(store, &LogicalClusterPath::root(), Some(names)).await?;
     for cluster in workspace_clusters(store) {
-        ensure_namespaces(store, &cluster, true).await?;
+        ensure_namespaces(store, &cluster, Some(names)).await?;
     }
     Ok(())
 }
@@ -138,7 +147,7 @@ pub async fn single_cluster(
     api_port: u16,
 ) -> Result<(), StorageError> {
     let root = LogicalClusterPath::root();
-    ensure_namespaces(store, &root, false).await?;
+    ensure_namespaces(store, &root, None).await?;
     // Every namespace, the ones made before this existed too.
     let mut namespaces = Vec::new();
     if let Some(t) = core_type("namespaces") {

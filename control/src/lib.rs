@@ -12,6 +12,7 @@ pub mod codec;
 pub mod controllers;
 pub mod crd;
 pub mod defaults;
+pub mod downstream_names;
 pub mod errors;
 pub mod events;
 pub mod fairness;
@@ -202,13 +203,14 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
             config.watch_history,
         )?,
     };
+    let downstream_names = downstream_names::DownstreamNames::derive(&pki.service_account_key_der);
     let metrics = ApiMetrics::default();
     let mut registry = Registry::with_prefix("sluice_apiserver");
     metrics.register(&mut registry);
     let (gc_tx, gc_rx) = tokio::sync::mpsc::unbounded_channel();
     match config.single_cluster {
         Some(cidr) => bootstrap::single_cluster(&store, cidr.first(), addr.port()).await?,
-        None => bootstrap::logical_clusters(&store).await?,
+        None => bootstrap::logical_clusters(&store, &downstream_names).await?,
     }
     let ips = config
         .single_cluster
@@ -235,6 +237,7 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         audit,
         syncer_token: pki.syncer_logs_token.clone(),
         rbac: Default::default(),
+        downstream_names,
         hooks: admission::builtin(ips.clone()),
         ips,
     });
@@ -254,6 +257,20 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     )?;
 
     state.crds.rebuild_all(&state.store);
+    // Namespaces synced before downstream names were keyed keep the name they have.
+    if config.single_cluster.is_none() {
+        let stamped = admission::downstream_names::restamp_namespaces(
+            &state.store,
+            &sluice_api::LogicalClusterPath::root(),
+        )
+        .await?;
+        if stamped > 0 {
+            tracing::info!(
+                stamped,
+                "namespaces keep the downstream names they were synced under"
+            );
+        }
+    }
     // Namespaces written before their pod security level was recorded get it now.
     admission::pod_security::restamp_namespaces(&state, &sluice_api::LogicalClusterPath::root())
         .await?;

@@ -85,6 +85,8 @@ pub struct ApiState {
     pub syncer_token: String,
     /// RBAC: every logical cluster's policy.
     pub rbac: crate::rbac::Authorizer,
+    /// The installation's key for downstream namespace names.
+    pub downstream_names: crate::downstream_names::DownstreamNames,
 }
 
 pub type SharedState = Arc<ApiState>;

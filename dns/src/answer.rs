@@ -327,11 +327,11 @@ impl<'z> Ctx<'z> {
         };
         if let Some(path) = logical
             && let [rest @ .., svc, ns, "svc"] = labels.as_slice()
+            && let Some(down) = model.downstream_of(path, ns)
+            && let Some(view) =
+                self.import_view(model, &ServiceKey::new(down, svc), rest.len(), false)
         {
-            let key = ServiceKey::new(&model.downstream_of(path, ns), svc);
-            if let Some(view) = self.import_view(model, &key, rest.len(), false) {
-                return self.in_service(serial, &view, rest, false);
-            }
+            return self.in_service(serial, &view, rest, false);
         }
         match labels.as_slice() {
             [] => self.apex(serial),
@@ -339,7 +339,9 @@ impl<'z> Ctx<'z> {
             ["svc"] | ["pod"] | [_, "pod"] => self.nodata(serial),
             [ns, "svc"] if model.has_services_in(ns) => self.nodata(serial),
             [ns, "svc"]
-                if logical.is_some_and(|p| model.has_imports_in(&model.downstream_of(p, ns))) =>
+                if logical
+                    .and_then(|p| model.downstream_of(p, ns))
+                    .is_some_and(|down| model.has_imports_in(down)) =>
             {
                 self.nodata(serial)
             }

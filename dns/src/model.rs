@@ -3,7 +3,7 @@
 //! Kept apart from the protocol handler (which only reads it) and from the informers
 //! (which only write it), so answers can be tested from hand-built state.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
@@ -13,8 +13,8 @@ use sluice_api::LogicalClusterPath;
 use sluice_api::mcs::{self, ServiceImport, ServiceImportType};
 use sluice_api::sluice::Cluster;
 use sluice_api::sync::{
-    ANNOTATION_LOGICAL_CLUSTER, LABEL_LOGICAL_CLUSTER, admitted_ingress_hosts,
-    downstream_namespace, ingress_ip, serves_ingress,
+    ANNOTATION_LOGICAL_CLUSTER, ANNOTATION_UPSTREAM_NAMESPACE, LABEL_LOGICAL_CLUSTER,
+    admitted_ingress_hosts, ingress_ip, serves_ingress,
 };
 
 /// `namespace/name` of a Service or ServiceImport.
@@ -138,6 +138,11 @@ pub struct Model {
     ip_namespaces: HashMap<IpAddr, String>,
     /// Namespaces that Sluice placed here: the logical cluster each belongs to.
     logical: HashMap<String, LogicalClusterPath>,
+    /// The namespaces here that say they hold each upstream namespace (from their
+    /// annotations): one is the answer; two (names that collide) answer nothing.
+    holders: HashMap<(LogicalClusterPath, String), BTreeSet<String>>,
+    /// What each namespace here said it holds (to forget it when that changes).
+    holds: HashMap<String, (LogicalClusterPath, String)>,
     /// The hosts of each Ingress served by the clusterset's ingresses, by [`IngressId`].
     ingresses: HashMap<IngressId, Vec<String>>,
     /// Every such host, with how many Ingresses name it (a query looks here).
@@ -351,11 +356,30 @@ impl Model {
 
     /// The namespace here that holds namespace `ns` of logical cluster `path`: `ns` itself
     /// when it already is one of `path`'s downstream namespaces (a pod's search path names
-    /// its own), else the downstream name of `path`'s namespace `ns`.
-    pub fn downstream_of(&self, path: &LogicalClusterPath, ns: &str) -> String {
-        match self.logical.get(ns) {
-            Some(p) if p == path => ns.to_string(),
-            _ => downstream_namespace(path, ns),
+    /// its own), else the one whose annotations say it holds `path`'s `ns` — never a name
+    /// computed from what a tenant chose, and none when two claim it.
+    pub fn downstream_of(&self, path: &LogicalClusterPath, ns: &str) -> Option<&str> {
+        if let Some((name, p)) = self.logical.get_key_value(ns)
+            && p == path
+        {
+            return Some(name);
+        }
+        let holders = self.holders.get(&(path.clone(), ns.to_string()))?;
+        match holders.len() {
+            1 => holders.first().map(String::as_str),
+            _ => None,
+        }
+    }
+
+    /// Forget what namespace `name` said it holds.
+    fn forget_holder(&mut self, name: &str) {
+        if let Some(up) = self.holds.remove(name)
+            && let Some(set) = self.holders.get_mut(&up)
+        {
+            set.remove(name);
+            if set.is_empty() {
+                self.holders.remove(&up);
+            }
         }
     }
 
@@ -377,7 +401,25 @@ impl Model {
             .and_then(|a| a.get(ANNOTATION_LOGICAL_CLUSTER))
             .and_then(|p| p.parse::<LogicalClusterPath>().ok())
             .filter(|_| placed);
-        let changed = match path {
+        let upstream = ns
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_UPSTREAM_NAMESPACE))
+            .cloned();
+        let held = path.clone().zip(upstream);
+        let mut changed = self.holds.get(name) != held.as_ref();
+        if changed {
+            self.forget_holder(name);
+            if let Some(up) = held {
+                self.holders
+                    .entry(up.clone())
+                    .or_default()
+                    .insert(name.clone());
+                self.holds.insert(name.clone(), up);
+            }
+        }
+        changed |= match path {
             Some(p) => self.logical.insert(name.clone(), p.clone()) != Some(p),
             None => self.logical.remove(name).is_some(),
         };
@@ -387,6 +429,7 @@ impl Model {
     }
 
     pub fn delete_namespace(&mut self, name: &str) {
+        self.forget_holder(name);
         if self.logical.remove(name).is_some() {
             self.bump();
         }

@@ -27,7 +27,7 @@ use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 use sluice_api::LogicalClusterPath;
-use sluice_api::sync::downstream_namespace;
+use sluice_api::sync::ANNOTATION_DOWNSTREAM_NAMESPACE;
 use sluice_test_support::client::client;
 use sluice_test_support::poll::{eventually, until_every};
 
@@ -280,9 +280,11 @@ async fn main() {
     // 3. One object at a time: create upstream -> delivered by a downstream watch.
     let mut latencies = Vec::with_capacity(samples);
     for s in 0..samples {
-        let (path, c) = &clients[s % clients.len()];
+        let (_, c) = &clients[s % clients.len()];
         let name = format!("probe{s}");
-        let key = (downstream_namespace(path, "load"), name.clone());
+        let load = Api::<Namespace>::all(c.clone()).get("load").await.unwrap();
+        let down = load.metadata.annotations.unwrap()[ANNOTATION_DOWNSTREAM_NAMESPACE].clone();
+        let key = (down, name.clone());
         let cm = serde_json::from_value::<ConfigMap>(json!({
             "metadata": {"name": name}, "data": {"k": "v"}}))
         .unwrap();

@@ -567,7 +567,7 @@ example.com. A REFUSED -
 /// syncer writes it.
 fn placed_namespace(path: &str, ns: &str) -> (String, Value) {
     let p: sluice_api::LogicalClusterPath = path.parse().unwrap();
-    let name = sluice_api::sync::downstream_namespace(&p, ns);
+    let name = sluice_api::sync::legacy_downstream_namespace(&p, ns);
     let v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": name,
         "labels": {"sluice.dev/logical-cluster": sluice_api::sync::logical_cluster_label_value(&p)},

@@ -10,12 +10,19 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sluice_api::sluice::Cluster;
-use sluice_api::sync::downstream_namespace;
+use sluice_api::sync::ANNOTATION_DOWNSTREAM_NAMESPACE;
 use sluice_api::{ClusterName, LogicalClusterPath};
 use sluice_test_support::client::client;
 use sluice_test_support::poll::eventually;
 
 const WITHIN: Duration = Duration::from_secs(60);
+
+/// The downstream name the control plane stamped on namespace `ns` of `client`'s logical
+/// cluster.
+async fn downstream_of(client: &kube::Client, ns: &str) -> String {
+    let namespace = Api::<Namespace>::all(client.clone()).get(ns).await.unwrap();
+    namespace.metadata.annotations.unwrap()[ANNOTATION_DOWNSTREAM_NAMESPACE].clone()
+}
 
 /// A control plane (with its placement controllers), one physical cluster `east` (a real
 /// API server), and a syncer between them, all in process.
@@ -154,7 +161,7 @@ async fn placed_objects_are_synced_kept_and_removed() {
         .await
         .unwrap();
 
-    let ns = downstream_namespace(&LogicalClusterPath::root(), "shop");
+    let ns = downstream_of(&root, "shop").await;
     let down_ns: Api<Namespace> = Api::all(downstream.clone());
     let down_cms: Api<ConfigMap> = Api::namespaced(downstream.clone(), &ns);
     let down_svcs: Api<Service> = Api::namespaced(downstream.clone(), &ns);
@@ -181,7 +188,7 @@ async fn placed_objects_are_synced_kept_and_removed() {
     let ip = svc.spec.unwrap().cluster_ip.unwrap();
     assert!(ip.starts_with("127.41."), "allocated downstream: {ip}");
     assert_ne!(Some(ip), up_svc.spec.unwrap().cluster_ip);
-    let other = downstream_namespace(&LogicalClusterPath::root(), "other");
+    let other = downstream_of(&root, "other").await;
     assert!(
         Api::<ConfigMap>::namespaced(downstream.clone(), &other)
             .get_opt("other")
@@ -239,7 +246,7 @@ async fn placed_objects_are_synced_kept_and_removed() {
         )
         .await
         .unwrap();
-    let team_ns = downstream_namespace(&"root:team".parse().unwrap(), "shop");
+    let team_ns = downstream_of(&team, "shop").await;
     let team_cms: Api<ConfigMap> = Api::namespaced(downstream.clone(), &team_ns);
     assert!(
         eventually(WITHIN, || async {
@@ -405,7 +412,7 @@ async fn an_object_the_cluster_refuses_is_reported_upstream_and_stalls_nothing()
     )
     .await
     .unwrap();
-    let ns = downstream_namespace(&LogicalClusterPath::root(), "shop");
+    let ns = downstream_of(&set.root, "shop").await;
     let down_cms: Api<ConfigMap> = Api::namespaced(set.downstream.clone(), &ns);
     assert!(
         eventually(WITHIN, || async {
@@ -458,6 +465,202 @@ async fn an_object_the_cluster_refuses_is_reported_upstream_and_stalls_nothing()
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(refusals().await.len(), 1, "reported once");
+    set.stop().await;
+}
+
+/// Downstream namespace names are the control plane's: keyed (not the unkeyed legacy hash
+/// a tenant could search collisions of), stamped on the namespace whatever a client sends;
+/// and a downstream namespace that already holds another upstream namespace (names that
+/// collide) is never written into: the claimant is told with a Warning Event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downstream_namespace_is_never_shared_by_two_upstream_namespaces() {
+    let set = Clusterset::start().await;
+    Api::<Cluster>::all(set.root.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "east"}, "spec": {}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let namespaces: Api<Namespace> = Api::all(set.root.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let down = downstream_of(&set.root, "shop").await;
+    let legacy = sluice_api::sync::legacy_downstream_namespace(&LogicalClusterPath::root(), "shop");
+    assert!(
+        down.starts_with("shop-") && down.len() == "shop-".len() + 16,
+        "{down}"
+    );
+    assert_ne!(down, legacy, "keyed, not the legacy hash");
+
+    // No client names a namespace's downstream namespace, on create or later.
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "forged",
+                "annotations": {ANNOTATION_DOWNSTREAM_NAMESPACE: down}}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let forged = downstream_of(&set.root, "forged").await;
+    assert!(forged.starts_with("forged-") && forged != down, "{forged}");
+    namespaces
+        .patch(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                ANNOTATION_DOWNSTREAM_NAMESPACE: "kube-system"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        downstream_of(&set.root, "shop").await,
+        down,
+        "the stamp is kept"
+    );
+
+    // East already has that namespace, holding namespace shop of root:team (a collision),
+    // with an object of its own.
+    Api::<Namespace>::all(set.downstream.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": down,
+                "labels": {"sluice.dev/synced": "true", "sluice.dev/logical-cluster": "root.team"},
+                "annotations": {"sluice.dev/logical-cluster": "root:team",
+                    "sluice.dev/upstream-namespace": "shop"}}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let theirs: Api<ConfigMap> = Api::namespaced(set.downstream.clone(), &down);
+    theirs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "theirs",
+                "labels": {"sluice.dev/synced": "true"}}, "data": {"k": "team"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    // root's shop is placed on east, with an object.
+    namespaces
+        .patch(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"sluice.dev/cluster": "east"}}})),
+        )
+        .await
+        .unwrap();
+    Api::<ConfigMap>::namespaced(set.root.clone(), "shop")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "mine"}, "data": {"k": "root"}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(set.root.clone(), "shop");
+    let conflicts = || async {
+        events
+            .list(&Default::default())
+            .await
+            .map(|l| {
+                l.items
+                    .into_iter()
+                    .filter(|e| {
+                        e.reason.as_deref() == Some("NamespaceConflict")
+                            && e.involved_object.kind.as_deref() == Some("Namespace")
+                            && e.involved_object.name.as_deref() == Some("shop")
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        eventually(WITHIN, || async { !conflicts().await.is_empty() }).await,
+        "a NamespaceConflict Event on shop"
+    );
+    let said = conflicts().await;
+    let message = said[0].message.clone().unwrap_or_default();
+    assert!(
+        message.contains(&down) && message.contains("root:team") && message.contains("east"),
+        "{message}"
+    );
+    assert_eq!(said[0].type_.as_deref(), Some("Warning"));
+    // A few rounds later, the namespace and its object are as they were: nothing of root's
+    // was written there, nothing of root:team's removed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        theirs.get_opt("mine").await.unwrap().is_none(),
+        "root's object stays out"
+    );
+    assert!(
+        theirs.get_opt("theirs").await.unwrap().is_some(),
+        "team's object stays"
+    );
+    let held = Api::<Namespace>::all(set.downstream.clone())
+        .get(&down)
+        .await
+        .unwrap();
+    assert_eq!(
+        held.metadata.annotations.unwrap()["sluice.dev/logical-cluster"],
+        "root:team"
+    );
+    assert_eq!(conflicts().await.len(), 1, "reported once");
+    set.stop().await;
+}
+
+/// The syncer's log endpoint answers only with its token and only for namespaces it
+/// synced: the cluster's own namespaces are not found through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_endpoint_serves_synced_namespaces_only() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let set = Clusterset::start().await;
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let addr = sluice_syncer::logs::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        set.downstream.clone(),
+        "the-token".into(),
+        stopped,
+    )
+    .await
+    .unwrap();
+    let get = |path: String, token: &'static str| async move {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: logs\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    };
+    let denied = get("/logs/kube-system/x".into(), "wrong").await;
+    assert!(denied.starts_with("HTTP/1.1 401"), "{denied}");
+    let theirs = get("/logs/kube-system/x".into(), "the-token").await;
+    assert!(theirs.starts_with("HTTP/1.1 404"), "{theirs}");
+    assert!(theirs.contains("not one Sluice synced"), "{theirs}");
+    set.place_shop().await;
+    let down = downstream_of(&set.root, "shop").await;
+    let ns_api: Api<Namespace> = Api::all(set.downstream.clone());
+    assert!(
+        eventually(WITHIN, || async {
+            ns_api.get_opt(&down).await.ok().flatten().is_some()
+        })
+        .await,
+        "shop reaches east"
+    );
+    // A synced namespace is asked of the cluster (which has no such Pod).
+    let ours = get(format!("/logs/{down}/nope"), "the-token").await;
+    assert!(ours.starts_with("HTTP/1.1 404"), "{ours}");
+    assert!(!ours.contains("not one Sluice synced"), "{ours}");
     set.stop().await;
 }
 
@@ -530,7 +733,7 @@ async fn custom_resources_marked_syncable_travel() {
         .await
     );
 
-    let ns = downstream_namespace(&LogicalClusterPath::root(), "shop");
+    let ns = downstream_of(&set.root, "shop").await;
     let down_widgets: Api<DynamicObject> =
         Api::namespaced_with(set.downstream.clone(), &ns, &widgets);
     assert!(

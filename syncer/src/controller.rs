@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::Value;
@@ -19,8 +18,8 @@ use sluice_api::liveness::{
 };
 use sluice_api::sync::{
     ANNOTATION_UPSTREAM_GENERATION, FIELD_MANAGER, LABEL_CLUSTER, LABEL_SYNCED, StatusReport,
-    downstream_namespace, finalizers_patch, imports_annotation, placed_clusters, state_label,
-    status_annotation, sync_finalizer,
+    finalizers_patch, imports_annotation, placed_clusters, state_label, status_annotation,
+    sync_finalizer,
 };
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
 use sluice_kube::lease::{LeaseHolder, renew_forever};
@@ -30,6 +29,7 @@ use tracing::Instrument;
 
 use crate::drift::contained;
 use crate::metrics::SyncMetrics;
+use crate::sources::Sources;
 use crate::transform::{Origin, downstream, namespace_object};
 use sluice_api::sync::share_on;
 use sluice_api::synced_kinds::{BUILTIN, SYNCABLE_LABEL, SyncedKind, syncable_kind};
@@ -148,6 +148,8 @@ pub struct Syncer {
     ready: AtomicBool,
     /// Objects the cluster refused, with what it said (reported once per message).
     refusals: std::sync::Mutex<BTreeMap<Refusal, String>>,
+    /// Which upstream namespace each downstream namespace holds.
+    sources: Sources,
 }
 
 /// A refused object: kind, downstream namespace, name.
@@ -168,7 +170,9 @@ impl Syncer {
         let metrics = SyncMetrics::default();
         let mut registry = prometheus_client::registry::Registry::with_prefix("sluice_syncer");
         metrics.register(&mut registry);
+        let sources = Sources::new(metrics.namespace_conflicts.clone());
         Arc::new(Self {
+            sources,
             metrics,
             registry,
             ready: AtomicBool::new(false),
@@ -236,7 +240,7 @@ async fn run_loop(
     // What changed, by downstream namespace: a round covers those namespaces only (all of
     // them after a re-list), so its cost follows the change, not the cluster.
     let changes: Arc<Changes<String>> = Arc::default();
-    let sources = Sources::default();
+    let sources = syncer.sources.clone();
     let placed = state_label(&config.cluster);
     let synced = format!("{LABEL_SYNCED}=true");
     let start_kind = |kind: &'static SyncedKind| {
@@ -427,7 +431,14 @@ async fn run_loop(
         if scope.is_empty() {
             continue;
         }
-        let targets = sources.targets(&scope, &kinds, &namespaces, &logical_namespaces, &mirrors);
+        let targets = targets(
+            &sources,
+            &scope,
+            &kinds,
+            &namespaces,
+            &logical_namespaces,
+            &mirrors,
+        );
         let span = tracing::debug_span!("round", namespaces = targets.len(), all = scope.is_all());
         let ok = async {
             pass(
@@ -451,6 +462,7 @@ async fn run_loop(
                 )
                 .await
                 & mirror_pods(syncer, &config, &upstream, &mirrors, &targets).await
+                & report_conflicts(&config, &upstream, &sources).await
                 & copy_events(
                     syncer, &config, &upstream, &kinds, &mirrors, &events, &targets,
                 )
@@ -472,108 +484,64 @@ async fn run_loop(
     }
 }
 
-/// Which upstream namespace each downstream namespace holds, learned from the events that
-/// name them (upstream objects, and downstream namespaces' annotations).
-#[derive(Clone, Default)]
-struct Sources(Arc<std::sync::Mutex<HashMap<String, (LogicalClusterPath, String)>>>);
-
-impl Sources {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (LogicalClusterPath, String)>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The downstream namespace of upstream namespace `ns` of `path`, remembered.
-    fn remember(&self, path: LogicalClusterPath, ns: String) -> String {
-        let down = downstream_namespace(&path, &ns);
-        self.lock().entry(down.clone()).or_insert((path, ns));
-        down
-    }
-
-    /// The downstream namespace of an upstream object read through the wildcard.
-    fn learn(&self, meta: &ObjectMeta) -> Option<String> {
-        Some(self.remember(logical_cluster_of(meta)?, meta.namespace.clone()?))
-    }
-
-    /// The downstream namespace of an upstream namespace read through the wildcard.
-    fn learn_namespace(&self, meta: &ObjectMeta) -> Option<String> {
-        Some(self.remember(logical_cluster_of(meta)?, meta.name.clone()?))
-    }
-
-    /// A downstream namespace (and, from its annotations, what it holds).
-    fn learn_downstream(&self, meta: &ObjectMeta) -> Option<String> {
-        let name = meta.name.clone()?;
-        let a = meta.annotations.as_ref();
-        if let (Some(path), Some(ns)) = (
-            a.and_then(|a| a.get(sluice_api::sync::ANNOTATION_LOGICAL_CLUSTER))
-                .and_then(|p| p.parse::<LogicalClusterPath>().ok()),
-            a.and_then(|a| a.get(sluice_api::sync::ANNOTATION_UPSTREAM_NAMESPACE)),
-        ) {
-            self.lock()
-                .entry(name.clone())
-                .or_insert((path, ns.clone()));
-        }
-        Some(name)
-    }
-
-    /// The downstream namespaces a round over `scope` covers, each with the upstream
-    /// namespace it holds when known (a downstream namespace of unknown origin holds
-    /// nothing placed: what it has goes).
-    fn targets(
-        &self,
-        scope: &Scope<String>,
-        kinds: &[KindSync],
-        namespaces: &Informer<Namespace>,
-        logical_namespaces: &Informer<Namespace>,
-        mirrors: &Mirrors,
-    ) -> BTreeMap<String, Option<(LogicalClusterPath, String)>> {
-        let names: BTreeSet<String> = match scope {
-            Scope::Keys(keys) => keys.clone(),
-            Scope::All => {
-                // Listed objects come without events of their own: learn from the caches.
-                let upstream = kinds
-                    .iter()
-                    .flat_map(|k| k.up.store.namespaces())
-                    .chain(mirrors.up.store.namespaces());
-                for (scope, ns) in upstream {
-                    if let Ok(path) = scope.parse::<LogicalClusterPath>() {
-                        self.remember(path, ns);
-                    }
+/// The downstream namespaces a round over `scope` covers, each with the upstream namespace
+/// it holds when known (a downstream namespace of unknown origin holds nothing placed:
+/// what it has goes).
+fn targets(
+    sources: &Sources,
+    scope: &Scope<String>,
+    kinds: &[KindSync],
+    namespaces: &Informer<Namespace>,
+    logical_namespaces: &Informer<Namespace>,
+    mirrors: &Mirrors,
+) -> BTreeMap<String, Option<(LogicalClusterPath, String)>> {
+    let names: BTreeSet<String> = match scope {
+        Scope::Keys(keys) => keys.clone(),
+        Scope::All => {
+            // Listed objects come without events of their own: learn from the caches,
+            // namespaces (which name the downstream namespaces) first.
+            for n in logical_namespaces.state() {
+                if placed_anywhere(&n) {
+                    sources.learn_namespace(&n.metadata);
                 }
-                for n in logical_namespaces.state() {
-                    if placed_anywhere(&n) {
-                        self.learn_namespace(&n.metadata);
-                    }
-                }
-                let mut all: BTreeSet<String> = self.lock().keys().cloned().collect();
-                for k in kinds {
-                    all.extend(k.down.store.namespaces().into_iter().map(|(_, ns)| ns));
-                }
-                all.extend(
-                    namespaces
-                        .state()
-                        .iter()
-                        .filter_map(|n| n.metadata.name.clone()),
-                );
-                all.extend(
-                    mirrors
-                        .down
-                        .store
-                        .namespaces()
-                        .into_iter()
-                        .map(|(_, ns)| ns),
-                );
-                all
             }
-        };
-        let known = self.lock();
-        names
-            .into_iter()
-            .map(|n| {
-                let source = known.get(&n).cloned();
-                (n, source)
-            })
-            .collect()
-    }
+            let upstream = kinds
+                .iter()
+                .flat_map(|k| k.up.store.namespaces())
+                .chain(mirrors.up.store.namespaces());
+            for (scope, ns) in upstream {
+                if let Ok(path) = scope.parse::<LogicalClusterPath>() {
+                    sources.learn_listed((path, ns));
+                }
+            }
+            let mut all: BTreeSet<String> = sources.downstream().into_iter().collect();
+            for k in kinds {
+                all.extend(k.down.store.namespaces().into_iter().map(|(_, ns)| ns));
+            }
+            all.extend(
+                namespaces
+                    .state()
+                    .iter()
+                    .filter_map(|n| n.metadata.name.clone()),
+            );
+            all.extend(
+                mirrors
+                    .down
+                    .store
+                    .namespaces()
+                    .into_iter()
+                    .map(|(_, ns)| ns),
+            );
+            all
+        }
+    };
+    names
+        .into_iter()
+        .map(|n| {
+            let source = sources.holder(&n);
+            (n, source)
+        })
+        .collect()
 }
 
 /// One round over the downstream namespaces `targets`, for every kind whose informers have
@@ -605,7 +573,7 @@ async fn pass(
                     let Ok(json) = serde_json::to_value(&*obj) else {
                         continue;
                     };
-                    match downstream(&json, k.kind, &config.cluster) {
+                    match downstream(&json, k.kind, &config.cluster, down_ns) {
                         Ok((o, _)) if obj.metadata.deletion_timestamp.is_some() => {
                             if holds(&obj, &finalizer) {
                                 deleting.push((k, o, obj.clone()));
@@ -652,6 +620,19 @@ async fn pass(
                 .is_some_and(|n| placed_anywhere(&n))
         });
         let have_ns = namespaces.get("", down_ns);
+        // The namespace here holds another upstream namespace (names that collide): not
+        // ours to write, nor to empty.
+        if let (Some(have), Some(up)) = (&have_ns, source)
+            && let Some(holder) = crate::sources::owner_of(&have.metadata)
+            && holder != *up
+        {
+            syncer.sources.refuse(crate::sources::Conflict {
+                downstream: down_ns.clone(),
+                holder,
+                claimant: up.clone(),
+            });
+            continue;
+        }
         let wanted_ns = match (&origin, source) {
             (Some(o), _) => Some((&o.logical_cluster, o.namespace.as_str())),
             (None, Some((path, up_ns))) if imported => Some((path, up_ns.as_str())),
@@ -661,7 +642,7 @@ async fn pass(
             let level = logical_namespaces
                 .get_in(path.as_str(), "", up_ns)
                 .and_then(|n| crate::transform::pod_security_of(n.metadata.annotations.as_ref()));
-            let want = namespace_object(path, up_ns, level);
+            let want = namespace_object(down_ns, path, up_ns, level);
             let in_place_ns = have_ns
                 .as_ref()
                 .and_then(|n| serde_json::to_value(&**n).ok())
@@ -787,15 +768,6 @@ async fn pass(
     ok
 }
 
-/// The logical cluster of an object read through the wildcard.
-fn logical_cluster_of(meta: &ObjectMeta) -> Option<LogicalClusterPath> {
-    meta.annotations
-        .as_ref()?
-        .get(LOGICAL_CLUSTER_ANNOTATION)?
-        .parse()
-        .ok()
-}
-
 /// Whether an upstream namespace is placed on some cluster and not being deleted.
 fn placed_anywhere(ns: &Namespace) -> bool {
     ns.metadata.deletion_timestamp.is_none()
@@ -862,6 +834,47 @@ async fn report_imports(
     ok
 }
 
+/// Tell each upstream namespace refused for naming a downstream namespace another holds:
+/// a Warning Event `NamespaceConflict` on it, once. False if one could not be written.
+async fn report_conflicts(config: &Config, upstream: &Upstream, sources: &Sources) -> bool {
+    let mut ok = true;
+    for c in sources.unreported() {
+        let (path, ns) = &c.claimant;
+        let Ok(client) = upstream.at(path) else {
+            continue;
+        };
+        let message = format!(
+            "namespace {ns} is not synced to cluster {}: its namespace there, {}, holds namespace {} of logical cluster {}",
+            config.cluster, c.downstream, c.holder.1, c.holder.0
+        );
+        let regarding = crate::events::Regarding {
+            api_version: "v1",
+            kind: "Namespace",
+            namespace: ns,
+            name: ns,
+            uid: None,
+        };
+        let event = crate::events::warning(&regarding, "NamespaceConflict", &message);
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client,
+            ns,
+            &ApiResource::erase::<k8s_openapi::api::core::v1::Event>(&()),
+        );
+        let written = match serde_json::from_value::<DynamicObject>(event) {
+            Ok(obj) => api.create(&Default::default(), &obj).await.map(|_| ()),
+            Err(_) => Ok(()),
+        };
+        match written {
+            Ok(()) => sources.reported(c),
+            Err(e) => {
+                tracing::warn!(error = %e, namespace = %ns, "the namespace conflict was not recorded upstream");
+                ok = false;
+            }
+        }
+    }
+    ok
+}
+
 /// Tell the logical cluster that this cluster refused `name` (of `kind`, from `origin`'s
 /// namespace): a Warning Event `SyncFailed` on the object (best effort).
 async fn refused(
@@ -875,21 +888,19 @@ async fn refused(
     let Ok(client) = upstream.at(&origin.logical_cluster) else {
         return;
     };
-    let now = sluice_kube::time::now_rfc3339();
-    let event = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": format!("{name}.")},
-        "involvedObject": {"apiVersion": kind.api_version(), "kind": kind.kind, "name": name,
-            "namespace": origin.namespace},
-        "reason": "SyncFailed",
-        "type": "Warning",
-        "message": format!("cluster {} refused the {}: {message}", config.cluster, kind.kind),
-        "source": {"component": FIELD_MANAGER},
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    });
+    let api_version = kind.api_version();
+    let regarding = crate::events::Regarding {
+        api_version: &api_version,
+        kind: kind.kind,
+        namespace: &origin.namespace,
+        name,
+        uid: None,
+    };
+    let message = format!(
+        "cluster {} refused the {}: {message}",
+        config.cluster, kind.kind
+    );
+    let event = crate::events::warning(&regarding, "SyncFailed", &message);
     let api: Api<DynamicObject> = Api::namespaced_with(
         client,
         &origin.namespace,

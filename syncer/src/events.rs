@@ -16,6 +16,26 @@ pub struct Regarding<'a> {
     pub uid: Option<&'a str>,
 }
 
+/// A Warning Event the syncer itself records upstream about `regarding` (created with
+/// `generateName`: each is a new occurrence).
+pub fn warning(regarding: &Regarding<'_>, reason: &str, message: &str) -> Value {
+    let now = sluice_kube::time::now_rfc3339();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": format!("{}.", regarding.name)},
+        "involvedObject": {"apiVersion": regarding.api_version, "kind": regarding.kind,
+            "name": regarding.name, "namespace": regarding.namespace, "uid": regarding.uid},
+        "reason": reason,
+        "type": "Warning",
+        "message": message,
+        "source": {"component": sluice_api::sync::FIELD_MANAGER},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    })
+}
+
 /// The longest name an Event may have (a DNS subdomain).
 const MAX_NAME: usize = 253;
 

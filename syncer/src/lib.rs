@@ -15,4 +15,5 @@ pub mod imports;
 pub mod logs;
 pub mod metrics;
 pub mod mirror;
+pub mod sources;
 pub mod transform;

@@ -3,7 +3,8 @@
 //! credentials. The control plane forwards `GET /logs/<namespace>/<pod>?<query>` (the
 //! downstream namespace, kubectl's query: `container`, `follow`, `previous`, `tailLines`,
 //! ...) here with the bearer token both share, and the syncer streams the cluster's
-//! `pods/log` back. Its URL is published on the syncer's heartbeat Lease.
+//! `pods/log` back, for the namespaces it synced only. Its URL is published on the syncer's
+//! heartbeat Lease.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -51,6 +52,17 @@ fn target(path: &str) -> Option<(&str, &str)> {
     (name(ns) && name(pod)).then_some((ns, pod))
 }
 
+/// Whether namespace `ns` of the cluster is one the syncer made (labelled
+/// `sluice.dev/synced`).
+async fn synced(downstream: &kube::Client, ns: &str) -> bool {
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(downstream.clone());
+    matches!(
+        namespaces.get_opt(ns).await,
+        Ok(Some(n)) if n.metadata.labels.as_ref().and_then(|l| l.get(sluice_api::sync::LABEL_SYNCED)).map(String::as_str) == Some("true")
+    )
+}
+
 async fn handle(
     req: Request<hyper::body::Incoming>,
     downstream: kube::Client,
@@ -74,6 +86,13 @@ async fn handle(
             "not found: GET /logs/<namespace>/<pod>\n",
         );
     };
+    // Only namespaces Sluice synced: the endpoint is no window into the cluster's own.
+    if !synced(&downstream, ns).await {
+        return plain(
+            StatusCode::NOT_FOUND,
+            &format!("not found: namespace {ns} is not one Sluice synced to this cluster\n"),
+        );
+    }
     let mut uri = format!("/api/v1/namespaces/{ns}/pods/{pod}/log");
     if let Some(q) = req.uri().query() {
         uri.push('?');

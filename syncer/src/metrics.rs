@@ -18,6 +18,7 @@ pub struct SyncMetrics {
     pub writes: Family<WriteLabels, Counter>,
     pub write_failures: Family<WriteLabels, Counter>,
     pub not_synced: Counter,
+    pub namespace_conflicts: Counter,
     pub passes: Counter,
     pub placed: Gauge,
 }
@@ -38,6 +39,11 @@ impl SyncMetrics {
             "not_synced",
             "Placed upstream objects that cannot travel (see the syncer's warnings)",
             self.not_synced.clone(),
+        );
+        r.register(
+            "namespace_conflicts",
+            "Upstream namespaces refused because the downstream namespace they name belongs to another (see the Warning Event NamespaceConflict upstream)",
+            self.namespace_conflicts.clone(),
         );
         r.register("passes", "Reconcile passes", self.passes.clone());
         r.register(

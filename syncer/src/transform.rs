@@ -9,8 +9,8 @@ use sluice_api::mcs::{ANNOTATION_DRAINING, ANNOTATION_WEIGHT, DEFAULT_WEIGHT};
 use sluice_api::sync::{
     ANNOTATION_LOGICAL_CLUSTER, ANNOTATION_UPSTREAM_GENERATION, ANNOTATION_UPSTREAM_NAMESPACE,
     INGRESS_HOSTS_ANNOTATION, LABEL_LOGICAL_CLUSTER, LABEL_SYNCED, REPLICAS_ANNOTATION_PREFIX,
-    STATE_LABEL_PREFIX, STATUS_ANNOTATION_PREFIX, downstream_namespace, draining_annotation,
-    logical_cluster_label_value, parse_ingress_hosts, share_on, weight_annotation,
+    STATE_LABEL_PREFIX, STATUS_ANNOTATION_PREFIX, draining_annotation, logical_cluster_label_value,
+    parse_ingress_hosts, share_on, weight_annotation,
 };
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath, PathError};
 
@@ -59,8 +59,9 @@ const SERVER_METADATA: [&str; 10] = [
 ];
 
 /// Annotations that describe the upstream copy, not the object.
-const UPSTREAM_ANNOTATIONS: [&str; 2] = [
+const UPSTREAM_ANNOTATIONS: [&str; 3] = [
     LOGICAL_CLUSTER_ANNOTATION,
+    sluice_api::sync::ANNOTATION_DOWNSTREAM_NAMESPACE,
     sluice_api::sync::LAST_APPLIED_ANNOTATION,
 ];
 
@@ -119,11 +120,13 @@ fn admitted_rules_only(
 
 /// The downstream form, for `cluster`, of `upstream` (a whole object as JSON, of kind
 /// `kind`: list items may carry no `apiVersion`/`kind` of their own) and where it came
-/// from. A workload whose replicas are spread gets the cluster's share.
+/// from, in downstream namespace `down_ns` (the name the control plane gave its namespace).
+/// A workload whose replicas are spread gets the cluster's share.
 pub fn downstream(
     upstream: &Value,
     kind: &SyncedKind,
     cluster: &ClusterName,
+    down_ns: &str,
 ) -> Result<(Origin, Value), TransformError> {
     let meta = &upstream["metadata"];
     let path: LogicalClusterPath = meta["annotations"][LOGICAL_CLUSTER_ANNOTATION]
@@ -155,10 +158,7 @@ pub fn downstream(
     obj.insert("kind".into(), Value::from(kind_name));
     let mut m = Map::new();
     m.insert("name".into(), Value::from(name));
-    m.insert(
-        "namespace".into(),
-        Value::from(downstream_namespace(&path, namespace)),
-    );
+    m.insert("namespace".into(), Value::from(down_ns));
     if let Some(src) = meta.as_object() {
         for (k, v) in src {
             if !SERVER_METADATA.contains(&k.as_str())
@@ -217,12 +217,13 @@ pub fn downstream(
     ))
 }
 
-/// The downstream namespace of upstream `namespace` of logical cluster `path`: labelled with
+/// Downstream namespace `name`, of upstream `namespace` of logical cluster `path`: labelled with
 /// its logical cluster (so the MCS controller exports its Services) and annotated with where
 /// it comes from. `pod_security`, the level the control plane enforces there, becomes the
 /// namespace's PodSecurity labels, so the cluster's own PodSecurity admission enforces it
 /// too.
 pub fn namespace_object(
+    name: &str,
     path: &LogicalClusterPath,
     namespace: &str,
     pod_security: Option<PodSecurityLevel>,
@@ -231,7 +232,7 @@ pub fn namespace_object(
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {
-            "name": downstream_namespace(path, namespace),
+            "name": name,
             "labels": {
                 LABEL_SYNCED: "true",
                 LABEL_LOGICAL_CLUSTER: logical_cluster_label_value(path),
@@ -374,8 +375,11 @@ mod tests {
             v,
             kind(v["kind"].as_str().expect("kind")),
             &ClusterName::new("east"),
+            DOWN_NS,
         )
     }
+
+    const DOWN_NS: &str = "default-k3y3dk3y3dk3y3d";
 
     fn with_meta(kind: &str, extra: Value) -> Value {
         let mut v = json!({
@@ -448,7 +452,7 @@ mod tests {
                 "kind": "ConfigMap",
                 "metadata": {
                     "name": "web",
-                    "namespace": sluice_api::sync::downstream_namespace(&origin.logical_cluster, "default"),
+                    "namespace": DOWN_NS,
                     "labels": {"app": "web", "sluice.dev/synced": "true"},
                     "annotations": {"team": "a"},
                 },
@@ -541,6 +545,7 @@ mod tests {
     fn the_downstream_namespace_says_where_it_comes_from() {
         let (origin, down) = downstream(&with_meta("ConfigMap", json!({}))).expect("cm");
         let ns = namespace_object(
+            DOWN_NS,
             &origin.logical_cluster,
             &origin.namespace,
             Some(PodSecurityLevel::Baseline),

@@ -26,7 +26,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use plotters::style::RGBColor;
 use serde_json::{Value, json};
-use sluice_api::sync::{downstream_namespace, state_label};
+use sluice_api::sync::{ANNOTATION_DOWNSTREAM_NAMESPACE, state_label};
 use sluice_api::{ClusterName, LogicalClusterPath};
 use sluice_kube::Roots;
 use sluice_local::devup::{DevUpConfig, up};
@@ -129,7 +129,7 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
     for ns in ["shop", "cart"] {
         let name = format!(
             "echo.{}.svc.clusterset.local",
-            downstream_namespace(&path, ns)
+            downstream_of(&shop, ns).await?
         );
         let vip = wait_for(
             &format!("{name} to resolve in west"),
@@ -177,7 +177,7 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
     }
     let pod_logs = pod_consumer::logs_dir(
         &cfg.state,
-        &downstream_namespace(&path, pod_consumer::NAMESPACE),
+        &downstream_of(&shop, pod_consumer::NAMESPACE).await?,
     );
     let pod_log = wait_for(
         "the consumer Pod in west to start",
@@ -475,6 +475,20 @@ fn name_of(obj: &Value) -> &str {
 }
 
 /// Server-side apply, as `kubectl apply --server-side` does.
+/// The name namespace `ns` of `client`'s logical cluster has in the physical clusters (the
+/// control plane stamped it when it created the namespace).
+async fn downstream_of(client: &kube::Client, ns: &str) -> anyhow::Result<String> {
+    let namespace = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .get(ns)
+        .await
+        .with_context(|| format!("namespace {ns}"))?;
+    namespace
+        .metadata
+        .annotations
+        .and_then(|mut a| a.remove(ANNOTATION_DOWNSTREAM_NAMESPACE))
+        .with_context(|| format!("namespace {ns} has no downstream name"))
+}
+
 async fn apply(client: &kube::Client, obj: &Value) -> anyhow::Result<()> {
     let api = api_for(client, obj)?;
     api.patch(

@@ -36,16 +36,17 @@ spec:
   ports: [{name: http, port: 80, targetPort: http}]
 "#;
 
-/// The downstream namespace of `shop` in the root logical cluster.
-pub fn downstream_ns() -> String {
-    sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), "shop")
+/// The downstream namespace of `shop` in the root logical cluster (of the installation `k`
+/// belongs to).
+pub fn downstream_ns(k: &Kubectl) -> String {
+    ds(k, "shop")
 }
 
 /// Available replicas of `web` in a physical cluster (0 when it is not there).
 pub fn available(k: &Kubectl) -> i64 {
     let out = k.run(&[
         "-n",
-        &downstream_ns(),
+        &downstream_ns(k),
         "get",
         "deployment",
         "web",
@@ -60,7 +61,7 @@ pub fn available(k: &Kubectl) -> i64 {
 }
 
 pub fn deployment_exists(k: &Kubectl) -> bool {
-    let out = k.ok(&["-n", &downstream_ns(), "get", "deployments", "-o", "name"]);
+    let out = k.ok(&["-n", &downstream_ns(k), "get", "deployments", "-o", "name"]);
     out.contains("deployment.apps/web")
 }
 
@@ -74,8 +75,9 @@ pub fn condition(control: &Kubectl, field: &str) -> String {
     ])
 }
 
-pub fn ds(ns: &str) -> String {
-    sluice_api::sync::downstream_namespace(&sluice_api::LogicalClusterPath::root(), ns)
+/// The downstream namespace of `ns` in the root logical cluster.
+pub fn ds(k: &Kubectl, ns: &str) -> String {
+    k.downstream("root", ns)
 }
 
 pub fn kill9(pid: u32) {
@@ -87,7 +89,7 @@ pub fn kill9(pid: u32) {
 pub fn imported_ready(k: &Kubectl, source: &str) -> usize {
     let out = k.ok(&[
         "-n",
-        &downstream_ns(),
+        &downstream_ns(k),
         "get",
         "endpointslices",
         "-l",
@@ -104,7 +106,7 @@ pub fn imported_ready(k: &Kubectl, source: &str) -> usize {
 pub fn vip_of_web(k: &Kubectl) -> String {
     k.ok(&[
         "-n",
-        &downstream_ns(),
+        &downstream_ns(k),
         "get",
         "serviceimport",
         "web",

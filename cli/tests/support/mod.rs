@@ -126,6 +126,17 @@ impl Kubectl {
         }
     }
 
+    /// The downstream namespace of namespace `ns` of logical cluster `path` in the dev
+    /// installation this kubectl belongs to: the name its control plane gives, keyed with
+    /// that installation's secret (read from its data directory).
+    #[allow(dead_code)]
+    pub fn downstream(&self, path: &str, ns: &str) -> String {
+        let state = self.cache.parent().expect("a dev state directory");
+        let names = sluice_control::downstream_names::DownstreamNames::load(&state.join("control"))
+            .expect("the installation's key");
+        names.name(&path.parse().expect("a logical cluster path"), ns)
+    }
+
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.bin);
         c.arg("--kubeconfig")

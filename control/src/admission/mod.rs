@@ -3,6 +3,7 @@
 
 mod cluster_ip;
 mod crd;
+pub mod downstream_names;
 mod external_ips;
 pub mod ingress_hosts;
 mod namespace;
@@ -88,6 +89,11 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
                 Arc::new(ingress_hosts::IngressHosts),
             );
             hooks.register("", "namespaces", Arc::new(namespace::AllowedCluster));
+            hooks.register(
+                "",
+                "namespaces",
+                Arc::new(downstream_names::StampNamespaces),
+            );
             let labels = Arc::new(placement::StateLabels);
             for k in sluice_api::synced_kinds::BUILTIN {
                 hooks.register(k.group, k.plural, labels.clone());

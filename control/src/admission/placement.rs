@@ -1,4 +1,5 @@
-//! Objects of a placed namespace carry its state labels (`state.sluice.dev/<cluster>`):
+//! Objects of a placed namespace carry its state labels (`state.sluice.dev/<cluster>`) and
+//! its downstream name (`sluice.dev/downstream-namespace`):
 //! the placement controller labels what exists when a namespace is placed or moved, and
 //! this hook labels what is created or replaced afterwards, so a syncer never sees an
 //! object of a placed namespace without its placement, nor one that claims a placement of
@@ -7,7 +8,9 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use sluice_api::sync::{STATE_LABEL_PREFIX, STATE_SYNC, placed_clusters, state_label};
+use sluice_api::sync::{
+    ANNOTATION_DOWNSTREAM_NAMESPACE, STATE_LABEL_PREFIX, STATE_SYNC, placed_clusters, state_label,
+};
 use sluice_api::synced_kinds::SyncedKind;
 
 use crate::errors::ApiResult;
@@ -20,9 +23,13 @@ pub struct StateLabels;
 impl StateLabels {
     /// Make `obj`'s state labels those of its namespace.
     fn follow_namespace(cx: &HookCx<'_>, obj: &mut Value) {
-        let Some(ns) = obj["metadata"]["namespace"].as_str() else {
+        let Some(ns) = obj["metadata"]["namespace"].as_str().map(str::to_string) else {
             return;
         };
+        let ns = ns.as_str();
+        // Where it lives downstream: its namespace's name there, whatever the client said.
+        let down = crate::admission::downstream_names::of_namespace(cx.state, cx.cluster, ns);
+        crate::object::set_annotation(obj, ANNOTATION_DOWNSTREAM_NAMESPACE, &down);
         // A Pod a syncer mirrored up runs where it runs: it has no placement of its own.
         let mirror = SyncedKind::find(&cx.t.group, &cx.t.resource).is_some_and(|k| {
             k.is_mirror(

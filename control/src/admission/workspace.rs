@@ -202,11 +202,13 @@ impl Hook for WorkspaceHook {
             else {
                 return Ok(());
             };
-            crate::bootstrap::ensure_namespaces(&cx.state.store, &child, true)
-                .await
-                .map_err(|e| {
-                    ApiError::Internal(format!("creating the namespaces of {child}: {e}"))
-                })?;
+            crate::bootstrap::ensure_namespaces(
+                &cx.state.store,
+                &child,
+                Some(&cx.state.downstream_names),
+            )
+            .await
+            .map_err(|e| ApiError::Internal(format!("creating the namespaces of {child}: {e}")))?;
             // Its policy may have changed: the levels its namespaces (and those of the
             // workspaces below it) enforce follow.
             crate::admission::pod_security::restamp_namespaces(cx.state, &child)

@@ -8,7 +8,6 @@ use http::header;
 use http_body_util::{BodyExt, Empty};
 use serde_json::Value;
 use sluice_api::liveness::{ANNOTATION_SYNCER_LOGS, SYNCER_LEASE_NAMESPACE, syncer_lease_name};
-use sluice_api::sync::downstream_namespace;
 use sluice_api::{ClusterName, LogicalClusterPath};
 
 use super::{Ctx, Resp};
@@ -70,7 +69,7 @@ pub async fn serve(
     };
     let url = format!(
         "{base}/logs/{}/{pod}?{query}",
-        downstream_namespace(logical_cluster, namespace),
+        crate::admission::downstream_names::of_namespace(state, logical_cluster, namespace),
     );
     let request = http::Request::get(&url)
         .header(

@@ -114,6 +114,53 @@ fn strategic_errors() {
 }
 
 #[test]
+fn long_lists_merge_by_index_with_the_same_meaning() {
+    // 20,000 containers; a patch that merges into every other one, deletes every third,
+    // adds 20,000 more and orders the result: a scan per item would be 4e8 comparisons.
+    let n = 20_000;
+    let mut d = deployment();
+    d["spec"]["template"]["spec"]["containers"] = Value::Array(
+        (0..n)
+            .map(|i| json!({"name": format!("c{i}"), "image": "old"}))
+            .collect(),
+    );
+    let mut items = Vec::new();
+    for i in 0..n {
+        if i % 3 == 0 {
+            items.push(json!({"name": format!("c{i}"), "$patch": "delete"}));
+        } else if i % 2 == 0 {
+            items.push(json!({"name": format!("c{i}"), "image": "new"}));
+        }
+        items.push(json!({"name": format!("n{i}"), "image": "added"}));
+    }
+    let order: Vec<Value> = (0..n)
+        .rev()
+        .map(|i| json!({"name": format!("n{i}")}))
+        .collect();
+    let out = smp(
+        &d,
+        json!({"spec": {"template": {"spec": {
+            "containers": items,
+            "$setElementOrder/containers": order,
+        }}}}),
+    )
+    .unwrap();
+    let containers = out["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap();
+    let kept = (0..n).filter(|i| i % 3 != 0).count();
+    assert_eq!(containers.len(), kept + n);
+    // The ordered ones first, as ordered; the rest after, in their own order.
+    assert_eq!(containers[0]["name"], format!("n{}", n - 1));
+    assert_eq!(containers[n - 1]["name"], "n0");
+    assert_eq!(containers[n]["name"], "c1");
+    assert_eq!(containers[n]["image"], "old");
+    assert_eq!(containers[n + 1]["name"], "c2");
+    assert_eq!(containers[n + 1]["image"], "new");
+    assert!(containers.iter().all(|c| c["name"] != "c3"));
+}
+
+#[test]
 fn non_merge_lists_are_replaced() {
     let d = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "args": ["1", "2"]}]}}}});
     let out = smp(

@@ -24,6 +24,7 @@ const STAMPED: &[&str] = &[
     sluice_api::LOGICAL_CLUSTER_ANNOTATION,
     sluice_api::tenancy::POD_SECURITY_ANNOTATION,
     sluice_api::sync::INGRESS_HOSTS_ANNOTATION,
+    sluice_api::sync::ANNOTATION_DOWNSTREAM_NAMESPACE,
 ];
 
 /// Whether `key` belongs to Sluice's parts.

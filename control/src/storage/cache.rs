@@ -55,6 +55,8 @@ pub enum WatchError {
 
 struct ResourceLog {
     history: VecDeque<Arc<Event>>,
+    /// The bytes the history holds (each event's object and previous state).
+    bytes: usize,
     /// Events at or below this revision are no longer retained.
     truncated_upto: Revision,
     tx: broadcast::Sender<Arc<Event>>,
@@ -70,12 +72,17 @@ struct State {
 
 /// Events kept per resource type for watches that resume from a revision.
 pub const DEFAULT_HISTORY: usize = 10_000;
+/// Bytes of events kept per resource type: counted events alone let one tenant's large
+/// writes (objects of up to 3 MiB, each event holding the object and its previous state)
+/// fill memory; beyond this, the oldest events go (a watch from before them gets 410).
+pub const DEFAULT_HISTORY_BYTES: usize = 128 * 1024 * 1024;
 const BROADCAST_CAPACITY: usize = 8_192;
 
 struct Inner {
     state: RwLock<State>,
     backend: Box<dyn Backend>,
     history: usize,
+    history_bytes: usize,
     revision_tx: tokio::sync::watch::Sender<Revision>,
 }
 
@@ -109,8 +116,18 @@ fn resource_of(key: &Key) -> &str {
 }
 
 impl Store {
-    /// Load everything from `backend` and start receiving its commits.
+    /// Load everything from `backend` and start receiving its commits, keeping up to
+    /// `history` events per resource type (and [`DEFAULT_HISTORY_BYTES`] of them).
     pub fn open(backend: impl Backend, history: usize) -> Result<Self, StorageError> {
+        Self::open_with(backend, history, DEFAULT_HISTORY_BYTES)
+    }
+
+    /// [`Store::open`], keeping at most `history_bytes` of events per resource type.
+    pub fn open_with(
+        backend: impl Backend,
+        history: usize,
+        history_bytes: usize,
+    ) -> Result<Self, StorageError> {
         let super::Snapshot { items, revision } = backend.load()?;
         let objects = items
             .into_iter()
@@ -135,6 +152,7 @@ impl Store {
             }),
             backend: Box::new(backend),
             history: history.max(1),
+            history_bytes,
             revision_tx,
         });
         let weak = Arc::downgrade(&inner);
@@ -218,6 +236,7 @@ impl Store {
             .entry(resource.as_str().to_string())
             .or_insert_with(|| ResourceLog {
                 history: VecDeque::new(),
+                bytes: 0,
                 truncated_upto: loaded_at,
                 tx: broadcast::channel(BROADCAST_CAPACITY).0,
             });
@@ -264,6 +283,11 @@ pub fn with_resource_version(value: &[u8], revision: Revision) -> Bytes {
         }
         _ => Bytes::copy_from_slice(value),
     }
+}
+
+/// The bytes an event holds in the history.
+fn event_bytes(e: &Event) -> usize {
+    e.value.len() + e.previous.as_ref().map_or(0, Bytes::len)
 }
 
 fn apply(inner: &Inner, commits: &[Committed]) {
@@ -322,16 +346,22 @@ fn apply(inner: &Inner, commits: &[Committed]) {
                 .entry(resource.to_string())
                 .or_insert_with(|| ResourceLog {
                     history: VecDeque::new(),
+                    bytes: 0,
                     truncated_upto: loaded_at,
                     tx: broadcast::channel(BROADCAST_CAPACITY).0,
                 }),
         };
         let event = Arc::new(event);
-        if log.history.len() >= inner.history
+        let size = event_bytes(&event);
+        // Room for it, by count and by bytes (the newest event is always kept).
+        while (log.history.len() >= inner.history
+            || (!log.history.is_empty() && log.bytes + size > inner.history_bytes))
             && let Some(old) = log.history.pop_front()
         {
+            log.bytes -= event_bytes(&old);
             log.truncated_upto = old.revision;
         }
+        log.bytes += size;
         log.history.push_back(event.clone());
         let _ = log.tx.send(event);
     }
@@ -419,5 +449,55 @@ mod tests {
         drop(store);
         let reopened = Store::open(RedbBackend::open(&dir.path().join("db2")).unwrap(), 3).unwrap();
         assert_eq!(reopened.revision(), Revision(0));
+    }
+
+    #[tokio::test]
+    async fn the_history_is_bounded_in_bytes_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = RedbBackend::open(&dir.path().join("db")).unwrap();
+        // Room for 10,000 events by count, 100 KiB by bytes.
+        let store = Store::open_with(backend, 10_000, 100 * 1024).unwrap();
+        let res = ResourcePrefix::new("", "configmaps");
+        let big = Bytes::from(format!("{{\"data\":\"{}\"}}", "x".repeat(30 * 1024)));
+        let mut first = None;
+        for i in 0..10 {
+            let c = store
+                .write(Op::Put {
+                    key: key(&format!("k{i}")),
+                    value: big.clone(),
+                    expect: Expect::Absent,
+                })
+                .await
+                .unwrap();
+            first.get_or_insert(c.revision);
+        }
+        let held = {
+            let state = store.read();
+            let log = &state.logs[res.as_str()];
+            assert!(log.bytes <= 100 * 1024, "{}", log.bytes);
+            assert_eq!(
+                log.bytes,
+                log.history.iter().map(|e| event_bytes(e)).sum::<usize>()
+            );
+            log.history.len()
+        };
+        assert_eq!(held, 3, "30 KiB events in 100 KiB");
+        let oldest = first.unwrap();
+        assert!(matches!(
+            store.watch(&res, oldest),
+            Err(WatchError::Expired { .. })
+        ));
+        // An event larger than the whole budget is still kept (the newest always is).
+        let huge = Bytes::from(format!("{{\"data\":\"{}\"}}", "y".repeat(200 * 1024)));
+        store
+            .write(Op::Put {
+                key: key("huge"),
+                value: huge,
+                expect: Expect::Absent,
+            })
+            .await
+            .unwrap();
+        let recent = store.watch(&res, Revision(store.revision().0 - 1)).unwrap();
+        assert_eq!(recent.backlog.len(), 1);
     }
 }

@@ -30,7 +30,7 @@ use sluice_api::liveness::{LEASE_NAME, LEASE_NAMESPACE, LEASE_TTL, RENEW_EVERY};
 use sluice_api::mcs::ServiceImport;
 use sluice_api::mcs::slice_service;
 use sluice_api::sluice::Cluster;
-use sluice_api::sync::{ANNOTATION_LOGICAL_CLUSTER, LABEL_SYNCED, downstream_namespace};
+use sluice_api::sync::{ANNOTATION_LOGICAL_CLUSTER, LABEL_SYNCED, downstream_namespace_of};
 use sluice_kube::Informer;
 use sluice_kube::lease::{LeaseHolder, renew_forever};
 
@@ -107,8 +107,11 @@ fn ingresses(
             .as_ref()
             .and_then(|a| a.get(ANNOTATION_LOGICAL_CLUSTER))
             .and_then(|p| p.parse::<sluice_api::LogicalClusterPath>().ok());
+        // Its namespace here is the one the control plane stamped on it (an Ingress written
+        // before stamps lives under its namespace's legacy name).
         if let (Some(path), Some(ns)) = (path, &ing.metadata.namespace) {
-            out.push((downstream_namespace(&path, ns), ing.clone()));
+            let down = downstream_namespace_of(ing.metadata.annotations.as_ref(), &path, ns);
+            out.push((down, ing.clone()));
         }
     }
     // Two Ingresses claiming one host and path: the older wins, as Kubernetes' controllers
