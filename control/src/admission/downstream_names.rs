@@ -93,3 +93,67 @@ pub async fn restamp_namespaces(
     }
     Ok(stamped)
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use serde_json::json;
+
+    use super::*;
+    use crate::storage::{Expect, Op, RedbBackend};
+
+    async fn put(store: &Store, cluster: &LogicalClusterPath, obj: Value) {
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        store
+            .write(Op::Put {
+                key: ResourcePrefix::new("", "namespaces").key(cluster, None, &name),
+                value: Bytes::from(serde_json::to_vec(&obj).unwrap_or_default()),
+                expect: Expect::Absent,
+            })
+            .await
+            .expect("put");
+    }
+
+    fn stamp(store: &Store, cluster: &LogicalClusterPath, name: &str) -> Option<String> {
+        let key = ResourcePrefix::new("", "namespaces").key(cluster, None, name);
+        let v: Value = serde_json::from_slice(&store.get(&key)?.value).ok()?;
+        stamp_of(&v).map(str::to_string)
+    }
+
+    #[tokio::test]
+    async fn namespaces_synced_before_keys_keep_their_names() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store =
+            Store::open(RedbBackend::open(&dir.path().join("db")).expect("db"), 10).expect("store");
+        let (root, team): (LogicalClusterPath, LogicalClusterPath) = (
+            "root".parse().expect("root"),
+            "root:team".parse().expect("team"),
+        );
+        put(&store, &root, json!({"metadata": {"name": "old"}})).await;
+        put(&store, &team, json!({"metadata": {"name": "shop"}})).await;
+        put(
+            &store,
+            &root,
+            json!({"metadata": {"name": "new", "annotations": {ANNOTATION_DOWNSTREAM_NAMESPACE: "new-k3y3dk3y3dk3y3d"}}}),
+        )
+        .await;
+        assert_eq!(restamp_namespaces(&store, &root).await.expect("restamp"), 2);
+        assert_eq!(
+            stamp(&store, &root, "old"),
+            Some(legacy_downstream_namespace(&root, "old"))
+        );
+        assert_eq!(
+            stamp(&store, &team, "shop"),
+            Some(legacy_downstream_namespace(&team, "shop"))
+        );
+        assert_eq!(
+            stamp(&store, &root, "new").as_deref(),
+            Some("new-k3y3dk3y3dk3y3d")
+        );
+        // Once stamped, a restart changes nothing.
+        assert_eq!(restamp_namespaces(&store, &root).await.expect("again"), 0);
+    }
+}
