@@ -596,7 +596,7 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
 
     // web, placed in east, answers in west through west's VIP for it and its clusterset
     // DNS name, served by the charts' dataplane and DNS server.
-    let west = dev.kubectl("west");
+    let west = dev.kubectl("west").with_installation(&control.pki);
     let vip = || support::clusterset::vip_of_web(&west).trim().to_string();
     assert!(
         eventually(Duration::from_secs(90), || !vip().is_empty()

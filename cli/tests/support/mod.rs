@@ -115,6 +115,9 @@ pub struct Kubectl {
     pub bin: String,
     pub kubeconfig: PathBuf,
     pub cache: PathBuf,
+    /// The credentials directory of the control plane whose names [`Kubectl::downstream`]
+    /// gives, when it is not `dev up`'s own (`<state>/control`).
+    pub installation: Option<PathBuf>,
 }
 
 impl Kubectl {
@@ -123,7 +126,16 @@ impl Kubectl {
             bin: bin.to_string(),
             kubeconfig: kubeconfig.to_path_buf(),
             cache: cache.to_path_buf(),
+            installation: None,
         }
+    }
+
+    /// This kubectl, with downstream names given by the control plane whose credentials
+    /// are in `dir` (one installed from its chart, say).
+    #[allow(dead_code)]
+    pub fn with_installation(mut self, dir: &Path) -> Self {
+        self.installation = Some(dir.to_path_buf());
+        self
     }
 
     /// The downstream namespace of namespace `ns` of logical cluster `path` in the dev
@@ -131,8 +143,15 @@ impl Kubectl {
     /// that installation's secret (read from its data directory).
     #[allow(dead_code)]
     pub fn downstream(&self, path: &str, ns: &str) -> String {
-        let state = self.cache.parent().expect("a dev state directory");
-        let names = sluice_control::downstream_names::DownstreamNames::load(&state.join("control"))
+        let dir = match &self.installation {
+            Some(d) => d.clone(),
+            None => self
+                .cache
+                .parent()
+                .expect("a dev state directory")
+                .join("control"),
+        };
+        let names = sluice_control::downstream_names::DownstreamNames::load(&dir)
             .expect("the installation's key");
         names.name(&path.parse().expect("a logical cluster path"), ns)
     }
