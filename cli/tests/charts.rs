@@ -535,9 +535,10 @@ fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
     // An ordinary Deployment in the logical cluster runs in east, placed by the control
     // plane and carried by the chart's syncer.
     kc.apply_stdin(support::clusterset::APP);
+    let east_named = dev.kubectl("east").with_installation(&control.pki);
     assert!(
         eventually(Duration::from_secs(90), || support::clusterset::available(
-            &east
+            &east_named
         ) == 2),
         "web does not run in east"
     );
