@@ -17,6 +17,31 @@ use sluice_test_support::poll::eventually;
 
 const WITHIN: Duration = Duration::from_secs(60);
 
+/// The Events in namespace `ns` of `client`'s logical cluster with `reason`, about the
+/// object of `kind` named `name`.
+async fn events_about(
+    client: &kube::Client,
+    ns: &str,
+    reason: &str,
+    kind: &str,
+    name: &str,
+) -> Vec<k8s_openapi::api::core::v1::Event> {
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
+        .list(&Default::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && e.involved_object.kind.as_deref() == Some(kind)
+                        && e.involved_object.name.as_deref() == Some(name)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The downstream name the control plane stamped on namespace `ns` of `client`'s logical
 /// cluster.
 async fn downstream_of(client: &kube::Client, ns: &str) -> String {
@@ -421,23 +446,7 @@ async fn an_object_the_cluster_refuses_is_reported_upstream_and_stalls_nothing()
         .await,
         "the ConfigMap beside the refused object is synced"
     );
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(set.root.clone(), "shop");
-    let refusals = || async {
-        events
-            .list(&Default::default())
-            .await
-            .map(|l| {
-                l.items
-                    .into_iter()
-                    .filter(|e| {
-                        e.reason.as_deref() == Some("SyncFailed")
-                            && e.involved_object.kind.as_deref() == Some("Service")
-                            && e.involved_object.name.as_deref() == Some("web")
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
-    };
+    let refusals = || events_about(&set.root, "shop", "SyncFailed", "Service", "web");
     assert!(
         eventually(WITHIN, || async { !refusals().await.is_empty() }).await,
         "a SyncFailed Event on the Service"
@@ -566,23 +575,7 @@ async fn a_downstream_namespace_is_never_shared_by_two_upstream_namespaces() {
         )
         .await
         .unwrap();
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(set.root.clone(), "shop");
-    let conflicts = || async {
-        events
-            .list(&Default::default())
-            .await
-            .map(|l| {
-                l.items
-                    .into_iter()
-                    .filter(|e| {
-                        e.reason.as_deref() == Some("NamespaceConflict")
-                            && e.involved_object.kind.as_deref() == Some("Namespace")
-                            && e.involved_object.name.as_deref() == Some("shop")
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
-    };
+    let conflicts = || events_about(&set.root, "shop", "NamespaceConflict", "Namespace", "shop");
     assert!(
         eventually(WITHIN, || async { !conflicts().await.is_empty() }).await,
         "a NamespaceConflict Event on shop"

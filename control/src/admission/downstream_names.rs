@@ -27,12 +27,34 @@ fn stamp_of(obj: &Value) -> Option<&str> {
 /// The downstream name of namespace `namespace` of `cluster`: its stamp when the namespace
 /// is stored, else the name it will get when created.
 pub fn of_namespace(state: &ApiState, cluster: &LogicalClusterPath, namespace: &str) -> String {
+    of_stored(
+        state,
+        cluster,
+        namespace,
+        stored_namespace(state, cluster, namespace).as_ref(),
+    )
+}
+
+/// Namespace `namespace` of `cluster` as stored.
+pub fn stored_namespace(
+    state: &ApiState,
+    cluster: &LogicalClusterPath,
+    namespace: &str,
+) -> Option<Value> {
     let key = ResourcePrefix::new("", "namespaces").key(cluster, None, namespace);
-    state
-        .store
-        .get(&key)
-        .and_then(|e| serde_json::from_slice::<Value>(&e.value).ok())
-        .and_then(|ns| stamp_of(&ns).map(str::to_string))
+    serde_json::from_slice(&state.store.get(&key)?.value).ok()
+}
+
+/// [`of_namespace`] when the namespace was read already (`stored`: `None` if it is not).
+pub fn of_stored(
+    state: &ApiState,
+    cluster: &LogicalClusterPath,
+    namespace: &str,
+    stored: Option<&Value>,
+) -> String {
+    stored
+        .and_then(stamp_of)
+        .map(str::to_string)
         .unwrap_or_else(|| state.downstream_names.name(cluster, namespace))
 }
 

@@ -13,10 +13,10 @@ use sluice_api::sync::{
 };
 use sluice_api::synced_kinds::SyncedKind;
 
+use crate::admission::downstream_names;
 use crate::errors::ApiResult;
 use crate::pipeline::hooks::{Hook, HookCx};
 use crate::resources::Subresource;
-use crate::storage::ResourcePrefix;
 
 pub struct StateLabels;
 
@@ -27,8 +27,9 @@ impl StateLabels {
             return;
         };
         let ns = ns.as_str();
+        let stored = downstream_names::stored_namespace(cx.state, cx.cluster, ns);
         // Where it lives downstream: its namespace's name there, whatever the client said.
-        let down = crate::admission::downstream_names::of_namespace(cx.state, cx.cluster, ns);
+        let down = downstream_names::of_stored(cx.state, cx.cluster, ns, stored.as_ref());
         crate::object::set_annotation(obj, ANNOTATION_DOWNSTREAM_NAMESPACE, &down);
         // A Pod a syncer mirrored up runs where it runs: it has no placement of its own.
         let mirror = SyncedKind::find(&cx.t.group, &cx.t.resource).is_some_and(|k| {
@@ -42,12 +43,7 @@ impl StateLabels {
         if mirror {
             return;
         }
-        let key = ResourcePrefix::new("", "namespaces").key(cx.cluster, None, ns);
-        let ns_labels: BTreeMap<String, String> = cx
-            .state
-            .store
-            .get(&key)
-            .and_then(|e| serde_json::from_slice::<Value>(&e.value).ok())
+        let ns_labels: BTreeMap<String, String> = stored
             .and_then(|v| serde_json::from_value(v["metadata"]["labels"].clone()).ok())
             .unwrap_or_default();
         let placed = placed_clusters(ns_labels.iter());
