@@ -33,3 +33,14 @@ pub fn syncer_lease_name(cluster: &crate::ClusterName) -> String {
 /// Annotation on a syncer's heartbeat Lease: the URL of its log endpoint, where the control
 /// plane forwards `kubectl logs` for pods that run on its cluster.
 pub const ANNOTATION_SYNCER_LOGS: &str = "sluice.dev/syncer-logs";
+
+/// The identity the control plane presents, in a client certificate its CA signed, when it
+/// reaches into a cluster through that cluster's syncer; the syncer answers no other.
+pub const CONTROL_PLANE_USER: &str = "system:sluice:control-plane";
+
+/// The name the syncer of `cluster` proves when the control plane reaches it: a DNS name
+/// of the syncer's certificate (signed by the control plane's CA), checked like a host
+/// name, so an endpoint that is not that cluster's syncer gets no request.
+pub fn syncer_server_name(cluster: &crate::ClusterName) -> String {
+    format!("{cluster}.syncer.sluice.internal")
+}

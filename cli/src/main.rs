@@ -145,8 +145,8 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         tls_san: Vec<String>,
     },
-    /// Make a control plane's credentials (CA, ServiceAccount signing key, admin and
-    /// syncer-logs tokens) in a directory, for `sluice control --pki-dir` and
+    /// Make a control plane's credentials (CA, ServiceAccount signing key, admin token)
+    /// in a directory, for `sluice control --pki-dir` and
     /// `sluice kubeconfig`. What is there already is kept.
     Pki {
         #[arg(long)]
@@ -361,13 +361,11 @@ enum Command {
         /// Where to serve /metrics and /readyz.
         #[arg(long, default_value = "127.0.0.1:0")]
         admin: SocketAddr,
-        /// Where to serve the log endpoint the control plane forwards `kubectl logs` to.
+        /// Where to serve the log endpoint the control plane forwards `kubectl logs` to
+        /// (TLS with the certificate of the `--control` kubeconfig; only the control plane's
+        /// certificate is answered).
         #[arg(long, default_value = "127.0.0.1:0")]
         logs: SocketAddr,
-        /// The token the control plane presents to the log endpoint (its data directory's
-        /// `syncer-logs.token`); without it, the control kubeconfig's bearer token.
-        #[arg(long)]
-        logs_token_file: Option<PathBuf>,
     },
     /// Cordon a physical cluster and move every namespace off it (make-before-break, a
     /// few at a time); `--wait` follows it until nothing runs there.
@@ -990,7 +988,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             downstream,
             admin,
             logs,
-            logs_token_file,
         } => {
             init_tracing();
             let upstream = sluice_kube::client::config_from_kubeconfig(&control, None).await?;
@@ -999,36 +996,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let syncer = sluice_syncer::controller::Syncer::new();
             let (stop, stopped) = tokio::sync::watch::channel(false);
             let admin = sluice_observe::serve(admin, syncer.clone(), stopped.clone()).await?;
-            // The log endpoint answers the control plane, which presents its syncer-logs
-            // token (or, for a syncer holding a bearer token, that token).
-            use secrecy::ExposeSecret;
-            let logs_token = match &logs_token_file {
-                Some(f) => Some(
-                    std::fs::read_to_string(f)
-                        .with_context(|| format!("--logs-token-file {}", f.display()))?
-                        .trim()
-                        .to_string(),
-                ),
-                None => upstream
-                    .auth_info
-                    .token
-                    .as_ref()
-                    .map(|t| t.expose_secret().to_string()),
-            };
-            let logs_url = match logs_token {
-                Some(token) => {
+            // The log endpoint serves TLS as this cluster's syncer, with the certificate of
+            // the syncer's kubeconfig, to the control plane only.
+            let logs_url = match sluice_syncer::logs::Identity::of(&upstream) {
+                Ok(identity) => {
                     let bound = sluice_syncer::logs::serve(
                         logs,
                         downstream.clone(),
-                        token,
+                        &identity,
                         stopped.clone(),
                     )
                     .await?;
-                    Some(format!("http://{bound}"))
+                    Some(format!("https://{bound}"))
                 }
-                None => {
+                Err(e) => {
                     tracing::warn!(
-                        "no token for the log endpoint (--logs-token-file): kubectl logs upstream will not reach this cluster"
+                        error = %e,
+                        "no log endpoint: kubectl logs upstream will not reach this cluster"
                     );
                     None
                 }

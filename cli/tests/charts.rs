@@ -162,11 +162,6 @@ fn secrets_for(k: &Kubectl, control: &ControlPlane, tunnel: &Path, cluster: &str
         )
         .unwrap();
     }
-    std::fs::copy(
-        control.pki.join("syncer-logs.token"),
-        dir.path().join("logs.token"),
-    )
-    .unwrap();
     k.ok(&["create", "namespace", "sluice-system"]);
     k.ok(&[
         "-n",

@@ -918,8 +918,6 @@ impl Syncer {
                     .join("syncers")
                     .join(format!("{cluster}.kubeconfig")),
             )
-            .arg("--logs-token-file")
-            .arg(dev.state.join("control").join("syncer-logs.token"))
             .args(["--cluster", cluster])
             .arg("--downstream")
             .arg(

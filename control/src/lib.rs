@@ -4,6 +4,7 @@
 //! binary and the tests both use it, binding port 0 in tests.
 
 pub mod admission;
+pub mod agent_client;
 pub mod apply;
 pub mod audit;
 pub mod auth;
@@ -235,7 +236,7 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         gc: gc_tx.clone(),
         pod_logs_dir: config.pod_logs_dir.clone(),
         audit,
-        syncer_token: pki.syncer_logs_token.clone(),
+        agents: agent_client::AgentClient::new(pki.agent_client_config()?),
         rbac: Default::default(),
         downstream_names,
         hooks: admission::builtin(ips.clone()),
@@ -414,7 +415,11 @@ pub fn syncer_kubeconfig(
     let url = source.url()?;
     let pki = Pki::load(source.dir, &[])?;
     let user = format!("{}{cluster}", rbac::syncer::USER_PREFIX);
-    let (cert, key) = pki.issue_client_cert(&user, &[rbac::syncer::GROUP])?;
+    let (cert, key) = pki.issue_agent_cert(
+        &user,
+        &[rbac::syncer::GROUP],
+        &sluice_api::liveness::syncer_server_name(cluster),
+    )?;
     Ok(pki::kubeconfig_with_cert(
         &format!("{}/clusters/root", url.trim()),
         &pki.ca_cert_pem,

@@ -34,9 +34,6 @@ pub struct Pki {
     pub admin_token: String,
     /// PKCS#8 DER of the key ServiceAccount tokens are signed with.
     pub service_account_key_der: Vec<u8>,
-    /// What the server presents to syncers' log endpoints (not the admin token: a syncer
-    /// has an identity of its own and must not hold the admin's).
-    pub syncer_logs_token: String,
 }
 
 fn read(path: &Path) -> Result<Option<String>, PkiError> {
@@ -85,13 +82,7 @@ pub(crate) fn random_token() -> String {
 
 /// Files of the credentials directory a chart-installed control plane mounts read-only
 /// (`sluice pki --out`): everything but the serving certificate.
-pub const CREDENTIAL_FILES: [&str; 5] = [
-    "ca.crt",
-    "ca.key",
-    "service-account.key",
-    "admin.token",
-    "syncer-logs.token",
-];
+pub const CREDENTIAL_FILES: [&str; 4] = ["ca.crt", "ca.key", "service-account.key", "admin.token"];
 
 /// How missing credentials are treated.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -106,7 +97,6 @@ struct Credentials {
     ca_cert_pem: String,
     ca_key_pem: String,
     admin_token: String,
-    syncer_logs_token: String,
     service_account_key_der: Vec<u8>,
 }
 
@@ -158,7 +148,6 @@ impl Credentials {
             }
         };
         let admin_token = token_file("admin.token")?;
-        let syncer_logs_token = token_file("syncer-logs.token")?;
         let sa_key = match read(&dir.join("service-account.key"))? {
             Some(pem) => KeyPair::from_pem(&pem)?,
             None if missing == Missing::Refuse => return Err(absent("service-account.key")),
@@ -172,7 +161,6 @@ impl Credentials {
             ca_cert_pem,
             ca_key_pem,
             admin_token,
-            syncer_logs_token,
             service_account_key_der: sa_key.serialize_der(),
         })
     }
@@ -207,7 +195,6 @@ impl Credentials {
             serving_key_pem,
             admin_token: self.admin_token,
             service_account_key_der: self.service_account_key_der,
-            syncer_logs_token: self.syncer_logs_token,
         }
     }
 }
@@ -264,11 +251,32 @@ impl Pki {
         Credentials::load(dir, Missing::Create).map(|_| ())
     }
 
-    /// A client certificate for `user` in `groups` (CN and O, as Kubernetes reads them).
+    /// A client certificate for `user` in `groups`, signed by the CA.
     pub fn issue_client_cert(
         &self,
         user: &str,
         groups: &[&str],
+    ) -> Result<(String, String), PkiError> {
+        self.issue(user, groups, None)
+    }
+
+    /// A certificate for an agent of a physical cluster: client identity `user` in
+    /// `groups`, which also serves TLS as `server_name` (the per-cluster name the control
+    /// plane checks before it sends a request, [`sluice_api::liveness::syncer_server_name`]).
+    pub fn issue_agent_cert(
+        &self,
+        user: &str,
+        groups: &[&str],
+        server_name: &str,
+    ) -> Result<(String, String), PkiError> {
+        self.issue(user, groups, Some(server_name))
+    }
+
+    fn issue(
+        &self,
+        user: &str,
+        groups: &[&str],
+        server_name: Option<&str>,
     ) -> Result<(String, String), PkiError> {
         let ca_key = KeyPair::from_pem(&self.ca_key_pem)?;
         let issuer = Issuer::from_ca_cert_pem(&self.ca_cert_pem, ca_key)?;
@@ -279,9 +287,41 @@ impl Pki {
             params.distinguished_name.push(DnType::OrganizationName, *g);
         }
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        if let Some(name) = server_name {
+            params.subject_alt_names = vec![SanType::DnsName(name.to_string().try_into()?)];
+            params
+                .extended_key_usages
+                .push(ExtendedKeyUsagePurpose::ServerAuth);
+        }
         validity(&mut params, 365);
         let cert = params.signed_by(&key, &issuer)?;
         Ok((cert.pem(), key.serialize_pem()))
+    }
+
+    /// The TLS client configuration the control plane reaches clusters' agents with: the
+    /// CA as the only root, and a certificate for
+    /// [`sluice_api::liveness::CONTROL_PLANE_USER`], issued at each start.
+    pub fn agent_client_config(&self) -> Result<rustls::ClientConfig, PkiError> {
+        let tls = |e: &dyn std::fmt::Display| PkiError::Tls(e.to_string());
+        let (cert, key) = self.issue_client_cert(sluice_api::liveness::CONTROL_PLANE_USER, &[])?;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(self.ca_cert_pem.as_bytes()) {
+            roots.add(c.map_err(|e| tls(&e))?).map_err(|e| tls(&e))?;
+        }
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|e| tls(&e))?;
+        let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| tls(&e))?;
+        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls(&e))?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certs, key)
+        .map_err(|e| tls(&e))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(config)
     }
 
     /// rustls server configuration: our serving certificate; client certificates are
@@ -393,10 +433,10 @@ mod tests {
         assert_eq!(a.service_account_key_der, b.service_account_key_der);
         assert!(a.server_config().is_ok());
         // One file gone: refused, naming it.
-        std::fs::remove_file(dir.path().join("syncer-logs.token")).unwrap();
+        std::fs::remove_file(dir.path().join("admin.token")).unwrap();
         match Pki::load(dir.path(), &[]) {
             Err(e @ PkiError::Missing { .. }) => {
-                assert!(e.to_string().contains("syncer-logs.token"), "{e}")
+                assert!(e.to_string().contains("admin.token"), "{e}")
             }
             other => panic!("{:?}", other.err()),
         }

@@ -80,9 +80,9 @@ pub struct ApiState {
     pub pod_logs_dir: Option<std::path::PathBuf>,
     /// One JSON line per request, when configured.
     pub audit: Option<crate::audit::AuditLog>,
-    /// The bearer token presented to syncers' log endpoints (`syncer-logs.token` in the
-    /// data directory, handed to each syncer with `--logs-token-file`).
-    pub syncer_token: String,
+    /// How the control plane reaches into a cluster, through its syncer (mutual TLS, a
+    /// per-cluster identity on both ends).
+    pub agents: crate::agent_client::AgentClient,
     /// RBAC: every logical cluster's policy.
     pub rbac: crate::rbac::Authorizer,
     /// The installation's key for downstream namespace names.

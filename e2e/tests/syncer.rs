@@ -610,36 +610,145 @@ async fn a_downstream_namespace_is_never_shared_by_two_upstream_namespaces() {
     set.stop().await;
 }
 
-/// The syncer's log endpoint answers only with its token and only for namespaces it
-/// synced: the cluster's own namespaces are not found through it.
+/// The path from the control plane into a cluster (the syncer's log endpoint) proves a
+/// per-cluster identity on both ends: it answers only the control plane's certificate, the
+/// control plane sends nothing to an endpoint that cannot prove the cluster it asked for,
+/// a client that stalls is let go, and only the namespaces the syncer synced are served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_log_endpoint_serves_synced_namespaces_only() {
+async fn the_log_endpoint_answers_only_the_control_plane_and_only_for_synced_namespaces() {
+    use http_body_util::BodyExt;
+    use sluice_api::liveness::syncer_server_name;
+    use sluice_control::agent_client::{AgentClient, AgentError};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let set = Clusterset::start().await;
+    let pki_dir = tempfile::tempdir().unwrap();
+    let pki = sluice_control::pki::Pki::load_or_create(pki_dir.path(), &[]).unwrap();
+    let ca_der: Vec<Vec<u8>> =
+        rustls::pki_types::CertificateDer::pem_slice_iter(pki.ca_cert_pem.as_bytes())
+            .map(|c| c.unwrap().to_vec())
+            .collect();
+    use rustls::pki_types::pem::PemObject;
+    let syncer_of = |cluster: &str| {
+        let (cert, key) = pki
+            .issue_agent_cert(
+                &format!("system:sluice:syncer:{cluster}"),
+                &["system:sluice:syncers"],
+                &syncer_server_name(&ClusterName::new(cluster)),
+            )
+            .unwrap();
+        sluice_syncer::logs::Identity {
+            cert_pem: cert.into_bytes(),
+            key_pem: key.into_bytes(),
+            ca_der: ca_der.clone(),
+        }
+    };
     let (_stop, stopped) = tokio::sync::watch::channel(false);
     let addr = sluice_syncer::logs::serve(
         "127.0.0.1:0".parse().unwrap(),
         set.downstream.clone(),
-        "the-token".into(),
+        &syncer_of("east"),
         stopped,
     )
     .await
     .unwrap();
-    let get = |path: String, token: &'static str| async move {
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: logs\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-        );
-        s.write_all(req.as_bytes()).await.unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.unwrap();
-        out
+    let url = format!("https://{addr}");
+    let control = AgentClient::new(pki.agent_client_config().unwrap());
+    let east = ClusterName::new("east");
+    let get = |path: String| {
+        let (control, url, east) = (control.clone(), url.clone(), east.clone());
+        async move {
+            let resp = control.get(&url, &east, &path).await.unwrap();
+            let status = resp.status().as_u16();
+            let body = resp.into_body().collect().await.unwrap().to_bytes();
+            (status, String::from_utf8_lossy(&body).to_string())
+        }
     };
-    let denied = get("/logs/kube-system/x".into(), "wrong").await;
-    assert!(denied.starts_with("HTTP/1.1 401"), "{denied}");
-    let theirs = get("/logs/kube-system/x".into(), "the-token").await;
-    assert!(theirs.starts_with("HTTP/1.1 404"), "{theirs}");
-    assert!(theirs.contains("not one Sluice synced"), "{theirs}");
+    // The cluster's own namespaces are not served.
+    let (status, body) = get("/logs/kube-system/x".into()).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("not one Sluice synced"), "{body}");
+
+    // East's endpoint cannot pass for west's syncer: nothing is sent to it.
+    match control
+        .get(&url, &ClusterName::new("west"), "/logs/kube-system/x")
+        .await
+    {
+        Err(e @ AgentError::Identity { .. }) => {
+            assert!(e.to_string().contains("west.syncer.sluice.internal"), "{e}")
+        }
+        other => panic!(
+            "west's name was not checked: {:?}",
+            other.map(|r| r.status())
+        ),
+    }
+    // Nor can a plain-HTTP address be published.
+    assert!(matches!(
+        control
+            .get(&format!("http://{addr}"), &east, "/logs/a/b")
+            .await,
+        Err(AgentError::NotHttps(_))
+    ));
+
+    // Another identity the same CA signed (west's syncer) is refused by east's endpoint.
+    let west = syncer_of("west");
+    let mut roots = rustls::RootCertStore::empty();
+    for c in &ca_der {
+        roots
+            .add(rustls::pki_types::CertificateDer::from(c.clone()))
+            .unwrap();
+    }
+    let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_slice_iter(&west.cert_pem)
+        .map(|c| c.unwrap())
+        .collect();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&west.key_pem).unwrap();
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certs, key)
+        .unwrap();
+    let impostor = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let answer = async {
+        let mut tls = impostor
+            .connect(syncer_server_name(&east).try_into().unwrap(), tcp)
+            .await?;
+        tls.write_all(b"GET /logs/kube-system/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut out = Vec::new();
+        tls.read_to_end(&mut out).await?;
+        Ok::<_, std::io::Error>(out)
+    }
+    .await;
+    assert!(
+        answer.as_ref().map_or(true, |out| out.is_empty()),
+        "west's syncer got an answer: {:?}",
+        answer.map(|o| String::from_utf8_lossy(&o).to_string())
+    );
+    // A plain HTTP request gets no HTTP answer; a client that sends nothing is let go.
+    let mut plain = tokio::net::TcpStream::connect(addr).await.unwrap();
+    plain
+        .write_all(b"GET /logs/kube-system/x HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = plain.read_to_end(&mut out).await;
+    assert!(
+        !out.starts_with(b"HTTP/1.1 "),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let closed = tokio::time::timeout(
+        sluice_syncer::logs::HEAD_WITHIN * 6,
+        silent.read_to_end(&mut Vec::new()),
+    )
+    .await;
+    assert!(
+        closed.is_ok(),
+        "a client that sends nothing is disconnected"
+    );
+
+    // A synced namespace is asked of the cluster (which has no such Pod).
     set.place_shop().await;
     let down = downstream_of(&set.root, "shop").await;
     let ns_api: Api<Namespace> = Api::all(set.downstream.clone());
@@ -650,10 +759,9 @@ async fn the_log_endpoint_serves_synced_namespaces_only() {
         .await,
         "shop reaches east"
     );
-    // A synced namespace is asked of the cluster (which has no such Pod).
-    let ours = get(format!("/logs/{down}/nope"), "the-token").await;
-    assert!(ours.starts_with("HTTP/1.1 404"), "{ours}");
-    assert!(!ours.contains("not one Sluice synced"), "{ours}");
+    let (status, body) = get(format!("/logs/{down}/nope")).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(!body.contains("not one Sluice synced"), "{body}");
     set.stop().await;
 }
 

@@ -700,8 +700,6 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
                 .arg("syncer")
                 .arg("--control")
                 .arg(&identity)
-                .arg("--logs-token-file")
-                .arg(control_dir.join("syncer-logs.token"))
                 .args(["--cluster", name])
                 .arg("--downstream")
                 .arg(kubeconfig)

@@ -622,7 +622,14 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
             ns_annotations,
             &gate_policy,
             k8s_openapi::jiff::Timestamp::now(),
-            |c| imports::drain_of(c, &members, ns_annotations),
+            |c| {
+                let r = imports::drain_of(c, &members, ns_annotations);
+                tracing::debug!(logical_cluster = %path, namespace = %name, cluster = %c,
+                    unconfirmed = ?r.unconfirmed, unreported = ?r.unreported, active = r.active,
+                    members = ?members,
+                    "drain report");
+                r
+            },
         );
         let mut gate = gate;
         if !gate.kept.is_empty() {
@@ -1404,11 +1411,17 @@ async fn report_clusters(
             c["lastTransitionTime"] = json!(now);
         }
         let want: Vec<Value> = theirs.into_iter().chain(want).collect();
-        let patch = json!({"status": {
-            "placedNamespaces": left.len(),
-            "allocated": used,
-            "conditions": want,
-        }});
+        // The list is written whole, with the MCS controller's conditions as last read:
+        // pinned to that version, so a condition written since is never dropped (a stale
+        // write gets 409 and is redone from the new version).
+        let patch = json!({
+            "metadata": {"resourceVersion": o.metadata.resource_version},
+            "status": {
+                "placedNamespaces": left.len(),
+                "allocated": used,
+                "conditions": want,
+            },
+        });
         if let Err(e) = api
             .patch_status(
                 v.name.as_str(),
@@ -1417,7 +1430,12 @@ async fn report_clusters(
             )
             .await
         {
-            tracing::warn!(cluster = %v.name, error = %e, "cluster status failed");
+            match &e {
+                kube::Error::Api(s) if s.code == 409 => {
+                    tracing::debug!(cluster = %v.name, "cluster status changed meanwhile: redone")
+                }
+                _ => tracing::warn!(cluster = %v.name, error = %e, "cluster status failed"),
+            }
             ok = false;
         }
     }

@@ -151,6 +151,8 @@ pub fn drain_of(
         let report = report_of(m, annotations);
         let parts: Vec<_> = report.values().filter_map(|s| s.get(id)).collect();
         if parts.is_empty() {
+            tracing::debug!(member = %m.name, source = %source, report = ?report,
+                "imports nothing from the source: nothing to drain");
             continue;
         }
         if parts

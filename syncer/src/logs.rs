@@ -2,24 +2,147 @@
 //! physical cluster the pod runs on, and the syncer is the part that holds that cluster's
 //! credentials. The control plane forwards `GET /logs/<namespace>/<pod>?<query>` (the
 //! downstream namespace, kubectl's query: `container`, `follow`, `previous`, `tailLines`,
-//! ...) here with the bearer token both share, and the syncer streams the cluster's
-//! `pods/log` back, for the namespaces it synced only. Its URL is published on the syncer's
-//! heartbeat Lease.
+//! ...) here, and the syncer streams the cluster's `pods/log` back, for the namespaces it
+//! synced only. Its URL is published on the syncer's heartbeat Lease.
+//!
+//! Both ends prove who they are per cluster, with certificates the control plane's CA
+//! signed: the syncer serves TLS with the certificate of its own kubeconfig (which names
+//! `<cluster>.syncer.sluice.internal`, checked by the control plane like a host name), and
+//! answers only a client whose certificate names the control plane
+//! ([`CONTROL_PLANE_USER`]) — not another cluster's syncer, nor any other identity the CA
+//! signed. The listener bounds what a client holds: a TLS handshake and a request head each
+//! within [`HEAD_WITHIN`], at most [`MAX_CONNECTIONS`] connections.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+use sluice_api::liveness::CONTROL_PLANE_USER;
 use tokio::sync::watch;
 
 /// Annotation on a syncer's heartbeat Lease: the URL of its log endpoint.
 pub const ANNOTATION_LOGS_URL: &str = sluice_api::liveness::ANNOTATION_SYNCER_LOGS;
 
+/// How long a client may take over its TLS handshake, and over a request head.
+pub const HEAD_WITHIN: Duration = Duration::from_secs(10);
+
+/// Connections served at once; more wait in the listen backlog.
+pub const MAX_CONNECTIONS: usize = 64;
+
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// Why the log endpoint could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LogsError {
+    #[error("binding the log endpoint: {0}")]
+    Bind(#[from] std::io::Error),
+    #[error("the syncer's TLS identity: {0}")]
+    Identity(String),
+}
+
+/// The syncer's TLS identity: the certificate and key of its kubeconfig (PEM), and the
+/// control plane's CA (DER), the only one whose clients it answers.
+#[derive(Clone)]
+pub struct Identity {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+    pub ca_der: Vec<Vec<u8>>,
+}
+
+impl Identity {
+    /// The identity of the syncer's kubeconfig for the control plane: its client
+    /// certificate and key (inline or in files) and its certificate authority.
+    pub fn of(config: &kube::Config) -> Result<Self, LogsError> {
+        use base64::Engine;
+        use secrecy::ExposeSecret;
+        let auth = &config.auth_info;
+        let load = |data: Option<&str>,
+                    file: Option<&String>,
+                    what: &str|
+         -> Result<Vec<u8>, LogsError> {
+            match (data, file) {
+                (Some(d), _) => base64::engine::general_purpose::STANDARD
+                    .decode(d.trim())
+                    .map_err(|e| LogsError::Identity(format!("{what}: {e}"))),
+                (None, Some(f)) => {
+                    std::fs::read(f).map_err(|e| LogsError::Identity(format!("{what} {f}: {e}")))
+                }
+                (None, None) => Err(LogsError::Identity(format!(
+                    "the kubeconfig has no {what}: the log endpoint needs the syncer's certificate (`sluice control kubeconfig --syncer`)"
+                ))),
+            }
+        };
+        let cert_pem = load(
+            auth.client_certificate_data.as_deref(),
+            auth.client_certificate.as_ref(),
+            "client certificate",
+        )?;
+        let key_pem = load(
+            auth.client_key_data.as_ref().map(|k| k.expose_secret()),
+            auth.client_key.as_ref(),
+            "client key",
+        )?;
+        let ca_der = config.root_cert.clone().unwrap_or_default();
+        if ca_der.is_empty() {
+            return Err(LogsError::Identity(
+                "the kubeconfig names no certificate authority".into(),
+            ));
+        }
+        Ok(Self {
+            cert_pem,
+            key_pem,
+            ca_der,
+        })
+    }
+
+    /// The TLS server configuration: our certificate; a client certificate the CA signed
+    /// is required.
+    fn server_config(&self) -> Result<rustls::ServerConfig, LogsError> {
+        let bad = |e: &dyn std::fmt::Display| LogsError::Identity(e.to_string());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for c in &self.ca_der {
+            roots
+                .add(CertificateDer::from(c.clone()))
+                .map_err(|e| bad(&e))?;
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| bad(&e))?;
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&self.cert_pem)
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(&e))?;
+        if certs.is_empty() {
+            return Err(LogsError::Identity("no certificate".into()));
+        }
+        let key = PrivateKeyDer::from_pem_slice(&self.key_pem).map_err(|e| bad(&e))?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad(&e))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs, key)
+            .map_err(|e| bad(&e))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(config)
+    }
+}
+
+/// The common name of a verified client certificate.
+fn common_name(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?;
+    Some(cn.to_string())
+}
 
 fn plain(status: StatusCode, text: &str) -> Response<Body> {
     let mut r = Response::new(
@@ -33,11 +156,6 @@ fn plain(status: StatusCode, text: &str) -> Response<Body> {
         http::HeaderValue::from_static("text/plain"),
     );
     r
-}
-
-/// Whether two secrets are equal, in time that depends only on their lengths.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// `/logs/<namespace>/<pod>` → the two names, if they are names.
@@ -63,20 +181,7 @@ async fn synced(downstream: &kube::Client, ns: &str) -> bool {
     )
 }
 
-async fn handle(
-    req: Request<hyper::body::Incoming>,
-    downstream: kube::Client,
-    token: &str,
-) -> Response<Body> {
-    let authorized = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| !token.is_empty() && same(t.as_bytes(), token.as_bytes()));
-    if !authorized {
-        return plain(StatusCode::UNAUTHORIZED, "unauthorized\n");
-    }
+async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -> Response<Body> {
     if req.method() != http::Method::GET {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
     }
@@ -113,19 +218,63 @@ async fn handle(
     }
 }
 
-/// Serve the log endpoint on `addr` until `shutdown` changes; returns the bound address.
+/// One accepted connection: the TLS handshake, the client's identity, then HTTP/1.1.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    tls: tokio_rustls::TlsAcceptor,
+    downstream: kube::Client,
+) {
+    let stream = match tokio::time::timeout(HEAD_WITHIN, tls.accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "log endpoint: TLS handshake refused");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "log endpoint: TLS handshake timed out");
+            return;
+        }
+    };
+    let client = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .and_then(|c| common_name(c));
+    if client.as_deref() != Some(CONTROL_PLANE_USER) {
+        tracing::warn!(%peer, client = ?client, "log endpoint: a client that is not the control plane was refused");
+        return;
+    }
+    let svc = service_fn(move |req| {
+        let downstream = downstream.clone();
+        async move { Ok::<_, Infallible>(handle(req, downstream).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_WITHIN)
+        .serve_connection(TokioIo::new(stream), svc)
+        .await;
+}
+
+/// Serve the log endpoint on `addr` as `identity` until `shutdown` changes; returns the
+/// bound address.
 pub async fn serve(
     addr: SocketAddr,
     downstream: kube::Client,
-    token: String,
+    identity: &Identity,
     mut shutdown: watch::Receiver<bool>,
-) -> std::io::Result<SocketAddr> {
+) -> Result<SocketAddr, LogsError> {
+    let tls = tokio_rustls::TlsAcceptor::from(Arc::new(identity.server_config()?));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let token: std::sync::Arc<str> = token.into();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
-            let (stream, _) = tokio::select! {
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
+            let (stream, peer) = tokio::select! {
                 _ = shutdown.changed() => return,
                 a = listener.accept() => match a {
                     Ok(a) => a,
@@ -135,15 +284,10 @@ pub async fn serve(
                     }
                 },
             };
-            let (downstream, token) = (downstream.clone(), token.clone());
+            let (tls, downstream) = (tls.clone(), downstream.clone());
             tokio::spawn(async move {
-                let svc = service_fn(move |req| {
-                    let (downstream, token) = (downstream.clone(), token.clone());
-                    async move { Ok::<_, Infallible>(handle(req, downstream, &token).await) }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
+                connection(stream, peer, tls, downstream).await;
+                drop(slot);
             });
         }
     });

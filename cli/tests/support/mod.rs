@@ -228,7 +228,8 @@ pub use sluice_test_support::poll::eventually_blocking as eventually;
 pub struct DevUp {
     child: Option<Child>,
     pub state: PathBuf,
-    _dir: tempfile::TempDir,
+    /// The state directory, removed on drop unless `SLUICE_TEST_KEEP` is set.
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl DevUp {
@@ -264,7 +265,14 @@ impl DevUp {
             Self {
                 child: Some(child),
                 state,
-                _dir: dir,
+                // SLUICE_TEST_KEEP: keep the state directory (logs included) after the test.
+                _dir: match std::env::var_os("SLUICE_TEST_KEEP") {
+                    Some(_) => {
+                        eprintln!("dev up state kept at {}", dir.keep().display());
+                        None
+                    }
+                    None => Some(dir),
+                },
             },
             started.elapsed(),
         )

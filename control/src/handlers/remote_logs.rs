@@ -1,11 +1,11 @@
 //! `kubectl logs` for a pod mirrored from a physical cluster (label `sluice.dev/cluster`):
 //! forwarded to the log endpoint of that cluster's syncer, whose URL its heartbeat Lease
 //! carries, with the query kubectl sent (`container`, `follow`, `previous`, `tailLines`,
-//! ...), and streamed back as the cluster sends it.
+//! ...), and streamed back as the cluster sends it. Both ends prove a per-cluster identity
+//! ([`crate::agent_client`]).
 
 use bytes::Bytes;
-use http::header;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use serde_json::Value;
 use sluice_api::liveness::{ANNOTATION_SYNCER_LOGS, SYNCER_LEASE_NAMESPACE, syncer_lease_name};
 use sluice_api::{ClusterName, LogicalClusterPath};
@@ -67,23 +67,17 @@ pub async fn serve(
         }
         q.finish()
     };
-    let url = format!(
-        "{base}/logs/{}/{pod}?{query}",
+    let path = format!(
+        "/logs/{}/{pod}?{query}",
         crate::admission::downstream_names::of_namespace(state, logical_cluster, namespace),
     );
-    let request = http::Request::get(&url)
-        .header(
-            header::AUTHORIZATION,
-            format!("Bearer {}", state.syncer_token),
-        )
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| ApiError::Internal(format!("forwarding to {url}: {e}")))?;
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<Bytes>>();
+    let resp = state.agents.get(&base, cluster, &path).await.map_err(|e| {
+        tracing::warn!(%cluster, error = %e, "reaching a cluster's syncer for logs failed");
+        ApiError::BadRequest(format!("cluster {cluster}'s syncer was not reached: {e}"))
+    })?;
     let unreachable = |e: &dyn std::fmt::Display| {
         ApiError::BadRequest(format!("cluster {cluster}'s syncer did not answer: {e}"))
     };
-    let resp = client.request(request).await.map_err(|e| unreachable(&e))?;
     let status = resp.status();
     if !status.is_success() {
         // The cluster's own error (a Status), told as such.

@@ -150,7 +150,7 @@ impl Controller {
                     self.write_member(j, d)
                 });
                 let results = futures::future::join_all(rounds).await;
-                let failed = results.iter().any(|ok| !ok);
+                let mut failed = results.iter().any(|ok| !ok);
                 if report {
                     for j in members.values() {
                         let errors: Vec<String> = desired
@@ -161,8 +161,15 @@ impl Controller {
                             .get(j.member.name.as_str())
                             .copied()
                             .unwrap_or(true);
-                        report_cluster(&config.control, &clusters, &j.member.name, alive, &errors)
-                            .await;
+                        // A report refused as stale is redone by the next full round.
+                        failed |= !report_cluster(
+                            &config.control,
+                            &clusters,
+                            &j.member.name,
+                            alive,
+                            &errors,
+                        )
+                        .await;
                     }
                 } else if !desired.errors.is_empty() {
                     // Cluster conditions summarise every service: a full round reports them.
@@ -398,14 +405,15 @@ impl Controller {
 
 /// Put the controller's verdict on a `Cluster` object: condition `MCSMember`, False with
 /// the reasons when the cluster was left out (a duplicate cluster id, an invalid id, no VIP
-/// range) or its liveness lease ran out (`LeaseExpired`). Written only when it changes.
+/// range) or its liveness lease ran out (`LeaseExpired`). Written only when it changes;
+/// false if the write failed.
 async fn report_cluster(
     control: &Client,
     clusters: &Informer<Cluster>,
     name: &ClusterName,
     alive: bool,
     errors: &[String],
-) {
+) -> bool {
     let (status, reason, message) = if !errors.is_empty() {
         ("False", "Rejected", errors.join("; "))
     } else if !alive {
@@ -424,7 +432,7 @@ async fn report_cluster(
         .into_iter()
         .find(|c| c.metadata.name.as_deref() == Some(name.as_str()))
     else {
-        return;
+        return true;
     };
     let mut conditions = current
         .status
@@ -435,7 +443,7 @@ async fn report_cluster(
         .iter()
         .any(|c| c.type_ == "MCSMember" && c.status == status && c.message == message)
     {
-        return;
+        return true;
     }
     conditions.retain(|c| c.type_ != "MCSMember");
     conditions.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
@@ -449,8 +457,14 @@ async fn report_cluster(
         observed_generation: current.metadata.generation,
     });
     let api: Api<Cluster> = Api::all(control.clone());
-    let patch = serde_json::json!({ "status": { "conditions": conditions } });
-    if let Err(e) = api
+    // The list is written whole, with placement's conditions as last read: pinned to that
+    // version, so a condition written since is never dropped (on 409 the Cluster's newer
+    // version comes through the informer and this runs again).
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": current.metadata.resource_version },
+        "status": { "conditions": conditions },
+    });
+    match api
         .patch_status(
             name.as_str(),
             &PatchParams::default(),
@@ -458,6 +472,14 @@ async fn report_cluster(
         )
         .await
     {
-        tracing::warn!(cluster = %name, error = %e, "reporting on the Cluster object failed");
+        Ok(_) => true,
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            tracing::debug!(cluster = %name, "the Cluster object changed meanwhile: reported again");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(cluster = %name, error = %e, "reporting on the Cluster object failed");
+            false
+        }
     }
 }

@@ -1,0 +1,117 @@
+//! How the control plane reaches into a physical cluster (today `kubectl logs`, served by
+//! the cluster's syncer): TLS both ways, each end proving a per-cluster identity its CA
+//! signed. The syncer's certificate must name `<cluster>.syncer.sluice.internal`
+//! ([`syncer_server_name`]), checked like a host name; the control plane presents
+//! [`CONTROL_PLANE_USER`], which the syncer checks. An address that cannot prove the
+//! cluster's name gets no request, so a published URL cannot point the control plane at
+//! another cluster's syncer or at anything else.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, header};
+use http_body_util::Empty;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use sluice_api::ClusterName;
+use sluice_api::liveness::{CONTROL_PLANE_USER, syncer_server_name};
+
+/// How long connecting and the TLS handshake may take: a cluster that is gone fails fast.
+const CONNECT_WITHIN: Duration = Duration::from_secs(10);
+
+/// Why a cluster's agent was not reached.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(
+        "its endpoint {0:?} is no https:// address (a syncer from before per-cluster TLS: upgrade it)"
+    )]
+    NotHttps(String),
+    #[error("the cluster name {0:?} is no DNS name")]
+    Name(String),
+    #[error("connecting to {addr}: {source}")]
+    Connect {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{addr} did not prove it is {name}: {source}")]
+    Identity {
+        addr: String,
+        name: String,
+        source: std::io::Error,
+    },
+    #[error("{addr} did not complete a TLS handshake within {within:?}")]
+    Timeout { addr: String, within: Duration },
+    #[error("the request: {0}")]
+    Request(#[from] http::Error),
+    #[error("{0}")]
+    Http(#[from] hyper::Error),
+}
+
+/// The control plane's TLS client toward agents (its identity: [`CONTROL_PLANE_USER`]).
+#[derive(Clone)]
+pub struct AgentClient {
+    tls: tokio_rustls::TlsConnector,
+}
+
+impl AgentClient {
+    /// `config` trusts the control plane's CA only and presents [`CONTROL_PLANE_USER`]
+    /// ([`crate::pki::Pki::agent_client_config`]).
+    pub fn new(config: rustls::ClientConfig) -> Self {
+        Self {
+            tls: tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)),
+        }
+    }
+
+    /// `GET path_and_query` of `cluster`'s syncer at `url`, the `https://host:port` its
+    /// heartbeat Lease publishes; the answer streams as the syncer sends it.
+    pub async fn get(
+        &self,
+        url: &str,
+        cluster: &ClusterName,
+        path_and_query: &str,
+    ) -> Result<Response<Incoming>, AgentError> {
+        let addr = url
+            .strip_prefix("https://")
+            .map(|a| a.trim_end_matches('/'))
+            .filter(|a| !a.is_empty() && !a.contains('/'))
+            .ok_or_else(|| AgentError::NotHttps(url.to_string()))?
+            .to_string();
+        let name = syncer_server_name(cluster);
+        let server_name = ServerName::try_from(name.clone())
+            .map_err(|_| AgentError::Name(cluster.to_string()))?;
+        let connect = async {
+            let tcp = tokio::net::TcpStream::connect(&addr)
+                .await
+                .map_err(|source| AgentError::Connect {
+                    addr: addr.clone(),
+                    source,
+                })?;
+            self.tls
+                .connect(server_name, tcp)
+                .await
+                .map_err(|source| AgentError::Identity {
+                    addr: addr.clone(),
+                    name: name.clone(),
+                    source,
+                })
+        };
+        let tls = tokio::time::timeout(CONNECT_WITHIN, connect)
+            .await
+            .map_err(|_| AgentError::Timeout {
+                addr: addr.clone(),
+                within: CONNECT_WITHIN,
+            })??;
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "agent connection ended");
+            }
+        });
+        let request = Request::get(path_and_query)
+            .header(header::HOST, name)
+            .header(header::USER_AGENT, CONTROL_PLANE_USER)
+            .body(Empty::<Bytes>::new())?;
+        Ok(send.send_request(request).await?)
+    }
+}
