@@ -271,8 +271,13 @@ pub async fn serve(
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
-            let Ok(slot) = slots.clone().acquire_owned().await else {
-                return;
+            // A free slot first: at the limit, new connections wait in the backlog.
+            let slot = tokio::select! {
+                _ = shutdown.changed() => return,
+                s = slots.clone().acquire_owned() => match s {
+                    Ok(s) => s,
+                    Err(_) => return,
+                },
             };
             let (stream, peer) = tokio::select! {
                 _ = shutdown.changed() => return,
