@@ -304,14 +304,8 @@ impl Pki {
     pub fn agent_client_config(&self) -> Result<rustls::ClientConfig, PkiError> {
         let tls = |e: &dyn std::fmt::Display| PkiError::Tls(e.to_string());
         let (cert, key) = self.issue_client_cert(sluice_api::liveness::CONTROL_PLANE_USER, &[])?;
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(self.ca_cert_pem.as_bytes()) {
-            roots.add(c.map_err(|e| tls(&e))?).map_err(|e| tls(&e))?;
-        }
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert.as_bytes())
-            .collect::<Result<_, _>>()
-            .map_err(|e| tls(&e))?;
-        let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| tls(&e))?;
+        let roots = self.ca_roots()?;
+        let (certs, key) = chain_and_key(&cert, &key)?;
         let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -324,28 +318,29 @@ impl Pki {
         Ok(config)
     }
 
+    /// The CA as the only trusted root.
+    fn ca_roots(&self) -> Result<rustls::RootCertStore, PkiError> {
+        let tls = |e: &dyn std::fmt::Display| PkiError::Tls(e.to_string());
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(self.ca_cert_pem.as_bytes()) {
+            roots.add(c.map_err(|e| tls(&e))?).map_err(|e| tls(&e))?;
+        }
+        Ok(roots)
+    }
+
     /// rustls server configuration: our serving certificate; client certificates are
     /// optional and, when sent, must chain to our CA.
     pub fn server_config(&self) -> Result<rustls::ServerConfig, PkiError> {
         let tls = |e: &dyn std::fmt::Display| PkiError::Tls(e.to_string());
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(self.ca_cert_pem.as_bytes()) {
-            roots.add(c.map_err(|e| tls(&e))?).map_err(|e| tls(&e))?;
-        }
         let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-            Arc::new(roots),
+            Arc::new(self.ca_roots()?),
             provider.clone(),
         )
         .allow_unauthenticated()
         .build()
         .map_err(|e| tls(&e))?;
-        let certs: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_slice_iter(self.serving_cert_pem.as_bytes())
-                .collect::<Result<_, _>>()
-                .map_err(|e| tls(&e))?;
-        let key =
-            PrivateKeyDer::from_pem_slice(self.serving_key_pem.as_bytes()).map_err(|e| tls(&e))?;
+        let (certs, key) = chain_and_key(&self.serving_cert_pem, &self.serving_key_pem)?;
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| tls(&e))?
@@ -355,6 +350,19 @@ impl Pki {
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(config)
     }
+}
+
+/// A certificate chain and its key, from PEM, as rustls takes them.
+fn chain_and_key(
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), PkiError> {
+    let tls = |e: &dyn std::fmt::Display| PkiError::Tls(e.to_string());
+    let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| tls(&e))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| tls(&e))?;
+    Ok((certs, key))
 }
 
 /// A kubeconfig for `server` (a URL that may include `/clusters/<path>`).

@@ -458,8 +458,8 @@ async fn report_cluster(
     });
     let api: Api<Cluster> = Api::all(control.clone());
     // The list is written whole, with placement's conditions as last read: pinned to that
-    // version, so a condition written since is never dropped (on 409 the Cluster's newer
-    // version comes through the informer and this runs again).
+    // version, so a condition written since is never dropped (a 409 fails the round, and
+    // the next full round writes it again from the newer version).
     let patch = serde_json::json!({
         "metadata": { "resourceVersion": current.metadata.resource_version },
         "status": { "conditions": conditions },
