@@ -518,7 +518,17 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
                 mode: Mode::Single,
             }
         } else {
-            match schedule::target(&labels, &current, &views, &policies, &full, established) {
+            let vs = workloads.get(&key).map(Vec::as_slice).unwrap_or(&[]);
+            let mine = crate::demand::workloads(vs.iter().map(|(k, v)| (*k, v)));
+            match schedule::target(
+                &labels,
+                &current,
+                &views,
+                &policies,
+                &full,
+                &mine,
+                established,
+            ) {
                 Target::On { clusters: to, .. }
                     if current.len() == 1 && draining.contains(&current[0]) && to != current =>
                 {
@@ -869,8 +879,7 @@ impl Split {
     /// not split.
     fn shares(&mut self, kind: &str, v: &Value) -> Option<Vec<(ClusterName, i64)>> {
         // A Pod is one replica: it runs on one of the clusters.
-        if self.mode == Mode::Single || (v["spec"]["replicas"].as_i64().is_none() && kind != "Pod")
-        {
+        if self.mode == Mode::Single || !crate::demand::splits(kind, v) {
             return None;
         }
         let (replicas, each) = crate::demand::workload(kind, v)?;
@@ -880,7 +889,7 @@ impl Split {
                 &self
                     .clusters
                     .iter()
-                    .map(|c| (c.name.clone(), c.capacity.pods.unwrap_or(1.0)))
+                    .map(|c| (c.name.clone(), schedule::spread_weight(c)))
                     .collect::<Vec<_>>(),
             ),
             _ => {

@@ -37,6 +37,37 @@ pub fn workload(kind: &str, obj: &Value) -> Option<(i64, Resources)> {
     Some((count.max(0), pod_requests(&template["spec"])))
 }
 
+/// Whether a spread splits a workload's pods between its clusters: those with
+/// `spec.replicas`, and a Pod (it runs on one of them); every cluster runs all of the
+/// others (a Job's, a DaemonSet's).
+pub fn splits(kind: &str, obj: &Value) -> bool {
+    kind == "Pod" || obj["spec"]["replicas"].as_i64().is_some()
+}
+
+/// One workload as placement weighs it: all its pods, what one requests, and whether a
+/// spread splits it ([`splits`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Workload {
+    pub pods: i64,
+    pub each: Resources,
+    pub splits: bool,
+}
+
+/// The workloads among `objects` (kind, object).
+pub fn workloads<'a>(objects: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Vec<Workload> {
+    objects
+        .into_iter()
+        .filter_map(|(kind, o)| {
+            let (pods, each) = workload(kind, o)?;
+            Some(Workload {
+                pods,
+                each,
+                splits: splits(kind, o),
+            })
+        })
+        .collect()
+}
+
 /// How many of a workload's pods `cluster` runs: its share when split, else all.
 pub fn count_on(obj: &Value, all: i64, cluster: &ClusterName) -> i64 {
     share_on(obj, cluster).unwrap_or(all)

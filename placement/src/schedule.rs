@@ -14,6 +14,8 @@ use sluice_api::ClusterName;
 use sluice_kube::resources::{Limits, Resources};
 use sluice_kube::selector::{Selector, SelectorError};
 
+use crate::demand::Workload;
+
 /// A physical cluster as placement sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterView {
@@ -194,13 +196,15 @@ pub enum Target {
 }
 
 /// The target of a namespace with `labels`, now on `current`, given the clusters and the
-/// Placements of its logical cluster (oldest first).
+/// Placements of its logical cluster (oldest first); `demand` is what all of `workloads`
+/// request.
 pub fn target(
     labels: &BTreeMap<String, String>,
     current: &[ClusterName],
     clusters: &[ClusterView],
     policies: &[PolicyView],
     demand: &Resources,
+    workloads: &[Workload],
     established: bool,
 ) -> Target {
     let by_name = |n: &str| clusters.iter().find(|c| c.name.as_str() == n);
@@ -250,14 +254,7 @@ pub fn target(
         return Target::Pending(Pending::NoClusterMatches(policy.name.clone()));
     }
     match policy.mode {
-        Mode::Spread => {
-            let mut clusters: Vec<ClusterName> = usable.iter().map(|c| c.name.clone()).collect();
-            clusters.sort();
-            Target::On {
-                clusters,
-                mode: Mode::Spread,
-            }
-        }
+        Mode::Spread => spread(usable, current, demand, workloads, established),
         Mode::Single | Mode::Spill => {
             // Sticky: stay where it runs if that is still selected.
             if let Some(c) = usable.iter().find(|c| current.contains(&c.name)) {
@@ -284,6 +281,11 @@ fn insufficient<'a>(
     let quota = clusters
         .into_iter()
         .find_map(|c| c.quota_refusing(demand).map(str::to_string));
+    insufficient_within(demand, quota)
+}
+
+/// Pending for want of room, naming the workspace whose `quota` refused it, if one did.
+fn insufficient_within(demand: &Resources, quota: Option<String>) -> Target {
     let what = match quota {
         Some(w) => format!("{} within the quota of workspace {w}", describe(demand)),
         None => describe(demand),
@@ -373,6 +375,77 @@ fn single(
     Target::On {
         clusters,
         mode: Mode::Spill,
+    }
+}
+
+/// A cluster's weight in a spread: a workload's replicas split in proportion to the
+/// clusters' `capacity.pods` (1 when unset).
+pub fn spread_weight(c: &ClusterView) -> f64 {
+    c.capacity.pods.unwrap_or(1.0)
+}
+
+/// What each of `clusters` (in this order) runs of `workloads` spread over them: its share
+/// of those that split, all of the others.
+pub fn spread_demand(workloads: &[Workload], clusters: &[&ClusterView]) -> Vec<Resources> {
+    let weights: Vec<(ClusterName, f64)> = clusters
+        .iter()
+        .map(|c| (c.name.clone(), spread_weight(c)))
+        .collect();
+    let mut on = vec![Resources::default(); clusters.len()];
+    for w in workloads {
+        if w.splits {
+            for (d, (_, n)) in on.iter_mut().zip(weighted_shares(w.pods, &weights)) {
+                *d = *d + w.each * n as f64;
+            }
+        } else {
+            for d in &mut on {
+                *d = *d + w.each * w.pods as f64;
+            }
+        }
+    }
+    on
+}
+
+/// A spread over the `usable` clusters: those whose share fits beside what they have,
+/// within capacity and every quota. Dropping one grows the others' shares, so clusters are
+/// dropped until all that are left fit. Where an `established` namespace runs already
+/// stays, as a single cluster's home does (it runs as scaled); with none left it is Pending.
+fn spread(
+    mut usable: Vec<&ClusterView>,
+    current: &[ClusterName],
+    demand: &Resources,
+    workloads: &[Workload],
+    established: bool,
+) -> Target {
+    // The order the shares are written in (the controller splits over the sorted names).
+    usable.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut on = usable;
+    let mut quota = None;
+    loop {
+        let shares = spread_demand(workloads, &on);
+        let before = on.len();
+        on = on
+            .into_iter()
+            .zip(shares)
+            .filter(|(c, share)| {
+                let stays = c.fits(share) || (established && current.contains(&c.name));
+                if !stays && quota.is_none() {
+                    quota = c.quota_refusing(share).map(str::to_string);
+                }
+                stays
+            })
+            .map(|(c, _)| c)
+            .collect();
+        if on.len() == before {
+            break;
+        }
+    }
+    if on.is_empty() {
+        return insufficient_within(demand, quota);
+    }
+    Target::On {
+        clusters: on.iter().map(|c| c.name.clone()).collect(),
+        mode: Mode::Spread,
     }
 }
 
@@ -601,6 +674,31 @@ mod tests {
         }
     }
 
+    /// `target` for a namespace of one workload that splits, requesting `demand`.
+    fn place(
+        labels: &BTreeMap<String, String>,
+        current: &[ClusterName],
+        clusters: &[ClusterView],
+        policies: &[PolicyView],
+        demand: &Resources,
+        established: bool,
+    ) -> Target {
+        let one = Workload {
+            pods: demand.pods as i64,
+            each: per_pod(demand),
+            splits: true,
+        };
+        target(
+            labels,
+            current,
+            clusters,
+            policies,
+            demand,
+            &[one],
+            established,
+        )
+    }
+
     fn pods(n: f64) -> Resources {
         Resources {
             pods: n,
@@ -639,7 +737,7 @@ mod tests {
     fn the_break_glass_label_wins_over_placements() {
         let clusters = [cluster("east", "us"), cluster("west", "eu")];
         let ns = labels(&[("sluice.dev/cluster", "west")]);
-        let t = target(
+        let t = place(
             &ns,
             &[],
             &clusters,
@@ -650,7 +748,7 @@ mod tests {
         assert_eq!(t, on(&["west"], Mode::Single));
         let ns = labels(&[("sluice.dev/cluster", "north")]);
         assert_eq!(
-            target(&ns, &[], &clusters, &[], &pods(1.0), true),
+            place(&ns, &[], &clusters, &[], &pods(1.0), true),
             Target::Pending(Pending::ClusterNotFound("north".into()))
         );
     }
@@ -661,7 +759,7 @@ mod tests {
         clusters[0].load = 3;
         let none = labels(&[]);
         assert_eq!(
-            target(
+            place(
                 &none,
                 &[],
                 &clusters,
@@ -673,7 +771,7 @@ mod tests {
             "the least loaded"
         );
         assert_eq!(
-            target(
+            place(
                 &none,
                 &[name("a")],
                 &clusters,
@@ -685,7 +783,7 @@ mod tests {
             "stays where it runs"
         );
         assert_eq!(
-            target(
+            place(
                 &none,
                 &[],
                 &clusters,
@@ -696,7 +794,7 @@ mod tests {
             on(&["a", "b"], Mode::Spread)
         );
         assert_eq!(
-            target(
+            place(
                 &none,
                 &[],
                 &clusters,
@@ -707,7 +805,7 @@ mod tests {
             Target::Pending(Pending::NoClusterMatches("p".into()))
         );
         assert_eq!(
-            target(&none, &[], &clusters, &[], &pods(1.0), true),
+            place(&none, &[], &clusters, &[], &pods(1.0), true),
             Target::Unplaced
         );
     }
@@ -718,15 +816,15 @@ mod tests {
         clusters[0].unschedulable = true;
         let pinned = labels(&[("sluice.dev/cluster", "a")]);
         assert_eq!(
-            target(&pinned, &[name("a")], &clusters, &[], &pods(1.0), true),
+            place(&pinned, &[name("a")], &clusters, &[], &pods(1.0), true),
             on(&["a"], Mode::Single)
         );
         assert_eq!(
-            target(&pinned, &[], &clusters, &[], &pods(1.0), true),
+            place(&pinned, &[], &clusters, &[], &pods(1.0), true),
             Target::Pending(Pending::ClusterUnschedulable("a".into()))
         );
         assert_eq!(
-            target(
+            place(
                 &labels(&[]),
                 &[],
                 &clusters,
@@ -738,12 +836,12 @@ mod tests {
         );
         clusters[0].draining = true;
         assert_eq!(
-            target(&pinned, &[name("a")], &clusters, &[], &pods(1.0), true),
+            place(&pinned, &[name("a")], &clusters, &[], &pods(1.0), true),
             on(&["b"], Mode::Single),
             "a drain moves even a pinned namespace"
         );
         assert_eq!(
-            target(
+            place(
                 &labels(&[]),
                 &[name("a")],
                 &clusters,
@@ -816,17 +914,17 @@ mod tests {
         let p = [policy("eu", Mode::Single)];
         // A newcomer of 3 pods does not fit on a (2 of 4 used): b.
         assert_eq!(
-            target(&none, &[], &clusters, &p, &pods(3.0), true),
+            place(&none, &[], &clusters, &p, &pods(3.0), true),
             on(&["b"], Mode::Single)
         );
         // One of 12 fits nowhere.
         assert_eq!(
-            target(&none, &[], &clusters, &p, &pods(12.0), true),
+            place(&none, &[], &clusters, &p, &pods(12.0), true),
             Target::Pending(Pending::InsufficientCapacity(describe(&pods(12.0))))
         );
         // One on a that grew to 5 pods spills onto b.
         assert_eq!(
-            target(&none, &[name("a")], &clusters, &p, &pods(5.0), true),
+            place(&none, &[name("a")], &clusters, &p, &pods(5.0), true),
             on(&["a", "b"], Mode::Spill)
         );
         assert_eq!(
@@ -847,7 +945,7 @@ mod tests {
         let p = [policy("eu", Mode::Single)];
         // Pinned to a cluster it may not use.
         assert_eq!(
-            target(
+            place(
                 &labels(&[("sluice.dev/cluster", "b")]),
                 &[],
                 &clusters,
@@ -860,12 +958,17 @@ mod tests {
         // A Placement over both: only the allowed one, even when it is the busier.
         clusters[0].load = 5;
         assert_eq!(
-            target(&none, &[], &clusters, &p, &pods(1.0), true),
+            place(&none, &[], &clusters, &p, &pods(1.0), true),
+            on(&["a"], Mode::Single)
+        );
+        // One a Placement put on b before b was excluded moves to a (make-before-break).
+        assert_eq!(
+            place(&none, &[name("b")], &clusters, &p, &pods(1.0), true),
             on(&["a"], Mode::Single)
         );
         // Spread too.
         assert_eq!(
-            target(
+            place(
                 &none,
                 &[],
                 &clusters,
@@ -878,7 +981,7 @@ mod tests {
         // A drain never moves it onto a cluster it may not use: it waits where it is.
         clusters[0].draining = true;
         assert_eq!(
-            target(
+            place(
                 &labels(&[("sluice.dev/cluster", "a")]),
                 &[name("a")],
                 &clusters,
@@ -889,7 +992,7 @@ mod tests {
             Target::Pending(Pending::ClusterUnschedulable("a".into()))
         );
         assert!(matches!(
-            target(&none, &[name("a")], &clusters, &p, &pods(1.0), true),
+            place(&none, &[name("a")], &clusters, &p, &pods(1.0), true),
             Target::Pending(Pending::NoClusterMatches(_))
         ));
         clusters[0].draining = false;
@@ -903,7 +1006,7 @@ mod tests {
         }];
         clusters[1].labels = [("region".to_string(), "us".to_string())].into();
         assert_eq!(
-            target(&none, &[], &clusters, &only_b, &pods(1.0), true),
+            place(&none, &[], &clusters, &only_b, &pods(1.0), true),
             Target::Pending(Pending::NoAllowedClusterMatches("p".into()))
         );
         // A quota of 4 pods, 3 used by its workspace: 2 more do not fit, 1 does; the
@@ -917,14 +1020,14 @@ mod tests {
             used: pods(3.0),
         }];
         assert_eq!(
-            target(&none, &[], &clusters, &p, &pods(2.0), false),
+            place(&none, &[], &clusters, &p, &pods(2.0), false),
             Target::Pending(Pending::InsufficientCapacity(format!(
                 "{} within the quota of workspace root:a",
                 describe(&pods(2.0))
             )))
         );
         assert_eq!(
-            target(&none, &[], &clusters, &p, &pods(1.0), false),
+            place(&none, &[], &clusters, &p, &pods(1.0), false),
             on(&["a"], Mode::Single)
         );
         // Room is the least of capacity and quotas.
@@ -933,6 +1036,75 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(clusters[0].room(&pods(0.0), &pods(1.0)), Some(1));
+    }
+
+    #[test]
+    fn a_spread_goes_only_where_each_clusters_share_fits_its_capacity_and_quotas() {
+        let bounded = |n: &str, used: f64| ClusterView {
+            capacity: Limits {
+                pods: Some(4.0),
+                ..Default::default()
+            },
+            used: pods(used),
+            ..cluster(n, "eu")
+        };
+        let clusters = vec![bounded("a", 0.0), bounded("b", 0.0), bounded("c", 3.0)];
+        let none = labels(&[]);
+        let p = [policy("eu", Mode::Spread)];
+        // 6 pods: 2 each, which c (3 of 4 used) has no room for; without c, 3 each fit.
+        assert_eq!(
+            place(&none, &[], &clusters, &p, &pods(6.0), false),
+            on(&["a", "b"], Mode::Spread)
+        );
+        // 9 pods: without c, 5 and 4, which a cannot hold; b alone cannot hold 9.
+        assert_eq!(
+            place(&none, &[], &clusters, &p, &pods(9.0), false),
+            Target::Pending(Pending::InsufficientCapacity(describe(&pods(9.0))))
+        );
+        // Where it runs already it stays, as scaled.
+        let all = [name("a"), name("b"), name("c")];
+        assert_eq!(
+            place(&none, &all, &clusters, &p, &pods(6.0), true),
+            on(&["a", "b", "c"], Mode::Spread)
+        );
+        // A workload that does not split (a Job) runs whole on every cluster.
+        let job = Workload {
+            pods: 2,
+            each: pods(1.0),
+            splits: false,
+        };
+        assert_eq!(
+            target(&none, &[], &clusters, &p, &pods(2.0), &[job], false),
+            on(&["a", "b"], Mode::Spread)
+        );
+        // A quota of 1 pod on b: 4 pods (2 each) go to a alone; 6 fit nowhere, and the
+        // message names the quota.
+        let mut clusters = clusters[..2].to_vec();
+        clusters[1].quotas = vec![Quota {
+            workspace: "root:a".into(),
+            limits: Limits {
+                pods: Some(1.0),
+                ..Default::default()
+            },
+            used: pods(0.0),
+        }];
+        assert_eq!(
+            place(&none, &[], &clusters, &p, &pods(4.0), false),
+            on(&["a"], Mode::Spread)
+        );
+        assert_eq!(
+            place(&none, &[], &clusters, &p, &pods(6.0), false),
+            Target::Pending(Pending::InsufficientCapacity(format!(
+                "{} within the quota of workspace root:a",
+                describe(&pods(6.0))
+            )))
+        );
+        // Unbounded clusters take any share.
+        let free = vec![cluster("a", "eu"), cluster("b", "eu")];
+        assert_eq!(
+            place(&none, &[], &free, &p, &pods(100.0), false),
+            on(&["a", "b"], Mode::Spread)
+        );
     }
 
     #[test]
