@@ -827,26 +827,52 @@ fn parts_stop_when_dev_up_is_killed_outright() {
     // A Pod too: its node agent stops it as it stops.
     dev.kubectl("east")
         .ok(&["create", "deployment", "orphan", "--image=sluice/echo"]);
+    // And many that ignore SIGTERM: each needs its whole grace period and SIGKILL. Stopped
+    // one after another (2 s each) they kept the node agent for 48 s and more.
+    const STUBBORN: usize = 24;
+    let stubborn = "trap '' TERM; exec sleep 3607";
+    dev.kubectl("east").ok(&[
+        "create",
+        "deployment",
+        "stubborn",
+        "--image=busybox",
+        &format!("--replicas={STUBBORN}"),
+        "--",
+        "sh",
+        "-c",
+        stubborn,
+    ]);
     assert!(
         eventually(Duration::from_secs(60), || !processes_with("sluice echo")
             .is_empty()),
         "the echo pod did not start"
+    );
+    assert!(
+        eventually(Duration::from_secs(90), || processes_with("sleep 3607")
+            .len()
+            >= STUBBORN),
+        "the stubborn pods did not all start: {:#?}",
+        processes_with("sleep 3607")
     );
     // Every part's command line names the state directory.
     let state = dev.state.display().to_string();
     let parts = processes_with(&state);
     assert!(parts.len() >= 8, "dev up's parts: {parts:#?}");
     dev.kill9();
+    // The bound: a part notices within half a second, a node agent gives its pods 2 s and
+    // itself 3 s more; the rest is slack for a loaded machine, well short of stopping the
+    // pods one by one.
+    let bound = Duration::from_secs(20);
     assert!(
-        eventually(Duration::from_secs(60), || processes_with(&state)
-            .is_empty()),
+        eventually(bound, || processes_with(&state).is_empty()),
         "left running when dev up was killed: {:#?}",
         processes_with(&state)
     );
     assert!(
-        eventually(Duration::from_secs(30), || processes_with("sluice echo")
-            .is_empty()),
-        "pods left running: {:#?}",
-        processes_with("sluice echo")
+        eventually(bound, || processes_with("sluice echo").is_empty()
+            && processes_with("sleep 3607").is_empty()),
+        "pods left running: {:#?} {:#?}",
+        processes_with("sluice echo"),
+        processes_with("sleep 3607")
     );
 }

@@ -138,7 +138,13 @@ pub enum NodeError {
     Stopped,
 }
 
-/// Run the agent until `shutdown` flips; then stop every container it runs.
+/// The grace period of every container when the agent itself stops.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// What the agent's stop may take beyond [`STOP_GRACE`].
+const STOP_SLACK: Duration = Duration::from_secs(3);
+
+/// Run the agent until `shutdown` flips; then stop every container it runs, within
+/// [`STOP_GRACE`] and [`STOP_SLACK`].
 pub async fn run(
     client: kube::Client,
     cfg: NodeConfig,
@@ -337,9 +343,18 @@ pub async fn run(
         });
     }
     tracing::info!(node = %cfg.node_name, pods = runners.len(), "node agent stopping its containers");
-    for (_, r) in runners.drain() {
-        r.terminate(Duration::from_secs(2));
-        r.wait().await;
+    // Every Pod is told at once and they stop side by side: one after another, a node
+    // with many Pods took minutes. What has not stopped by the bound (a status write to an
+    // API server that is gone) is dropped, which kills the container still running.
+    for r in runners.values() {
+        r.terminate(STOP_GRACE);
+    }
+    let all = futures::future::join_all(runners.into_values().map(PodRunner::wait));
+    if tokio::time::timeout(STOP_GRACE + STOP_SLACK, all)
+        .await
+        .is_err()
+    {
+        tracing::warn!(node = %cfg.node_name, "pods still stopping at the bound; killed");
     }
     drop(informer);
     Ok(())

@@ -650,7 +650,9 @@ async fn run_container(
                 status = child.wait() => break status.ok().and_then(|s| s.code()).unwrap_or(137),
                 _ = terminate.changed() => {
                     let grace = terminate.borrow().unwrap_or(Duration::ZERO);
-                    event(EventType::Normal, "Killing", format!("Stopping container {name}")).await;
+                    // Recorded beside the stop, never before it: an API server that is slow
+                    // or gone must not hold the container past its grace period.
+                    tokio::spawn(event(EventType::Normal, "Killing", format!("Stopping container {name}")));
                     let hook_started = Instant::now();
                     if let Some(hook) = c["lifecycle"]["preStop"].as_object().filter(|_| !grace.is_zero()) {
                         // The hook runs within the grace period, as kubelet runs it.
