@@ -208,6 +208,8 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
     let metrics = ApiMetrics::default();
     let mut registry = Registry::with_prefix("sluice_apiserver");
     metrics.register(&mut registry);
+    let placement_metrics = sluice_placement::PlacementMetrics::default();
+    placement_metrics.register(registry.sub_registry_with_prefix("placement"));
     let (gc_tx, gc_rx) = tokio::sync::mpsc::unbounded_channel();
     match config.single_cluster {
         Some(cidr) => bootstrap::single_cluster(&store, cidr.first(), addr.port()).await?,
@@ -344,8 +346,9 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
             "placement",
             move |stop| {
                 let client = client.clone();
+                let metrics = placement_metrics.clone();
                 async move {
-                    if let Err(e) = sluice_placement::run(client, stop).await {
+                    if let Err(e) = sluice_placement::run(client, stop, metrics).await {
                         tracing::error!(error = %e, "the placement controllers stopped");
                     }
                 }

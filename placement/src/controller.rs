@@ -14,7 +14,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use sluice_api::liveness::{SYNCER_LEASE_NAMESPACE, syncer_lease_name};
-use sluice_api::sluice::TrafficShift;
+use sluice_api::sluice::{PlacementMode, TrafficShift};
 use sluice_api::sync::{
     LABEL_CLUSTER, REPLICAS_ANNOTATION_PREFIX, SOFT_FINALIZER_PREFIX, STATE_SYNC,
     STATUS_ANNOTATION_PREFIX, SYNC_FINALIZER_PREFIX, draining_annotation, placed_clusters,
@@ -29,6 +29,7 @@ use sluice_kube::{Informer, Roots};
 use tokio::sync::{Notify, watch};
 
 use crate::imports;
+use crate::metrics::{PlacementMetrics, Trigger};
 use crate::rollback;
 use crate::schedule::{self, ClusterView, Mode, Phase, PolicyView, Target};
 use crate::shift;
@@ -37,8 +38,9 @@ use crate::tenancy;
 
 /// After a failed write, the pass runs again this much later.
 const RETRY: Duration = Duration::from_secs(1);
-/// A pass runs at least this often: heartbeats expire without an event.
-const RESYNC: Duration = Duration::from_secs(3);
+/// The soonest a heartbeat's expiry is looked at again (a lease due to run out now is
+/// not looked at in a tight loop).
+const EXPIRY_CHECK_MIN: Duration = Duration::from_millis(100);
 /// How long a pass waits after a change for the changes that come with it.
 const COALESCE: Duration = Duration::from_millis(50);
 /// While traffic shifts, a pass runs this often, so each step of a shift comes on time.
@@ -121,11 +123,15 @@ impl Watched {
 pub async fn run(
     config: kube::Config,
     mut stop: watch::Receiver<bool>,
+    metrics: PlacementMetrics,
 ) -> Result<(), PlacementError> {
     let roots = Roots::new(config, "/clusters/");
     let wildcard = roots.at("/clusters/*")?;
     let root = roots.at(&format!("/clusters/{}", LogicalClusterPath::root()))?;
     let changed = Arc::new(Notify::new());
+    // Syncers renew their leases every few seconds: a renewal alone changes nothing placed,
+    // so lease events only wake the loop to see whether a cluster's readiness changed.
+    let heartbeat = Arc::new(Notify::new());
     let start_trimmed =
         |ar: ApiResource, what: &str, selector: Option<&str>, trim: fn(&mut DynamicObject)| {
             let notify = changed.clone();
@@ -185,7 +191,7 @@ pub async fn run(
         leases: Informer::start(
             Api::namespaced(root.clone(), SYNCER_LEASE_NAMESPACE),
             watcher::Config::default(),
-            changed.clone(),
+            heartbeat.clone(),
             "leases",
         ),
         kinds: BUILTIN
@@ -200,11 +206,26 @@ pub async fn run(
             })
             .collect(),
     };
-    let mut retry = false;
-    let mut wait_next = RESYNC;
+    let (mut retry, mut shifting) = (false, false);
+    // The clusters whose heartbeat was current at the last pass.
+    let mut beating: Option<BTreeSet<String>> = None;
     loop {
-        let wait = if retry { RETRY } else { wait_next };
-        tokio::select! {
+        // With nothing failed and nothing shifting, the loop sleeps until an event or the
+        // next heartbeat that could run out: an idle fleet costs no pass.
+        let (wait, timed) = if retry {
+            (Some(RETRY), Trigger::Retry)
+        } else if shifting {
+            (Some(SHIFT_TICK), Trigger::Shift)
+        } else {
+            (next_expiry(&w.leases), Trigger::Heartbeat)
+        };
+        let timer = async {
+            match wait {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let trigger = tokio::select! {
             r = stop.changed() => {
                 if r.is_err() {
                     return Err(PlacementError::Orphaned);
@@ -212,13 +233,23 @@ pub async fn run(
                 if *stop.borrow() {
                     return Ok(());
                 }
+                continue;
             }
             _ = changed.notified() => {
                 // A burst of changes (an apply of many objects) makes one pass, not one
                 // pass per event: each pass reads every watched object.
                 tokio::time::sleep(COALESCE).await;
+                Trigger::Change
             }
-            _ = tokio::time::sleep(wait) => {}
+            _ = heartbeat.notified() => Trigger::Heartbeat,
+            _ = timer => timed,
+        };
+        if trigger == Trigger::Heartbeat
+            && w.leases.is_ready()
+            && beating.as_ref() == Some(&current_heartbeats(&w.leases))
+        {
+            metrics.quiet_wakes.inc();
+            continue;
         }
         // Custom kinds marked syncable are placed like the built-in ones.
         for crd in w.crds.state() {
@@ -239,10 +270,50 @@ pub async fn run(
         if !w.ready() {
             continue;
         }
-        let (ok, shifting) = pass(&roots, &root, &w).await;
+        let seen = current_heartbeats(&w.leases);
+        let span = tracing::debug_span!(
+            "placement pass",
+            ?trigger,
+            namespaces = tracing::field::Empty
+        );
+        let started = std::time::Instant::now();
+        let (ok, shifts, decided) =
+            tracing::Instrument::instrument(pass(&roots, &root, &w), span).await;
+        metrics.pass(trigger);
+        metrics
+            .pass_seconds
+            .observe(started.elapsed().as_secs_f64());
+        metrics.namespaces.inc_by(decided as u64);
+        beating = Some(seen);
         retry = !ok;
-        wait_next = if shifting { SHIFT_TICK } else { RESYNC };
+        shifting = shifts;
     }
+}
+
+/// The clusters (by lease name) whose syncer heartbeat is current now.
+fn current_heartbeats(leases: &Informer<Lease>) -> BTreeSet<String> {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    leases
+        .state()
+        .iter()
+        .filter(|l| !sluice_kube::lease::is_expired(l, now))
+        .filter_map(|l| l.metadata.name.clone())
+        .collect()
+}
+
+/// How long until the next current heartbeat could run out (`None`: none is current).
+fn next_expiry(leases: &Informer<Lease>) -> Option<Duration> {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    leases
+        .state()
+        .iter()
+        .filter_map(|l| sluice_kube::lease::expires_at(l))
+        .filter(|t| *t > now)
+        .min()
+        .map(|t| {
+            let left = t.duration_since(now).unsigned_abs();
+            left.max(EXPIRY_CHECK_MIN)
+        })
 }
 
 /// What placement keeps of the objects it places: all of a workload or Service (their
@@ -301,8 +372,9 @@ fn heartbeat_current(leases: &Informer<Lease>, cluster: &ClusterName) -> bool {
         .is_some_and(|l| !sluice_kube::lease::is_expired(&l, k8s_openapi::jiff::Timestamp::now()))
 }
 
-/// One pass: false if a write failed; true if traffic is shifting somewhere.
-async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
+/// One pass: false if a write failed; true if traffic is shifting somewhere; how many
+/// namespaces it decided.
+async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool, usize) {
     let mut ok = true;
     let mut shifting = false;
     let namespaces = w.namespaces.state();
@@ -370,10 +442,10 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
             name: p.metadata.name.clone().unwrap_or_default(),
             namespaces: parse_selector(&spec["namespaceSelector"]),
             clusters: parse_selector(&spec["locationSelector"]),
-            mode: if spec["mode"] == "Spread" {
-                Mode::Spread
-            } else {
-                Mode::Single
+            // Admission refuses any other value; one stored before that reads as unset.
+            mode: match serde_json::from_value(spec["mode"].clone()).unwrap_or_default() {
+                PlacementMode::Single => Mode::Single,
+                PlacementMode::Spread => Mode::Spread,
             },
             traffic_shift: serde_json::from_value(spec["trafficShift"].clone()).unwrap_or_default(),
         };
@@ -788,7 +860,8 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool) {
 
     ok &= report_placements(roots, &placements, &clusters).await;
     ok &= report_clusters(root, &cluster_objects, &clusters, &placed_on, &allocated).await;
-    (ok, shifting)
+    tracing::Span::current().record("namespaces", namespaces.len());
+    (ok, shifting, namespaces.len())
 }
 
 /// Delete the Pod mirrors in namespace `ns` of `path` that a cluster it is no longer placed

@@ -13,6 +13,7 @@ pub mod controller;
 pub mod demand;
 pub mod drain;
 pub mod imports;
+pub mod metrics;
 pub mod rollback;
 pub mod schedule;
 pub mod shift;
@@ -20,3 +21,4 @@ pub mod status;
 pub mod tenancy;
 
 pub use controller::{PlacementError, run};
+pub use metrics::PlacementMetrics;
