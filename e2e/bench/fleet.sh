@@ -113,7 +113,7 @@ for build in $BUILDS; do
   on() { local c=$1; shift; "$KUBECTL" --kubeconfig "$state/clusters/$c.kubeconfig" --cache-dir "$work/cache-$c" "$@"; }
   server=$("$KUBECTL" --kubeconfig "$CONTROL" config view --minify -o jsonpath='{.clusters[0].cluster.server}')
   base=${server%/clusters/*}
-  control_pid=$(pgrep -f "sluice control --data-dir $state/control " | head -1)
+  control_pid=$(pgrep -f " control --data-dir $state/control " | head -1)
   [ -n "$control_pid" ] || { echo "no control plane process for $state" >&2; exit 1; }
 
   at=east
