@@ -182,24 +182,12 @@ pub struct PlacementSpec {
     /// Selects the namespaces this placement applies to; all when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
-    /// `Single` (one cluster) or `Spread` (every selected cluster); `Single` when unset.
+    /// `Single` (one cluster) or `Spread` (every selected cluster).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<PlacementMode>,
+    pub mode: Option<String>,
     /// How traffic leaves a cluster the namespaces move off; defaults when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic_shift: Option<TrafficShift>,
-}
-
-/// How a Placement runs the namespaces it selects. Any other value is refused at
-/// admission, so none is read as another.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub enum PlacementMode {
-    /// On one of the selected clusters, staying there while it remains selected and usable.
-    #[default]
-    Single,
-    /// On every selected cluster whose share fits, each workload's replicas split between
-    /// them.
-    Spread,
 }
 
 /// How traffic leaves a cluster when a namespace moves off it (or it is drained): once the

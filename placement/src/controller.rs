@@ -14,7 +14,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use sluice_api::liveness::{SYNCER_LEASE_NAMESPACE, syncer_lease_name};
-use sluice_api::sluice::{PlacementMode, TrafficShift};
+use sluice_api::sluice::TrafficShift;
 use sluice_api::sync::{
     LABEL_CLUSTER, REPLICAS_ANNOTATION_PREFIX, SOFT_FINALIZER_PREFIX, STATE_SYNC,
     STATUS_ANNOTATION_PREFIX, SYNC_FINALIZER_PREFIX, draining_annotation, placed_clusters,
@@ -442,10 +442,11 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool, u
             name: p.metadata.name.clone().unwrap_or_default(),
             namespaces: parse_selector(&spec["namespaceSelector"]),
             clusters: parse_selector(&spec["locationSelector"]),
-            // Admission refuses any other value; one stored before that reads as unset.
-            mode: match serde_json::from_value(spec["mode"].clone()).unwrap_or_default() {
-                PlacementMode::Single => Mode::Single,
-                PlacementMode::Spread => Mode::Spread,
+            // Admission refuses any value but these two (control/src/admission/sluice_kinds.rs).
+            mode: if spec["mode"] == "Spread" {
+                Mode::Spread
+            } else {
+                Mode::Single
             },
             traffic_shift: serde_json::from_value(spec["trafficShift"].clone()).unwrap_or_default(),
         };
