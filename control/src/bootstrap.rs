@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 
 use crate::downstream_names::DownstreamNames;
-use crate::resources::{Catalog, ResourceType};
+use crate::catalog::Catalog;
+use crate::resources::ResourceType;
 use crate::storage::{Expect, Key, Op, ResourcePrefix, StorageError, Store};
 
 /// The namespaces every cluster has.

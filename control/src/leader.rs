@@ -17,7 +17,7 @@ use sluice_api::LogicalClusterPath;
 use tokio::sync::watch;
 
 use crate::object;
-use crate::resources::Catalog;
+use crate::catalog::Catalog;
 use crate::storage::{Expect, Key, Op, Revision, StorageError, Store};
 
 /// How long a lease lives without renewal before another replica may take it.

@@ -27,6 +27,7 @@ pub mod pipeline;
 pub mod pki;
 pub mod rbac;
 pub mod request;
+pub mod catalog;
 pub mod resources;
 pub mod schema;
 pub mod selectors;

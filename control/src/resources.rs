@@ -1,7 +1,7 @@
 //! The catalog of served resource types: names for discovery, scope, subresources, and
 //! the typed schema each one is validated against.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use k8s_openapi::api::{apps::v1 as apps, coordination::v1 as coordination, core::v1 as core};
 use k8s_openapi::api::{authentication::v1 as authentication, authorization::v1 as authorization};
@@ -16,7 +16,37 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::errors::GroupResource;
+use crate::jsonpath::JsonPath;
 use crate::storage::ResourcePrefix;
+
+/// A column of `kubectl get` for a custom resource.
+#[derive(Clone, Debug)]
+pub struct PrinterColumn {
+    pub name: String,
+    pub ty: String,
+    pub priority: u8,
+    pub path: JsonPath,
+}
+
+/// Where a custom resource keeps what its `scale` subresource shows.
+#[derive(Clone, Debug)]
+pub struct ScalePaths {
+    pub spec_replicas: JsonPath,
+    pub spec_replicas_field: Vec<String>,
+    pub status_replicas: JsonPath,
+    pub label_selector: Option<JsonPath>,
+}
+
+/// What a custom type needs beyond its names.
+#[derive(Debug)]
+pub struct CustomVersion {
+    /// `openAPIV3Schema`; `None` accepts anything.
+    pub schema: Option<Value>,
+    pub printer_columns: Vec<PrinterColumn>,
+    pub scale: Option<ScalePaths>,
+    /// The version objects are stored in (conversion strategy `None`: only apiVersion changes).
+    pub storage_version: String,
+}
 
 /// Subresources a type serves besides the object itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +110,7 @@ pub enum SchemaKind {
         decode: fn(&Value) -> Result<(), String>,
     },
     /// A CustomResourceDefinition version.
-    Custom(Arc<crate::crd::CustomVersion>),
+    Custom(Arc<CustomVersion>),
 }
 
 /// One served resource type.
@@ -123,7 +153,7 @@ impl ResourceType {
         }
     }
 
-    pub fn custom(&self) -> Option<&crate::crd::CustomVersion> {
+    pub fn custom(&self) -> Option<&CustomVersion> {
         match &self.schema {
             SchemaKind::Custom(c) => Some(c),
             SchemaKind::Builtin { .. } => None,
@@ -218,7 +248,7 @@ const STATUS: &[Subresource] = &[Subresource::Status];
 const STATUS_SCALE: &[Subresource] = &[Subresource::Status, Subresource::Scale];
 const ALL: &[&str] = &["all"];
 
-fn builtins() -> Vec<ResourceType> {
+pub(crate) fn builtins() -> Vec<ResourceType> {
     use sluice_api::sluice as s;
     vec![
         rt::<core::Namespace>(
@@ -542,145 +572,4 @@ fn builtins() -> Vec<ResourceType> {
             STATUS,
         ),
     ]
-}
-
-/// Kubernetes' version order, most preferred first: GA, then beta, then alpha (higher
-/// numbers first within each), then names that are not Kubernetes-like, alphabetically.
-fn version_priority(v: &str) -> (u8, std::cmp::Reverse<u64>, std::cmp::Reverse<u64>, String) {
-    use std::cmp::Reverse;
-    let parsed = v.strip_prefix('v').and_then(|rest| {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let major: u64 = rest[..digits].parse().ok()?;
-        let tail = &rest[digits..];
-        let (stage, num) = if tail.is_empty() {
-            (0, "0")
-        } else if let Some(n) = tail.strip_prefix("beta") {
-            (1, n)
-        } else if let Some(n) = tail.strip_prefix("alpha") {
-            (2, n)
-        } else {
-            return None;
-        };
-        let minor: u64 = num.parse().ok()?;
-        Some((stage, major, minor))
-    });
-    match parsed {
-        Some((stage, major, minor)) => (stage, Reverse(major), Reverse(minor), String::new()),
-        None => (3, Reverse(0), Reverse(0), v.to_string()),
-    }
-}
-
-/// A set of resource types with lookups by URL segment and by kind.
-pub struct Catalog {
-    types: Vec<Arc<ResourceType>>,
-    /// Changes whenever the set of types changes (OpenAPI documents are cached by it).
-    pub generation: u64,
-}
-
-impl Catalog {
-    fn new(types: Vec<ResourceType>) -> Self {
-        Self {
-            types: types.into_iter().map(Arc::new).collect(),
-            generation: 0,
-        }
-    }
-
-    /// The built-ins plus `custom` types.
-    pub fn with_custom(custom: Vec<Arc<ResourceType>>, generation: u64) -> Self {
-        let mut types = Self::builtin_arc().types.clone();
-        types.extend(custom);
-        Self { types, generation }
-    }
-
-    /// The built-in types, the same in every logical cluster.
-    pub fn builtin() -> &'static Catalog {
-        Self::builtin_arc()
-    }
-
-    pub fn builtin_arc() -> &'static Arc<Catalog> {
-        static CATALOG: OnceLock<Arc<Catalog>> = OnceLock::new();
-        CATALOG.get_or_init(|| {
-            let mut catalog = Catalog::new(builtins());
-            // The MCS and About API types are served as if their CRDs were installed in
-            // every logical cluster: two versions, one storage version, structural schemas.
-            for crd in sluice_api::mcs::crds() {
-                catalog.types.extend(crate::crd::types_from_crd(&crd));
-            }
-            Arc::new(catalog)
-        })
-    }
-
-    pub fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<ResourceType>> {
-        self.types
-            .iter()
-            .find(|t| t.group == group && t.version == version && t.resource == resource)
-    }
-
-    pub fn types(&self) -> &[Arc<ResourceType>] {
-        &self.types
-    }
-
-    /// Groups in discovery order, each with its versions.
-    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
-        let mut out: Vec<(String, Vec<String>)> = Vec::new();
-        for t in &self.types {
-            match out.iter_mut().find(|(g, _)| *g == t.group) {
-                Some((_, versions)) if !versions.contains(&t.version) => {
-                    versions.push(t.version.clone())
-                }
-                Some(_) => {}
-                None => out.push((t.group.clone(), vec![t.version.clone()])),
-            }
-        }
-        for (_, versions) in &mut out {
-            versions.sort_by_key(|v| version_priority(v));
-        }
-        out
-    }
-
-    pub fn in_group_version<'a>(
-        &'a self,
-        group: &'a str,
-        version: &'a str,
-    ) -> impl Iterator<Item = &'a Arc<ResourceType>> + 'a {
-        self.types
-            .iter()
-            .filter(move |t| t.group == group && t.version == version)
-    }
-
-    /// Every namespaced type, for namespace deletion.
-    pub fn namespaced(&self) -> impl Iterator<Item = &Arc<ResourceType>> {
-        self.types.iter().filter(|t| t.namespaced)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versions_sort_like_kubernetes() {
-        let mut v = vec![
-            "v1alpha1", "foo", "v1beta1", "v2beta1", "v1", "v2", "v1beta2",
-        ];
-        v.sort_by_key(|v| version_priority(v));
-        assert_eq!(
-            v,
-            [
-                "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "foo"
-            ]
-        );
-    }
-
-    #[test]
-    fn mcs_types_prefer_their_storage_version() {
-        let groups = Catalog::builtin().groups();
-        let (_, versions) = groups
-            .iter()
-            .find(|(g, _)| g == "multicluster.x-k8s.io")
-            .unwrap();
-        assert_eq!(versions, &["v1beta1", "v1alpha1"]);
-    }
 }

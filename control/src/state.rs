@@ -11,9 +11,9 @@ use crate::crd::registry::CrdRegistry;
 use crate::errors::{ApiError, ApiResult, GroupResource};
 use crate::metrics::ApiMetrics;
 use crate::request::ClusterScope;
-use crate::resources::Catalog;
+use crate::catalog::Catalog;
 use crate::schema::SchemaSet;
-use crate::schema::openapi::OpenApiCache;
+use crate::schema::served::OpenApiCache;
 use crate::storage::{ResourcePrefix, Store};
 
 /// Request limits.

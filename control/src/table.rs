@@ -619,7 +619,7 @@ fn partial_metadata(o: &Value) -> Value {
 
 /// Columns of a custom resource: Name, then the CRD's printer columns (Age by default).
 fn custom_columns(
-    c: &crate::crd::CustomVersion,
+    c: &crate::resources::CustomVersion,
 ) -> Vec<(String, String, u8, Option<&crate::jsonpath::JsonPath>)> {
     let mut out = vec![("Name".to_string(), "string".to_string(), 0, None)];
     if c.printer_columns.is_empty() {
@@ -733,7 +733,7 @@ pub fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Catalog;
+    use crate::catalog::Catalog;
 
     #[test]
     fn durations_like_kube() {

@@ -14,3 +14,9 @@ fn controllers_and_storage_do_not_import_handlers() {
         assert_eq!(graph.edges_between(from, "handlers"), vec![], "{from}");
     }
 }
+
+#[test]
+fn no_module_circles_probe() {
+    let graph = ModuleGraph::of_crate(concat!(env!("CARGO_MANIFEST_DIR"), "/src").as_ref());
+    assert_eq!(graph.cycles(), Vec::<Vec<String>>::new());
+}

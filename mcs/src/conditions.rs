@@ -9,6 +9,7 @@ use sluice_api::mcs::{ServiceExportStatus, ServiceImportType};
 
 use crate::export::{Export, Validity};
 use crate::merge::Merged;
+use crate::names::truncate;
 use crate::vip::VipError;
 
 /// Longest condition message the API accepts (`metav1.Condition.message`).
@@ -195,20 +196,6 @@ pub(crate) fn import_conditions(
     c.finish()
 }
 
-/// `s` cut to at most `max` bytes on a character boundary, marked with an ellipsis.
-pub(crate) fn truncate(mut s: String, max: usize) -> String {
-    if s.len() <= max {
-        return s;
-    }
-    let mut cut = max.saturating_sub('…'.len_utf8());
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    s.truncate(cut);
-    s.push('…');
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,14 +223,5 @@ mod tests {
         let mut c = Conditions::new(&same, Some(2), &t1);
         c.set(CONDITION_READY, false, REASON_PENDING, "b".into());
         assert_eq!(c.finish()[0].last_transition_time, t1);
-    }
-
-    #[test]
-    fn truncate_respects_char_boundaries() {
-        let s = "ü".repeat(10);
-        let t = truncate(s, 6);
-        assert!(t.len() <= 6);
-        assert!(t.ends_with('…'));
-        assert_eq!(truncate("short".into(), 10), "short");
     }
 }

@@ -10,10 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use sluice_api::mcs::{ServiceExport, ServiceImportType};
+use sluice_api::mcs::{ServiceExport, ServiceImportType, is_managed};
 
 use crate::model::{ClusterId, MemberSnapshot, ServiceKey};
-use crate::reconcile::is_managed;
 
 /// Namespace label marking a namespace Sluice placed: its Services are exported implicitly.
 pub const LABEL_LOGICAL_CLUSTER: &str = sluice_api::sync::LABEL_LOGICAL_CLUSTER;

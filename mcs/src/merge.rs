@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::ServicePort as K8sServicePort;
 use sluice_api::mcs::{ServiceImportSpec, ServiceImportType, ServicePort};
 
-use crate::conditions::truncate;
+use crate::names::truncate;
 use crate::export::Source;
 use crate::model::ClusterId;
 

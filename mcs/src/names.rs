@@ -1,4 +1,5 @@
-//! Kubernetes name rules the controller must respect when it makes up names.
+//! Kubernetes' bounds on what the controller writes: the name rules it respects when it
+//! makes up names, and messages and values cut to a length on a character boundary.
 
 /// The longest object name Kubernetes accepts (a DNS-1123 subdomain).
 pub(crate) const MAX_SUBDOMAIN_LEN: usize = 253;
@@ -57,6 +58,20 @@ pub(crate) fn sanitize_prefix(text: &str, max: usize) -> String {
     cut.trim_end_matches('-').to_string()
 }
 
+/// `s` cut to at most `max` bytes on a character boundary, marked with an ellipsis.
+pub(crate) fn truncate(mut s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let mut cut = max.saturating_sub('…'.len_utf8());
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    s.truncate(cut);
+    s.push('…');
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +104,14 @@ mod tests {
         assert_eq!(sanitize_prefix("-Echo.v2_x-", 63), "echo-v2-x");
         assert_eq!(sanitize_prefix("abc-def", 4), "abc");
         assert_eq!(sanitize_prefix("é", 10), "");
+    }
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        let s = "ü".repeat(10);
+        let t = truncate(s, 6);
+        assert!(t.len() <= 6);
+        assert!(t.ends_with('…'));
+        assert_eq!(truncate("short".into(), 10), "short");
     }
 }

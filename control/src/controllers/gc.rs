@@ -357,7 +357,7 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     // Owners left mid-finalization by a previous run.
-    for t in crate::resources::Catalog::builtin().types() {
+    for t in crate::catalog::Catalog::builtin().types() {
         state.store.scan(t.prefix.as_str(), None, |k, e| {
             if let Ok(v) = serde_json::from_slice::<Value>(&e.value) {
                 let held = v["metadata"]["finalizers"]

@@ -10,41 +10,14 @@ use serde_json::{Value, json};
 
 use crate::errors::{Cause, GroupResource};
 use crate::jsonpath::JsonPath;
-use crate::resources::{ResourceType, SchemaKind, Subresource};
+use crate::resources::{
+    CustomVersion, PrinterColumn, ResourceType, ScalePaths, SchemaKind, Subresource,
+};
 use crate::storage::ResourcePrefix;
 
 pub const CRD_GROUP: &str = "apiextensions.k8s.io";
 /// Held by a CRD while its custom resources are being removed.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
-
-/// A column of `kubectl get` for a custom resource.
-#[derive(Clone, Debug)]
-pub struct PrinterColumn {
-    pub name: String,
-    pub ty: String,
-    pub priority: u8,
-    pub path: JsonPath,
-}
-
-/// Where a custom resource keeps what its `scale` subresource shows.
-#[derive(Clone, Debug)]
-pub struct ScalePaths {
-    pub spec_replicas: JsonPath,
-    pub spec_replicas_field: Vec<String>,
-    pub status_replicas: JsonPath,
-    pub label_selector: Option<JsonPath>,
-}
-
-/// What a custom type needs beyond its names.
-#[derive(Debug)]
-pub struct CustomVersion {
-    /// `openAPIV3Schema`; `None` accepts anything.
-    pub schema: Option<Value>,
-    pub printer_columns: Vec<PrinterColumn>,
-    pub scale: Option<ScalePaths>,
-    /// The version objects are stored in (conversion strategy `None`: only apiVersion changes).
-    pub storage_version: String,
-}
 
 fn field_path(p: &str) -> Vec<String> {
     p.trim_start_matches('.')

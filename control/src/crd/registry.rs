@@ -8,7 +8,8 @@ use std::sync::{Arc, RwLock};
 use serde_json::Value;
 use sluice_api::LogicalClusterPath;
 
-use crate::resources::{Catalog, ResourceType};
+use crate::catalog::Catalog;
+use crate::resources::ResourceType;
 use crate::storage::{ResourcePrefix, Store};
 
 pub fn crd_prefix() -> ResourcePrefix {

@@ -4,9 +4,9 @@
 use http::{HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
-use super::{Ctx, Resp, json_value};
+use super::respond::{Ctx, Resp, json_value};
 use crate::errors::{ApiError, ApiResult};
-use crate::resources::Catalog;
+use crate::catalog::Catalog;
 use crate::resources::{ResourceType, Subresource};
 
 /// The aggregated-discovery version the client accepts, if any.

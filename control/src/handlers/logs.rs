@@ -6,15 +6,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode, header};
-use http_body_util::{BodyExt, StreamBody};
-use hyper::body::Frame;
+use http::{HeaderValue, Response, header};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
-use tokio_stream::StreamExt;
 
-use super::objects::Scope;
-use super::{Ctx, Resp, full};
+use super::scope::Scope;
+use super::respond::{Ctx, Resp, full};
 use crate::errors::{ApiError, ApiResult};
 use crate::state::ApiState;
 
@@ -204,18 +201,7 @@ pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -
             }
         }
     });
-    Ok(streamed(rx))
-}
-
-/// A `text/plain` response whose body is what arrives on `rx`, until it closes.
-pub(super) fn streamed(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Resp {
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
-        .map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
-    let mut r = Response::new(StreamBody::new(stream).boxed());
-    *r.status_mut() = StatusCode::OK;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    r
+    Ok(super::respond::streamed(rx))
 }
 
 #[cfg(test)]

@@ -7,90 +7,27 @@ pub mod logs;
 pub mod objects;
 pub mod openapi;
 pub mod remote_logs;
+pub mod respond;
 pub mod reviews;
+pub mod route;
+pub mod scope;
 pub mod system;
 pub mod token_request;
 pub mod watch;
 
-use std::convert::Infallible;
 use std::time::Instant;
 
-use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use http::{HeaderValue, Method, Request, header};
 use tracing::Instrument;
 
 use crate::audit::{AuditEvent, millis};
 use crate::auth::User;
-use crate::errors::{ApiError, ApiResult};
+use crate::errors::ApiError;
 use crate::metrics::{RequestLabels, VerbLabels};
 use crate::request::{ClusterScope, Query, Route, Target, parse_path};
 use crate::state::SharedState;
 
-pub type Body = BoxBody<Bytes, Infallible>;
-pub type Resp = Response<Body>;
-
-/// Everything a handler needs to know about the request.
-pub struct Ctx {
-    pub method: Method,
-    pub target: Target,
-    pub query: Query,
-    pub headers: HeaderMap,
-    pub user: User,
-    /// Warnings for the `Warning` response header (unknown fields under `Warn`).
-    pub warnings: Vec<String>,
-}
-
-impl Ctx {
-    pub fn accept(&self) -> &str {
-        self.headers
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-
-    pub fn content_type(&self) -> &str {
-        self.headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-
-    pub fn dry_run(&self) -> bool {
-        self.query.get("dryRun") == Some("All")
-    }
-}
-
-pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).boxed()
-}
-
-pub fn json(code: StatusCode, body: impl Into<Bytes>) -> Resp {
-    let mut r = Response::new(full(body));
-    *r.status_mut() = code;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
-pub fn json_value(code: StatusCode, v: &serde_json::Value) -> Resp {
-    json(code, serde_json::to_vec(v).unwrap_or_default())
-}
-
-/// The one mapping from [`ApiError`] to the wire.
-pub fn error_response(e: &ApiError) -> Resp {
-    let code = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut resp = json_value(code, &e.to_status());
-    if let ApiError::TooManyRequests(t) = e {
-        resp.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(t.retry_after_seconds),
-        );
-    }
-    resp
-}
+pub use respond::{Body, Ctx, Resp, error_response, full, json, json_value, read_body};
 
 /// Who a request is for fairness: the system's own parts, or a tenant's logical cluster.
 fn flow_of(user: &User, target: &Target) -> crate::fairness::Flow {
@@ -112,20 +49,6 @@ fn flow_of(user: &User, target: &Target) -> crate::fairness::Flow {
 fn long_running(verb: &str, route: &Route, query: &Query) -> bool {
     verb == "watch"
         || matches!(route, Route::Resource(r) if r.subresource.as_deref() == Some("log") && query.flag("follow"))
-}
-
-/// Read a request body up to the size limit.
-pub async fn read_body(body: hyper::body::Incoming, limit: usize) -> ApiResult<Bytes> {
-    match Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(ApiError::too_large(limit))
-        }
-        Err(e) => Err(ApiError::BadRequest(format!("reading request body: {e}"))),
-    }
 }
 
 /// The Kubernetes verb of a request, as RBAC and audit name it (`get`, `list`, `watch`,
@@ -331,7 +254,7 @@ async fn dispatch(state: &SharedState, mut ctx: Ctx, body: hyper::body::Incoming
         Route::Resources { group, version } => {
             discovery::resources(&state.catalog_for(&ctx.target.cluster), &group, &version)
         }
-        Route::Resource(rp) => objects::serve(state, &mut ctx, rp, body).await,
+        Route::Resource(rp) => route::serve(state, &mut ctx, rp, body).await,
     };
     let mut resp = match result {
         Ok(r) => r,

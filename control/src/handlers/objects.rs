@@ -1,55 +1,21 @@
-//! CRUD on resources: get, list, create, update, patch, delete, deletecollection, and the
+//! CRUD on objects: get, list, create, update, patch, delete, deletecollection, and the
 //! `status` and `scale` subresources.
-
-use std::sync::Arc;
 
 use base64::Engine;
 use bytes::Bytes;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::{Value, json};
-use sluice_api::LogicalClusterPath;
 
-use super::{Ctx, Resp, json, read_body};
+use super::respond::{Ctx, Resp, json};
+use super::scope::{Filter, Scope, collection_prefix, present};
 use crate::errors::{ApiError, ApiResult};
 use crate::patch::PatchType;
 use crate::pipeline::{
-    self, Change, FieldValidation, Ownership, Patcher, Target, Write, Written, parse_json,
+    self, Change, FieldValidation, Ownership, Patcher, Write, Written, parse_json,
 };
-use crate::request::{ClusterScope, ResourcePath};
 use crate::resources::{ResourceType, Subresource};
-use crate::selectors::{FieldSelector, LabelSelector};
 use crate::state::{ApiState, SharedState};
 use crate::storage::{Key, Revision};
-
-/// A resource request resolved against the catalog.
-pub struct Scope<'a> {
-    pub t: &'a Arc<ResourceType>,
-    /// `None` for a wildcard request.
-    pub cluster: Option<LogicalClusterPath>,
-    pub namespace: Option<String>,
-}
-
-impl Scope<'_> {
-    fn cluster(&self) -> ApiResult<&LogicalClusterPath> {
-        self.cluster.as_ref().ok_or(ApiError::MethodNotAllowed)
-    }
-
-    fn key(&self, name: &str) -> ApiResult<Key> {
-        Ok(self
-            .t
-            .prefix
-            .key(self.cluster()?, self.namespace.as_deref(), name))
-    }
-
-    /// The write target of a request for one logical cluster.
-    fn target(&self) -> ApiResult<Target> {
-        Ok(Target {
-            t: self.t.clone(),
-            cluster: self.cluster()?.clone(),
-            namespace: self.namespace.clone(),
-        })
-    }
-}
 
 /// The pipeline's parameters from a request's query and headers.
 fn write_of(ctx: &Ctx) -> Write {
@@ -78,127 +44,20 @@ fn written(t: &ResourceType, code: StatusCode, w: Written) -> ApiResult<Resp> {
     Ok(json(code, present(t, w.into_bytes()?)))
 }
 
-pub async fn serve(
+/// Replace or patch the `scale` subresource.
+pub(super) async fn update_scale(
     state: &SharedState,
-    ctx: &mut Ctx,
-    rp: ResourcePath,
-    body: hyper::body::Incoming,
+    ctx: &Ctx,
+    scope: &Scope<'_>,
+    name: &str,
+    patcher: Patcher<'_>,
 ) -> ApiResult<Resp> {
-    let catalog = state.catalog_for(&ctx.target.cluster);
-    let t = catalog
-        .lookup(&rp.group, &rp.version, &rp.resource)
-        .ok_or(ApiError::PathNotFound)?
-        .clone();
-    let t = &t;
-    if t.namespaced != rp.namespace.is_some() && !(t.namespaced && rp.name.is_none()) {
-        return Err(ApiError::PathNotFound);
-    }
-    let cluster = match &ctx.target.cluster {
-        ClusterScope::One(c) => {
-            state.cluster_exists(c)?;
-            Some(c.clone())
-        }
-        ClusterScope::Wildcard => {
-            // Who may read across logical clusters was decided in `authorize`.
-            if ctx.method != Method::GET || rp.name.is_some() {
-                return Err(ApiError::MethodNotAllowed);
-            }
-            None
-        }
-    };
-    let scope = Scope {
-        t,
-        cluster,
-        namespace: rp.namespace.clone(),
-    };
-    if t.is_review() {
-        if ctx.method != Method::POST || rp.name.is_some() {
-            return Err(ApiError::MethodNotAllowed);
-        }
-        let body = read_body(body, state.limits.max_body).await?;
-        return super::reviews::serve(state, ctx, &scope, &body);
-    }
-    if t.has(Subresource::Token) && rp.subresource.as_deref() == Some("token") {
-        return match (&ctx.method, rp.name.as_deref()) {
-            (&Method::POST, Some(n)) => {
-                let body = read_body(body, state.limits.max_body).await?;
-                super::token_request::serve(state, ctx, &scope, n, &body)
-            }
-            _ => Err(ApiError::MethodNotAllowed),
-        };
-    }
-    if t.resource == "pods" && t.group.is_empty() && rp.subresource.as_deref() == Some("log") {
-        return match (&ctx.method, rp.name.as_deref()) {
-            (&Method::GET, Some(n)) => super::logs::serve(state, ctx, &scope, n).await,
-            _ => Err(ApiError::MethodNotAllowed),
-        };
-    }
-    let sub = match rp.subresource.as_deref() {
-        None => None,
-        Some("status") if t.has(Subresource::Status) => Some(Subresource::Status),
-        Some("scale") if t.has(Subresource::Scale) => Some(Subresource::Scale),
-        Some(_) => return Err(ApiError::PathNotFound),
-    };
-    let watch = rp.legacy_watch || ctx.query.flag("watch");
-    match (&ctx.method, rp.name.as_deref(), sub) {
-        (&Method::GET, None, _) if watch => super::watch::serve(state, ctx, &scope).await,
-        (&Method::GET, None, _) => list(state, ctx, &scope),
-        (&Method::GET, Some(n), Some(Subresource::Scale)) => get_scale(state, &scope, n),
-        (&Method::GET, Some(n), _) => get(state, ctx, &scope, n),
-        (&Method::POST, None, None) => {
-            let body = read_body(body, state.limits.max_body).await?;
-            create(state, ctx, &scope, &body).await
-        }
-        (&Method::PUT, Some(n), sub) => {
-            let body = read_body(body, state.limits.max_body).await?;
-            match sub {
-                Some(Subresource::Scale) => {
-                    let scale = pipeline::update_scale(
-                        state,
-                        &scope.target()?,
-                        n,
-                        Patcher::Replace(&body),
-                        ctx.dry_run(),
-                    )
-                    .await?;
-                    Ok(super::json_value(StatusCode::OK, &scale))
-                }
-                _ => update(state, ctx, &scope, n, sub, &body).await,
-            }
-        }
-        (&Method::PATCH, Some(n), sub) => {
-            let pt = PatchType::from_content_type(ctx.content_type()).ok_or_else(|| {
-                ApiError::UnsupportedMediaType(format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {:?})", ctx.content_type()))
-            })?;
-            let body = read_body(body, state.limits.max_body).await?;
-            match sub {
-                Some(Subresource::Scale) => {
-                    let scale = pipeline::update_scale(
-                        state,
-                        &scope.target()?,
-                        n,
-                        Patcher::Patch(pt, &body),
-                        ctx.dry_run(),
-                    )
-                    .await?;
-                    Ok(super::json_value(StatusCode::OK, &scale))
-                }
-                _ => patch(state, ctx, &scope, n, sub, pt, &body).await,
-            }
-        }
-        (&Method::DELETE, Some(n), None) => {
-            let body = read_body(body, state.limits.max_body).await?;
-            delete(state, ctx, &scope, n, &body).await
-        }
-        (&Method::DELETE, None, None) => {
-            let body = read_body(body, state.limits.max_body).await?;
-            delete_collection(state, ctx, &scope, &body).await
-        }
-        _ => Err(ApiError::MethodNotAllowed),
-    }
+    let scale =
+        pipeline::update_scale(state, &scope.target()?, name, patcher, ctx.dry_run()).await?;
+    Ok(super::respond::json_value(StatusCode::OK, &scale))
 }
 
-fn get(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
+pub(super) fn get(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
     let entry = state
         .store
         .get(&scope.key(name)?)
@@ -214,7 +73,7 @@ fn get(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -> ApiResult<
             ctx.query.get("includeObject").unwrap_or("Metadata"),
             true,
         );
-        return Ok(super::json_value(StatusCode::OK, &t));
+        return Ok(super::respond::json_value(StatusCode::OK, &t));
     }
     Ok(json(StatusCode::OK, present(scope.t, entry.value.clone())))
 }
@@ -244,42 +103,7 @@ pub fn decode_continue(token: &str, prefix: &str) -> ApiResult<(String, Revision
     Ok((key.to_string(), Revision(v["rv"].as_u64().ok_or_else(bad)?)))
 }
 
-/// Parsed `labelSelector` and `fieldSelector`.
-pub struct Filter {
-    pub labels: LabelSelector,
-    pub fields: FieldSelector,
-}
-
-impl Filter {
-    pub fn from_ctx(ctx: &Ctx) -> ApiResult<Self> {
-        Ok(Self {
-            labels: LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or(""))?,
-            fields: FieldSelector::parse(ctx.query.get("fieldSelector").unwrap_or(""))?,
-        })
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.fields.is_empty()
-    }
-
-    pub fn matches_bytes(&self, value: &[u8]) -> bool {
-        if self.is_empty() {
-            return true;
-        }
-        serde_json::from_slice::<Value>(value)
-            .is_ok_and(|v| self.labels.matches(&v) && self.fields.matches(&v))
-    }
-}
-
-/// The key prefix a collection request covers.
-pub fn collection_prefix(scope: &Scope<'_>) -> String {
-    scope
-        .t
-        .prefix
-        .scope(scope.cluster.as_ref(), scope.namespace.as_deref())
-}
-
-fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
+pub(super) fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
     let filter = Filter::from_ctx(ctx)?;
     let limit: Option<usize> = ctx.query.number("limit")?.filter(|l: &usize| *l > 0);
     let prefix = collection_prefix(scope);
@@ -345,7 +169,7 @@ fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
             ctx.query.get("includeObject").unwrap_or("Metadata"),
             true,
         );
-        return Ok(super::json_value(StatusCode::OK, &t));
+        return Ok(super::respond::json_value(StatusCode::OK, &t));
     }
     let items: Vec<Bytes> = items.into_iter().map(|b| present(scope.t, b)).collect();
     Ok(json(StatusCode::OK, list_body(scope.t, &metadata, &items)))
@@ -376,23 +200,7 @@ fn list_body(t: &ResourceType, metadata: &Value, items: &[Bytes]) -> Vec<u8> {
 /// Decode a request body into an object of the endpoint's type: JSON or YAML, kind and
 /// apiVersion checked, unknown fields pruned (or rejected under `fieldValidation=Strict`),
 /// value types checked against the typed schema.
-/// Objects of a custom type are stored in the CRD's storage version; a read through
-/// another served version shows that version (conversion strategy `None`).
-pub fn present(t: &ResourceType, bytes: Bytes) -> Bytes {
-    let Some(c) = t.custom() else { return bytes };
-    if c.storage_version == t.version {
-        return bytes;
-    }
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(mut v) => {
-            v["apiVersion"] = json!(t.api_version());
-            serde_json::to_vec(&v).map(Bytes::from).unwrap_or(bytes)
-        }
-        Err(_) => bytes,
-    }
-}
-
-async fn create(
+pub(super) async fn create(
     state: &ApiState,
     ctx: &mut Ctx,
     scope: &Scope<'_>,
@@ -417,7 +225,7 @@ fn manager_of(ctx: &Ctx) -> String {
     )
 }
 
-async fn update(
+pub(super) async fn update(
     state: &ApiState,
     ctx: &mut Ctx,
     scope: &Scope<'_>,
@@ -443,7 +251,7 @@ async fn update(
     written(scope.t, StatusCode::OK, w)
 }
 
-async fn patch(
+pub(super) async fn patch(
     state: &ApiState,
     ctx: &mut Ctx,
     scope: &Scope<'_>,
@@ -489,14 +297,14 @@ async fn patch(
     written(scope.t, code, w)
 }
 
-fn get_scale(state: &ApiState, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
+pub(super) fn get_scale(state: &ApiState, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
     let entry = state
         .store
         .get(&scope.key(name)?)
         .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
     let obj: Value =
         serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(super::json_value(
+    Ok(super::respond::json_value(
         StatusCode::OK,
         &pipeline::scale_of(scope.t, &obj),
     ))
@@ -540,7 +348,7 @@ fn delete_options(ctx: &Ctx, body: &[u8]) -> ApiResult<(Value, bool)> {
 
 const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
 
-async fn delete(
+pub(super) async fn delete(
     state: &ApiState,
     ctx: &Ctx,
     scope: &Scope<'_>,
@@ -553,7 +361,7 @@ async fn delete(
     Ok(json(StatusCode::OK, bytes))
 }
 
-async fn delete_collection(
+pub(super) async fn delete_collection(
     state: &ApiState,
     ctx: &Ctx,
     scope: &Scope<'_>,

@@ -2,7 +2,7 @@
 
 use http::{HeaderValue, StatusCode, header};
 
-use super::{Ctx, Resp, json, json_value};
+use super::respond::{Ctx, Resp, json, json_value};
 use crate::errors::{ApiError, ApiResult};
 use crate::schema::gnostic;
 use crate::state::ApiState;
@@ -54,7 +54,7 @@ pub fn v2(state: &ApiState, ctx: &Ctx) -> ApiResult<Resp> {
     }
     let body = state.openapi.v2(
         state.schemas,
-        crate::resources::Catalog::builtin(),
+        crate::catalog::Catalog::builtin(),
         protobuf,
     );
     let mut r = json(StatusCode::OK, body);

@@ -10,7 +10,7 @@ use serde_json::Value;
 use sluice_api::liveness::{ANNOTATION_SYNCER_LOGS, SYNCER_LEASE_NAMESPACE, syncer_lease_name};
 use sluice_api::{ClusterName, LogicalClusterPath};
 
-use super::{Ctx, Resp};
+use super::respond::{Ctx, Resp};
 use crate::errors::{ApiError, ApiResult};
 use crate::state::ApiState;
 use crate::storage::ResourcePrefix;
@@ -106,5 +106,5 @@ pub async fn serve(
             }
         }
     });
-    Ok(super::logs::streamed(rx))
+    Ok(super::respond::streamed(rx))
 }

@@ -3,7 +3,7 @@
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::json;
 
-use super::{Resp, full, json_value};
+use super::respond::{Resp, full, json_value};
 use crate::state::ApiState;
 
 /// The Kubernetes version whose API Sluice serves (its OpenAPI facts come from it).

@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::objects::{Filter, Scope, collection_prefix};
-use super::{Ctx, Resp};
+use super::scope::{Filter, Scope, collection_prefix, present};
+use super::respond::{Ctx, Resp};
 use crate::errors::{ApiError, ApiResult};
 use crate::metrics::ResourceLabels;
 use crate::state::SharedState;
@@ -138,7 +138,7 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
             // kube-apiserver reports an expired start revision as an ERROR event.
             let status = ApiError::from(e).to_status();
             let body = frame("ERROR", status.to_string().as_bytes());
-            let mut r = Response::new(super::full(body));
+            let mut r = Response::new(super::respond::full(body));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),
@@ -244,7 +244,7 @@ fn event_frame(
     kind: &str,
     object: &Bytes,
 ) -> Bytes {
-    let object = &super::objects::present(t, object.clone());
+    let object = &present(t, object.clone());
     let Some(tf) = table else {
         return frame(kind, object);
     };

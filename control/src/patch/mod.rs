@@ -1,8 +1,11 @@
 //! The three patch formats kubectl sends: JSON patch (RFC 6902), JSON merge patch
 //! (RFC 7386) and strategic merge patch. Every failure is a `PatchError`, never a panic.
 
+mod error;
 pub(crate) mod meta_table;
 pub mod strategic;
+
+pub use error::PatchError;
 
 use serde_json::Value;
 
@@ -29,19 +32,6 @@ impl PatchType {
             _ => None,
         }
     }
-}
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum PatchError {
-    /// The patch document itself is malformed.
-    #[error("{0}")]
-    Malformed(String),
-    /// The patch is well formed but cannot be applied to this object.
-    #[error("{0}")]
-    Apply(String),
-    /// The patch asks for more work than a request may (kube's 413).
-    #[error("{0}")]
-    TooLarge(String),
 }
 
 /// Most operations one JSON patch may hold (kube-apiserver's `maxJSONPatchOperations`).

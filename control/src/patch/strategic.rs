@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::PatchError;
+use super::error::PatchError;
 use crate::schema::SchemaSet;
 
 const DIRECTIVE: &str = "$patch";

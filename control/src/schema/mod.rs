@@ -6,6 +6,7 @@
 pub mod fields;
 pub mod gnostic;
 pub mod openapi;
+pub mod served;
 pub mod swagger;
 
 use std::collections::BTreeMap;
@@ -14,7 +15,7 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value, json};
 
 use crate::patch::meta_table::{LIST_META, PATCH_META};
-use crate::resources::Catalog;
+use crate::catalog::Catalog;
 
 const REF_PREFIX: &str = "#/components/schemas/";
 

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::SchemaSet;
 use super::openapi::v3_document;
-use crate::resources::Catalog;
+use crate::catalog::Catalog;
 
 const V3_REF: &str = "#/components/schemas/";
 const V2_REF: &str = "#/definitions/";

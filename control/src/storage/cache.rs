@@ -9,7 +9,8 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
-use super::{Backend, Committed, Key, Op, ResourcePrefix, Revision, StorageError};
+use super::backend::{Backend, Committed, Op, Revision, StorageError};
+use super::key::{Key, ResourcePrefix};
 
 /// What happened to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,7 +129,7 @@ impl Store {
         history: usize,
         history_bytes: usize,
     ) -> Result<Self, StorageError> {
-        let super::Snapshot { items, revision } = backend.load()?;
+        let super::backend::Snapshot { items, revision } = backend.load()?;
         let objects = items
             .into_iter()
             .map(|(k, rev, value)| {

@@ -19,7 +19,10 @@ use futures::future::BoxFuture;
 use super::etcd_rpc::pb::etcdserverpb::response_op::Response;
 use super::etcd_rpc::pb::mvccpb::event::EventType;
 use super::etcd_rpc::{self, ConnectOptions, EtcdClient, EtcdError};
-use super::{Backend, CommitSink, Committed, Expect, Key, Op, Revision, Snapshot, StorageError};
+use super::backend::{
+    Backend, CommitSink, Committed, Expect, Op, Revision, Snapshot, StorageError,
+};
+use super::key::Key;
 
 /// Keys read per page while loading.
 const PAGE: i64 = 1_000;

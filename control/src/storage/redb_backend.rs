@@ -12,7 +12,10 @@ use futures::future::BoxFuture;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
-use super::{Backend, CommitSink, Committed, Expect, Key, Op, Revision, Snapshot, StorageError};
+use super::backend::{
+    Backend, CommitSink, Committed, Expect, Op, Revision, Snapshot, StorageError,
+};
+use super::key::Key;
 
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::Level;
+use sluice_api::tenancy::PodSecurityLevel as Level;
 
 /// One failed check: kube's `ForbiddenReason` and `ForbiddenDetail`.
 #[derive(Clone, Debug, PartialEq, Eq)]
