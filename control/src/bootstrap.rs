@@ -9,6 +9,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 
+use crate::pipeline::commit::{Writer, commit};
 use crate::downstream_names::DownstreamNames;
 use crate::catalog::Catalog;
 use crate::resources::ResourceType;
@@ -33,8 +34,7 @@ async fn ensure(store: &Store, key: Key, obj: &Value) -> Result<(), StorageError
     }
     let bytes =
         Bytes::from(serde_json::to_vec(obj).map_err(|e| StorageError::Backend(e.to_string()))?);
-    match store
-        .write(Op::Put {
+    match commit(&store, Writer::Bootstrap, Op::Put {
             key,
             value: bytes,
             expect: Expect::Absent,

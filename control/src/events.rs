@@ -7,6 +7,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 
+use crate::pipeline::commit::{Writer, commit};
 use crate::storage::{Expect, Op, ResourcePrefix, StorageError, Store};
 
 /// A Warning Event's reason (kube's CamelCase word).
@@ -60,8 +61,7 @@ pub async fn record(
     let key = ResourcePrefix::new("", "events").key(cluster, Some(namespace), &event_name);
     let value =
         Bytes::from(serde_json::to_vec(&event).map_err(|e| StorageError::Backend(e.to_string()))?);
-    store
-        .write(Op::Put {
+    commit(&store, Writer::Events, Op::Put {
             key,
             value,
             expect: Expect::Absent,

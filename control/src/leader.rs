@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 use tokio::sync::watch;
 
+use crate::pipeline::commit::{Writer, commit};
 use crate::object;
 use crate::catalog::Catalog;
 use crate::storage::{Expect, Key, Op, Revision, StorageError, Store};
@@ -140,8 +141,7 @@ async fn round(
     let value = lease_object(identity, previous.as_ref());
     let bytes =
         Bytes::from(serde_json::to_vec(&value).map_err(|e| StorageError::Backend(e.to_string()))?);
-    match store
-        .write(Op::Put {
+    match commit(&store, Writer::LeaderLease, Op::Put {
             key: key.clone(),
             value: bytes,
             expect,
@@ -207,8 +207,7 @@ async fn release(store: &Store, key: &Key, identity: &str) {
     let Ok(bytes) = serde_json::to_vec(&v) else {
         return;
     };
-    let _ = store
-        .write(Op::Put {
+    let _ = commit(&store, Writer::LeaderLease, Op::Put {
             key: key.clone(),
             value: Bytes::from(bytes),
             expect: Expect::At(e.revision),

@@ -226,24 +226,26 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         None => None,
     };
     let state = Arc::new(ApiState {
+        write: state::WriteState {
+            store,
+            crds: Default::default(),
+            schemas: SchemaSet::builtin(),
+            limits: config.limits.clone(),
+            gc: gc_tx.clone(),
+            ips: ips.clone(),
+            rbac: Default::default(),
+            downstream_names,
+        },
         fairness: fairness::Fairness::new(config.limits.fairness.clone()),
-        store,
-        crds: Default::default(),
-        schemas: SchemaSet::builtin(),
         openapi: Default::default(),
         metrics,
         registry,
         auth,
-        limits: config.limits.clone(),
         ready: AtomicBool::new(false),
-        gc: gc_tx.clone(),
         pod_logs_dir: config.pod_logs_dir.clone(),
         audit,
         agents: agent_client::AgentClient::new(pki.agent_client_config()?),
-        rbac: Default::default(),
-        downstream_names,
-        hooks: admission::builtin(ips.clone()),
-        ips,
+        hooks: admission::builtin(ips),
     });
     let url = format!("https://{host}:{}", addr.port());
     std::fs::write(config.data_dir.join("server.url"), &url)

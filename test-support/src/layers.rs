@@ -14,6 +14,8 @@ use std::path::Path;
 #[derive(Debug, Default)]
 pub struct ModuleGraph {
     edges: BTreeMap<String, BTreeSet<String>>,
+    /// Each module's code (comments and unit tests dropped), whitespace removed.
+    code: BTreeMap<String, String>,
 }
 
 impl ModuleGraph {
@@ -23,8 +25,13 @@ impl ModuleGraph {
         collect(src, src, &mut files);
         let modules: BTreeSet<String> = files.iter().map(|(m, _)| m.clone()).collect();
         let mut edges = BTreeMap::new();
+        let mut compact = BTreeMap::new();
         for (module, text) in &files {
             let code = code_of(text);
+            compact.insert(
+                module.clone(),
+                code.chars().filter(|c| !c.is_whitespace()).collect(),
+            );
             let mut to = BTreeSet::new();
             for path in paths(&code) {
                 if let Some(target) = resolve(&path, module, &modules)
@@ -41,7 +48,22 @@ impl ModuleGraph {
             }
             edges.insert(module.clone(), to);
         }
-        Self { edges }
+        Self {
+            edges,
+            code: compact,
+        }
+    }
+
+    /// The modules whose code names `needle` (compared with whitespace removed from
+    /// both, so a call split over lines is found too): for rules such as "only one
+    /// module writes storage".
+    pub fn modules_naming(&self, needle: &str) -> Vec<String> {
+        let needle: String = needle.chars().filter(|c| !c.is_whitespace()).collect();
+        self.code
+            .iter()
+            .filter(|(_, code)| code.contains(&needle))
+            .map(|(m, _)| m.clone())
+            .collect()
     }
 
     /// Every module.

@@ -16,7 +16,7 @@ use sluice_api::sync::{ANNOTATION_DOWNSTREAM_NAMESPACE, legacy_downstream_namesp
 use crate::errors::ApiResult;
 use crate::pipeline::hooks::{Hook, HookCx};
 use crate::resources::Subresource;
-use crate::state::ApiState;
+use crate::state::write_state::WriteState;
 use crate::storage::{ResourcePrefix, StorageError, Store};
 
 /// The stamp on stored object `obj`, if any.
@@ -26,7 +26,7 @@ fn stamp_of(obj: &Value) -> Option<&str> {
 
 /// The downstream name of namespace `namespace` of `cluster`: its stamp when the namespace
 /// is stored, else the name it will get when created.
-pub fn of_namespace(state: &ApiState, cluster: &LogicalClusterPath, namespace: &str) -> String {
+pub fn of_namespace(state: &WriteState, cluster: &LogicalClusterPath, namespace: &str) -> String {
     of_stored(
         state,
         cluster,
@@ -37,7 +37,7 @@ pub fn of_namespace(state: &ApiState, cluster: &LogicalClusterPath, namespace: &
 
 /// Namespace `namespace` of `cluster` as stored.
 pub fn stored_namespace(
-    state: &ApiState,
+    state: &WriteState,
     cluster: &LogicalClusterPath,
     namespace: &str,
 ) -> Option<Value> {
@@ -47,7 +47,7 @@ pub fn stored_namespace(
 
 /// [`of_namespace`] when the namespace was read already (`stored`: `None` if it is not).
 pub fn of_stored(
-    state: &ApiState,
+    state: &WriteState,
     cluster: &LogicalClusterPath,
     namespace: &str,
     stored: Option<&Value>,

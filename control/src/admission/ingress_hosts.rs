@@ -23,7 +23,7 @@ use crate::errors::{ApiError, ApiResult};
 use crate::pipeline::hooks::{Hook, HookCx};
 use crate::pipeline::reserved::is_system;
 use crate::resources::Subresource;
-use crate::state::ApiState;
+use crate::state::write_state::WriteState;
 use crate::storage::{ResourcePrefix, StorageError, Store};
 
 /// The hosts every rule and the default backend of `obj` name, normalized; `""` for a
@@ -270,7 +270,7 @@ impl Hook for IngressHosts {
 /// workspace's policy changed, and at startup. A host an Ingress loses gets it a Warning
 /// Event `HostNotAdmitted`.
 pub async fn restamp_ingresses(
-    state: &ApiState,
+    state: &WriteState,
     cluster: &LogicalClusterPath,
 ) -> Result<(), StorageError> {
     if state.annotation_for(cluster).is_none() {

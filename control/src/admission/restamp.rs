@@ -7,6 +7,7 @@ use bytes::Bytes;
 use serde_json::Value;
 use sluice_api::LogicalClusterPath;
 
+use crate::pipeline::commit::{Writer, commit};
 use crate::storage::{Expect, Key, Op, ResourcePrefix, Revision, StorageError, Store};
 
 /// A stored object as read for restamping.
@@ -53,8 +54,7 @@ pub fn subtree(
 pub async fn write_back(store: &Store, s: &Stored) -> Result<bool, StorageError> {
     let value =
         Bytes::from(serde_json::to_vec(&s.obj).map_err(|e| StorageError::Backend(e.to_string()))?);
-    match store
-        .write(Op::Put {
+    match commit(&store, Writer::Restamp, Op::Put {
             key: s.key.clone(),
             value,
             expect: Expect::At(s.revision),

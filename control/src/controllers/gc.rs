@@ -14,65 +14,18 @@ use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 use tokio::sync::{mpsc, watch};
 
+use super::gc_queue::{FOREGROUND, GcQueue, GcTask, ORPHAN, collect_dependents, key_parts};
+use crate::pipeline::commit::{Writer, commit};
 use crate::object;
 use crate::pipeline::delete as delete_object;
 use crate::state::SharedState;
 use crate::storage::{Expect, Key, Op};
 
-pub const FOREGROUND: &str = "foregroundDeletion";
-pub const ORPHAN: &str = "orphan";
 const RETRY: Duration = Duration::from_millis(200);
-
-/// Work for the collector.
-#[derive(Debug, Clone)]
-pub enum GcTask {
-    /// An owner is gone: delete what it owned.
-    Deleted {
-        cluster: LogicalClusterPath,
-        namespace: Option<String>,
-        uid: String,
-    },
-    /// An owner holds `foregroundDeletion` or `orphan`: act, then release it.
-    Finalize { key: Key },
-    /// An object was created naming owners: if none of them exists (it was deleted
-    /// while a controller still acted on it), the object goes as kube's collector
-    /// removes dependents with dangling references. An owner not seen is looked for again
-    /// ([`DANGLING_CHECKS`] times) before the object goes: another replica's write may not
-    /// have reached this one's cache yet.
-    Created { key: Key, checks: u8 },
-}
 
 /// How many times an owner must be found absent, [`RETRY`] apart, before its dependent
 /// goes.
 const DANGLING_CHECKS: u8 = 5;
-
-pub type GcQueue = mpsc::UnboundedSender<GcTask>;
-
-/// After `obj` (stored at `key`) was deleted: collect what it owned.
-pub fn collect_dependents(queue: &GcQueue, key: &Key, obj: &Value) {
-    if let (Some(uid), Some((cluster, namespace))) =
-        (obj["metadata"]["uid"].as_str(), key_parts(key))
-    {
-        let _ = queue.send(GcTask::Deleted {
-            cluster,
-            namespace,
-            uid: uid.to_string(),
-        });
-    }
-}
-
-/// After `obj` was created at `key`: have its owners checked, if it names any.
-pub fn verify_owners(queue: &GcQueue, key: &Key, obj: &Value) {
-    if obj["metadata"]["ownerReferences"]
-        .as_array()
-        .is_some_and(|r| !r.is_empty())
-    {
-        let _ = queue.send(GcTask::Created {
-            key: key.clone(),
-            checks: 0,
-        });
-    }
-}
 
 /// The served type of `apiVersion`/`kind` in `cluster` (any version: they share keys).
 fn type_of(
@@ -154,13 +107,6 @@ fn dependents(
     out
 }
 
-fn key_parts(key: &Key) -> Option<(LogicalClusterPath, Option<String>)> {
-    let p = key.parts()?;
-    let cluster = p.cluster.parse().ok()?;
-    let ns = (!p.namespace.is_empty()).then(|| p.namespace.to_string());
-    Some((cluster, ns))
-}
-
 /// Remove `finalizer` from the object at `key`; delete it if that was the last one.
 async fn release(state: &SharedState, key: &Key, finalizer: &str) {
     let Some(entry) = state.store.get(key) else {
@@ -188,7 +134,7 @@ async fn release(state: &SharedState, key: &Key, finalizer: &str) {
         }
     };
     let deleting = matches!(op, Op::Delete { .. });
-    match state.store.write(op).await {
+    match commit(&state.store, Writer::GarbageCollector, op).await {
         Ok(_) if deleting => collect_dependents(&state.gc, key, &obj),
         Ok(_) => {}
         Err(e) => tracing::debug!(%key, error = %e, "gc: releasing finalizer raced; will retry"),
@@ -334,9 +280,7 @@ async fn drop_reference(state: &SharedState, key: &Key, uid: &str) {
         let Ok(bytes) = serde_json::to_vec(&obj) else {
             return;
         };
-        if state
-            .store
-            .write(Op::Put {
+        if commit(&state.store, Writer::GarbageCollector, Op::Put {
                 key: key.clone(),
                 value: bytes.into(),
                 expect: Expect::At(entry.revision),

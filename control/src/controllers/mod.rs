@@ -2,6 +2,7 @@
 
 pub mod crd_catalog;
 pub mod gc;
+pub mod gc_queue;
 pub mod rbac_policy;
 pub mod termination;
 

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 use tokio::sync::watch;
 
+use crate::pipeline::commit::{Writer, commit};
 use crate::object;
 use crate::pipeline::delete as delete_object;
 use crate::state::SharedState;
@@ -170,9 +171,7 @@ async fn terminate(state: &SharedState, container: Container, key: &Key) -> bool
     let Some(entry) = state.store.get(key) else {
         return true;
     };
-    match state
-        .store
-        .write(Op::Delete {
+    match commit(&state.store, Writer::Termination, Op::Delete {
             key: key.clone(),
             expect: Expect::At(entry.revision),
         })

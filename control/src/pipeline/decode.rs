@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{FieldValidation, Write, parse_json};
+use super::params::{FieldValidation, Write, parse_json};
 use crate::errors::{ApiError, ApiResult};
 use crate::resources::{ResourceType, SchemaKind};
 use crate::state::ApiState;

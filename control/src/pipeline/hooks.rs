@@ -14,11 +14,11 @@ use sluice_api::LogicalClusterPath;
 
 use crate::errors::{ApiResult, Cause};
 use crate::resources::{ResourceType, Subresource};
-use crate::state::ApiState;
+use crate::state::write_state::WriteState;
 
 /// What a hook knows about the write it takes part in.
 pub struct HookCx<'a> {
-    pub state: &'a ApiState,
+    pub state: &'a WriteState,
     pub t: &'a ResourceType,
     pub cluster: &'a LogicalClusterPath,
     /// The field manager of a create or update (`None` for deletions and the server's own

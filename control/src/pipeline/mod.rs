@@ -6,7 +6,9 @@
 //! the garbage collector and termination controllers call it directly. Per-resource steps
 //! are [`hooks`] registered by group and resource (see [`crate::admission`]).
 
+pub mod commit;
 pub mod decode;
+pub mod params;
 pub mod hooks;
 pub mod reserved;
 
@@ -17,6 +19,8 @@ use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 
 pub use decode::{check_decoded, decode_body};
+pub use params::{FieldValidation, Write, parse_json};
+use commit::Writer;
 use hooks::{Committed, Deletion, HookCx};
 
 use crate::errors::{ApiError, ApiResult, Cause};
@@ -29,43 +33,6 @@ use crate::validation::{self, NameRule};
 
 /// How many times an unconditional update or a patch is retried on a write race.
 const WRITE_RETRIES: usize = 16;
-
-/// What to do with fields a type does not know (`fieldValidation`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum FieldValidation {
-    /// Refuse the request.
-    Strict,
-    /// Drop them and say so in a warning.
-    #[default]
-    Warn,
-    /// Drop them silently.
-    Ignore,
-}
-
-impl FieldValidation {
-    /// From the query parameter; kube's default is `Warn`.
-    pub fn parse(value: Option<&str>) -> Self {
-        match value {
-            Some("Strict") => Self::Strict,
-            Some("Ignore") => Self::Ignore,
-            _ => Self::Warn,
-        }
-    }
-}
-
-/// One write's parameters and what it reports besides its result.
-#[derive(Debug, Default)]
-pub struct Write {
-    /// The field manager that owns what this write sets.
-    pub manager: String,
-    /// Admit and validate, but persist nothing.
-    pub dry_run: bool,
-    pub field_validation: FieldValidation,
-    /// Warnings for the client (unknown fields under `Warn`).
-    pub warnings: Vec<String>,
-    /// Who asked for the write (`None` for the server's own writes).
-    pub user: Option<crate::auth::User>,
-}
 
 /// Where a write goes: a resource type in one logical cluster (and namespace).
 pub struct Target {
@@ -164,11 +131,6 @@ fn add_warnings(w: &mut Write, cx: &HookCx<'_>) {
             w.warnings.push(m);
         }
     }
-}
-
-pub fn parse_json(bytes: &[u8]) -> ApiResult<Value> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::BadRequest(format!("error decoding object: {e}")))
 }
 
 pub fn invalid(t: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
@@ -336,9 +298,7 @@ pub async fn create(
             revision: state.store.revision(),
         });
     }
-    let committed = state
-        .store
-        .write(Op::Put {
+    let committed = commit::commit(&state.store, Writer::Request, Op::Put {
             key: target.key(&name),
             value: bytes,
             expect: Expect::Absent,
@@ -348,7 +308,7 @@ pub async fn create(
             release(&obj);
             ApiError::from_storage(e, &t.gr, &name)
         })?;
-    crate::controllers::gc::verify_owners(&state.gc, &target.key(&name), &obj);
+    crate::controllers::gc_queue::verify_owners(&state.gc, &target.key(&name), &obj);
     for hook in hooks {
         hook.committed(&cx, Committed::Written(&obj)).await?;
     }
@@ -619,10 +579,10 @@ pub async fn modify(
             }
         };
         let deleting = matches!(op, Op::Delete { .. });
-        match state.store.write(op).await {
+        match commit::commit(&state.store, Writer::Request, op).await {
             Ok(c) => {
                 let what = if deleting {
-                    crate::controllers::gc::collect_dependents(&state.gc, &key, &new);
+                    crate::controllers::gc_queue::collect_dependents(&state.gc, &key, &new);
                     Committed::Deleted(&new)
                 } else {
                     Committed::Written(&new)
@@ -798,9 +758,7 @@ pub async fn update_scale(
         if dry_run {
             return Ok(scale_of(t, &new));
         }
-        match state
-            .store
-            .write(Op::Put {
+        match commit::commit(&state.store, Writer::Request, Op::Put {
                 key: key.clone(),
                 value: bytes,
                 expect: Expect::At(entry.revision),
@@ -887,8 +845,8 @@ pub async fn delete(
             },
         );
         let gc_finalizer = match policy {
-            "Foreground" => Some(crate::controllers::gc::FOREGROUND),
-            "Orphan" => Some(crate::controllers::gc::ORPHAN),
+            "Foreground" => Some(crate::controllers::gc_queue::FOREGROUND),
+            "Orphan" => Some(crate::controllers::gc_queue::ORPHAN),
             "Background" => None,
             other => {
                 return Err(ApiError::BadRequest(format!(
@@ -930,9 +888,7 @@ pub async fn delete(
             let bytes = Bytes::from(
                 serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?,
             );
-            match state
-                .store
-                .write(Op::Put {
+            match commit::commit(&state.store, Writer::Request, Op::Put {
                     key: key.clone(),
                     value: bytes.clone(),
                     expect: Expect::At(entry.revision),
@@ -943,7 +899,7 @@ pub async fn delete(
                     if gc_finalizer.is_some() {
                         let _ = state
                             .gc
-                            .send(crate::controllers::gc::GcTask::Finalize { key: key.clone() });
+                            .send(crate::controllers::gc_queue::GcTask::Finalize { key: key.clone() });
                     }
                     return Ok(with_resource_version(&bytes, c.revision));
                 }
@@ -954,16 +910,14 @@ pub async fn delete(
         if dry_run {
             return Ok(entry.value.clone());
         }
-        match state
-            .store
-            .write(Op::Delete {
+        match commit::commit(&state.store, Writer::Request, Op::Delete {
                 key: key.clone(),
                 expect: Expect::At(entry.revision),
             })
             .await
         {
             Ok(c) => {
-                crate::controllers::gc::collect_dependents(&state.gc, key, &obj);
+                crate::controllers::gc_queue::collect_dependents(&state.gc, key, &obj);
                 for hook in state.hooks.of(t) {
                     hook.committed(&cx, Committed::Deleted(&obj)).await?;
                 }

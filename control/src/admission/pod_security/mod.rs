@@ -22,7 +22,7 @@ use sluice_api::LogicalClusterPath;
 use crate::errors::{ApiError, ApiResult, Cause};
 use crate::pipeline::hooks::{Hook, HookCx};
 use crate::resources::Subresource;
-use crate::state::ApiState;
+use crate::state::write_state::WriteState;
 use crate::storage::{ResourcePrefix, StorageError};
 
 pub use checks::{PodView, Violation, evaluate};
@@ -234,7 +234,7 @@ pub fn stamp_level(obj: &mut Value, level: Level) {
 /// below it: after a workspace's policy changed, and at start (namespaces written before
 /// the level was recorded). Nothing in single-cluster mode.
 pub async fn restamp_namespaces(
-    state: &ApiState,
+    state: &WriteState,
     cluster: &LogicalClusterPath,
 ) -> Result<(), StorageError> {
     if state.annotation_for(cluster).is_none() {
