@@ -12,6 +12,11 @@
 #   move-fleet   the same move among the fleet
 #   passes       the placement passes and quiet wakes the idle window saw (from /metrics,
 #                where the build has them)
+#   requeue      a Cluster label change among the fleet: from the `kubectl label cluster`
+#                that takes a Placement's locationSelector off the namespace's cluster
+#                (started before the call: kubectl's own ~0.1 s is in it) to the namespace
+#                being given the other cluster (ROUNDS changes; the namespace runs
+#                nothing, so this is placement's reaction, not a move)
 #
 #   BUILDS="before=/tmp/sluice-old after=target/release/sluice" e2e/bench/fleet.sh
 #   LOGICAL=100 PER=100 IDLE=30 ROUNDS=3 (defaults: the issue's 10,000 namespaces)
@@ -99,6 +104,61 @@ moves() { # ROUNDS moves of namespace m, one duration per line (to the file $1)
   at=$from
 }
 
+# ROUNDS Cluster label changes, one reaction time per line (to the file $1): a Placement
+# in workspace w1 puts namespace r on the cluster labelled zone=pick; moving the label
+# from one cluster to the other must give r the other cluster's state label.
+requeues() {
+  local w1=("$KUBECTL" --kubeconfig "$CONTROL" --cache-dir "$work/cache-w" --server "$base/clusters/root:w1")
+  local from=east to=west t0 t1 tmp watcher
+  up label cluster east zone=pick --overwrite > /dev/null
+  up label cluster west zone- > /dev/null 2>&1 || true
+  cat <<EOF | "${w1[@]}" apply -f - > /dev/null
+apiVersion: sluice.dev/v1alpha1
+kind: Placement
+metadata: {name: zone}
+spec:
+  locationSelector: {matchLabels: {zone: pick}}
+  namespaceSelector: {matchLabels: {tier: r}}
+  trafficShift: {durationSeconds: 0}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: r, labels: {tier: r}}
+EOF
+  for _ in $(seq 600); do
+    "${w1[@]}" get namespace r -o jsonpath='{.metadata.labels}' 2>/dev/null | grep -q "state.sluice.dev/east" && break
+    sleep 0.1
+  done
+  : > "$1"
+  for _ in $(seq "$ROUNDS"); do
+    # Every change of r, time-stamped as kubectl's watch prints it.
+    ( "${w1[@]}" get namespace r --watch -o jsonpath='{.metadata.labels}{"\n"}' 2>/dev/null |
+        while IFS= read -r line; do printf '%s %s\n' "$(now)" "$line"; done > "$work/watch-r" ) &
+    watcher=$!
+    # Both clusters match for a moment (r stays where it is: it is established there);
+    # the change that requeues r is the old cluster losing the label.
+    up label cluster $to zone=pick --overwrite > /dev/null
+    sleep 2
+    t0=$(now)
+    up label cluster $from zone- > /dev/null
+    for _ in $(seq 1200); do
+      grep -q "state.sluice.dev/$to" "$work/watch-r" 2>/dev/null && break
+      sleep 0.05
+    done
+    t1=$(grep -m1 "state.sluice.dev/$to" "$work/watch-r" | cut -d' ' -f1 || true)
+    pkill -P "$watcher" 2>/dev/null || true
+    kill "$watcher" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
+    if [ -n "$t1" ]; then secs "$t0" "$t1" >> "$1"; fi
+    # Until r has left the old cluster, so the next round starts from one cluster.
+    for _ in $(seq 1200); do
+      "${w1[@]}" get namespace r -o jsonpath='{.metadata.labels}' 2>/dev/null | grep -q "state.sluice.dev/$from" || break
+      sleep 0.1
+    done
+    tmp=$from; from=$to; to=$tmp
+  done
+}
+
 results=()
 for build in $BUILDS; do
   name=${build%%=*}; bin=${build#*=}
@@ -161,17 +221,19 @@ for build in $BUILDS; do
   quiet=$(( $(metric sluice_apiserver_placement_quiet_wakes_total) - quiet0 ))
   echo "== $name: $ROUNDS moves among the fleet" >&2
   moves "$work/move-fleet"; move_fleet=$(cat "$work/move-fleet")
+  echo "== $name: $ROUNDS Cluster label changes among the fleet" >&2
+  requeues "$work/requeue"; requeue=$(cat "$work/requeue")
   rss=$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$control_pid/status")
   stop_dev
 
-  results+=("$name|$idle_empty|$idle_fleet|$(echo "$move_empty" | median) ($(echo "$move_empty" | spread))|$(echo "$move_fleet" | median) ($(echo "$move_fleet" | spread))|$(awk -v a="$(echo "$move_fleet" | median)" -v b="$(echo "$move_empty" | median)" 'BEGIN { printf "%.2f", a / b }')|$passes / $quiet|$rss|$fleet_s")
+  results+=("$name|$idle_empty|$idle_fleet|$(echo "$move_empty" | median) ($(echo "$move_empty" | spread))|$(echo "$move_fleet" | median) ($(echo "$move_fleet" | spread))|$(awk -v a="$(echo "$move_fleet" | median)" -v b="$(echo "$move_empty" | median)" 'BEGIN { printf "%.2f", a / b }')|$(echo "$requeue" | median) ($(echo "$requeue" | spread))|$passes / $quiet|$rss|$fleet_s")
 done
 
 echo
 echo "fleet: $LOGICAL logical clusters x $PER namespaces; idle windows ${IDLE}s; moves: median (min-max) of $ROUNDS"
-printf '| build | CPU idle, one app | CPU idle, fleet | move, alone (s) | move, in fleet (s) | in fleet / alone | idle passes / quiet wakes | RSS (MiB) | fleet placed in (s) |\n'
-printf '|---|---|---|---|---|---|---|---|---|\n'
+printf '| build | CPU idle, one app | CPU idle, fleet | move, alone (s) | move, in fleet (s) | in fleet / alone | Cluster label to namespace requeued (s) | idle passes / quiet wakes | RSS (MiB) | fleet placed in (s) |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|\n'
 for r in "${results[@]}"; do
-  IFS='|' read -r n a b c d e f g h <<< "$r"
-  printf '| %s | %s%% | %s%% | %s | %s | %s | %s | %s | %s |\n' "$n" "$a" "$b" "$c" "$d" "$e" "$f" "$g" "$h"
+  IFS='|' read -r n a b c d e f g h i <<< "$r"
+  printf '| %s | %s%% | %s%% | %s | %s | %s | %s | %s | %s | %s |\n' "$n" "$a" "$b" "$c" "$d" "$e" "$f" "$g" "$h" "$i"
 done

@@ -327,11 +327,14 @@ fn trim_for(kind: &SyncedKind) -> fn(&mut DynamicObject) {
     }
 }
 
-/// kubectl's copy of what was applied: as large as the object, never read here.
+/// What placement never reads and costs the most to keep: kubectl's copy of what was
+/// applied (as large as the object) and the field managers' sets (`managedFields`, a JSON
+/// tree per manager; most of a small object's metadata).
 fn without_last_applied(o: &mut DynamicObject) {
     if let Some(a) = o.metadata.annotations.as_mut() {
         a.remove(sluice_api::sync::LAST_APPLIED_ANNOTATION);
     }
+    o.metadata.managed_fields = None;
 }
 
 fn metadata_only(o: &mut DynamicObject) {
