@@ -9,9 +9,9 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 
-use crate::pipeline::commit::{Writer, commit};
-use crate::downstream_names::DownstreamNames;
 use crate::catalog::Catalog;
+use crate::downstream_names::DownstreamNames;
+use crate::pipeline::commit::{Writer, commit};
 use crate::resources::ResourceType;
 use crate::storage::{Expect, Key, Op, ResourcePrefix, StorageError, Store};
 
@@ -34,12 +34,16 @@ async fn ensure(store: &Store, key: Key, obj: &Value) -> Result<(), StorageError
     }
     let bytes =
         Bytes::from(serde_json::to_vec(obj).map_err(|e| StorageError::Backend(e.to_string()))?);
-    match commit(&store, Writer::Bootstrap, Op::Put {
+    match commit(
+        store,
+        Writer::Bootstrap,
+        Op::Put {
             key,
             value: bytes,
             expect: Expect::Absent,
-        })
-        .await
+        },
+    )
+    .await
     {
         Ok(_) | Err(StorageError::AlreadyExists(_)) => Ok(()),
         Err(e) => Err(e),

@@ -61,11 +61,15 @@ pub async fn record(
     let key = ResourcePrefix::new("", "events").key(cluster, Some(namespace), &event_name);
     let value =
         Bytes::from(serde_json::to_vec(&event).map_err(|e| StorageError::Backend(e.to_string()))?);
-    commit(&store, Writer::Events, Op::Put {
+    commit(
+        store,
+        Writer::Events,
+        Op::Put {
             key,
             value,
             expect: Expect::Absent,
-        })
-        .await
-        .map(|_| ())
+        },
+    )
+    .await
+    .map(|_| ())
 }

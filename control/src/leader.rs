@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 use tokio::sync::watch;
 
-use crate::pipeline::commit::{Writer, commit};
-use crate::object;
 use crate::catalog::Catalog;
+use crate::object;
+use crate::pipeline::commit::{Writer, commit};
 use crate::storage::{Expect, Key, Op, Revision, StorageError, Store};
 
 /// How long a lease lives without renewal before another replica may take it.
@@ -141,12 +141,16 @@ async fn round(
     let value = lease_object(identity, previous.as_ref());
     let bytes =
         Bytes::from(serde_json::to_vec(&value).map_err(|e| StorageError::Backend(e.to_string()))?);
-    match commit(&store, Writer::LeaderLease, Op::Put {
+    match commit(
+        store,
+        Writer::LeaderLease,
+        Op::Put {
             key: key.clone(),
             value: bytes,
             expect,
-        })
-        .await
+        },
+    )
+    .await
     {
         Ok(c) => {
             *seen = Some(Seen {
@@ -207,12 +211,16 @@ async fn release(store: &Store, key: &Key, identity: &str) {
     let Ok(bytes) = serde_json::to_vec(&v) else {
         return;
     };
-    let _ = commit(&store, Writer::LeaderLease, Op::Put {
+    let _ = commit(
+        store,
+        Writer::LeaderLease,
+        Op::Put {
             key: key.clone(),
             value: Bytes::from(bytes),
             expect: Expect::At(e.revision),
-        })
-        .await;
+        },
+    )
+    .await;
 }
 
 /// Run `start()` while this replica leads; stop it (through its own shutdown signal)

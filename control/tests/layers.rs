@@ -52,6 +52,9 @@ fn only_the_pipeline_writes_storage() {
         "events",
         "admission::restamp",
     ] {
-        assert!(committers.iter().any(|m| m == expected), "{expected}: {committers:?}");
+        assert!(
+            committers.iter().any(|m| m == expected),
+            "{expected}: {committers:?}"
+        );
     }
 }

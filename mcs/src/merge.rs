@@ -12,9 +12,9 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::ServicePort as K8sServicePort;
 use sluice_api::mcs::{ServiceImportSpec, ServiceImportType, ServicePort};
 
-use crate::names::truncate;
 use crate::export::Source;
 use crate::model::ClusterId;
+use crate::names::truncate;
 
 /// Longest rendering of one conflicting value in a message: exported annotations can be big.
 const MAX_VALUE_LEN: usize = 120;

@@ -54,12 +54,16 @@ pub fn subtree(
 pub async fn write_back(store: &Store, s: &Stored) -> Result<bool, StorageError> {
     let value =
         Bytes::from(serde_json::to_vec(&s.obj).map_err(|e| StorageError::Backend(e.to_string()))?);
-    match commit(&store, Writer::Restamp, Op::Put {
+    match commit(
+        store,
+        Writer::Restamp,
+        Op::Put {
             key: s.key.clone(),
             value,
             expect: Expect::At(s.revision),
-        })
-        .await
+        },
+    )
+    .await
     {
         Ok(_) => Ok(true),
         Err(StorageError::Conflict { .. } | StorageError::NotFound(_)) => Ok(false),

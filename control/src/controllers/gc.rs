@@ -15,8 +15,8 @@ use sluice_api::LogicalClusterPath;
 use tokio::sync::{mpsc, watch};
 
 use super::gc_queue::{FOREGROUND, GcQueue, GcTask, ORPHAN, collect_dependents, key_parts};
-use crate::pipeline::commit::{Writer, commit};
 use crate::object;
+use crate::pipeline::commit::{Writer, commit};
 use crate::pipeline::delete as delete_object;
 use crate::state::SharedState;
 use crate::storage::{Expect, Key, Op};
@@ -280,13 +280,17 @@ async fn drop_reference(state: &SharedState, key: &Key, uid: &str) {
         let Ok(bytes) = serde_json::to_vec(&obj) else {
             return;
         };
-        if commit(&state.store, Writer::GarbageCollector, Op::Put {
+        if commit(
+            &state.store,
+            Writer::GarbageCollector,
+            Op::Put {
                 key: key.clone(),
                 value: bytes.into(),
                 expect: Expect::At(entry.revision),
-            })
-            .await
-            .is_ok()
+            },
+        )
+        .await
+        .is_ok()
         {
             return;
         }

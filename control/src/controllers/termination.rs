@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 use tokio::sync::watch;
 
-use crate::pipeline::commit::{Writer, commit};
 use crate::object;
+use crate::pipeline::commit::{Writer, commit};
 use crate::pipeline::delete as delete_object;
 use crate::state::SharedState;
 use crate::storage::{Expect, Key, Op, ResourcePrefix, Revision};
@@ -171,11 +171,15 @@ async fn terminate(state: &SharedState, container: Container, key: &Key) -> bool
     let Some(entry) = state.store.get(key) else {
         return true;
     };
-    match commit(&state.store, Writer::Termination, Op::Delete {
+    match commit(
+        &state.store,
+        Writer::Termination,
+        Op::Delete {
             key: key.clone(),
             expect: Expect::At(entry.revision),
-        })
-        .await
+        },
+    )
+    .await
     {
         Ok(_) => {
             tracing::info!(%key, "terminated");

@@ -5,8 +5,8 @@ use http::{HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::respond::{Ctx, Resp, json_value};
-use crate::errors::{ApiError, ApiResult};
 use crate::catalog::Catalog;
+use crate::errors::{ApiError, ApiResult};
 use crate::resources::{ResourceType, Subresource};
 
 /// The aggregated-discovery version the client accepts, if any.

@@ -10,8 +10,8 @@ use http::{HeaderValue, Response, header};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use super::scope::Scope;
 use super::respond::{Ctx, Resp, full};
+use super::scope::Scope;
 use crate::errors::{ApiError, ApiResult};
 use crate::state::ApiState;
 

@@ -52,11 +52,9 @@ pub fn v2(state: &ApiState, ctx: &Ctx) -> ApiResult<Resp> {
             gnostic::CONTENT_TYPE
         )));
     }
-    let body = state.openapi.v2(
-        state.schemas,
-        crate::catalog::Catalog::builtin(),
-        protobuf,
-    );
+    let body = state
+        .openapi
+        .v2(state.schemas, crate::catalog::Catalog::builtin(), protobuf);
     let mut r = json(StatusCode::OK, body);
     if protobuf {
         r.headers_mut().insert(

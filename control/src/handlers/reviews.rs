@@ -7,8 +7,8 @@ use http::StatusCode;
 use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 
-use super::scope::Scope;
 use super::respond::{Ctx, Resp, json_value};
+use super::scope::Scope;
 use crate::auth::User;
 use crate::errors::{ApiError, ApiResult, Cause};
 use crate::pipeline::{self, FieldValidation, Write};

@@ -4,8 +4,8 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use super::scope::Scope;
 use super::respond::{Ctx, Resp, json_value};
+use super::scope::Scope;
 use crate::auth::service_account::{API_AUDIENCE, Claims, ISSUER, KubeClaim, ObjectRef};
 use crate::auth::unix_now;
 use crate::errors::{ApiError, ApiResult, Cause, GroupResource};

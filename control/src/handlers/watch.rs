@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::scope::{Filter, Scope, collection_prefix, present};
 use super::respond::{Ctx, Resp};
+use super::scope::{Filter, Scope, collection_prefix, present};
 use crate::errors::{ApiError, ApiResult};
 use crate::metrics::ResourceLabels;
 use crate::state::SharedState;

@@ -47,8 +47,12 @@ pub async fn commit(store: &Store, writer: Writer, op: Op) -> Result<Committed, 
     let key = op.key().clone();
     let result = store.write(op).await;
     match &result {
-        Ok(c) => tracing::trace!(writer = writer.as_str(), %key, delete, revision = c.revision.0, "committed"),
-        Err(e) => tracing::debug!(writer = writer.as_str(), %key, delete, error = %e, "write refused"),
+        Ok(c) => {
+            tracing::trace!(writer = writer.as_str(), %key, delete, revision = c.revision.0, "committed")
+        }
+        Err(e) => {
+            tracing::debug!(writer = writer.as_str(), %key, delete, error = %e, "write refused")
+        }
     }
     result
 }

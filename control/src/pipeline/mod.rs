@@ -8,8 +8,8 @@
 
 pub mod commit;
 pub mod decode;
-pub mod params;
 pub mod hooks;
+pub mod params;
 pub mod reserved;
 
 use std::sync::Arc;
@@ -18,10 +18,10 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 
-pub use decode::{check_decoded, decode_body};
-pub use params::{FieldValidation, Write, parse_json};
 use commit::Writer;
+pub use decode::{check_decoded, decode_body};
 use hooks::{Committed, Deletion, HookCx};
+pub use params::{FieldValidation, Write, parse_json};
 
 use crate::errors::{ApiError, ApiResult, Cause};
 use crate::object;
@@ -298,16 +298,20 @@ pub async fn create(
             revision: state.store.revision(),
         });
     }
-    let committed = commit::commit(&state.store, Writer::Request, Op::Put {
+    let committed = commit::commit(
+        &state.store,
+        Writer::Request,
+        Op::Put {
             key: target.key(&name),
             value: bytes,
             expect: Expect::Absent,
-        })
-        .await
-        .map_err(|e| {
-            release(&obj);
-            ApiError::from_storage(e, &t.gr, &name)
-        })?;
+        },
+    )
+    .await
+    .map_err(|e| {
+        release(&obj);
+        ApiError::from_storage(e, &t.gr, &name)
+    })?;
     crate::controllers::gc_queue::verify_owners(&state.gc, &target.key(&name), &obj);
     for hook in hooks {
         hook.committed(&cx, Committed::Written(&obj)).await?;
@@ -758,12 +762,16 @@ pub async fn update_scale(
         if dry_run {
             return Ok(scale_of(t, &new));
         }
-        match commit::commit(&state.store, Writer::Request, Op::Put {
+        match commit::commit(
+            &state.store,
+            Writer::Request,
+            Op::Put {
                 key: key.clone(),
                 value: bytes,
                 expect: Expect::At(entry.revision),
-            })
-            .await
+            },
+        )
+        .await
         {
             Ok(c) => {
                 object::set_resource_version(&mut new, c.revision.0);
@@ -888,18 +896,24 @@ pub async fn delete(
             let bytes = Bytes::from(
                 serde_json::to_vec(&obj).map_err(|e| ApiError::Internal(e.to_string()))?,
             );
-            match commit::commit(&state.store, Writer::Request, Op::Put {
+            match commit::commit(
+                &state.store,
+                Writer::Request,
+                Op::Put {
                     key: key.clone(),
                     value: bytes.clone(),
                     expect: Expect::At(entry.revision),
-                })
-                .await
+                },
+            )
+            .await
             {
                 Ok(c) => {
                     if gc_finalizer.is_some() {
                         let _ = state
                             .gc
-                            .send(crate::controllers::gc_queue::GcTask::Finalize { key: key.clone() });
+                            .send(crate::controllers::gc_queue::GcTask::Finalize {
+                                key: key.clone(),
+                            });
                     }
                     return Ok(with_resource_version(&bytes, c.revision));
                 }
@@ -910,11 +924,15 @@ pub async fn delete(
         if dry_run {
             return Ok(entry.value.clone());
         }
-        match commit::commit(&state.store, Writer::Request, Op::Delete {
+        match commit::commit(
+            &state.store,
+            Writer::Request,
+            Op::Delete {
                 key: key.clone(),
                 expect: Expect::At(entry.revision),
-            })
-            .await
+            },
+        )
+        .await
         {
             Ok(c) => {
                 crate::controllers::gc_queue::collect_dependents(&state.gc, key, &obj);

@@ -14,8 +14,8 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value, json};
 
-use crate::patch::meta_table::{LIST_META, PATCH_META};
 use crate::catalog::Catalog;
+use crate::patch::meta_table::{LIST_META, PATCH_META};
 
 const REF_PREFIX: &str = "#/components/schemas/";
 

@@ -16,12 +16,12 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
-use super::etcd_rpc::pb::etcdserverpb::response_op::Response;
-use super::etcd_rpc::pb::mvccpb::event::EventType;
-use super::etcd_rpc::{self, ConnectOptions, EtcdClient, EtcdError};
 use super::backend::{
     Backend, CommitSink, Committed, Expect, Op, Revision, Snapshot, StorageError,
 };
+use super::etcd_rpc::pb::etcdserverpb::response_op::Response;
+use super::etcd_rpc::pb::mvccpb::event::EventType;
+use super::etcd_rpc::{self, ConnectOptions, EtcdClient, EtcdError};
 use super::key::Key;
 
 /// Keys read per page while loading.

@@ -12,9 +12,7 @@ mod etcd_rpc;
 mod key;
 mod redb_backend;
 
-pub use backend::{
-    Backend, CommitSink, Committed, Expect, Op, Revision, Snapshot, StorageError,
-};
+pub use backend::{Backend, CommitSink, Committed, Expect, Op, Revision, Snapshot, StorageError};
 pub use cache::{Event, EventType, Store, WatchError, WatchSubscription};
 pub use etcd_backend::{EtcdBackend, EtcdConfig};
 pub use key::{Key, ResourcePrefix};
