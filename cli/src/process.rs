@@ -23,9 +23,7 @@ pub async fn shutdown_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A kube-rs client from a kubeconfig file (with TCP_NODELAY, see
-/// `sluice_kube::client::build`), or `$KUBECONFIG`/`~/.kube/config`.
-/// A client from `kubeconfig`; without one, a Pod's own ServiceAccount (in-cluster
+/// A kube-rs client from `kubeconfig` (with TCP_NODELAY, see `sluice_kube::client::build`); without one, a Pod's own ServiceAccount (in-cluster
 /// configuration) where the Pod environment says so and `$KUBECONFIG` does not point
 /// elsewhere, else kube's defaults (`$KUBECONFIG`, `~/.kube/config`).
 pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {

@@ -106,7 +106,7 @@ impl EtcdArgs {
     }
 }
 
-/// Run it; a serving part runs until SIGINT or SIGTERM.
+/// Serve until SIGINT or SIGTERM, then shut down.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args {
         data_dir,

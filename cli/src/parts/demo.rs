@@ -19,7 +19,7 @@ pub struct Args {
     pub steady: u64,
 }
 
-/// Run it; a serving part runs until SIGINT or SIGTERM.
+/// Run the scenario; exit 1 if any request failed.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args {
         state,

@@ -41,7 +41,7 @@ pub struct Args {
     pub threads: Option<usize>,
 }
 
-/// Run it; a serving part runs until SIGINT or SIGTERM.
+/// Serve until SIGINT or SIGTERM.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args {
         listen,

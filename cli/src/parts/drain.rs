@@ -18,7 +18,7 @@ pub struct Args {
     pub kubeconfig: PathBuf,
 }
 
-/// Run it; a serving part runs until SIGINT or SIGTERM.
+/// Drain the cluster, following it to the end with `--wait`.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args {
         name,

@@ -27,7 +27,7 @@ pub struct Args {
     pub server: Option<String>,
 }
 
-/// Run it; a serving part runs until SIGINT or SIGTERM.
+/// Print the kubeconfig.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args {
         data_dir,

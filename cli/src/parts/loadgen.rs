@@ -48,7 +48,7 @@ pub struct Args {
     pub timeout: f64,
 }
 
-/// Run it; a serving part runs until SIGINT or SIGTERM.
+/// Send the load, print the report; exit 1 if any request failed.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args {
         protocol,

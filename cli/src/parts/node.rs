@@ -34,7 +34,7 @@ pub struct Args {
     pub admin: std::net::SocketAddr,
 }
 
-/// Run it; a serving part runs until SIGINT or SIGTERM.
+/// Run the node agent and the controllers until SIGINT or SIGTERM.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args {
         kubeconfig,

@@ -10,7 +10,7 @@ pub struct Args {
     pub out: PathBuf,
 }
 
-/// Run it; a serving part runs until SIGINT or SIGTERM.
+/// Make the credentials and print their paths.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args { out } = args;
     sluice_control::pki::Pki::create_credentials(&out)?;

@@ -29,7 +29,7 @@ pub struct Args {
     pub logs: SocketAddr,
 }
 
-/// Run it; a serving part runs until SIGINT or SIGTERM.
+/// Sync until SIGINT or SIGTERM.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args {
         control,

@@ -10,7 +10,7 @@ pub struct Args {
     pub kubeconfig: PathBuf,
 }
 
-/// Run it; a serving part runs until SIGINT or SIGTERM.
+/// Uncordon the cluster.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args { name, kubeconfig } = args;
     crate::drain::uncordon(&kubeconfig, &name).await?;

@@ -9,7 +9,7 @@ pub struct Args {
     pub in_cluster: bool,
 }
 
-/// Run it; a serving part runs until SIGINT or SIGTERM.
+/// Print the user and groups the API server sees.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args { in_cluster } = args;
     let config = if in_cluster {

@@ -27,8 +27,8 @@ pub enum GcTask {
     /// An object was created naming owners: if none of them exists (it was deleted
     /// while a controller still acted on it), the object goes as kube's collector
     /// removes dependents with dangling references. An owner not seen is looked for again
-    /// (the collector's `DANGLING_CHECKS` times) before the object goes: another replica's write may not
-    /// have reached this one's cache yet.
+    /// (the collector's `DANGLING_CHECKS` times) before the object goes: another
+    /// replica's write may not have reached this one's cache yet.
     Created { key: Key, checks: u8 },
 }
 
