@@ -46,6 +46,8 @@ pub struct CustomVersion {
     pub scale: Option<ScalePaths>,
     /// The version objects are stored in (conversion strategy `None`: only apiVersion changes).
     pub storage_version: String,
+    /// Its definition is labelled syncable: its objects travel with their namespace.
+    pub syncable: bool,
 }
 
 /// Subresources a type serves besides the object itself.

@@ -1,9 +1,11 @@
 //! The placement loop: informers over every logical cluster (namespaces, Placements, the
-//! root's Clusters and syncer Leases, every kind that travels) and a pass after any event
-//! that steps each namespace toward its target ([`crate::schedule`]), keeps every object's
-//! state labels equal to its namespace's, sums workload status from the clusters' reports
-//! ([`crate::status`]), and reports on namespaces (a `Placed` condition and Events),
-//! Placements and Clusters. It writes only what differs.
+//! root's Clusters and syncer Leases, the workloads and Services it decides on) and a pass
+//! after any event that steps each namespace toward its target ([`crate::schedule`]),
+//! splits workloads' replicas over a spread namespace's clusters, sums workload status
+//! from the clusters' reports ([`crate::status`]), and reports on namespaces (a `Placed`
+//! condition and Events), Placements and Clusters. It writes only what differs. The state
+//! labels of a namespace's objects follow its own in the API server, which owns them: this
+//! loop never reads the objects it does not decide on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -17,10 +19,10 @@ use sluice_api::liveness::{SYNCER_LEASE_NAMESPACE, syncer_lease_name};
 use sluice_api::sluice::TrafficShift;
 use sluice_api::sync::{
     LABEL_CLUSTER, REPLICAS_ANNOTATION_PREFIX, SOFT_FINALIZER_PREFIX, STATE_SYNC,
-    STATUS_ANNOTATION_PREFIX, SYNC_FINALIZER_PREFIX, draining_annotation, placed_clusters,
-    replicas_annotation, shift_annotation, state_label, weight_annotation,
+    SYNC_FINALIZER_PREFIX, draining_annotation, placed_clusters, replicas_annotation,
+    shift_annotation, state_label, weight_annotation,
 };
-use sluice_api::synced_kinds::{BUILTIN, SYNCABLE_LABEL, SyncedKind, syncable_kind};
+use sluice_api::synced_kinds::{BUILTIN, SyncedKind};
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
 use sluice_kube::resources::{Limits, Resources};
 use sluice_kube::roots::LazyClient;
@@ -96,11 +98,10 @@ struct Watched {
     placements: Informer<DynamicObject>,
     clusters: Informer<DynamicObject>,
     leases: Informer<Lease>,
+    /// The kinds placement decides on ([`decided_on`]).
     kinds: Vec<(&'static SyncedKind, ApiResource, Informer<DynamicObject>)>,
     /// The Pods the syncers mirrored up.
     mirrors: Informer<DynamicObject>,
-    /// Custom resource definitions marked syncable: their kinds join `kinds`.
-    crds: Informer<DynamicObject>,
     /// Workspaces: their policies bound where their namespaces run and how much they use.
     workspaces: Informer<DynamicObject>,
 }
@@ -113,7 +114,6 @@ impl Watched {
             && self.leases.is_ready()
             && self.kinds.iter().all(|(_, _, i)| i.is_ready())
             && self.mirrors.is_ready()
-            && self.crds.is_ready()
             && self.workspaces.is_ready()
     }
 }
@@ -152,17 +152,7 @@ pub async fn run(
         start_trimmed(ar, what, selector, without_last_applied)
     };
     let start = |ar: ApiResource, what: &str| start_selected(ar, what, None);
-    let mut w = Watched {
-        crds: start_selected(
-            dynamic(
-                "apiextensions.k8s.io",
-                "v1",
-                "CustomResourceDefinition",
-                "customresourcedefinitions",
-            ),
-            "syncable custom resource definitions",
-            Some(&format!("{SYNCABLE_LABEL}=true")),
-        ),
+    let w = Watched {
         mirrors: start_trimmed(
             dynamic("", "v1", "Pod", "pods"),
             "mirrored pods",
@@ -196,12 +186,13 @@ pub async fn run(
         ),
         kinds: BUILTIN
             .iter()
+            .filter(|k| decided_on(k))
             .map(|k| {
                 let ar = dynamic(k.group, k.version, k.kind, k.plural);
                 (
                     k,
                     ar.clone(),
-                    start_trimmed(ar, k.plural, k.upstream_selector(), trim_for(k)),
+                    start_selected(ar.clone(), k.plural, k.upstream_selector()),
                 )
             })
             .collect(),
@@ -250,22 +241,6 @@ pub async fn run(
         {
             metrics.quiet_wakes.inc();
             continue;
-        }
-        // Custom kinds marked syncable are placed like the built-in ones.
-        for crd in w.crds.state() {
-            let kind = serde_json::to_value(&*crd)
-                .ok()
-                .and_then(|v| syncable_kind(&v));
-            if let Some(k) = kind
-                && !w.kinds.iter().any(|(have, _, _)| std::ptr::eq(*have, k))
-            {
-                let ar = dynamic(k.group, k.version, k.kind, k.plural);
-                w.kinds.push((
-                    k,
-                    ar.clone(),
-                    start_trimmed(ar, k.plural, None, trim_for(k)),
-                ));
-            }
         }
         if !w.ready() {
             continue;
@@ -316,15 +291,11 @@ fn next_expiry(leases: &Informer<Lease>) -> Option<Duration> {
         })
 }
 
-/// What placement keeps of the objects it places: all of a workload or Service (their
-/// demand, readiness and imports), only the metadata of other kinds (their labels, sluice's
-/// annotations, finalizers). A Secret's data never stays in its memory.
-fn trim_for(kind: &SyncedKind) -> fn(&mut DynamicObject) {
-    if crate::demand::runs_pods(kind.kind) || (kind.group.is_empty() && kind.kind == "Service") {
-        without_last_applied
-    } else {
-        metadata_only
-    }
+/// The kinds placement reads: workloads (their demand, readiness and status) and Services
+/// (the endpoints a move waits for). The other kinds that travel follow their namespace in
+/// the API server; a Secret never reaches placement's memory.
+fn decided_on(kind: &SyncedKind) -> bool {
+    crate::demand::runs_pods(kind.kind) || (kind.group.is_empty() && kind.kind == "Service")
 }
 
 /// What placement never reads and costs the most to keep: kubectl's copy of what was
@@ -826,23 +797,23 @@ async fn pass(roots: &Roots, root: &kube::Client, w: &Watched) -> (bool, bool, u
         ok &= report_phase(&client, ns, &name, &phase, &gate.drained).await;
         ok &= drop_stale_mirrors(&client, &w.mirrors, &path, &name, &next, &clusters).await;
 
-        // Every object carries its namespace's state labels (and, when split, its share).
+        // A split workload carries its share of each cluster's replicas.
         let mut split = Split::new(&target, &views);
         for ((k, ar, o), v) in objs.iter().zip(vs) {
             let obj_name = o.metadata.name.clone().unwrap_or_default();
             let api = || Api::<DynamicObject>::namespaced_with(client.get().clone(), &name, *ar);
             let shares = split.shares(k.kind, v);
-            let labelled = if o.metadata.deletion_timestamp.is_none() {
-                object_patch(v, &next, shares.as_deref(), &target)
+            let patch = if o.metadata.deletion_timestamp.is_none() {
+                shares_patch(v, &next, shares.as_deref(), &target)
             } else {
                 None
             };
-            if let Some(patch) = with_released_finalizers(labelled, v, &next) {
+            if let Some(patch) = patch {
                 let r = api()
                     .patch(&obj_name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await;
                 if let Err(e) = r {
-                    tracing::warn!(kind = k.kind, namespace = %name, name = %obj_name, error = %e, "labelling failed");
+                    tracing::warn!(kind = k.kind, namespace = %name, name = %obj_name, error = %e, "writing replica shares failed");
                     ok = false;
                 }
             }
@@ -901,7 +872,7 @@ async fn drop_stale_mirrors(
             ..PatchParams::default()
         };
         let v = serde_json::to_value(&*m).unwrap_or(Value::Null);
-        if let Some(patch) = with_released_finalizers(None, &v, next)
+        if let Some(patch) = released_finalizers(&v, next)
             && let Err(e) = api().patch(&name, &params, &Patch::Merge(&patch)).await
         {
             tracing::debug!(logical_cluster = %path, namespace = ns, pod = %name, error = %e, "releasing a stale mirror failed");
@@ -1001,9 +972,9 @@ fn state_labels_patch(from: &[ClusterName], to: &[ClusterName]) -> Value {
     Value::Object(m)
 }
 
-/// The merge patch that gives object `v` the state labels `placed`, drops the reports of
-/// clusters it left and sets (or drops) replica shares; `None` when it is right already.
-fn object_patch(
+/// The merge patch that sets workload `v`'s replica shares (or drops them when it is not
+/// split, or from clusters it left); `None` when it is right already.
+fn shares_patch(
     v: &Value,
     placed: &[ClusterName],
     shares: Option<&[(ClusterName, i64)]>,
@@ -1011,17 +982,8 @@ fn object_patch(
 ) -> Option<Value> {
     let spread = shares.is_some();
     let meta = &v["metadata"];
-    let labels: BTreeMap<String, String> =
-        serde_json::from_value(meta["labels"].clone()).unwrap_or_default();
-    let have = placed_clusters(labels.iter());
-    let label_patch = state_labels_patch(&have, placed);
     let mut annotations = serde_json::Map::new();
     for (k, _) in meta["annotations"].as_object().into_iter().flatten() {
-        if let Some(c) = k.strip_prefix(STATUS_ANNOTATION_PREFIX)
-            && !placed.iter().any(|p| p.as_str() == c)
-        {
-            annotations.insert(k.clone(), Value::Null);
-        }
         if let Some(c) = k.strip_prefix(REPLICAS_ANNOTATION_PREFIX)
             && (!spread || !placed.iter().any(|p| p.as_str() == c))
             && !matches!(target, Target::Pending(_))
@@ -1040,47 +1002,31 @@ fn object_patch(
             }
         }
     }
-    let labels_empty = label_patch.as_object().is_none_or(|m| m.is_empty());
-    if labels_empty && annotations.is_empty() {
+    if annotations.is_empty() {
         return None;
     }
-    let mut m = serde_json::Map::new();
-    if !labels_empty {
-        m.insert("labels".into(), label_patch);
-    }
-    if !annotations.is_empty() {
-        m.insert("annotations".into(), Value::Object(annotations));
-    }
-    Some(json!({"metadata": m}))
+    Some(json!({"metadata": {"annotations": annotations}}))
 }
 
-/// `patch` (or a new one) that also drops the sync finalizers of clusters the object is
-/// no longer placed on, on condition that the object is unchanged since it was read (the
-/// syncer of a cluster it is still placed on may add its own meanwhile); `patch` as it was
-/// when there is none to drop. A deleted object is released this way too, so a cluster
-/// that is gone does not hold a deletion up forever.
-fn with_released_finalizers(
-    patch: Option<Value>,
-    v: &Value,
-    placed: &[ClusterName],
-) -> Option<Value> {
+/// The patch that drops mirror `v`'s sync finalizers of clusters other than `placed`, on
+/// condition that it is unchanged since it was read; `None` when it holds none. (The API
+/// server releases those of the objects that travel; a mirror is placement's to remove.)
+fn released_finalizers(v: &Value, placed: &[ClusterName]) -> Option<Value> {
     let have: Vec<String> =
         serde_json::from_value(v["metadata"]["finalizers"].clone()).unwrap_or_default();
-    let keep: Vec<String> = have
+    let keep: Vec<&String> = have
         .iter()
         .filter(|f| {
             f.strip_prefix(SYNC_FINALIZER_PREFIX)
                 .is_none_or(|c| placed.iter().any(|p| p.as_str() == c))
         })
-        .cloned()
         .collect();
-    if keep.len() == have.len() {
-        return patch;
-    }
-    let mut patch = patch.unwrap_or_else(|| json!({"metadata": {}}));
-    patch["metadata"]["finalizers"] = json!(keep);
-    patch["metadata"]["resourceVersion"] = v["metadata"]["resourceVersion"].clone();
-    Some(patch)
+    (keep.len() != have.len()).then(|| {
+        json!({"metadata": {
+            "finalizers": keep,
+            "resourceVersion": v["metadata"]["resourceVersion"],
+        }})
+    })
 }
 
 /// Whether `have` already holds every field of `want`.
@@ -1533,79 +1479,59 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unplacing_releases_the_clusters_sync_finalizer_only() {
+    fn a_lost_clusters_mirror_loses_its_sync_finalizer_only() {
         let v = json!({"metadata": {"resourceVersion": "7", "finalizers": [
             "syncer.sluice.dev/east", "syncer.sluice.dev/west", "example.com/keep"]}});
         let west = [ClusterName::new("west")];
-        let p = with_released_finalizers(None, &v, &west).unwrap();
+        let p = released_finalizers(&v, &west).unwrap();
         assert_eq!(
             p["metadata"]["finalizers"],
             json!(["syncer.sluice.dev/west", "example.com/keep"])
         );
         assert_eq!(p["metadata"]["resourceVersion"], "7");
         let both = [ClusterName::new("east"), ClusterName::new("west")];
-        assert_eq!(with_released_finalizers(None, &v, &both), None);
-        let labels = json!({"metadata": {"labels": {"a": "b"}}});
-        let p = with_released_finalizers(Some(labels), &v, &[]).unwrap();
-        assert_eq!(p["metadata"]["labels"]["a"], "b");
-        assert_eq!(p["metadata"]["finalizers"], json!(["example.com/keep"]));
+        assert_eq!(released_finalizers(&v, &both), None);
     }
 
     #[test]
-    fn objects_follow_their_namespace_and_drop_reports_of_clusters_they_left() {
-        let o = json!({"metadata": {"labels": {"app": "x", "state.sluice.dev/a": "Sync"},
-            "annotations": {"status.sluice.dev/a": "{}", "team": "t"}}, "spec": {"replicas": 3}});
+    fn split_workloads_carry_their_shares_and_lose_them_when_whole_again() {
+        let o = json!({"metadata": {"labels": {"app": "x"}, "annotations": {
+            "replicas.sluice.dev/a": "2", "team": "t"}}, "spec": {"replicas": 3}});
         let b = [ClusterName::new("b")];
         let target = Target::On {
             clusters: b.to_vec(),
             mode: Mode::Single,
         };
-        let p = object_patch(&o, &b, None, &target).unwrap();
         assert_eq!(
-            p,
-            json!({"metadata": {"labels": {"state.sluice.dev/a": null, "state.sluice.dev/b": "Sync"},
-                "annotations": {"status.sluice.dev/a": null}}})
+            shares_patch(&o, &b, None, &target),
+            Some(json!({"metadata": {"annotations": {"replicas.sluice.dev/a": null}}}))
         );
-        let a = [ClusterName::new("a")];
-        let target = Target::On {
-            clusters: a.to_vec(),
-            mode: Mode::Single,
-        };
-        assert_eq!(object_patch(&o, &a, None, &target), None);
+        // While pending, the shares it had stay (its pods keep running where they are).
+        let pending = Target::Pending(schedule::Pending::ClusterNotFound("c".into()));
+        assert_eq!(shares_patch(&o, &b, None, &pending), None);
         let ab = [ClusterName::new("a"), ClusterName::new("b")];
         let target = Target::On {
             clusters: ab.to_vec(),
             mode: Mode::Spread,
         };
         let shares = schedule::shares(3, &ab);
-        let p = object_patch(&o, &ab, Some(&shares), &target).unwrap();
-        assert_eq!(p["metadata"]["annotations"]["replicas.sluice.dev/a"], "2");
-        assert_eq!(p["metadata"]["annotations"]["replicas.sluice.dev/b"], "1");
+        let p = shares_patch(&o, &ab, Some(&shares), &target).unwrap();
+        assert_eq!(
+            p,
+            json!({"metadata": {"annotations": {"replicas.sluice.dev/b": "1"}}})
+        );
     }
 
     #[test]
-    fn only_workloads_and_services_keep_their_content() {
-        let obj = |kind: &str| -> DynamicObject {
-            serde_json::from_value(json!({
-                "apiVersion": "v1", "kind": kind,
-                "metadata": {"name": "x", "labels": {"a": "b"}, "annotations": {
-                    "kubectl.kubernetes.io/last-applied-configuration": "{}",
-                    "status.sluice.dev/east": "{}"}},
-                "spec": {"replicas": 2}, "data": {"password": "c2VjcmV0"}}))
-            .unwrap()
-        };
-        let kind = |k: &str| BUILTIN.iter().find(|s| s.kind == k).unwrap();
-        let mut secret = obj("Secret");
-        trim_for(kind("Secret"))(&mut secret);
-        assert_eq!(secret.data, json!({}));
-        let mut deployment = obj("Deployment");
-        trim_for(kind("Deployment"))(&mut deployment);
-        assert_eq!(deployment.data["spec"]["replicas"], 2);
-        for o in [&secret, &deployment] {
-            assert_eq!(o.metadata.labels.as_ref().unwrap()["a"], "b");
-            let a = o.metadata.annotations.as_ref().unwrap();
-            assert!(a.contains_key("status.sluice.dev/east"));
-            assert!(!a.contains_key(sluice_api::sync::LAST_APPLIED_ANNOTATION));
+    fn placement_reads_workloads_and_services_only() {
+        let read: Vec<&str> = BUILTIN
+            .iter()
+            .filter(|k| decided_on(k))
+            .map(|k| k.kind)
+            .collect();
+        assert!(read.contains(&"Deployment") && read.contains(&"Service"));
+        for never in ["Secret", "ConfigMap", "ServiceAccount", "Ingress"] {
+            assert!(!read.contains(&never), "{never}");
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::errors::{ApiResult, Cause};
+use crate::errors::{ApiError, ApiResult, Cause};
 use crate::pipeline::hooks::{Committed, Deletion, Hook, HookCx, HookFuture};
 use crate::resources::Subresource;
 
@@ -38,8 +38,30 @@ impl Hook for CrdHook {
         Some(Deletion::Container { terminating: false })
     }
 
-    fn committed<'a>(&'a self, cx: &'a HookCx<'a>, _what: Committed<'a>) -> HookFuture<'a> {
+    fn committed<'a>(&'a self, cx: &'a HookCx<'a>, what: Committed<'a>) -> HookFuture<'a> {
         cx.state.crds.rebuild(&cx.state.store, cx.cluster);
-        Box::pin(async { Ok(()) })
+        Box::pin(async move {
+            // Newly marked syncable: the objects it already has follow their namespaces.
+            let Committed::Written { new, old } = what else {
+                return Ok(());
+            };
+            let syncable = |crd: &Value| sluice_api::synced_kinds::syncable_kind(crd).is_some();
+            if cx.state.annotation_for(cx.cluster).is_none()
+                || !syncable(new)
+                || old.is_some_and(syncable)
+            {
+                return Ok(());
+            }
+            let types = crate::crd::types_from_crd(new);
+            crate::admission::placement::restamp_objects(cx.state, cx.cluster, &types, None)
+                .await
+                .map(|_| ())
+                .map_err(|e| {
+                    ApiError::Internal(format!(
+                        "stamping the objects of {} with their placement: {e}",
+                        crate::object::name(new).unwrap_or_default()
+                    ))
+                })
+        })
     }
 }

@@ -7,7 +7,7 @@ pub mod downstream_names;
 mod external_ips;
 pub mod ingress_hosts;
 mod namespace;
-mod placement;
+pub mod placement;
 mod pod;
 pub mod pod_security;
 mod rbac;
@@ -98,6 +98,8 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
             for k in sluice_api::synced_kinds::BUILTIN {
                 hooks.register(k.group, k.plural, labels.clone());
             }
+            hooks.register_syncable_custom(labels);
+            hooks.register("", "namespaces", Arc::new(placement::FollowingObjects));
         }
     }
     hooks

@@ -20,7 +20,7 @@ pub struct DefaultServiceAccount;
 impl Hook for DefaultServiceAccount {
     fn committed<'a>(&'a self, cx: &'a HookCx<'a>, what: Committed<'a>) -> HookFuture<'a> {
         Box::pin(async move {
-            let Committed::Written(obj) = what else {
+            let Committed::Written { new: obj, .. } = what else {
                 return Ok(());
             };
             if !obj["metadata"]["deletionTimestamp"].is_null() {

@@ -7,7 +7,9 @@ use bytes::Bytes;
 use serde_json::Value;
 use sluice_api::LogicalClusterPath;
 
-use crate::pipeline::commit::{Writer, commit};
+use crate::controllers::gc_queue::collect_dependents;
+use crate::pipeline::commit::{Writer, commit, replace_or_remove};
+use crate::state::write_state::WriteState;
 use crate::storage::{Expect, Key, Op, ResourcePrefix, Revision, StorageError, Store};
 
 /// A stored object as read for restamping.
@@ -66,6 +68,23 @@ pub async fn write_back(store: &Store, s: &Stored) -> Result<bool, StorageError>
     .await
     {
         Ok(_) => Ok(true),
+        Err(StorageError::Conflict { .. } | StorageError::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`write_back`] for a stamp that may release an object: removed instead when it is being
+/// deleted and has no finalizer left, its dependents then collected.
+pub async fn settle(state: &WriteState, s: &Stored) -> Result<bool, StorageError> {
+    let op = replace_or_remove(&s.key, &s.obj, s.revision)?;
+    let removed = matches!(op, Op::Delete { .. });
+    match commit(&state.store, Writer::Restamp, op).await {
+        Ok(_) => {
+            if removed {
+                collect_dependents(&state.gc, &s.key, &s.obj);
+            }
+            Ok(true)
+        }
         Err(StorageError::Conflict { .. } | StorageError::NotFound(_)) => Ok(false),
         Err(e) => Err(e),
     }

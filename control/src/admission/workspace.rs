@@ -195,7 +195,7 @@ impl Hook for WorkspaceHook {
 
     fn committed<'a>(&'a self, cx: &'a HookCx<'a>, what: Committed<'a>) -> HookFuture<'a> {
         Box::pin(async move {
-            let Committed::Written(obj) = what else {
+            let Committed::Written { new: obj, .. } = what else {
                 return Ok(());
             };
             let Some(child) = crate::object::name(obj).and_then(|n| cx.cluster.child(n).ok())

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::gc_queue::{FOREGROUND, GcQueue, GcTask, ORPHAN, collect_dependents, key_parts};
 use crate::object;
-use crate::pipeline::commit::{Writer, commit};
+use crate::pipeline::commit::{Writer, commit, replace_or_remove};
 use crate::pipeline::delete as delete_object;
 use crate::state::SharedState;
 use crate::storage::{Expect, Key, Op};
@@ -118,20 +118,8 @@ async fn release(state: &SharedState, key: &Key, finalizer: &str) {
     if let Some(list) = obj["metadata"]["finalizers"].as_array_mut() {
         list.retain(|f| f != finalizer);
     }
-    let op = if object::is_deleting(&obj) && object::finalizers(&obj) == 0 {
-        Op::Delete {
-            key: key.clone(),
-            expect: Expect::At(entry.revision),
-        }
-    } else {
-        let Ok(bytes) = serde_json::to_vec(&obj) else {
-            return;
-        };
-        Op::Put {
-            key: key.clone(),
-            value: bytes.into(),
-            expect: Expect::At(entry.revision),
-        }
+    let Ok(op) = replace_or_remove(key, &obj, entry.revision) else {
+        return;
     };
     let deleting = matches!(op, Op::Delete { .. });
     match commit(&state.store, Writer::GarbageCollector, op).await {

@@ -139,6 +139,7 @@ pub fn types_from_crd(crd: &Value) -> Vec<Arc<ResourceType>> {
         .unwrap_or("")
         .to_string();
     let group_reversed: Vec<&str> = group.split('.').rev().collect();
+    let syncable = sluice_api::synced_kinds::syncable_kind(crd).is_some();
     versions
         .iter()
         .filter(|v| v["served"] != false)
@@ -184,6 +185,7 @@ pub fn types_from_crd(crd: &Value) -> Vec<Arc<ResourceType>> {
                 printer_columns,
                 scale,
                 storage_version: storage_version.clone(),
+                syncable,
             };
             Arc::new(ResourceType {
                 group: group.clone(),

@@ -4,7 +4,9 @@
 //! write is traced with who made it and nothing else in the server writes storage
 //! (`tests/layers.rs` checks the sources).
 
-use crate::storage::{Committed, Op, StorageError, Store};
+use serde_json::Value;
+
+use crate::storage::{Committed, Expect, Key, Op, Revision, StorageError, Store};
 
 /// Who asks for a write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,4 +57,23 @@ pub async fn commit(store: &Store, writer: Writer, op: Op) -> Result<Committed, 
         }
     }
     result
+}
+
+/// The write that replaces the object at `key`, read at `revision`, with `obj` — or, as
+/// kube's registry does on an update, removes it when it is being deleted and its last
+/// finalizer is gone (the caller then collects its dependents).
+pub fn replace_or_remove(key: &Key, obj: &Value, revision: Revision) -> Result<Op, StorageError> {
+    let expect = Expect::At(revision);
+    if crate::object::is_deleting(obj) && crate::object::finalizers(obj) == 0 {
+        return Ok(Op::Delete {
+            key: key.clone(),
+            expect,
+        });
+    }
+    let value = serde_json::to_vec(obj).map_err(|e| StorageError::Backend(e.to_string()))?;
+    Ok(Op::Put {
+        key: key.clone(),
+        value: value.into(),
+        expect,
+    })
 }

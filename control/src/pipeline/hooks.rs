@@ -48,8 +48,11 @@ impl HookCx<'_> {
 /// What was committed.
 #[derive(Clone, Copy)]
 pub enum Committed<'a> {
-    /// Created or updated (still present).
-    Written(&'a Value),
+    /// Created or updated (still present): `old` is what an update replaced.
+    Written {
+        new: &'a Value,
+        old: Option<&'a Value>,
+    },
     /// Removed from storage.
     Deleted(&'a Value),
 }
@@ -116,6 +119,9 @@ pub trait Hook: Send + Sync {
 #[derive(Default, Clone)]
 pub struct Hooks {
     by_resource: HashMap<(String, String), Vec<Arc<dyn Hook>>>,
+    /// The hooks of custom resources whose definition marks them syncable (they travel
+    /// as the built-in kinds do; their definitions come and go while the server runs).
+    syncable_custom: Vec<Arc<dyn Hook>>,
 }
 
 impl Hooks {
@@ -127,11 +133,17 @@ impl Hooks {
             .push(hook);
     }
 
+    /// Register `hook` for every custom resource marked syncable.
+    pub fn register_syncable_custom(&mut self, hook: Arc<dyn Hook>) {
+        self.syncable_custom.push(hook);
+    }
+
     /// The hooks of type `t`, in registration order.
     pub fn of(&self, t: &ResourceType) -> &[Arc<dyn Hook>] {
-        self.by_resource
-            .get(&(t.group.clone(), t.resource.clone()))
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
+        match self.by_resource.get(&(t.group.clone(), t.resource.clone())) {
+            Some(hooks) => hooks,
+            None if t.custom().is_some_and(|c| c.syncable) => &self.syncable_custom,
+            None => &[],
+        }
     }
 }

@@ -314,7 +314,14 @@ pub async fn create(
     })?;
     crate::controllers::gc_queue::verify_owners(&state.gc, &target.key(&name), &obj);
     for hook in hooks {
-        hook.committed(&cx, Committed::Written(&obj)).await?;
+        hook.committed(
+            &cx,
+            Committed::Written {
+                new: &obj,
+                old: None,
+            },
+        )
+        .await?;
     }
     Ok(Written::Object {
         object: obj,
@@ -589,7 +596,10 @@ pub async fn modify(
                     crate::controllers::gc_queue::collect_dependents(&state.gc, &key, &new);
                     Committed::Deleted(&new)
                 } else {
-                    Committed::Written(&new)
+                    Committed::Written {
+                        new: &new,
+                        old: Some(&old),
+                    }
                 };
                 for hook in hooks {
                     hook.committed(&cx, what).await?;
