@@ -34,6 +34,9 @@ impl Drop for Etcd {
     }
 }
 
+/// What etcd logs when a port it was given is taken.
+const PORT_TAKEN: &str = "address already in use";
+
 /// A free loopback port (bound and released: the member binds it right after).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -88,6 +91,14 @@ impl Etcd {
 
     /// Wait until the member answers `/health` with a leader.
     pub fn wait_healthy(&self, within: Duration) {
+        if let Err(e) = self.healthy_within(within) {
+            panic!("{e}");
+        }
+    }
+
+    /// [`Etcd::wait_healthy`] that says why not, at once when etcd could not bind its ports
+    /// (another process took one between [`free_port`] and etcd's bind).
+    pub fn healthy_within(&self, within: Duration) -> Result<(), String> {
         let deadline = Instant::now() + within;
         let addr = self.url.trim_start_matches("http://").to_string();
         loop {
@@ -96,14 +107,12 @@ impl Etcd {
                 .as_deref()
                 .is_some_and(|r| r.contains("\"health\":\"true\""))
             {
-                return;
+                return Ok(());
             }
-            assert!(
-                Instant::now() < deadline,
-                "etcd at {} not healthy: {resp:?}\n{}",
-                self.url,
-                std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default()
-            );
+            let log = std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
+            if Instant::now() >= deadline || log.contains(PORT_TAKEN) {
+                return Err(format!("etcd at {} not healthy: {resp:?}\n{log}", self.url));
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -138,11 +147,21 @@ fn get(addr: &str, path: &str) -> Option<String> {
 pub fn shared() -> &'static Etcd {
     static SHARED: OnceLock<Etcd> = OnceLock::new();
     SHARED.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("sluice-test-etcd-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let etcd = Etcd::start_member("default", &dir, free_port(), free_port(), None);
-        etcd.wait_healthy(Duration::from_secs(60));
-        etcd
+        // A port released by `free_port` may be taken by another process before etcd binds
+        // it: then a new pair is tried.
+        let mut last = String::new();
+        for attempt in 0..5 {
+            let dir = std::env::temp_dir()
+                .join(format!("sluice-test-etcd-{}-{attempt}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let etcd = Etcd::start_member("default", &dir, free_port(), free_port(), None);
+            match etcd.healthy_within(Duration::from_secs(60)) {
+                Ok(()) => return etcd,
+                Err(e) if e.contains(PORT_TAKEN) => last = e,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("etcd found no free ports in 5 tries: {last}")
     })
 }
 
