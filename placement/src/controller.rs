@@ -64,6 +64,14 @@ const DRAINED_ANNOTATION: &str = "drained.sluice.dev/last";
 const ADMITTED_ANNOTATION: &str = "capacity.sluice.dev/admitted";
 /// Namespaces that are never placed: each cluster has its own.
 const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
+/// The label selector of the namespaces placement watches: not the system ones, which
+/// every logical cluster has (by the label kube keeps equal to a namespace's name).
+static PLACEABLE_NAMESPACES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "kubernetes.io/metadata.name notin ({})",
+        SYSTEM_NAMESPACES.join(",")
+    )
+});
 /// Namespaces that move off draining clusters at once.
 const MAX_DRAIN_MOVES: usize = 2;
 /// The field manager of placement's writes.
@@ -159,10 +167,17 @@ pub async fn run(
             Some(LABEL_CLUSTER),
             metadata_only,
         ),
-        namespaces: start(dynamic("", "v1", "Namespace", "namespaces"), "namespaces"),
-        workspaces: start(
+        namespaces: start_trimmed(
+            dynamic("", "v1", "Namespace", "namespaces"),
+            "namespaces",
+            Some(&PLACEABLE_NAMESPACES),
+            namespace_view,
+        ),
+        workspaces: start_trimmed(
             dynamic("sluice.dev", "v1alpha1", "Workspace", "workspaces"),
             "workspaces",
+            None,
+            workspace_view,
         ),
         placements: start(
             dynamic("sluice.dev", "v1alpha1", "Placement", "placements"),
@@ -306,6 +321,29 @@ fn without_last_applied(o: &mut DynamicObject) {
         a.remove(sluice_api::sync::LAST_APPLIED_ANNOTATION);
     }
     o.metadata.managed_fields = None;
+}
+
+/// What placement reads of a namespace: its metadata and conditions, not its spec (the
+/// `kubernetes` finalizer) nor its phase.
+fn namespace_view(o: &mut DynamicObject) {
+    without_last_applied(o);
+    if let Some(data) = o.data.as_object_mut() {
+        data.remove("spec");
+        if let Some(status) = data.get_mut("status").and_then(Value::as_object_mut) {
+            status.remove("phase");
+        }
+    }
+}
+
+/// What placement reads of a Workspace: its policy (`spec`), under its logical cluster.
+fn workspace_view(o: &mut DynamicObject) {
+    without_last_applied(o);
+    if let Some(data) = o.data.as_object_mut() {
+        data.retain(|k, _| k == "spec");
+    }
+    if let Some(a) = o.metadata.annotations.as_mut() {
+        a.retain(|k, _| k == LOGICAL_CLUSTER_ANNOTATION);
+    }
 }
 
 fn metadata_only(o: &mut DynamicObject) {
@@ -1520,6 +1558,34 @@ mod tests {
             p,
             json!({"metadata": {"annotations": {"replicas.sluice.dev/b": "1"}}})
         );
+    }
+
+    #[test]
+    fn cached_namespaces_and_workspaces_keep_what_placement_reads() {
+        let mut ns: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "shop", "labels": {"state.sluice.dev/east": "Sync"},
+                "annotations": {"sluice.dev/logical-cluster": "root:a", "drained.sluice.dev/last": "x"}},
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active", "conditions": [{"type": "Placed"}]}}))
+        .unwrap();
+        namespace_view(&mut ns);
+        assert_eq!(
+            ns.data,
+            json!({"status": {"conditions": [{"type": "Placed"}]}})
+        );
+        assert_eq!(ns.metadata.annotations.as_ref().unwrap().len(), 2);
+        let mut ws: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "Workspace",
+            "metadata": {"name": "a", "annotations": {"sluice.dev/logical-cluster": "root",
+                "other": "x"}},
+            "spec": {"policy": {}}, "status": {"phase": "Ready"}}))
+        .unwrap();
+        workspace_view(&mut ws);
+        assert_eq!(ws.data, json!({"spec": {"policy": {}}}));
+        assert_eq!(path_of(&ws), Some(LogicalClusterPath::root()));
+        assert_eq!(ws.metadata.annotations.as_ref().unwrap().len(), 1);
+        assert!(PLACEABLE_NAMESPACES.contains("notin (kube-system,kube-public,kube-node-lease)"));
     }
 
     #[test]
