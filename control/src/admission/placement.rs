@@ -83,14 +83,16 @@ pub fn follow(obj: &mut Value, follows: &Follows, mirror: bool) -> bool {
     if !obj.is_object() {
         return false;
     }
-    let before = obj.clone();
+    // Only the metadata changes: compare that, not a copy of the whole object (a Secret's
+    // or ConfigMap's data may be large, and admission runs this on every write).
+    let before = obj.get("metadata").cloned();
     crate::object::set_annotation(obj, ANNOTATION_DOWNSTREAM_NAMESPACE, &follows.downstream);
     if mirror {
-        return *obj != before;
+        return obj.get("metadata") != before.as_ref();
     }
     let placed = |c: &str| follows.clusters.iter().any(|p| p.as_str() == c);
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return *obj != before;
+        return obj.get("metadata") != before.as_ref();
     };
     let labels = meta
         .entry("labels")
@@ -114,7 +116,7 @@ pub fn follow(obj: &mut Value, follows: &Follows, mirror: bool) -> bool {
     if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
         annotations.retain(|k, _| k.strip_prefix(STATUS_ANNOTATION_PREFIX).is_none_or(placed));
     }
-    *obj != before
+    obj.get("metadata") != before.as_ref()
 }
 
 /// Stamps each object of a kind that travels, as it is created or replaced, with what its
