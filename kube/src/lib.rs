@@ -5,6 +5,8 @@
 //!   event, so controllers react to watch events and never poll.
 //! - [`scope`] and [`changes`]: what changed since a controller's last round (a set of
 //!   keys, or everything after a re-list), coalesced, with one wake-up for many changes.
+//! - [`controller`]: the controller runtime — a queue of keys, one reconcile per key
+//!   returning an [`controller::Action`], backoff per key, metrics per controller.
 //! - [`index`]: an informer's objects indexed by a key other than their name (e.g. the
 //!   Service an EndpointSlice belongs to).
 //! - [`lease`]: renewing and reading `coordination.k8s.io` Leases (liveness).
@@ -19,6 +21,7 @@
 
 pub mod changes;
 pub mod client;
+pub mod controller;
 pub mod events;
 pub mod index;
 pub mod informer;
@@ -32,6 +35,7 @@ pub mod time;
 
 pub use changes::Changes;
 pub use client::ClientError;
+pub use controller::{Action, Controller, Queue, Reconciler};
 pub use index::Index;
 pub use informer::Informer;
 pub use roots::Roots;
