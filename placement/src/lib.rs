@@ -13,7 +13,6 @@ pub mod controller;
 pub mod demand;
 pub mod drain;
 pub mod imports;
-pub mod metrics;
 pub mod rollback;
 pub mod schedule;
 pub mod shift;
@@ -21,4 +20,5 @@ pub mod status;
 pub mod tenancy;
 
 pub use controller::{PlacementError, run};
-pub use metrics::PlacementMetrics;
+/// The placement controllers' metrics: the runtime's, per controller.
+pub use sluice_kube::controller::ControllerMetrics as PlacementMetrics;

@@ -58,6 +58,21 @@ impl WorkspaceUsage {
         }
     }
 
+    /// Take `used` of a namespace of `path` on `cluster` off every workspace above it.
+    pub fn remove(&mut self, path: &LogicalClusterPath, cluster: &ClusterName, used: Resources) {
+        let mut level = path.clone();
+        while let Some((parent, _)) = level.parent() {
+            let key = (level.clone(), cluster.clone());
+            if let Some(u) = self.0.get_mut(&key) {
+                *u = *u - used;
+                if *u == Resources::default() {
+                    self.0.remove(&key);
+                }
+            }
+            level = parent;
+        }
+    }
+
     /// The quotas that bound a namespace of `policy`'s logical cluster on `cluster`, with
     /// what each workspace uses there apart from `mine`.
     pub fn quotas(

@@ -1,0 +1,644 @@
+//! One namespace's reconcile: read it, its workloads and Services from the stores and the
+//! others' totals from the [`Ledger`](super::ledger::Ledger); decide where it runs
+//! ([`schedule`]), step toward that ([`schedule::step`], traffic shifted off first by
+//! [`shift`], judged by [`rollback`]); write its state labels, its workloads' replica
+//! shares and summed status, drop the mirrors a lost cluster left; report its conditions.
+//! It writes only what differs.
+
+use std::collections::BTreeSet;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use sluice_api::ClusterName;
+use sluice_api::sluice::TrafficShift;
+use sluice_api::sync::{
+    LABEL_CLUSTER, REPLICAS_ANNOTATION_PREFIX, SOFT_FINALIZER_PREFIX, STATE_SYNC,
+    SYNC_FINALIZER_PREFIX, draining_annotation, placed_clusters, replicas_annotation,
+    shift_annotation, state_label, weight_annotation,
+};
+use sluice_kube::Action;
+use sluice_kube::resources::Resources;
+
+use super::error::{ReconcileError, Write};
+use super::ledger::NsKey;
+use super::report::{self, DRAINED_ANNOTATION, MANAGER, drained_condition, same_clusters};
+use super::views::{dynamic, labels_of};
+use super::{MAX_DRAIN_MOVES, Placer, SHIFT_TICK, Snapshot};
+use crate::schedule::{self, ClusterView, Mode, Phase, Target};
+use crate::{imports, rollback, shift, status, tenancy};
+
+/// Namespace annotation: the namespace was placed with its workloads counted (some pods
+/// of demand) and they fitted. Only such a namespace is established where it is: one that
+/// was placed while empty and then grew beyond every cluster's room is taken off again,
+/// whatever its syncer has already reported on it (a report comes within milliseconds of
+/// the placement, so it cannot tell "running" from "just placed").
+const ADMITTED_ANNOTATION: &str = "capacity.sluice.dev/admitted";
+
+impl Placer {
+    /// Reconcile namespace `key`; what is left to do over time (a traffic shift) asks to be
+    /// looked at again.
+    pub(super) async fn reconcile_namespace(
+        &mut self,
+        key: &NsKey,
+    ) -> Result<Action, ReconcileError> {
+        let (path, name) = key;
+        let Some(ns) = self.w.namespaces.get_in(path.as_str(), "", name) else {
+            let changed = self.ledger.forget(key);
+            self.report_clusters_later(changed);
+            return Ok(Action::AwaitChange);
+        };
+        let snapshot = Snapshot::read(&self.w, &self.ledger);
+        let objs = self.w.objects_of(key);
+        let values: Vec<Value> = objs
+            .iter()
+            .map(|(_, _, o)| serde_json::to_value(&**o).unwrap_or(Value::Null))
+            .collect();
+        let workloads: Vec<(&'static str, &Value)> = objs
+            .iter()
+            .zip(&values)
+            .filter(|((k, _, _), _)| crate::demand::runs_pods(k.kind))
+            .map(|((k, _, _), v)| (k.kind, v))
+            .collect();
+        let labels = labels_of(&ns);
+        let current = placed_clusters(labels.iter());
+        // What it requests where it runs now, as the others see it.
+        let counted: Vec<(ClusterName, Resources)> = current
+            .iter()
+            .map(|c| {
+                let d = crate::demand::demand(workloads.iter().copied(), Some(c));
+                (c.clone(), d)
+            })
+            .collect();
+        let changed = self.ledger.set(key, counted);
+        self.report_clusters_later(changed);
+        let full = crate::demand::demand(workloads.iter().copied(), None);
+        let policies = self.w.policies_of(path);
+        let own_policy = |parent: &sluice_api::LogicalClusterPath, name: &str| {
+            self.w
+                .workspaces
+                .get_in(parent.as_str(), "", name)
+                .and_then(|o| tenancy::policy_of(&o.data))
+        };
+        let policy = tenancy::effective(path, &own_policy);
+        // The clusters as this namespace sees them: what the others use, and what its
+        // workspace may use.
+        let views: Vec<ClusterView> = snapshot
+            .views
+            .iter()
+            .map(|c| {
+                let mut v = c.clone();
+                let mine = self.ledger.mine(key, &c.name);
+                v.used = self.ledger.allocated(&c.name) - mine;
+                v.allowed = tenancy::cluster_allowed(&policy, &c.labels);
+                v.quotas = self.ledger.usage().quotas(&policy, &c.name, mine);
+                v
+            })
+            .collect();
+        let admitted = ns
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(ADMITTED_ANNOTATION));
+        // Also established: what asks for no pod (nothing to start), and what already runs
+        // on several clusters (spread or spilled, as placed before admission was recorded).
+        let established =
+            !current.is_empty() && (admitted || full.pods == 0.0 || current.len() > 1);
+        let draining: BTreeSet<ClusterName> = views
+            .iter()
+            .filter(|c| c.draining)
+            .map(|c| c.name.clone())
+            .collect();
+        let mut drain_queued = false;
+        let target = if ns.metadata.deletion_timestamp.is_some() {
+            // A namespace being deleted stays where it is while its contents go.
+            Target::On {
+                clusters: current.clone(),
+                mode: Mode::Single,
+            }
+        } else {
+            let mine = crate::demand::workloads(workloads.iter().copied());
+            let policy_views: Vec<_> = policies.iter().map(|(_, v)| v.clone()).collect();
+            match schedule::target(
+                &labels,
+                &current,
+                &views,
+                &policy_views,
+                &full,
+                &mine,
+                established,
+            ) {
+                // Draining clusters give up a bounded number of namespaces at a time.
+                Target::On { clusters: to, .. }
+                    if current.len() == 1 && draining.contains(&current[0]) && to != current =>
+                {
+                    if self.ledger.moving_off(&draining) >= MAX_DRAIN_MOVES {
+                        drain_queued = true;
+                        Target::Pending(schedule::Pending::DrainQueued(current[0].clone()))
+                    } else {
+                        Target::On {
+                            clusters: to,
+                            mode: Mode::Single,
+                        }
+                    }
+                }
+                t => t,
+            }
+        };
+        self.ledger.queue_for_drain(key, drain_queued);
+        let no_annotations = Default::default();
+        let ns_annotations = ns.metadata.annotations.as_ref().unwrap_or(&no_annotations);
+        // A move that failed stays rolled back while the target is the one it failed for;
+        // a new target clears it.
+        let verdict = rollback::Verdict::of(ns_annotations);
+        let mut clear_verdict = false;
+        let (target, rolled_back) = match (verdict, target) {
+            (Some(v), Target::On { clusters, mode }) if same_clusters(&clusters, &v.to()) => (
+                Target::On {
+                    clusters: v.from(),
+                    mode,
+                },
+                Some(v),
+            ),
+            (Some(_), t) => {
+                clear_verdict = true;
+                (t, None)
+            }
+            (None, t) => (t, None),
+        };
+        let members = &snapshot.members;
+        let available = |c: &ClusterName| {
+            let ready = objs
+                .iter()
+                .zip(&values)
+                .filter(|((k, _, _), _)| k.reports_status())
+                .all(|((k, _, _), v)| status::available_on(k.kind, v, c));
+            if !ready {
+                return Err(schedule::NotYet::Workloads);
+            }
+            let kinds = objs.iter().zip(&values).map(|((k, _, _), v)| (k.kind, v));
+            let expected = imports::expected(kinds, c);
+            let unseen = imports::unseen_in(&expected, c, members, ns_annotations);
+            if unseen.is_empty() {
+                Ok(())
+            } else {
+                Err(schedule::NotYet::Endpoints(unseen))
+            }
+        };
+        let held: BTreeSet<ClusterName> = ns_annotations
+            .keys()
+            .filter_map(|k| k.strip_prefix(SOFT_FINALIZER_PREFIX))
+            .map(ClusterName::new)
+            .collect();
+        let (mut next, mut phase) = schedule::step(&current, &target, available, &held);
+        // Traffic leaves a cluster before the cluster goes.
+        let wanted: Vec<ClusterName> = match &target {
+            Target::On { clusters, .. } => clusters.clone(),
+            _ => Vec::new(),
+        };
+        // A cluster whose syncer is gone cannot be told its weight: it goes at once, as
+        // before (its endpoints leave the imports with its lease).
+        let leaving: Vec<ClusterName> = current
+            .iter()
+            .filter(|c| !next.contains(c) && !wanted.contains(c))
+            .filter(|c| snapshot.ready(c))
+            .cloned()
+            .collect();
+        let shift_policy = policies
+            .iter()
+            .find(|(_, p)| p.namespaces.as_ref().is_ok_and(|s| s.matches(&labels)))
+            .map(|(_, p)| p.traffic_shift)
+            .unwrap_or_default();
+        // A rolled-back move's new clusters answered badly: their traffic goes at once.
+        let gate_policy = match rolled_back {
+            Some(_) => TrafficShift {
+                duration_seconds: Some(0),
+                ..shift_policy
+            },
+            None => shift_policy,
+        };
+        let mut gate = shift::gate(
+            &current,
+            &wanted,
+            &leaving,
+            ns_annotations,
+            &gate_policy,
+            k8s_openapi::jiff::Timestamp::now(),
+            |c| {
+                let r = imports::drain_of(c, members, ns_annotations);
+                tracing::debug!(logical_cluster = %path, namespace = %name, cluster = %c,
+                    unconfirmed = ?r.unconfirmed, unreported = ?r.unreported, active = r.active,
+                    "drain report");
+                r
+            },
+        );
+        let shifting = !gate.kept.is_empty();
+        if shifting {
+            for (c, _) in &gate.kept {
+                next.push(c.clone());
+            }
+            next.sort();
+            phase = Phase::Shifting(gate.kept.clone());
+        }
+        // While traffic still shifts, the new clusters are judged against the old ones: if
+        // they answer worse, the move fails and its traffic shifts back.
+        let old: Vec<ClusterName> = gate
+            .kept
+            .iter()
+            .filter(|(_, w)| *w > 0)
+            .map(|(c, _)| c.clone())
+            .collect();
+        let new: Vec<ClusterName> = current
+            .iter()
+            .filter(|c| wanted.contains(c))
+            .cloned()
+            .collect();
+        let rollback_policy = shift_policy.rollback.unwrap_or_default();
+        if rolled_back.is_none()
+            && let Some(v) = rollback::judge(&new, &old, members, ns_annotations, &rollback_policy)
+        {
+            tracing::warn!(logical_cluster = %path, namespace = %name, verdict = %v.message,
+                "move rolled back");
+            gate.annotations.insert(
+                rollback::FAILED_ANNOTATION.to_string(),
+                Value::from(serde_json::to_string(&v).unwrap_or_default()),
+            );
+            for c in &old {
+                for k in [
+                    shift_annotation(c),
+                    weight_annotation(c),
+                    draining_annotation(c),
+                ] {
+                    gate.annotations.insert(k, Value::Null);
+                }
+            }
+            next = current.clone();
+            phase = Phase::RolledBack(v.message.clone());
+        } else if clear_verdict {
+            gate.annotations
+                .insert(rollback::FAILED_ANNOTATION.to_string(), Value::Null);
+        }
+        // The failure stays said while the namespace is held back, whatever else goes on.
+        if let Some(v) = &rolled_back {
+            phase = Phase::RolledBack(v.message.clone());
+        }
+        // What fits nowhere and runs nowhere yet is not started where it does not fit.
+        if !established
+            && matches!(
+                phase,
+                Phase::Pending(schedule::Pending::InsufficientCapacity(_))
+            )
+        {
+            next.clear();
+        }
+        let admit = !next.is_empty() && full.pods > 0.0 && !matches!(phase, Phase::Pending(_));
+        if admit && !admitted {
+            gate.annotations
+                .insert(ADMITTED_ANNOTATION.to_string(), Value::from("true"));
+        } else if next.is_empty() && admitted {
+            gate.annotations
+                .insert(ADMITTED_ANNOTATION.to_string(), Value::Null);
+        }
+        if let Some((c, _)) = drained_condition(&gate.drained) {
+            gate.annotations
+                .insert(DRAINED_ANNOTATION.to_string(), Value::from(c.to_string()));
+        }
+        // Made when this namespace is written to; most reconciles write nothing.
+        let client = self
+            .roots
+            .lazy(&format!("/clusters/{path}"))
+            .map_err(|e| ReconcileError::Client(path.clone(), e))?;
+        if next != current || !gate.annotations.is_empty() {
+            let ns_api: Api<DynamicObject> = Api::all_with(
+                client.get().clone(),
+                &dynamic("", "v1", "Namespace", "namespaces"),
+            );
+            let patch = json!({"metadata": {
+                "labels": state_labels_patch(&current, &next),
+                "annotations": gate.annotations,
+            }});
+            ns_api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| ReconcileError::write(Write::Placement, name, e))?;
+            tracing::info!(logical_cluster = %path, namespace = %name,
+                from = ?current, to = ?next, "placement changed");
+        }
+        // What it now requests on each cluster: a newcomer counted whole until its share
+        // is known, so it never overcommits a cluster.
+        let counted: Vec<(ClusterName, Resources)> = next
+            .iter()
+            .map(|c| {
+                let d = if current.contains(c) {
+                    self.ledger.mine(key, c)
+                } else {
+                    full
+                };
+                (c.clone(), d)
+            })
+            .collect();
+        let changed = self.ledger.set(key, counted);
+        self.report_clusters_later(changed);
+        self.ledger
+            .settle(key, matches!(phase, Phase::Placed | Phase::Unplaced));
+        let client = client.get();
+        report::report_phase(client, &ns, name, &phase, &gate.drained).await?;
+        self.drop_stale_mirrors(client, key, &next, &snapshot)
+            .await?;
+
+        // A split workload carries its share of each cluster's replicas.
+        let mut split = Split::new(&target, &views);
+        let mut failed = None;
+        for ((k, ar, o), v) in objs.iter().zip(&values) {
+            let obj_name = o.metadata.name.clone().unwrap_or_default();
+            let api = || Api::<DynamicObject>::namespaced_with(client.clone(), name, ar);
+            let shares = split.shares(k.kind, v);
+            let patch = if o.metadata.deletion_timestamp.is_none() {
+                shares_patch(v, &next, shares.as_deref(), &target)
+            } else {
+                None
+            };
+            if let Some(patch) = patch
+                && let Err(e) = api()
+                    .patch(&obj_name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+            {
+                failed.get_or_insert(ReconcileError::write(Write::ReplicaShares, &obj_name, e));
+            }
+            if k.reports_status()
+                && let Some(sum) = status::summarize(k.kind, v, &next)
+                && !same_status(&v["status"], &sum)
+                && let Err(e) = api()
+                    .patch_status(
+                        &obj_name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({"status": sum})),
+                    )
+                    .await
+            {
+                failed.get_or_insert(ReconcileError::write(Write::Status, &obj_name, e));
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        Ok(if shifting {
+            // Each step of a shift comes on time.
+            Action::Requeue(SHIFT_TICK)
+        } else {
+            Action::AwaitChange
+        })
+    }
+
+    /// Delete the Pod mirrors of namespace `key` that a cluster it is no longer placed on
+    /// left behind because its syncer is gone (a live syncer removes its own once the Pods
+    /// are gone).
+    async fn drop_stale_mirrors(
+        &self,
+        client: &kube::Client,
+        key: &NsKey,
+        next: &[ClusterName],
+        snapshot: &Snapshot,
+    ) -> Result<(), ReconcileError> {
+        let (path, ns) = key;
+        let api = || {
+            Api::<DynamicObject>::namespaced_with(
+                client.clone(),
+                ns,
+                &dynamic("", "v1", "Pod", "pods"),
+            )
+        };
+        for m in self.w.mirrors.store.in_namespace(path.as_str(), ns) {
+            let Some(cluster) = labels_of(&m).get(LABEL_CLUSTER).map(ClusterName::new) else {
+                continue;
+            };
+            if next.contains(&cluster) || snapshot.ready(&cluster) {
+                continue;
+            }
+            let name = m.metadata.name.clone().unwrap_or_default();
+            let params = PatchParams {
+                field_manager: Some(MANAGER.to_string()),
+                ..PatchParams::default()
+            };
+            let v = serde_json::to_value(&*m).unwrap_or(Value::Null);
+            if let Some(patch) = released_finalizers(&v, next) {
+                api()
+                    .patch(&name, &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| ReconcileError::write(Write::MirrorRelease, &name, e))?;
+            }
+            if m.metadata.deletion_timestamp.is_none() {
+                let deleted = api()
+                    .delete(&name, &kube::api::DeleteParams::default().grace_period(0))
+                    .await;
+                match deleted {
+                    Ok(_) => tracing::info!(logical_cluster = %path, namespace = %ns, pod = %name,
+                        %cluster, "removed the mirror a lost cluster left"),
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(ReconcileError::write(Write::MirrorDelete, &name, e)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a namespace's workloads split over its clusters: by capacity when spread, filling
+/// the first cluster's room first when spilled; nothing to split otherwise.
+struct Split {
+    mode: Mode,
+    clusters: Vec<ClusterView>,
+    /// What the shares given so far take on each cluster (spill).
+    spent: std::collections::BTreeMap<ClusterName, Resources>,
+}
+
+impl Split {
+    fn new(target: &Target, views: &[ClusterView]) -> Self {
+        let (mode, names) = match target {
+            Target::On { clusters, mode } if clusters.len() > 1 => (*mode, clusters.clone()),
+            _ => (Mode::Single, Vec::new()),
+        };
+        let clusters = names
+            .iter()
+            .filter_map(|n| views.iter().find(|v| &v.name == n).cloned())
+            .collect();
+        Self {
+            mode,
+            clusters,
+            spent: Default::default(),
+        }
+    }
+
+    /// The shares of workload `v` (of `kind`) that has `spec.replicas`; `None` when it is
+    /// not split.
+    fn shares(&mut self, kind: &str, v: &Value) -> Option<Vec<(ClusterName, i64)>> {
+        // A Pod is one replica: it runs on one of the clusters.
+        if self.mode == Mode::Single || !crate::demand::splits(kind, v) {
+            return None;
+        }
+        let (replicas, each) = crate::demand::workload(kind, v)?;
+        Some(match self.mode {
+            Mode::Spread => schedule::weighted_shares(
+                replicas,
+                &self
+                    .clusters
+                    .iter()
+                    .map(|c| (c.name.clone(), schedule::spread_weight(c)))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => {
+                let room: Vec<(ClusterName, Option<i64>)> = self
+                    .clusters
+                    .iter()
+                    .map(|c| {
+                        let spent = self.spent.get(&c.name).copied().unwrap_or_default();
+                        (c.name.clone(), c.room(&spent, &each))
+                    })
+                    .collect();
+                let shares = schedule::fill_shares(replicas, &room);
+                for (c, n) in &shares {
+                    let s = self.spent.entry(c.clone()).or_default();
+                    *s = *s + each * *n as f64;
+                }
+                shares
+            }
+        })
+    }
+}
+
+/// The merge patch of labels that turns state labels `from` into `to`.
+fn state_labels_patch(from: &[ClusterName], to: &[ClusterName]) -> Value {
+    let mut m = serde_json::Map::new();
+    for c in from.iter().filter(|c| !to.contains(c)) {
+        m.insert(state_label(c), Value::Null);
+    }
+    for c in to.iter().filter(|c| !from.contains(c)) {
+        m.insert(state_label(c), Value::from(STATE_SYNC));
+    }
+    Value::Object(m)
+}
+
+/// The merge patch that sets workload `v`'s replica shares (or drops them when it is not
+/// split, or from clusters it left); `None` when it is right already.
+fn shares_patch(
+    v: &Value,
+    placed: &[ClusterName],
+    shares: Option<&[(ClusterName, i64)]>,
+    target: &Target,
+) -> Option<Value> {
+    let spread = shares.is_some();
+    let meta = &v["metadata"];
+    let mut annotations = serde_json::Map::new();
+    for (k, _) in meta["annotations"].as_object().into_iter().flatten() {
+        if let Some(c) = k.strip_prefix(REPLICAS_ANNOTATION_PREFIX)
+            && (!spread || !placed.iter().any(|p| p.as_str() == c))
+            && !matches!(target, Target::Pending(_))
+        {
+            annotations.insert(k.clone(), Value::Null);
+        }
+    }
+    if let Some(shares) = shares {
+        for (c, n) in shares {
+            let key = replicas_annotation(c);
+            let want = n.to_string();
+            if meta["annotations"][&key].as_str() != Some(want.as_str()) {
+                annotations.insert(key, Value::from(want));
+            } else {
+                annotations.remove(&key);
+            }
+        }
+    }
+    if annotations.is_empty() {
+        return None;
+    }
+    Some(json!({"metadata": {"annotations": annotations}}))
+}
+
+/// The patch that drops mirror `v`'s sync finalizers of clusters other than `placed`, on
+/// condition that it is unchanged since it was read; `None` when it holds none. (The API
+/// server releases those of the objects that travel; a mirror is placement's to remove.)
+fn released_finalizers(v: &Value, placed: &[ClusterName]) -> Option<Value> {
+    let have: Vec<String> =
+        serde_json::from_value(v["metadata"]["finalizers"].clone()).unwrap_or_default();
+    let keep: Vec<&String> = have
+        .iter()
+        .filter(|f| {
+            f.strip_prefix(SYNC_FINALIZER_PREFIX)
+                .is_none_or(|c| placed.iter().any(|p| p.as_str() == c))
+        })
+        .collect();
+    (keep.len() != have.len()).then(|| {
+        json!({"metadata": {
+            "finalizers": keep,
+            "resourceVersion": v["metadata"]["resourceVersion"],
+        }})
+    })
+}
+
+/// Whether `have` already holds every field of `want`.
+fn same_status(have: &Value, want: &Value) -> bool {
+    want.as_object()
+        .is_some_and(|w| w.iter().all(|(k, v)| &have[k] == v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_clusters_mirror_loses_its_sync_finalizer_only() {
+        let v = json!({"metadata": {"resourceVersion": "7", "finalizers": [
+            "syncer.sluice.dev/east", "syncer.sluice.dev/west", "example.com/keep"]}});
+        let west = [ClusterName::new("west")];
+        let p = released_finalizers(&v, &west).unwrap();
+        assert_eq!(
+            p["metadata"]["finalizers"],
+            json!(["syncer.sluice.dev/west", "example.com/keep"])
+        );
+        assert_eq!(p["metadata"]["resourceVersion"], "7");
+        let both = [ClusterName::new("east"), ClusterName::new("west")];
+        assert_eq!(released_finalizers(&v, &both), None);
+    }
+
+    #[test]
+    fn split_workloads_carry_their_shares_and_lose_them_when_whole_again() {
+        let o = json!({"metadata": {"labels": {"app": "x"}, "annotations": {
+            "replicas.sluice.dev/a": "2", "team": "t"}}, "spec": {"replicas": 3}});
+        let b = [ClusterName::new("b")];
+        let target = Target::On {
+            clusters: b.to_vec(),
+            mode: Mode::Single,
+        };
+        assert_eq!(
+            shares_patch(&o, &b, None, &target),
+            Some(json!({"metadata": {"annotations": {"replicas.sluice.dev/a": null}}}))
+        );
+        // While pending, the shares it had stay (its pods keep running where they are).
+        let pending = Target::Pending(schedule::Pending::ClusterNotFound("c".into()));
+        assert_eq!(shares_patch(&o, &b, None, &pending), None);
+        let ab = [ClusterName::new("a"), ClusterName::new("b")];
+        let target = Target::On {
+            clusters: ab.to_vec(),
+            mode: Mode::Spread,
+        };
+        let shares = schedule::shares(3, &ab);
+        let p = shares_patch(&o, &ab, Some(&shares), &target).unwrap();
+        assert_eq!(
+            p,
+            json!({"metadata": {"annotations": {"replicas.sluice.dev/b": "1"}}})
+        );
+    }
+
+    #[test]
+    fn state_labels_change_only_for_the_clusters_that_differ() {
+        let (a, b, c) = (
+            ClusterName::new("a"),
+            ClusterName::new("b"),
+            ClusterName::new("c"),
+        );
+        let p = state_labels_patch(&[a.clone(), b.clone()], &[b, c]);
+        assert_eq!(
+            p,
+            json!({"state.sluice.dev/a": null, "state.sluice.dev/c": "Sync"})
+        );
+    }
+}
