@@ -22,7 +22,7 @@ use sluice_kube::resources::Resources;
 use super::error::{ReconcileError, Write};
 use super::ledger::NsKey;
 use super::report::{self, DRAINED_ANNOTATION, MANAGER, drained_condition, same_clusters};
-use super::views::{dynamic, labels_of};
+use super::views::{dynamic, labels_of, namespace_labels};
 use super::{MAX_DRAIN_MOVES, Placer, SHIFT_TICK, Snapshot};
 use crate::schedule::{self, ClusterView, Mode, Phase, Target};
 use crate::{imports, rollback, shift, status, tenancy};
@@ -59,7 +59,7 @@ impl Placer {
             .filter(|((k, _, _), _)| crate::demand::runs_pods(k.kind))
             .map(|((k, _, _), v)| (k.kind, v))
             .collect();
-        let labels = labels_of(&ns);
+        let labels = namespace_labels(&ns);
         let current = placed_clusters(labels.iter());
         // What it requests where it runs now, as the others see it.
         let counted: Vec<(ClusterName, Resources)> = current

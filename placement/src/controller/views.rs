@@ -54,23 +54,59 @@ pub(crate) fn without_last_applied(o: &mut DynamicObject) {
     o.metadata.managed_fields = None;
 }
 
-/// What placement reads of a namespace: its metadata and conditions, not its spec (the
-/// `kubernetes` finalizer) nor its phase.
-pub(crate) fn namespace_view(o: &mut DynamicObject) {
+/// What placement never reads of a namespace or Workspace's metadata (it writes them with
+/// merge patches that name no version): each is a string per object.
+fn without_identity(o: &mut DynamicObject) {
     without_last_applied(o);
+    let m = &mut o.metadata;
+    m.uid = None;
+    m.resource_version = None;
+    m.creation_timestamp = None;
+    m.generation = None;
+}
+
+/// Drop `field` of `data` when it is an empty object (an empty map costs nothing; a map
+/// holding one costs a node).
+fn drop_empty(data: &mut serde_json::Map<String, Value>, field: &str) {
+    if data
+        .get(field)
+        .is_some_and(|v| v.as_object().is_some_and(serde_json::Map::is_empty) || v.is_null())
+    {
+        data.remove(field);
+    }
+}
+
+/// What placement reads of a namespace: its labels, annotations, deletion and conditions;
+/// not its spec (the `kubernetes` finalizer), its phase, nor who it is.
+pub(crate) fn namespace_view(o: &mut DynamicObject) {
+    without_identity(o);
+    // The label kube keeps equal to the name: put back by [`namespace_labels`].
+    if let Some(l) = o.metadata.labels.as_mut() {
+        l.remove(NAME_LABEL);
+        if l.is_empty() {
+            o.metadata.labels = None;
+        }
+    }
     if let Some(data) = o.data.as_object_mut() {
         data.remove("spec");
         if let Some(status) = data.get_mut("status").and_then(Value::as_object_mut) {
             status.remove("phase");
         }
+        drop_empty(data, "status");
     }
 }
 
 /// What placement reads of a Workspace: its policy (`spec`), under its logical cluster.
 pub(crate) fn workspace_view(o: &mut DynamicObject) {
-    without_last_applied(o);
+    without_identity(o);
     if let Some(data) = o.data.as_object_mut() {
         data.retain(|k, _| k == "spec");
+        drop_empty(data, "spec");
+    }
+    if let Some(l) = &o.metadata.labels
+        && l.is_empty()
+    {
+        o.metadata.labels = None;
     }
     if let Some(a) = o.metadata.annotations.as_mut() {
         a.retain(|k, _| k == LOGICAL_CLUSTER_ANNOTATION);
@@ -95,6 +131,18 @@ pub(crate) fn path_of(o: &DynamicObject) -> Option<LogicalClusterPath> {
 
 pub(crate) fn labels_of(o: &DynamicObject) -> BTreeMap<String, String> {
     o.metadata.labels.clone().unwrap_or_default()
+}
+
+/// The label kube keeps on every namespace, equal to its name (a Placement may select by it).
+const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// A cached namespace's labels, with the name label [`namespace_view`] left out.
+pub(crate) fn namespace_labels(o: &DynamicObject) -> BTreeMap<String, String> {
+    let mut labels = labels_of(o);
+    if let Some(name) = &o.metadata.name {
+        labels.insert(NAME_LABEL.to_string(), name.clone());
+    }
+    labels
 }
 
 /// A `metav1.LabelSelector` as JSON; unset selects everything.
@@ -122,7 +170,7 @@ mod tests {
     fn cached_namespaces_and_workspaces_keep_what_placement_reads() {
         let mut ns: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": "shop", "labels": {"state.sluice.dev/east": "Sync"},
+            "metadata": {"name": "shop", "labels": {"state.sluice.dev/east": "Sync", "kubernetes.io/metadata.name": "shop"},
                 "annotations": {"sluice.dev/logical-cluster": "root:a", "drained.sluice.dev/last": "x"}},
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active", "conditions": [{"type": "Placed"}]}}))
@@ -131,6 +179,20 @@ mod tests {
         assert_eq!(
             ns.data,
             json!({"status": {"conditions": [{"type": "Placed"}]}})
+        );
+        let mut bare: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "app", "uid": "u", "resourceVersion": "5",
+                "annotations": {"sluice.dev/logical-cluster": "root:a"}},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}))
+        .unwrap();
+        namespace_view(&mut bare);
+        assert_eq!(bare.data, json!({}));
+        assert_eq!(ns.metadata.labels.as_ref().map(BTreeMap::len), Some(1));
+        assert_eq!(namespace_labels(&ns)[NAME_LABEL], "shop");
+        assert_eq!(
+            (bare.metadata.uid, bare.metadata.resource_version),
+            (None, None)
         );
         assert_eq!(ns.metadata.annotations.as_ref().unwrap().len(), 2);
         let mut ws: DynamicObject = serde_json::from_value(json!({
