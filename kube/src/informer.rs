@@ -131,7 +131,7 @@ impl<K> Clone for Store<K> {
 #[error("the watch stopped before its first list")]
 pub struct Stopped;
 
-impl<K: Resource + Clone> Store<K> {
+impl<K> Store<K> {
     /// An empty store whose objects are told apart by annotation `scope_by` (if any) as
     /// well as namespace and name.
     pub fn new(scope_by: Option<&'static str>) -> Self {
@@ -144,7 +144,9 @@ impl<K: Resource + Clone> Store<K> {
             synced: watch::Sender::new(false),
         }
     }
+}
 
+impl<K: Resource + Clone> Store<K> {
     /// Follow one watch event.
     pub fn apply(&self, event: &watcher::Event<K>) {
         let mut cache = self.cache.write().unwrap_or_else(PoisonError::into_inner);
@@ -163,6 +165,36 @@ impl<K: Resource + Clone> Store<K> {
                     .relist
                     .get_or_insert_default()
                     .insert(ObjectKey::of(o, self.scope_by), Arc::new(o.clone()));
+            }
+            watcher::Event::InitDone => {
+                cache.objects = cache.relist.take().unwrap_or_default();
+                drop(cache);
+                self.synced.send_replace(true);
+            }
+        }
+    }
+}
+
+impl<V> Store<V> {
+    /// Follow one watch event of objects `K`, keeping what `view` makes of each (a
+    /// controller that reads little of a kind it watches everywhere keeps only that).
+    pub fn apply_viewed<K: Resource>(&self, event: &watcher::Event<K>, view: fn(&K) -> V) {
+        let mut cache = self.cache.write().unwrap_or_else(PoisonError::into_inner);
+        match event {
+            watcher::Event::Apply(o) => {
+                cache
+                    .objects
+                    .insert(ObjectKey::of(o, self.scope_by), Arc::new(view(o)));
+            }
+            watcher::Event::Delete(o) => {
+                cache.objects.remove(ObjectKey::of(o, self.scope_by));
+            }
+            watcher::Event::Init => cache.relist = Some(Objects::default()),
+            watcher::Event::InitApply(o) => {
+                cache
+                    .relist
+                    .get_or_insert_default()
+                    .insert(ObjectKey::of(o, self.scope_by), Arc::new(view(o)));
             }
             watcher::Event::InitDone => {
                 cache.objects = cache.relist.take().unwrap_or_default();
@@ -378,6 +410,63 @@ impl<K: Resource + 'static> Informer<K> {
 
     /// Every object cached now.
     pub fn state(&self) -> Vec<Arc<K>> {
+        self.store.state()
+    }
+}
+
+/// A store of views `V` of the objects `K` a watch across scopes keeps current: what a
+/// controller reads of a kind, made once per event, instead of the whole object. The watch
+/// stops when this is dropped.
+pub struct Views<V> {
+    pub store: Store<V>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<V> Drop for Views<V> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl<V: Send + Sync + 'static> Views<V> {
+    /// Watch `api` across scopes (told apart by annotation `scope_by`), keeping `view` of
+    /// each object and calling `on_event` after each event reached the store.
+    pub fn start_across<K>(
+        api: Api<K>,
+        config: watcher::Config,
+        what: &str,
+        scope_by: &'static str,
+        view: fn(&K) -> V,
+        on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    ) -> Self
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let store = Store::new(Some(scope_by));
+        let writer = store.clone();
+        let what = what.to_string();
+        let task = tokio::spawn(async move {
+            let mut events = Box::pin(watch(api, config));
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(e) => {
+                        writer.apply_viewed(&e, view);
+                        on_event(&e);
+                    }
+                    Err(e) => tracing::warn!(kind = %what, error = %e, "watch failed; retrying"),
+                }
+            }
+        });
+        Self { store, task }
+    }
+
+    /// The view of `namespace/name` of `scope`.
+    pub fn get_in(&self, scope: &str, namespace: &str, name: &str) -> Option<Arc<V>> {
+        self.store.get_in(scope, namespace, name)
+    }
+
+    /// Every view kept now.
+    pub fn state(&self) -> Vec<Arc<V>> {
         self.store.state()
     }
 }

@@ -249,3 +249,50 @@ fn a_store_reads_one_namespace() {
     assert!(store.in_namespace("", "b").is_empty());
     assert_eq!(store.namespaces(), [(String::new(), "a".to_string())]);
 }
+
+#[test]
+fn a_view_store_keeps_what_its_view_makes_of_each_object_by_scope() {
+    let store: Store<String> = Store::new(Some("scope"));
+    let cm = |name: &str, scope: &str, v: &str| -> ConfigMap {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "shop", "annotations": {"scope": scope}},
+            "data": {"v": v}}))
+        .unwrap()
+    };
+    let view: fn(&ConfigMap) -> String = |c| {
+        c.data
+            .as_ref()
+            .and_then(|d| d.get("v").cloned())
+            .unwrap_or_default()
+    };
+    store.apply_viewed(&watcher::Event::Init, view);
+    store.apply_viewed(&watcher::Event::InitApply(cm("a", "root:x", "1")), view);
+    store.apply_viewed(&watcher::Event::InitApply(cm("a", "root:y", "2")), view);
+    assert!(!store.is_ready());
+    store.apply_viewed(&watcher::Event::<ConfigMap>::InitDone, view);
+    assert!(store.is_ready());
+    assert_eq!(
+        store
+            .get_in("root:x", "shop", "a")
+            .as_deref()
+            .map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(
+        store
+            .get_in("root:y", "shop", "a")
+            .as_deref()
+            .map(String::as_str),
+        Some("2")
+    );
+    store.apply_viewed(&watcher::Event::Apply(cm("a", "root:x", "3")), view);
+    store.apply_viewed(&watcher::Event::Delete(cm("a", "root:y", "2")), view);
+    assert_eq!(
+        store
+            .get_in("root:x", "shop", "a")
+            .as_deref()
+            .map(String::as_str),
+        Some("3")
+    );
+    assert_eq!(store.len(), 1);
+}

@@ -39,6 +39,7 @@ use sluice_api::sync::LABEL_CLUSTER;
 use sluice_api::synced_kinds::{BUILTIN, SyncedKind};
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath};
 use sluice_kube::controller::{Action, Controller, ControllerMetrics, Queue, Reconciler};
+use sluice_kube::informer::Views;
 use sluice_kube::resources::{Limits, Resources};
 use sluice_kube::{Informer, Roots};
 use tokio::sync::watch;
@@ -46,8 +47,8 @@ use tokio::sync::watch;
 pub use self::error::{ReconcileError, Write};
 use self::ledger::{Ledger, NsKey};
 use self::views::{
-    PLACEABLE_NAMESPACES, decided_on, labels_of, metadata_only, namespace_view, parse_selector,
-    path_of, without_last_applied, workspace_view,
+    NamespaceView, PLACEABLE_NAMESPACES, WorkspaceView, decided_on, labels_of, metadata_only,
+    parse_selector, path_of, without_last_applied,
 };
 use crate::imports;
 use crate::schedule::{ClusterView, Mode, PolicyView};
@@ -95,7 +96,7 @@ pub enum Key {
 }
 
 struct Watched {
-    namespaces: Informer<DynamicObject>,
+    namespaces: Views<NamespaceView>,
     placements: Informer<DynamicObject>,
     clusters: Informer<DynamicObject>,
     leases: Informer<Lease>,
@@ -104,19 +105,22 @@ struct Watched {
     /// The Pods the syncers mirrored up.
     mirrors: Informer<DynamicObject>,
     /// Workspaces: their policies bound where their namespaces run and how much they use.
-    workspaces: Informer<DynamicObject>,
+    workspaces: Views<WorkspaceView>,
 }
 
 type Objects<'a> = Vec<(&'static SyncedKind, &'a ApiResource, Arc<DynamicObject>)>;
 
 impl Watched {
     async fn ready(&self) -> bool {
+        if self.namespaces.store.wait_until_ready().await.is_err()
+            || self.workspaces.store.wait_until_ready().await.is_err()
+        {
+            return false;
+        }
         let mut stores = vec![
-            self.namespaces.store.wait_until_ready(),
             self.placements.store.wait_until_ready(),
             self.clusters.store.wait_until_ready(),
             self.mirrors.store.wait_until_ready(),
-            self.workspaces.store.wait_until_ready(),
         ];
         stores.extend(
             self.kinds
@@ -170,7 +174,7 @@ impl Watched {
             .store
             .in_namespace(path.as_str(), "")
             .iter()
-            .filter_map(|n| Some((path.clone(), n.metadata.name.clone()?)))
+            .map(|n| (path.clone(), n.name.clone()))
             .collect()
     }
 
@@ -330,9 +334,7 @@ impl Reconciler for Placer {
             Key::Resync => {
                 let mut keys: BTreeSet<NsKey> = self.ledger.keys().cloned().collect();
                 for n in self.w.namespaces.state() {
-                    if let (Some(p), Some(name)) = (path_of(&n), n.metadata.name.clone()) {
-                        keys.insert((p, name));
-                    }
+                    keys.insert((n.path.clone(), n.name.clone()));
                 }
                 for k in keys {
                     self.queue.touch(Key::Namespace(k));
@@ -377,7 +379,7 @@ impl Placer {
                 self.queue.touch(Key::Namespace(k));
             }
             for ws in self.w.workspaces.store.in_namespace(p.as_str(), "") {
-                if let Some(child) = ws.metadata.name.as_deref().and_then(|n| p.child(n).ok()) {
+                if let Ok(child) = p.child(&ws.name) {
                     todo.push(child);
                 }
             }
@@ -611,21 +613,27 @@ pub async fn run(
             owning_namespace_key,
             None,
         ),
-        namespaces: start(
-            dynamic("", "v1", "Namespace", "namespaces"),
+        namespaces: Views::start_across(
+            Api::all_with(
+                wildcard.clone(),
+                &dynamic("", "v1", "Namespace", "namespaces"),
+            ),
+            watcher::Config::default().labels(&PLACEABLE_NAMESPACES),
             "namespaces",
-            Some(&PLACEABLE_NAMESPACES),
-            namespace_view,
-            namespace_key,
-            Some(Key::Resync),
+            LOGICAL_CLUSTER_ANNOTATION,
+            NamespaceView::of,
+            touching(&queue, namespace_key, Some(Key::Resync)),
         ),
-        workspaces: start(
-            dynamic("sluice.dev", "v1alpha1", "Workspace", "workspaces"),
+        workspaces: Views::start_across(
+            Api::all_with(
+                wildcard.clone(),
+                &dynamic("sluice.dev", "v1alpha1", "Workspace", "workspaces"),
+            ),
+            watcher::Config::default(),
             "workspaces",
-            None,
-            workspace_view,
-            workspace_key,
-            None,
+            LOGICAL_CLUSTER_ANNOTATION,
+            WorkspaceView::of,
+            touching(&queue, workspace_key, None),
         ),
         placements: start(
             dynamic("sluice.dev", "v1alpha1", "Placement", "placements"),
@@ -683,17 +691,15 @@ pub async fn run(
     }
     let mut ledger = Ledger::default();
     for ns in w.namespaces.state() {
-        let (Some(path), Some(name)) = (path_of(&ns), ns.metadata.name.clone()) else {
-            continue;
-        };
-        let key = (path, name);
+        let key = (ns.path.clone(), ns.name.clone());
         let objs = w.objects_of(&key);
         let values: Vec<(&str, Value)> = objs
             .iter()
             .filter(|(k, _, _)| crate::demand::runs_pods(k.kind))
             .map(|(k, _, o)| (k.kind, serde_json::to_value(&**o).unwrap_or(Value::Null)))
             .collect();
-        let placed = sluice_api::sync::placed_clusters(ns.metadata.labels.iter().flatten())
+        let placed = ns
+            .placed()
             .into_iter()
             .map(|c| {
                 let d = crate::demand::demand(values.iter().map(|(k, v)| (*k, v)), Some(&c));

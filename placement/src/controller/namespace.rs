@@ -22,7 +22,7 @@ use sluice_kube::resources::Resources;
 use super::error::{ReconcileError, Write};
 use super::ledger::NsKey;
 use super::report::{self, DRAINED_ANNOTATION, MANAGER, drained_condition, same_clusters};
-use super::views::{dynamic, labels_of, namespace_labels};
+use super::views::{dynamic, labels_of};
 use super::{MAX_DRAIN_MOVES, Placer, SHIFT_TICK, Snapshot};
 use crate::schedule::{self, ClusterView, Mode, Phase, Target};
 use crate::{imports, rollback, shift, status, tenancy};
@@ -59,7 +59,7 @@ impl Placer {
             .filter(|((k, _, _), _)| crate::demand::runs_pods(k.kind))
             .map(|((k, _, _), v)| (k.kind, v))
             .collect();
-        let labels = namespace_labels(&ns);
+        let labels = ns.labels();
         let current = placed_clusters(labels.iter());
         // What it requests where it runs now, as the others see it.
         let counted: Vec<(ClusterName, Resources)> = current
@@ -77,7 +77,7 @@ impl Placer {
             self.w
                 .workspaces
                 .get_in(parent.as_str(), "", name)
-                .and_then(|o| tenancy::policy_of(&o.data))
+                .and_then(|w| w.policy.clone())
         };
         let policy = tenancy::effective(path, &own_policy);
         // The clusters as this namespace sees them: what the others use, and what its
@@ -94,11 +94,7 @@ impl Placer {
                 v
             })
             .collect();
-        let admitted = ns
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(ADMITTED_ANNOTATION));
+        let admitted = ns.annotations.contains_key(ADMITTED_ANNOTATION);
         // Also established: what asks for no pod (nothing to start), and what already runs
         // on several clusters (spread or spilled, as placed before admission was recorded).
         let established =
@@ -109,7 +105,7 @@ impl Placer {
             .map(|c| c.name.clone())
             .collect();
         let mut drain_queued = false;
-        let target = if ns.metadata.deletion_timestamp.is_some() {
+        let target = if ns.deleting {
             // A namespace being deleted stays where it is while its contents go.
             Target::On {
                 clusters: current.clone(),
@@ -145,8 +141,7 @@ impl Placer {
             }
         };
         self.ledger.queue_for_drain(key, drain_queued);
-        let no_annotations = Default::default();
-        let ns_annotations = ns.metadata.annotations.as_ref().unwrap_or(&no_annotations);
+        let ns_annotations = &ns.annotations;
         // A move that failed stays rolled back while the target is the one it failed for;
         // a new target clears it.
         let verdict = rollback::Verdict::of(ns_annotations);

@@ -5,11 +5,10 @@
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use sluice_api::ClusterName;
-use sluice_api::sync::placed_clusters;
 use sluice_kube::resources::Resources;
 
 use super::error::{ReconcileError, Write};
-use super::views::dynamic;
+use super::views::{NamespaceView, dynamic};
 use crate::schedule::{self, ClusterView, Phase, PolicyView};
 use crate::shift;
 
@@ -132,7 +131,7 @@ fn placed_condition(phase: &Phase, on: &[ClusterName]) -> (&'static str, &'stati
 /// clusters that just left, how their traffic ended.
 pub(crate) async fn report_phase(
     client: &kube::Client,
-    ns: &DynamicObject,
+    ns: &NamespaceView,
     name: &str,
     phase: &Phase,
     drained: &[shift::Drained],
@@ -141,15 +140,11 @@ pub(crate) async fn report_phase(
     // recorded on the namespace, so that a status write from a stale snapshot is put right.
     let fresh = drained_condition(drained);
     let want_drained: Option<Value> = fresh.as_ref().map(|(c, _)| c.clone()).or_else(|| {
-        ns.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(DRAINED_ANNOTATION))
+        ns.annotations
+            .get(DRAINED_ANNOTATION)
             .and_then(|v| serde_json::from_str(v).ok())
     });
-    let have_drained = ns.data["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == CONDITION_DRAINED));
+    let have_drained = ns.condition(CONDITION_DRAINED);
     let drained = want_drained.filter(|w| {
         have_drained.is_none_or(|h| {
             ["status", "reason", "message"]
@@ -157,11 +152,9 @@ pub(crate) async fn report_phase(
                 .any(|k| h[*k] != w[*k])
         })
     });
-    let on = placed_clusters(ns.metadata.labels.iter().flatten());
+    let on = ns.placed();
     let (status, reason, message) = placed_condition(phase, &on);
-    let have = ns.data["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == CONDITION_PLACED));
+    let have = ns.condition(CONDITION_PLACED);
     // A namespace that was never placed has nothing to say.
     let silent = have.is_none() && matches!(phase, Phase::Unplaced);
     let same = have.is_some_and(|c| {
@@ -171,10 +164,9 @@ pub(crate) async fn report_phase(
     if !placed_changed && drained.is_none() {
         return Ok(());
     }
-    let mut conditions: Vec<Value> = ns.data["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let mut conditions: Vec<Value> = ns
+        .conditions
+        .iter()
         .filter(|c| drained.is_none() || c["type"] != CONDITION_DRAINED)
         .filter(|c| c["type"] != CONDITION_PLACED)
         .cloned()

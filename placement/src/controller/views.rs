@@ -54,62 +54,81 @@ pub(crate) fn without_last_applied(o: &mut DynamicObject) {
     o.metadata.managed_fields = None;
 }
 
-/// What placement never reads of a namespace or Workspace's metadata (it writes them with
-/// merge patches that name no version): each is a string per object.
-fn without_identity(o: &mut DynamicObject) {
-    without_last_applied(o);
-    let m = &mut o.metadata;
-    m.uid = None;
-    m.resource_version = None;
-    m.creation_timestamp = None;
-    m.generation = None;
+/// Annotations a namespace carries that placement never reads: kept out of its view.
+const UNREAD_ANNOTATIONS: [&str; 4] = [
+    LOGICAL_CLUSTER_ANNOTATION,
+    sluice_api::sync::LAST_APPLIED_ANNOTATION,
+    sluice_api::sync::ANNOTATION_DOWNSTREAM_NAMESPACE,
+    sluice_api::tenancy::POD_SECURITY_ANNOTATION,
+];
+
+/// A namespace as placement reads it: its labels, the annotations placement and the
+/// syncers write, whether it is being deleted, and its conditions. Not its spec (the
+/// `kubernetes` finalizer), phase, identity or managed fields: a fleet's namespaces cost
+/// placement their names and what is placed.
+#[derive(Debug)]
+pub(crate) struct NamespaceView {
+    pub path: LogicalClusterPath,
+    pub name: String,
+    /// Without the name label kube keeps equal to the name (put back by [`Self::labels`]).
+    labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub deleting: bool,
+    pub conditions: Vec<Value>,
 }
 
-/// Drop `field` of `data` when it is an empty object (an empty map costs nothing; a map
-/// holding one costs a node).
-fn drop_empty(data: &mut serde_json::Map<String, Value>, field: &str) {
-    if data
-        .get(field)
-        .is_some_and(|v| v.as_object().is_some_and(serde_json::Map::is_empty) || v.is_null())
-    {
-        data.remove(field);
-    }
-}
-
-/// What placement reads of a namespace: its labels, annotations, deletion and conditions;
-/// not its spec (the `kubernetes` finalizer), its phase, nor who it is.
-pub(crate) fn namespace_view(o: &mut DynamicObject) {
-    without_identity(o);
-    // The label kube keeps equal to the name: put back by [`namespace_labels`].
-    if let Some(l) = o.metadata.labels.as_mut() {
-        l.remove(NAME_LABEL);
-        if l.is_empty() {
-            o.metadata.labels = None;
+impl NamespaceView {
+    pub(crate) fn of(o: &DynamicObject) -> Self {
+        let mut labels = o.metadata.labels.clone().unwrap_or_default();
+        labels.remove(NAME_LABEL);
+        let mut annotations = o.metadata.annotations.clone().unwrap_or_default();
+        for a in UNREAD_ANNOTATIONS {
+            annotations.remove(a);
+        }
+        Self {
+            path: path_of(o).unwrap_or_else(LogicalClusterPath::root),
+            name: o.metadata.name.clone().unwrap_or_default(),
+            labels,
+            annotations,
+            deleting: o.metadata.deletion_timestamp.is_some(),
+            conditions: o.data["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
         }
     }
-    if let Some(data) = o.data.as_object_mut() {
-        data.remove("spec");
-        if let Some(status) = data.get_mut("status").and_then(Value::as_object_mut) {
-            status.remove("phase");
-        }
-        drop_empty(data, "status");
+
+    /// Its labels, with the name label (a Placement may select by it).
+    pub(crate) fn labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.labels.clone();
+        labels.insert(NAME_LABEL.to_string(), self.name.clone());
+        labels
+    }
+
+    /// The clusters it is placed on (its state labels).
+    pub(crate) fn placed(&self) -> Vec<sluice_api::ClusterName> {
+        sluice_api::sync::placed_clusters(self.labels.iter())
+    }
+
+    /// Its condition of `type`.
+    pub(crate) fn condition(&self, kind: &str) -> Option<&Value> {
+        self.conditions.iter().find(|c| c["type"] == kind)
     }
 }
 
-/// What placement reads of a Workspace: its policy (`spec`), under its logical cluster.
-pub(crate) fn workspace_view(o: &mut DynamicObject) {
-    without_identity(o);
-    if let Some(data) = o.data.as_object_mut() {
-        data.retain(|k, _| k == "spec");
-        drop_empty(data, "spec");
-    }
-    if let Some(l) = &o.metadata.labels
-        && l.is_empty()
-    {
-        o.metadata.labels = None;
-    }
-    if let Some(a) = o.metadata.annotations.as_mut() {
-        a.retain(|k, _| k == LOGICAL_CLUSTER_ANNOTATION);
+/// A Workspace as placement reads it: the logical cluster it makes and its policy.
+#[derive(Debug)]
+pub(crate) struct WorkspaceView {
+    pub name: String,
+    pub policy: Option<sluice_api::tenancy::WorkspacePolicy>,
+}
+
+impl WorkspaceView {
+    pub(crate) fn of(o: &DynamicObject) -> Self {
+        Self {
+            name: o.metadata.name.clone().unwrap_or_default(),
+            policy: crate::tenancy::policy_of(&o.data),
+        }
     }
 }
 
@@ -133,17 +152,8 @@ pub(crate) fn labels_of(o: &DynamicObject) -> BTreeMap<String, String> {
     o.metadata.labels.clone().unwrap_or_default()
 }
 
-/// The label kube keeps on every namespace, equal to its name (a Placement may select by it).
+/// The label kube keeps on every namespace, equal to its name.
 const NAME_LABEL: &str = "kubernetes.io/metadata.name";
-
-/// A cached namespace's labels, with the name label [`namespace_view`] left out.
-pub(crate) fn namespace_labels(o: &DynamicObject) -> BTreeMap<String, String> {
-    let mut labels = labels_of(o);
-    if let Some(name) = &o.metadata.name {
-        labels.insert(NAME_LABEL.to_string(), name.clone());
-    }
-    labels
-}
 
 /// A `metav1.LabelSelector` as JSON; unset selects everything.
 pub(crate) fn parse_selector(v: &Value) -> Result<Selector, sluice_kube::selector::SelectorError> {
@@ -168,43 +178,33 @@ mod tests {
 
     #[test]
     fn cached_namespaces_and_workspaces_keep_what_placement_reads() {
-        let mut ns: DynamicObject = serde_json::from_value(json!({
+        let ns: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": "shop", "labels": {"state.sluice.dev/east": "Sync", "kubernetes.io/metadata.name": "shop"},
-                "annotations": {"sluice.dev/logical-cluster": "root:a", "drained.sluice.dev/last": "x"}},
+            "metadata": {"name": "shop", "uid": "u", "resourceVersion": "5",
+                "labels": {"state.sluice.dev/east": "Sync", "kubernetes.io/metadata.name": "shop"},
+                "annotations": {"sluice.dev/logical-cluster": "root:a", "drained.sluice.dev/last": "x",
+                    "sluice.dev/downstream-namespace": "shop-x", "sluice.dev/pod-security": "baseline"}},
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active", "conditions": [{"type": "Placed"}]}}))
         .unwrap();
-        namespace_view(&mut ns);
+        let v = NamespaceView::of(&ns);
+        assert_eq!(v.path, "root:a".parse().unwrap());
+        assert_eq!(v.labels.len(), 1, "the name label is not kept");
+        assert_eq!(v.labels()[NAME_LABEL], "shop");
+        assert_eq!(v.placed(), [sluice_api::ClusterName::new("east")]);
         assert_eq!(
-            ns.data,
-            json!({"status": {"conditions": [{"type": "Placed"}]}})
+            v.annotations.keys().collect::<Vec<_>>(),
+            ["drained.sluice.dev/last"]
         );
-        let mut bare: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": "app", "uid": "u", "resourceVersion": "5",
-                "annotations": {"sluice.dev/logical-cluster": "root:a"}},
-            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}))
-        .unwrap();
-        namespace_view(&mut bare);
-        assert_eq!(bare.data, json!({}));
-        assert_eq!(ns.metadata.labels.as_ref().map(BTreeMap::len), Some(1));
-        assert_eq!(namespace_labels(&ns)[NAME_LABEL], "shop");
-        assert_eq!(
-            (bare.metadata.uid, bare.metadata.resource_version),
-            (None, None)
-        );
-        assert_eq!(ns.metadata.annotations.as_ref().unwrap().len(), 2);
-        let mut ws: DynamicObject = serde_json::from_value(json!({
+        assert!(v.condition("Placed").is_some() && !v.deleting);
+        let ws: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "sluice.dev/v1alpha1", "kind": "Workspace",
-            "metadata": {"name": "a", "annotations": {"sluice.dev/logical-cluster": "root",
-                "other": "x"}},
+            "metadata": {"name": "a", "annotations": {"sluice.dev/logical-cluster": "root"}},
             "spec": {"policy": {}}, "status": {"phase": "Ready"}}))
         .unwrap();
-        workspace_view(&mut ws);
-        assert_eq!(ws.data, json!({"spec": {"policy": {}}}));
-        assert_eq!(path_of(&ws), Some(LogicalClusterPath::root()));
-        assert_eq!(ws.metadata.annotations.as_ref().unwrap().len(), 1);
+        let w = WorkspaceView::of(&ws);
+        assert_eq!(w.name, "a");
+        assert!(w.policy.is_some());
         assert!(PLACEABLE_NAMESPACES.contains("notin (kube-system,kube-public,kube-node-lease)"));
     }
 
