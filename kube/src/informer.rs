@@ -147,31 +147,9 @@ impl<K> Store<K> {
 }
 
 impl<K: Resource + Clone> Store<K> {
-    /// Follow one watch event.
+    /// Follow one watch event, keeping the whole object.
     pub fn apply(&self, event: &watcher::Event<K>) {
-        let mut cache = self.cache.write().unwrap_or_else(PoisonError::into_inner);
-        match event {
-            watcher::Event::Apply(o) => {
-                cache
-                    .objects
-                    .insert(ObjectKey::of(o, self.scope_by), Arc::new(o.clone()));
-            }
-            watcher::Event::Delete(o) => {
-                cache.objects.remove(ObjectKey::of(o, self.scope_by));
-            }
-            watcher::Event::Init => cache.relist = Some(Objects::default()),
-            watcher::Event::InitApply(o) => {
-                cache
-                    .relist
-                    .get_or_insert_default()
-                    .insert(ObjectKey::of(o, self.scope_by), Arc::new(o.clone()));
-            }
-            watcher::Event::InitDone => {
-                cache.objects = cache.relist.take().unwrap_or_default();
-                drop(cache);
-                self.synced.send_replace(true);
-            }
-        }
+        self.apply_viewed(event, K::clone);
     }
 }
 
