@@ -1,4 +1,5 @@
-//! What the syncer counts: writes by kind and outcome, passes, objects placed here.
+//! What the syncer counts: writes by kind and outcome, objects placed here (the
+//! reconciles are the runtime's: `sluice_syncer_reconciles_total{outcome}` and the rest).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -19,7 +20,6 @@ pub struct SyncMetrics {
     pub write_failures: Family<WriteLabels, Counter>,
     pub not_synced: Counter,
     pub namespace_conflicts: Counter,
-    pub passes: Counter,
     pub placed: Gauge,
 }
 
@@ -32,7 +32,7 @@ impl SyncMetrics {
         );
         r.register(
             "write_failures",
-            "Downstream writes that failed (retried after 1 s)",
+            "Downstream writes that failed (the namespace is retried with backoff, 250 ms to 5 s)",
             self.write_failures.clone(),
         );
         r.register(
@@ -45,7 +45,6 @@ impl SyncMetrics {
             "Upstream namespaces refused because the downstream namespace they name belongs to another (see the Warning Event NamespaceConflict upstream)",
             self.namespace_conflicts.clone(),
         );
-        r.register("passes", "Reconcile passes", self.passes.clone());
         r.register(
             "placed_objects",
             "Upstream objects placed on this cluster",
