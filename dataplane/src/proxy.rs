@@ -30,6 +30,9 @@ pub enum ApplyError {
 pub struct Proxy {
     pub metrics: ProxyMetrics,
     pub tunnels: Tunnels,
+    /// Cluster mode's reconciles (`sluice_proxy_cluster_mode_reconciles_total{outcome}`,
+    /// ...): how often the cluster's changes were applied, and how long that took.
+    pub cluster_mode: sluice_kube::controller::ControllerMetrics,
     registry: Registry,
     running: Mutex<Vec<Running>>,
     ingress: Mutex<Option<Ingress>>,
@@ -44,9 +47,12 @@ impl Default for Proxy {
         let mut registry = Registry::with_prefix("sluice_proxy");
         metrics.register(&mut registry);
         tunnels.metrics.register(&mut registry);
+        let cluster_mode = sluice_kube::controller::ControllerMetrics::default();
+        cluster_mode.register(registry.sub_registry_with_prefix("cluster_mode"));
         Self {
             metrics,
             tunnels,
+            cluster_mode,
             registry,
             running: Mutex::new(Vec::new()),
             ingress: Mutex::new(None),

@@ -32,6 +32,7 @@ use sluice_api::mcs::slice_service;
 use sluice_api::sluice::Cluster;
 use sluice_api::sync::{ANNOTATION_LOGICAL_CLUSTER, LABEL_SYNCED, downstream_namespace_of};
 use sluice_kube::Informer;
+use sluice_kube::controller::{Action, Backoff, BatchController, BatchReconciler};
 use sluice_kube::lease::{LeaseHolder, renew_forever};
 
 type Changes = sluice_kube::Changes<ServiceKey>;
@@ -170,9 +171,40 @@ impl Delta {
     }
 }
 
+/// The cluster mode's reconciler: its informers, what it built, and the proxy it keeps.
+struct Configuring {
+    mode: ClusterMode,
+    proxy: Arc<Proxy>,
+    changes: Arc<Changes>,
+    services: Informer<Service>,
+    slices: Informer<EndpointSlice>,
+    slices_by_service: Arc<ServiceIndex<EndpointSlice>>,
+    imports: Informer<ServiceImport>,
+    clusters: Option<Informer<Cluster>>,
+    local_ingresses: Option<Informer<Ingress>>,
+    upstream_ingresses: Option<Informer<Ingress>>,
+    /// An Ingress changed: the routes are made again.
+    ingress_dirty: Arc<AtomicBool>,
+    routes: Vec<IngressRoute>,
+    listeners: traffic::Listeners,
+    /// Each service's listeners, and the peers they were built with.
+    built: BTreeMap<ServiceKey, Vec<ServiceConfig>>,
+    peers: Vec<PeerConfig>,
+    /// Which service owns each listen address (the first, as `build::assemble` keeps).
+    owners: HashMap<SocketAddr, ServiceKey>,
+    /// The next configuration is applied whole (the first: it also brings up the tunnels).
+    whole_next: bool,
+}
+
+/// Retries after the proxy rejected a configuration (a listen address taken, say).
+const BACKOFF: Backoff = Backoff {
+    first: std::time::Duration::from_millis(250),
+    max: std::time::Duration::from_secs(10),
+};
+
 impl ClusterMode {
     /// Keep `proxy` configured from the cluster until `stop` turns true.
-    pub async fn run(self, proxy: Arc<Proxy>, mut stop: watch::Receiver<bool>) {
+    pub async fn run(self, proxy: Arc<Proxy>, stop: watch::Receiver<bool>) {
         let changes = Arc::new(Changes::default());
         let all = watcher::Config::default;
         let services: Informer<Service> = Informer::start_with(
@@ -225,7 +257,6 @@ impl ClusterMode {
                     ingress_changed(),
                 )
             });
-        let mut routes: Vec<IngressRoute> = Vec::new();
         let lease = tokio::spawn(renew_forever(
             Api::namespaced(self.client.clone(), LEASE_NAMESPACE),
             LEASE_NAMESPACE.to_string(),
@@ -243,167 +274,202 @@ impl ClusterMode {
             listeners.clone(),
             stop.clone(),
         ));
-        // Each service's listeners, and the peers they were built with.
-        let mut built: BTreeMap<ServiceKey, Vec<ServiceConfig>> = BTreeMap::new();
-        let mut peers: Vec<PeerConfig> = Vec::new();
-        // Which service owns each listen address (the first, as `build::assemble` keeps).
-        let mut owners: HashMap<SocketAddr, ServiceKey> = HashMap::new();
-        // The first configuration is whole: it also brings up the tunnels.
-        let mut whole_next = true;
-        loop {
-            tokio::select! {
-                _ = stop.changed() => break,
-                _ = changes.notified() => {}
-            }
-            let synced = services.is_ready()
-                && slices.is_ready()
-                && imports.is_ready()
-                && clusters.as_ref().is_none_or(|c| c.is_ready())
-                && local_ingresses.as_ref().is_none_or(|c| c.is_ready())
-                && upstream_ingresses.as_ref().is_none_or(|c| c.is_ready());
-            if !synced {
-                continue;
-            }
-            let scope = changes.take();
-            // Routes name listeners: new Ingresses, and listeners that came or went.
-            let reroute = self.ingress.is_some()
-                && (ingress_dirty.swap(false, Ordering::Relaxed) || !scope.is_empty());
-            if scope.is_empty() {
-                if reroute {
-                    routes = self.routes(&local_ingresses, &upstream_ingresses, &built);
-                    proxy.set_ingress_routes(&routes);
-                }
-                continue;
-            }
-            let started = Instant::now();
-            let all_objects;
-            let mut scoped = Vec::new();
-            if scope.is_all() {
-                peers = clusters
-                    .as_ref()
-                    .map(|c| self::peers(&c.state(), &self.cluster, self.transport))
-                    .unwrap_or_default();
-                built.clear();
-                listeners.clear();
-            }
-            let objects: BTreeMap<ServiceKey, build::ServiceObjects<'_>> = match &scope {
-                Scope::All => {
-                    all_objects = (services.state(), slices.state(), imports.state());
-                    build::group(&all_objects.0, &all_objects.1, &all_objects.2)
-                }
-                Scope::Keys(keys) => {
-                    for k in keys {
-                        scoped.push((
-                            k.clone(),
-                            services.get(&k.namespace, &k.name),
-                            imports.get(&k.namespace, &k.name),
-                            slices_by_service.objects(&slices.store, k),
-                        ));
-                    }
-                    scoped
-                        .iter()
-                        .map(|(k, svc, imp, sl)| {
-                            let mut o = build::ServiceObjects {
-                                service: svc.as_deref(),
-                                import: imp.as_deref(),
-                                ..Default::default()
-                            };
-                            for s in sl {
-                                o.add_slice(s);
-                            }
-                            (k.clone(), o)
-                        })
-                        .collect()
-                }
-            };
-            // Only the listeners this round touched, unless the round goes whole.
-            let mut delta = (!scope.is_all() && !whole_next).then(Delta::default);
-            for (key, o) in objects {
-                let configs = build::service_configs(&self.cluster, &peers, &o);
-                let shifting = build::shifting(&o);
-                let old = if configs.is_empty() {
-                    built.remove(&key)
-                } else {
-                    built.insert(key.clone(), configs)
-                };
-                listeners.set(
-                    &key,
-                    old.iter().flatten().map(|c| c.name.as_str()),
-                    built
-                        .get(&key)
-                        .into_iter()
-                        .flatten()
-                        .map(|c| c.name.as_str()),
-                    shifting,
-                );
-                if let Some(d) = delta.as_mut()
-                    && !d.add(
-                        &key,
-                        old.as_deref().unwrap_or(&[]),
-                        built.get(&key).map(Vec::as_slice).unwrap_or(&[]),
-                        &mut owners,
-                    )
-                {
-                    delta = None;
-                }
-            }
-            if reroute {
-                routes = self.routes(&local_ingresses, &upstream_ingresses, &built);
-            }
-            let applied = match delta {
-                Some(d) => proxy.apply_services(&d.upsert, &d.remove).map(|()| {
-                    if reroute {
-                        proxy.set_ingress_routes(&routes);
-                    }
-                    d.upsert.len() + d.remove.len()
-                }),
-                None => {
-                    let mut config = build::assemble(
-                        built.values().map(Vec::as_slice),
-                        self.tunnel.clone(),
-                        &peers,
-                    );
-                    config.ingress = self.ingress.map(|listen| IngressConfig {
-                        listen,
-                        routes: routes.clone(),
-                    });
-                    // While two services name one address, who wins is decided whole.
-                    (owners, whole_next) = build::owners(&built);
-                    proxy.apply(&config).map(|()| config.services.len())
-                }
-            };
-            match applied {
-                Ok(listeners) => {
-                    tracing::debug!(
-                        listeners,
-                        services = scope.len(),
-                        took_us = started.elapsed().as_micros() as u64,
-                        "cluster configuration applied"
-                    );
-                    proxy.set_synced();
-                }
-                Err(e) => {
-                    // The proxy does not run what `built` says: the next round goes whole.
-                    whole_next = true;
-                    tracing::warn!(error = %e, "cluster configuration rejected")
-                }
-            }
-        }
+        let metrics = proxy.cluster_mode.clone();
+        let mut configuring = Configuring {
+            mode: self,
+            proxy,
+            changes: changes.clone(),
+            services,
+            slices,
+            slices_by_service,
+            imports,
+            clusters,
+            local_ingresses,
+            upstream_ingresses,
+            ingress_dirty,
+            routes: Vec::new(),
+            listeners,
+            built: BTreeMap::new(),
+            peers: Vec::new(),
+            owners: HashMap::new(),
+            whole_next: true,
+        };
+        let _ = BatchController::new("cluster mode", changes, metrics)
+            .with_backoff(BACKOFF)
+            .run(&mut configuring, stop)
+            .await;
         lease.abort();
         let _ = report.await;
     }
+}
 
+impl BatchReconciler for Configuring {
+    type Key = ServiceKey;
+    type Error = crate::proxy::ApplyError;
+
+    async fn reconcile(&mut self, scope: &Scope) -> Result<Action, Self::Error> {
+        let synced = self.services.is_ready()
+            && self.slices.is_ready()
+            && self.imports.is_ready()
+            && self.clusters.as_ref().is_none_or(|c| c.is_ready())
+            && self.local_ingresses.as_ref().is_none_or(|c| c.is_ready())
+            && self
+                .upstream_ingresses
+                .as_ref()
+                .is_none_or(|c| c.is_ready());
+        if !synced {
+            // Each informer's first list wakes the controller again.
+            self.changes.restore(scope.clone());
+            return Ok(Action::AwaitChange);
+        }
+        // Routes name listeners: new Ingresses, and listeners that came or went.
+        let reroute = self.mode.ingress.is_some()
+            && (self.ingress_dirty.swap(false, Ordering::Relaxed) || !scope.is_empty());
+        if scope.is_empty() {
+            if reroute {
+                self.routes = self.routes();
+                self.proxy.set_ingress_routes(&self.routes);
+            }
+            return Ok(Action::AwaitChange);
+        }
+        let started = Instant::now();
+        let cluster = self.mode.cluster.as_str();
+        if scope.is_all() {
+            self.peers = self
+                .clusters
+                .as_ref()
+                .map(|c| self::peers(&c.state(), cluster, self.mode.transport))
+                .unwrap_or_default();
+            self.built.clear();
+            self.listeners.clear();
+        }
+        let all_objects;
+        let mut scoped = Vec::new();
+        let objects: BTreeMap<ServiceKey, build::ServiceObjects<'_>> = match scope {
+            Scope::All => {
+                all_objects = (
+                    self.services.state(),
+                    self.slices.state(),
+                    self.imports.state(),
+                );
+                build::group(&all_objects.0, &all_objects.1, &all_objects.2)
+            }
+            Scope::Keys(keys) => {
+                for k in keys {
+                    scoped.push((
+                        k.clone(),
+                        self.services.get(&k.namespace, &k.name),
+                        self.imports.get(&k.namespace, &k.name),
+                        self.slices_by_service.objects(&self.slices.store, k),
+                    ));
+                }
+                scoped
+                    .iter()
+                    .map(|(k, svc, imp, sl)| {
+                        let mut o = build::ServiceObjects {
+                            service: svc.as_deref(),
+                            import: imp.as_deref(),
+                            ..Default::default()
+                        };
+                        for s in sl {
+                            o.add_slice(s);
+                        }
+                        (k.clone(), o)
+                    })
+                    .collect()
+            }
+        };
+        // Only the listeners this reconcile touched, unless it goes whole.
+        let mut delta = (!scope.is_all() && !self.whole_next).then(Delta::default);
+        for (key, o) in objects {
+            let configs = build::service_configs(cluster, &self.peers, &o);
+            let shifting = build::shifting(&o);
+            let old = if configs.is_empty() {
+                self.built.remove(&key)
+            } else {
+                self.built.insert(key.clone(), configs)
+            };
+            self.listeners.set(
+                &key,
+                old.iter().flatten().map(|c| c.name.as_str()),
+                self.built
+                    .get(&key)
+                    .into_iter()
+                    .flatten()
+                    .map(|c| c.name.as_str()),
+                shifting,
+            );
+            if let Some(d) = delta.as_mut()
+                && !d.add(
+                    &key,
+                    old.as_deref().unwrap_or(&[]),
+                    self.built.get(&key).map(Vec::as_slice).unwrap_or(&[]),
+                    &mut self.owners,
+                )
+            {
+                delta = None;
+            }
+        }
+        if reroute {
+            self.routes = self.routes();
+        }
+        let applied = match delta {
+            Some(d) => self.proxy.apply_services(&d.upsert, &d.remove).map(|()| {
+                if reroute {
+                    self.proxy.set_ingress_routes(&self.routes);
+                }
+                d.upsert.len() + d.remove.len()
+            }),
+            None => {
+                let mut config = build::assemble(
+                    self.built.values().map(Vec::as_slice),
+                    self.mode.tunnel.clone(),
+                    &self.peers,
+                );
+                config.ingress = self.mode.ingress.map(|listen| IngressConfig {
+                    listen,
+                    routes: self.routes.clone(),
+                });
+                // While two services name one address, who wins is decided whole.
+                (self.owners, self.whole_next) = build::owners(&self.built);
+                self.proxy.apply(&config).map(|()| config.services.len())
+            }
+        };
+        match applied {
+            Ok(listeners) => {
+                tracing::debug!(
+                    listeners,
+                    services = scope.len(),
+                    took_us = started.elapsed().as_micros() as u64,
+                    "cluster configuration applied"
+                );
+                self.proxy.set_synced();
+                Ok(Action::AwaitChange)
+            }
+            Err(e) => {
+                // The proxy does not run what `built` says: the retry goes whole.
+                self.whole_next = true;
+                tracing::warn!(error = %e, "cluster configuration rejected");
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Configuring {
     /// The ingress's routes from the Ingresses the informers hold.
-    fn routes(
-        &self,
-        local: &Option<Informer<Ingress>>,
-        upstream: &Option<Informer<Ingress>>,
-        built: &BTreeMap<ServiceKey, Vec<ServiceConfig>>,
-    ) -> Vec<IngressRoute> {
-        let local = local.as_ref().map(|i| i.state()).unwrap_or_default();
-        let upstream = upstream.as_ref().map(|i| i.state());
+    fn routes(&self) -> Vec<IngressRoute> {
+        let local = self
+            .local_ingresses
+            .as_ref()
+            .map(|i| i.state())
+            .unwrap_or_default();
+        let upstream = self.upstream_ingresses.as_ref().map(|i| i.state());
         let all = ingresses(&local, upstream.as_deref());
-        build::ingress_routes(all.iter().map(|(ns, i)| (ns.as_str(), i.as_ref())), built)
+        build::ingress_routes(
+            all.iter().map(|(ns, i)| (ns.as_str(), i.as_ref())),
+            &self.built,
+        )
     }
 }
 

@@ -5,6 +5,8 @@ use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
 
 use super::*;
+use crate::changes::Changes;
+use crate::scope::Scope;
 
 #[tokio::test(start_paused = true)]
 async fn a_key_is_queued_once_at_the_earliest_time_asked() {
@@ -152,4 +154,111 @@ async fn nothing_runs_while_nothing_changes_and_a_touch_wakes_it() {
     assert!(result.is_err());
     let times: Vec<Duration> = r.calls.iter().map(|(t, _)| *t - t0).collect();
     assert_eq!(times, [Duration::from_millis(100_050)]);
+}
+
+/// Records each scope it is handed; fails its first `fail` calls; then asks for `action`.
+struct Batches {
+    calls: Vec<(Duration, Scope<u32>)>,
+    t0: Instant,
+    fail: u32,
+    action: Action,
+}
+
+impl BatchReconciler for Batches {
+    type Key = u32;
+    type Error = String;
+
+    async fn reconcile(&mut self, scope: &Scope<u32>) -> Result<Action, String> {
+        self.calls.push((self.t0.elapsed(), scope.clone()));
+        if self.fail > 0 {
+            self.fail -= 1;
+            return Err("refused".into());
+        }
+        Ok(self.action)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_takes_every_change_together_and_a_failure_puts_it_back() {
+    let changes = Arc::new(Changes::<u32>::default());
+    let metrics = ControllerMetrics::default();
+    let controller =
+        BatchController::new("test", changes.clone(), metrics.clone()).with_backoff(Backoff {
+            first: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+        });
+    let mut r = Batches {
+        calls: Vec::new(),
+        t0: Instant::now(),
+        fail: 2,
+        action: Action::AwaitChange,
+    };
+    changes.touch(1);
+    changes.touch(2);
+    let (stop_tx, stop) = watch::channel(false);
+    let toucher = async {
+        // During the backoff: joins the retry, not a reconcile of its own.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        changes.touch(3);
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        changes.touch(4);
+        changes.touch(4);
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        stop_tx.send_replace(true);
+    };
+    let (result, ()) = tokio::join!(controller.run(&mut r, stop), toucher);
+    assert!(result.is_ok());
+    // A burst of touches may leave one wake-up over, handed out as an empty scope (the
+    // same as a change no key names): what counts is every key, together, on time.
+    let secs: Vec<(u64, Scope<u32>)> = r
+        .calls
+        .iter()
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(t, s)| (t.as_secs(), s.clone()))
+        .collect();
+    assert_eq!(
+        secs,
+        [
+            (0, Scope::Keys([1, 2].into())),
+            // 1 s after the first failure, with what came meanwhile.
+            (1, Scope::Keys([1, 2, 3].into())),
+            // 2 s after the second.
+            (3, Scope::Keys([1, 2, 3].into())),
+            (100, Scope::Keys([4].into())),
+        ]
+    );
+    let failed = metrics
+        .reconciles
+        .get_or_create(&metrics::OutcomeLabels {
+            outcome: Outcome::Failed,
+        })
+        .get();
+    assert_eq!(failed, 2);
+    assert_eq!(metrics.failing.get(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_requeue_wakes_with_nothing_in_particular_and_idle_costs_nothing() {
+    let changes = Arc::new(Changes::<u32>::default());
+    let controller = BatchController::new("test", changes.clone(), ControllerMetrics::default());
+    let mut r = Batches {
+        calls: Vec::new(),
+        t0: Instant::now(),
+        fail: 0,
+        action: Action::Requeue(Duration::from_secs(30)),
+    };
+    let (stop_tx, stop) = watch::channel(false);
+    let stopper = async {
+        tokio::time::sleep(Duration::from_secs(70)).await;
+        stop_tx.send_replace(true);
+    };
+    let (result, ()) = tokio::join!(controller.run(&mut r, stop), stopper);
+    assert!(result.is_ok());
+    let secs: Vec<(u64, Option<usize>)> = r
+        .calls
+        .iter()
+        .map(|(t, s)| (t.as_secs(), s.len()))
+        .collect();
+    // At start (nothing recorded), then every 30 s as asked; nothing else.
+    assert_eq!(secs, [(0, Some(0)), (30, Some(0)), (60, Some(0))]);
 }

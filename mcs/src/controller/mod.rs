@@ -1,13 +1,16 @@
-//! `sluice mcs`: the running controller around the pure [`crate::reconcile`].
+//! `sluice mcs`: the running controller around the pure [`crate::reconcile`], on the batch
+//! runtime of `sluice-kube` ([`BatchController`]).
 //!
 //! It watches the `Cluster` objects of the control plane; for each it opens a client to
 //! the member cluster (kubeconfig `<dir>/<cluster>.kubeconfig`) and starts informers
-//! ([`member`]). Every change records the service it touches ([`changes`]); a round then
-//! snapshots those services in every synced member, reconciles them, and writes the
-//! difference ([`write`]), members in parallel. Changes that arrive while it works coalesce
-//! into the next round. A membership change, a lease that ran out or came back, a namespace
-//! change or a re-list widen the round to every service. The loop also wakes when the
-//! earliest lease runs out, since an expiring lease is a change nobody writes.
+//! ([`member`]). Every change records the service it touches ([`Changes`]); a reconcile
+//! then snapshots those services in every synced member, reconciles them together (one
+//! service's import merges its exports from every member), and writes the difference
+//! ([`write`]), members in parallel. Changes that arrive while it works coalesce into the
+//! next reconcile; a failed one is retried with backoff. A membership change, a lease that
+//! ran out or came back, a namespace change or a re-list widen the reconcile to every
+//! service. It looks again when the earliest lease runs out, since an expiring lease is a
+//! change nobody writes.
 
 pub mod member;
 pub mod metrics;
@@ -24,21 +27,26 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_api::sluice::{Cluster, ImportVips};
+use sluice_kube::controller::{Action, Backoff, BatchController, BatchReconciler};
 use tokio::sync::watch;
 
 use crate::Changes;
-use crate::model::{ClusterId, ClusterName, MemberSnapshot};
+use crate::model::{ClusterId, ClusterName, MemberSnapshot, Scope};
 use crate::reconcile::{ClusterDesired, reconcile};
 use crate::vip::VipAllocator;
 use member::Member;
-use metrics::ControllerMetrics;
+use metrics::McsMetrics;
 use sluice_kube::Informer;
 use write::Writer;
 
 /// Writes in flight per member cluster.
 const WRITE_CONCURRENCY: usize = 32;
-/// Pause after a failed round before the next, so a broken member does not spin.
-const RETRY_AFTER: Duration = Duration::from_millis(200);
+/// Retries after a failed reconcile: 200 ms doubling to 5 s, so a broken member does not
+/// spin and a repaired one is caught up promptly.
+const BACKOFF: Backoff = Backoff {
+    first: Duration::from_millis(200),
+    max: Duration::from_secs(5),
+};
 
 pub struct Config {
     /// The control plane, logical cluster `root` (where `Cluster` objects live).
@@ -54,9 +62,19 @@ struct Joined {
     spec: String,
 }
 
+/// Why a reconcile failed (each write's error is logged where it happened).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("a write to a member cluster failed")]
+    Write,
+    #[error("reporting on a Cluster object failed")]
+    Report,
+}
+
 /// The controller's shared state, readable by the admin endpoint.
 pub struct Controller {
-    pub metrics: ControllerMetrics,
+    pub metrics: McsMetrics,
+    runtime: sluice_kube::controller::ControllerMetrics,
     registry: prometheus_client::registry::Registry,
     ready: std::sync::atomic::AtomicBool,
 }
@@ -71,13 +89,29 @@ impl sluice_observe::AdminSource for Controller {
     }
 }
 
+/// The reconciler: the members and what carries over between reconciles.
+struct Members<'a> {
+    controller: &'a Controller,
+    config: Config,
+    changes: Arc<Changes>,
+    clusters: Informer<Cluster>,
+    members: BTreeMap<String, Joined>,
+    vips: VipAllocator,
+    /// Each member's liveness at the last reconcile: a change widens the next to
+    /// everything.
+    alive: BTreeMap<String, bool>,
+}
+
 impl Controller {
     pub fn new() -> Arc<Self> {
-        let metrics = ControllerMetrics::default();
+        let metrics = McsMetrics::default();
+        let runtime = sluice_kube::controller::ControllerMetrics::default();
         let mut registry = prometheus_client::registry::Registry::with_prefix("sluice_mcs");
         metrics.register(&mut registry);
+        runtime.register(&mut registry);
         Arc::new(Self {
             metrics,
+            runtime,
             registry,
             ready: std::sync::atomic::AtomicBool::new(false),
         })
@@ -89,138 +123,170 @@ impl Controller {
     }
 
     /// Run until `stop` turns true.
-    pub async fn run(self: Arc<Self>, config: Config, mut stop: watch::Receiver<bool>) {
+    pub async fn run(self: Arc<Self>, config: Config, stop: watch::Receiver<bool>) {
         let changes = Arc::new(Changes::default());
-        // Membership is compared each round (`sync_members`): a Cluster change only wakes.
+        // Membership is compared each reconcile (`sync_members`): a Cluster change only
+        // wakes.
         let clusters: Informer<Cluster> = Informer::start_with(
             Api::all(config.control.clone()),
             watcher::Config::default(),
             "clusters",
             changes.waker(),
         );
-        let mut members: BTreeMap<String, Joined> = BTreeMap::new();
-        let mut vips = VipAllocator::new();
-        let mut wake_at: Option<tokio::time::Instant> = None;
-        // Each member's liveness in the last round: a change widens the next to everything.
-        let mut alive: BTreeMap<String, bool> = BTreeMap::new();
-        loop {
-            let sleep = async {
-                match wake_at {
-                    Some(t) => tokio::time::sleep_until(t).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = stop.changed() => return,
-                _ = changes.notified() => {}
-                _ = sleep => {}
+        let mut reconciler = Members {
+            controller: &self,
+            config,
+            changes: changes.clone(),
+            clusters,
+            members: BTreeMap::new(),
+            vips: VipAllocator::new(),
+            alive: BTreeMap::new(),
+        };
+        let _ = BatchController::new("mcs", changes, self.runtime.clone())
+            .with_backoff(BACKOFF)
+            .run(&mut reconciler, stop)
+            .await;
+    }
+}
+
+impl BatchReconciler for Members<'_> {
+    type Key = crate::model::ServiceKey;
+    type Error = ReconcileError;
+
+    async fn reconcile(&mut self, scope: &Scope) -> Result<Action, ReconcileError> {
+        if !self.clusters.is_ready() {
+            self.changes.restore(scope.clone());
+            return Ok(Action::AwaitChange);
+        }
+        let joined = self.sync_members().await;
+        if !self.members.values().all(|j| j.member.synced()) {
+            // Each member's informers wake the controller as they list.
+            self.changes.restore(scope.clone());
+            if joined {
+                self.changes.touch_all();
             }
-            if !clusters.is_ready() {
-                continue;
-            }
-            if self
-                .sync_members(&config, &clusters, &mut members, &changes)
-                .await
-            {
-                changes.touch_all();
-            }
-            if !members.values().all(|j| j.member.synced()) {
-                continue;
-            }
-            let started = Instant::now();
-            let now = Timestamp::now();
-            let alive_now: BTreeMap<String, bool> = members
-                .iter()
-                .map(|(name, j)| (name.clone(), j.member.alive(now)))
-                .collect();
-            if alive_now != alive {
-                changes.touch_all();
-            }
-            let scope = changes.take();
-            let report = scope.is_all();
-            if !scope.is_empty() {
-                let snapshots: Vec<MemberSnapshot> = members
-                    .values()
-                    .map(|j| j.member.snapshot(now, &scope))
+            return Ok(Action::AwaitChange);
+        }
+        let now = Timestamp::now();
+        let alive_now: BTreeMap<String, bool> = self
+            .members
+            .iter()
+            .map(|(name, j)| (name.clone(), j.member.alive(now)))
+            .collect();
+        let widened = joined || alive_now != self.alive;
+        self.alive = alive_now.clone();
+        self.controller
+            .metrics
+            .alive
+            .set(alive_now.values().filter(|a| **a).count() as i64);
+        let scope = if widened { &Scope::All } else { scope };
+        let result = if scope.is_empty() {
+            Ok(())
+        } else {
+            self.round(scope, &alive_now, now).await
+        };
+        if result.is_err() && widened {
+            self.changes.touch_all();
+        }
+        result?;
+        // Look again when the earliest live lease runs out.
+        let expiry = self
+            .members
+            .values()
+            .filter_map(|j| j.member.lease_expiry())
+            .filter(|t| *t > now)
+            .min()
+            .map(|t| Duration::from_millis(t.duration_since(now).as_millis().max(0) as u64 + 10));
+        Ok(expiry.map_or(Action::AwaitChange, Action::Requeue))
+    }
+}
+
+impl Members<'_> {
+    /// Snapshot, reconcile and write `scope` in every member, and (over everything) report
+    /// on each Cluster object.
+    async fn round(
+        &mut self,
+        scope: &Scope,
+        alive_now: &BTreeMap<String, bool>,
+        now: Timestamp,
+    ) -> Result<(), ReconcileError> {
+        let started = Instant::now();
+        let report = scope.is_all();
+        let snapshots: Vec<MemberSnapshot> = self
+            .members
+            .values()
+            .map(|j| j.member.snapshot(now, scope))
+            .collect();
+        let desired = reconcile(&snapshots, &mut self.vips, scope);
+        let reconciled = started.elapsed();
+        let controller = self.controller;
+        let rounds = self.members.values().map(|j| {
+            let d = desired.cluster(&j.member.name);
+            controller.write_member(j, d)
+        });
+        let results = futures::future::join_all(rounds).await;
+        let mut error = results
+            .iter()
+            .any(|ok| !ok)
+            .then_some(ReconcileError::Write);
+        if report {
+            for j in self.members.values() {
+                let errors: Vec<String> = desired
+                    .errors_of(&j.member.name)
+                    .map(|e| e.to_string())
                     .collect();
-                let desired = reconcile(&snapshots, &mut vips, &scope);
-                let reconciled = started.elapsed();
-                let rounds = members.values().map(|j| {
-                    let d = desired.cluster(&j.member.name);
-                    self.write_member(j, d)
-                });
-                let results = futures::future::join_all(rounds).await;
-                let mut failed = results.iter().any(|ok| !ok);
-                if report {
-                    for j in members.values() {
-                        let errors: Vec<String> = desired
-                            .errors_of(&j.member.name)
-                            .map(|e| e.to_string())
-                            .collect();
-                        let alive = alive_now
-                            .get(j.member.name.as_str())
-                            .copied()
-                            .unwrap_or(true);
-                        // A report refused as stale is redone by the next full round.
-                        failed |= !report_cluster(
-                            &config.control,
-                            &clusters,
-                            &j.member.name,
-                            alive,
-                            &errors,
-                        )
-                        .await;
-                    }
-                } else if !desired.errors.is_empty() {
-                    // Cluster conditions summarise every service: a full round reports them.
-                    changes.touch_all();
+                let alive = alive_now
+                    .get(j.member.name.as_str())
+                    .copied()
+                    .unwrap_or(true);
+                // A report refused as stale is redone by the retry, over everything.
+                if !report_cluster(
+                    &self.config.control,
+                    &self.clusters,
+                    &j.member.name,
+                    alive,
+                    &errors,
+                )
+                .await
+                {
+                    error.get_or_insert(ReconcileError::Report);
                 }
-                tracing::debug!(
-                    services = ?scope.len(),
-                    reconcile_us = reconciled.as_micros() as u64,
-                    took_us = started.elapsed().as_micros() as u64,
-                    failed,
-                    "round written"
-                );
-                self.metrics
-                    .observe_round(started.elapsed(), failed, scope.len());
-                if failed {
-                    changes.restore(scope);
-                } else if report {
-                    self.ready.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                wake_at = failed.then(|| tokio::time::Instant::now() + RETRY_AFTER);
             }
-            self.metrics
-                .alive
-                .set(alive_now.values().filter(|a| **a).count() as i64);
-            alive = alive_now;
-            // Wake when the earliest live lease runs out (or soon after a failure).
-            let expiry = members
-                .values()
-                .filter_map(|j| j.member.lease_expiry())
-                .filter(|t| *t > now)
-                .min()
-                .map(|t| {
-                    let ms = t.duration_since(now).as_millis().max(0) as u64 + 10;
-                    tokio::time::Instant::now() + Duration::from_millis(ms)
-                });
-            wake_at = match (wake_at.filter(|t| *t > tokio::time::Instant::now()), expiry) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+        } else if !desired.errors.is_empty() {
+            // Cluster conditions summarise every service: a full round reports them.
+            self.changes.touch_all();
+        }
+        tracing::debug!(
+            services = ?scope.len(),
+            reconcile_us = reconciled.as_micros() as u64,
+            took_us = started.elapsed().as_micros() as u64,
+            failed = error.is_some(),
+            "round written"
+        );
+        self.controller.metrics.observe_round(scope.len());
+        match error {
+            Some(e) => Err(e),
+            None => {
+                if report {
+                    self.controller
+                        .ready
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(())
+            }
         }
     }
 
     /// Join new clusters, drop removed ones, restart ones whose spec changed. Returns
     /// whether the membership changed.
-    async fn sync_members(
-        &self,
-        config: &Config,
-        clusters: &Informer<Cluster>,
-        members: &mut BTreeMap<String, Joined>,
-        changes: &Arc<Changes>,
-    ) -> bool {
+    async fn sync_members(&mut self) -> bool {
+        let (config, clusters, members, changes) = (
+            &self.config,
+            &self.clusters,
+            &mut self.members,
+            &self.changes,
+        );
+
         let current = clusters.state();
         let before = members.len();
         members.retain(|name, _| {
@@ -304,7 +370,9 @@ impl Controller {
         }
         changed
     }
+}
 
+impl Controller {
     /// Write one member's desired state; `false` if any write failed.
     async fn write_member(&self, j: &Joined, desired: Option<&ClusterDesired>) -> bool {
         let Some(d) = desired else {
