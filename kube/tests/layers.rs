@@ -13,7 +13,9 @@ fn the_informers_do_not_import_the_controllers_and_nothing_is_circular() {
             .is_empty(),
         "imports were found at all"
     );
-    for lower in ["informer", "changes", "scope", "index", "lease", "client", "roots"] {
+    for lower in [
+        "informer", "changes", "scope", "index", "lease", "client", "roots",
+    ] {
         assert_eq!(graph.edges_between(lower, "controller"), vec![], "{lower}");
     }
     assert_eq!(graph.cycles(), Vec::<Vec<String>>::new());

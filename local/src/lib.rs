@@ -9,4 +9,5 @@ pub mod echo;
 pub mod grpc_stream;
 pub mod loadgen;
 pub mod node;
+pub mod pod_state;
 pub mod resolve;

@@ -66,11 +66,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         },
     };
+    let cfg_controllers = cfg.metrics.controllers.clone();
     let (tx, rx) = tokio::sync::watch::channel(false);
     let admin = sluice_local::node::admin::serve(admin, cfg.metrics.clone(), rx.clone()).await?;
     tracing::info!(%admin, "node agent admin endpoint (/metrics, /readyz)");
     let node = tokio::spawn(sluice_local::node::run(client.clone(), cfg, rx.clone()));
-    let controllers = tokio::spawn(sluice_local::controllers::run(client, rx));
+    let controllers = tokio::spawn(sluice_local::controllers::run(client, cfg_controllers, rx));
     shutdown_signal().await?;
     let _ = tx.send(true);
     node.await??;

@@ -27,7 +27,7 @@ pub struct OutcomeLabels {
 
 /// One controller's metrics; register with [`ControllerMetrics::register`] under the
 /// controller's prefix.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ControllerMetrics {
     pub reconciles: Family<OutcomeLabels, Counter>,
     pub duration: Histogram,

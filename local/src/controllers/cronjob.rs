@@ -14,34 +14,13 @@ use sluice_api::cron::{CronSchedule, time_zone};
 
 use sluice_kube::events::{EventType, Recorder, Regarding};
 
-use super::{Caches, instant_at, owned_by, value};
+use super::shared::{Caches, instant_at, owned_by, value};
 
 /// The annotation on a Job saying for which scheduled time its CronJob made it.
 pub const SCHEDULED_AT: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
 
 /// Missed runs looked back over at most; more means the schedule is unusable here.
 const MAX_MISSED: usize = 100;
-
-pub async fn reconcile_all(
-    client: &kube::Client,
-    caches: &Caches,
-    events: &Recorder,
-) -> Option<Instant> {
-    let mut wake: Option<Instant> = None;
-    for cj in caches.cronjobs.state() {
-        if cj.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        match reconcile(client, caches, &cj, events).await {
-            Ok(Some(at)) => wake = Some(wake.map_or(at, |w| w.min(at))),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::debug!(cronjob = ?cj.metadata.name, error = %e, "cronjob reconcile failed")
-            }
-        }
-    }
-    wake
-}
 
 fn finished(job: &Job) -> Option<&'static str> {
     let conditions = job.status.as_ref()?.conditions.as_ref()?;
@@ -74,7 +53,8 @@ fn due(
     (latest, schedule.next_after(now, tz))
 }
 
-async fn reconcile(
+/// Reconcile one CronJob; returns when its next run is due.
+pub async fn reconcile(
     client: &kube::Client,
     caches: &Caches,
     cj: &CronJob,

@@ -9,7 +9,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use sluice_kube::events::{EventType, Recorder, Regarding};
 
-use super::{Caches, owned_by, value};
+use super::shared::{Caches, owned_by, value};
 
 /// kube's label naming the template a ReplicaSet runs.
 pub const HASH_LABEL: &str = "pod-template-hash";
@@ -51,17 +51,6 @@ fn int(v: &Value) -> i64 {
     v.as_i64().unwrap_or(0)
 }
 
-pub async fn reconcile_all(client: &kube::Client, caches: &Caches, events: &Recorder) {
-    for d in caches.deployments.state() {
-        if d.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        if let Err(e) = reconcile(client, caches, &d, events).await {
-            tracing::debug!(deployment = ?d.metadata.name, error = %e, "deployment reconcile failed");
-        }
-    }
-}
-
 /// Scale ReplicaSet `rs` to `replicas`, recorded on the Deployment as kube records it.
 async fn scale(
     api: &Api<ReplicaSet>,
@@ -85,7 +74,8 @@ async fn scale(
     Ok(())
 }
 
-async fn reconcile(
+/// Reconcile one Deployment.
+pub async fn reconcile(
     client: &kube::Client,
     caches: &Caches,
     d: &Deployment,

@@ -1,12 +1,13 @@
 //! EndpointSlices: for every Service with a selector, one IPv4 slice of the matching Pods
 //! with their readiness (`ready`, `serving`, `terminating`), hostnames and ports.
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{Caches, pod_ready, selects, value};
+use super::shared::{Caches, selects, value};
+use crate::pod_state::pod_ready;
 
 pub const MANAGED_BY: &str = "endpointslice-controller.sluice.dev";
 
@@ -81,21 +82,8 @@ pub fn desired(svc: &Value, pods: &[Value]) -> Value {
     })
 }
 
-pub async fn reconcile_all(client: &kube::Client, caches: &Caches) {
-    let pods: Vec<std::sync::Arc<Pod>> = caches.pods.state();
-    for svc in caches.services.state() {
-        if let Err(e) = reconcile(client, caches, &svc, &pods).await {
-            tracing::debug!(service = ?svc.metadata.name, error = %e, "endpointslice reconcile failed");
-        }
-    }
-}
-
-async fn reconcile(
-    client: &kube::Client,
-    caches: &Caches,
-    svc: &Service,
-    pods: &[std::sync::Arc<Pod>],
-) -> kube::Result<()> {
+/// Keep the EndpointSlice of Service `svc` in line with the Pods it selects.
+pub async fn reconcile(client: &kube::Client, caches: &Caches, svc: &Service) -> kube::Result<()> {
     // Most Services of a big cluster have no selector (their slices are someone else's):
     // decide that before turning the Service into JSON.
     let spec = svc.spec.as_ref();
@@ -108,7 +96,9 @@ async fn reconcile(
     let v = value(svc);
     let ns = svc.metadata.namespace.clone().unwrap_or_default();
     let selector = json!({"matchLabels": v["spec"]["selector"]});
-    let mut matching: Vec<Value> = pods
+    let mut matching: Vec<Value> = caches
+        .pods
+        .in_namespace("", &ns)
         .iter()
         .filter(|p| {
             p.metadata.namespace.as_deref() == Some(ns.as_str())

@@ -16,30 +16,11 @@ use serde_json::{Value, json};
 
 use sluice_kube::events::{EventType, Recorder, Regarding};
 
-use super::{Caches, Expectations, instant_at, owned_by, pod_active, pod_ready, value};
+use super::shared::{Caches, Expectations, instant_at, owned_by, value};
+use crate::pod_state::{pod_active, pod_ready};
 
 /// The annotation (and label) carrying an Indexed Job's completion index.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
-
-pub async fn reconcile_all(
-    client: &kube::Client,
-    caches: &Caches,
-    expect: &mut Expectations,
-    events: &Recorder,
-) -> Option<Instant> {
-    let mut wake: Option<Instant> = None;
-    for job in caches.jobs.state() {
-        if job.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        match reconcile(client, caches, &job, expect, events).await {
-            Ok(Some(at)) => wake = Some(wake.map_or(at, |w| w.min(at))),
-            Ok(None) => {}
-            Err(e) => tracing::debug!(job = ?job.metadata.name, error = %e, "job reconcile failed"),
-        }
-    }
-    wake
-}
 
 fn parse_time(v: &Value) -> Option<Timestamp> {
     v.as_str()?.parse().ok()
@@ -100,9 +81,14 @@ fn index_ranges(done: &BTreeSet<i64>) -> String {
     out.join(",")
 }
 
+/// The key of a Job's expectation.
+pub fn expectation_key(ns: &str, name: &str) -> String {
+    format!("job/{ns}/{name}")
+}
+
 /// Reconcile one Job; returns when it wants to be looked at again without an event (its
 /// deadline, or its time to live after finishing).
-async fn reconcile(
+pub async fn reconcile(
     client: &kube::Client,
     caches: &Caches,
     job: &Job,
@@ -241,7 +227,7 @@ async fn reconcile(
     let finished = failure.is_some() || complete;
 
     // Pods: stop the surplus (all of them once finished or suspended), start the missing.
-    let key = format!("job/{ns}/{name}");
+    let key = expectation_key(&ns, &name);
     let running = active.len() as i64;
     if running > wanted_active {
         let mut surplus = active.clone();

@@ -3,18 +3,22 @@
 //! StatefulSets keep ordinals, Jobs run Pods to completion, CronJobs make Jobs on schedule,
 //! EndpointSlices follow Pods.
 //!
-//! Informers (the shared runtime's) keep local caches; every change triggers a
-//! level-triggered pass over all objects: each controller computes the desired state from
-//! the caches and writes only differences.
+//! They run on the shared controller runtime ([`sluice_kube::Controller`]), one object at a
+//! time: informers keep local caches, and each event touches the keys it concerns (a Pod
+//! its controlling owner and its namespace's Services, a ReplicaSet itself and its
+//! Deployment, a Job itself and its CronJob, an EndpointSlice its Service); a reconcile
+//! computes one object's desired state from the caches and writes only differences, and
+//! asks to be looked at again when an expectation lapses or a Job's deadline or a CronJob's
+//! next run comes. Nothing runs while nothing changes.
 
 pub mod cronjob;
 pub mod deployment;
 pub mod endpointslice;
 pub mod job;
 pub mod replicaset;
+pub mod shared;
 pub mod statefulset;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,63 +26,90 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
-use sluice_kube::Informer;
-use sluice_kube::informer::Store;
-use tokio::sync::{Notify, watch};
+use sluice_kube::controller::ControllerMetrics;
+use sluice_kube::events::Recorder;
+use sluice_kube::{Action, Controller, Informer, Queue, Reconciler};
+use tokio::sync::watch;
 
-/// Read-only caches of the cluster.
-#[derive(Clone)]
-pub struct Caches {
-    pub pods: Store<Pod>,
-    pub replicasets: Store<ReplicaSet>,
-    pub replicationcontrollers: Store<ReplicationController>,
-    pub deployments: Store<Deployment>,
-    pub statefulsets: Store<StatefulSet>,
-    pub services: Store<Service>,
-    pub slices: Store<EndpointSlice>,
-    pub jobs: Store<Job>,
-    pub cronjobs: Store<CronJob>,
+pub use shared::{Caches, Expectations};
+
+/// How long a touched key waits for the events that come with it (a Deployment's new
+/// ReplicaSet and its Pods arrive in steps).
+const DEBOUNCE: Duration = Duration::from_millis(5);
+
+/// Why the built-in controllers stopped before they were told to.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllersError {
+    #[error("an informer stopped before it synced")]
+    Stopped,
+    #[error("the stop signal's sender is gone")]
+    Orphaned,
 }
 
-/// Objects acted on recently, not to be acted on again before the caches caught up.
-#[derive(Default)]
-pub struct Expectations(HashMap<String, Instant>);
+/// A namespace and a name.
+pub type ObjectKey = (String, String);
 
-impl Expectations {
-    const WAIT: Duration = Duration::from_secs(2);
-
-    pub fn pending(&mut self, key: &str) -> bool {
-        match self.0.get(key) {
-            Some(t) if t.elapsed() < Self::WAIT => true,
-            Some(_) => {
-                self.0.remove(key);
-                false
-            }
-            None => false,
-        }
-    }
-
-    pub fn expect(&mut self, key: &str) {
-        self.0.insert(key.to_string(), Instant::now());
-    }
-
-    pub fn satisfied(&mut self, key: &str) {
-        self.0.remove(key);
-    }
-
-    /// When the earliest pending expectation lapses: the loop looks again then, even if
-    /// no watch event comes (the write it waited for may never show).
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.0.values().map(|t| *t + Self::WAIT).min()
-    }
+/// What the built-in controllers reconcile.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Key {
+    Deployment(ObjectKey),
+    ReplicaSet(ObjectKey),
+    ReplicationController(ObjectKey),
+    StatefulSet(ObjectKey),
+    Job(ObjectKey),
+    CronJob(ObjectKey),
+    /// A Service's EndpointSlice.
+    Endpoints(ObjectKey),
+    /// A Pod of this namespace changed: each Service here may select it (before or after).
+    ServicesIn(String),
+    /// A watch re-listed (objects deleted meanwhile have no event): every object.
+    All,
 }
 
-/// An informer on every object of kind `K` that wakes the loop through `notify`.
-fn informer<K>(client: &kube::Client, notify: &Arc<Notify>, what: &str) -> Informer<K>
+fn key_of(meta: &ObjectMeta) -> ObjectKey {
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// The controlling owner of `meta`, as a key when it is of a kind reconciled here.
+fn owner_key(meta: &ObjectMeta) -> Option<Key> {
+    let owner = meta
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))?;
+    let k = (
+        meta.namespace.clone().unwrap_or_default(),
+        owner.name.clone(),
+    );
+    Some(match owner.kind.as_str() {
+        "Deployment" => Key::Deployment(k),
+        "ReplicaSet" => Key::ReplicaSet(k),
+        "ReplicationController" => Key::ReplicationController(k),
+        "StatefulSet" => Key::StatefulSet(k),
+        "Job" => Key::Job(k),
+        "CronJob" => Key::CronJob(k),
+        _ => return None,
+    })
+}
+
+/// The keys an event of an object touches.
+type Touches<K> = fn(&K) -> Vec<Key>;
+
+/// An informer on every object of kind `K` whose events touch the keys `touches` gives, and
+/// [`Key::All`] at the end of each re-list.
+fn informer<K>(
+    client: &kube::Client,
+    queue: &Arc<Queue<Key>>,
+    what: &str,
+    touches: Touches<K>,
+) -> Informer<K>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -88,90 +119,240 @@ where
         + Sync
         + 'static,
 {
-    Informer::start(
+    let queue = queue.clone();
+    Informer::start_with(
         Api::<K>::all(client.clone()),
         watcher::Config::default(),
-        notify.clone(),
         what,
+        move |e| match e {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                for k in touches(o) {
+                    queue.touch(k);
+                }
+            }
+            watcher::Event::InitDone => queue.touch(Key::All),
+            watcher::Event::Init | watcher::Event::InitApply(_) => {}
+        },
     )
 }
 
-/// The `Instant` at which the wall-clock time `t` comes (now when it is past).
-pub fn instant_at(t: k8s_openapi::jiff::Timestamp) -> Instant {
-    let left = t.duration_since(k8s_openapi::jiff::Timestamp::now());
-    Instant::now() + Duration::try_from(left).unwrap_or(Duration::ZERO)
+/// The built-in controllers' reconciler: the caches, the client, what each controller
+/// expects to see, and its Event recorders.
+struct Controllers {
+    client: kube::Client,
+    caches: Caches,
+    queue: Arc<Queue<Key>>,
+    rs_expect: Expectations,
+    sts_expect: Expectations,
+    job_expect: Expectations,
+    deployment_events: Recorder,
+    replicaset_events: Recorder,
+    job_events: Recorder,
+    cronjob_events: Recorder,
 }
 
-pub fn value<T: serde::Serialize>(o: &T) -> Value {
-    serde_json::to_value(o).unwrap_or(Value::Null)
+impl Reconciler for Controllers {
+    type Key = Key;
+    type Error = kube::Error;
+
+    async fn reconcile(&mut self, key: &Key) -> Result<Action, kube::Error> {
+        let (client, caches) = (&self.client, &self.caches);
+        let live = |meta: &ObjectMeta| meta.deletion_timestamp.is_none();
+        match key {
+            Key::All => {
+                let touch = |k: Key| self.queue.touch(k);
+                caches
+                    .deployments
+                    .state()
+                    .iter()
+                    .for_each(|o| touch(Key::Deployment(key_of(&o.metadata))));
+                caches
+                    .replicasets
+                    .state()
+                    .iter()
+                    .for_each(|o| touch(Key::ReplicaSet(key_of(&o.metadata))));
+                caches
+                    .replicationcontrollers
+                    .state()
+                    .iter()
+                    .for_each(|o| touch(Key::ReplicationController(key_of(&o.metadata))));
+                caches
+                    .statefulsets
+                    .state()
+                    .iter()
+                    .for_each(|o| touch(Key::StatefulSet(key_of(&o.metadata))));
+                caches
+                    .jobs
+                    .state()
+                    .iter()
+                    .for_each(|o| touch(Key::Job(key_of(&o.metadata))));
+                caches
+                    .cronjobs
+                    .state()
+                    .iter()
+                    .for_each(|o| touch(Key::CronJob(key_of(&o.metadata))));
+                caches
+                    .services
+                    .state()
+                    .iter()
+                    .for_each(|o| touch(Key::Endpoints(key_of(&o.metadata))));
+                Ok(Action::AwaitChange)
+            }
+            Key::ServicesIn(ns) => {
+                for svc in caches.services.in_namespace("", ns) {
+                    self.queue.touch(Key::Endpoints(key_of(&svc.metadata)));
+                }
+                Ok(Action::AwaitChange)
+            }
+            Key::Deployment((ns, name)) => {
+                if let Some(d) = caches
+                    .deployments
+                    .get(ns, name)
+                    .filter(|d| live(&d.metadata))
+                {
+                    deployment::reconcile(client, caches, &d, &self.deployment_events).await?;
+                }
+                Ok(Action::AwaitChange)
+            }
+            Key::ReplicaSet((ns, name)) => {
+                if let Some(rs) = caches
+                    .replicasets
+                    .get(ns, name)
+                    .filter(|o| live(&o.metadata))
+                {
+                    replicaset::reconcile(
+                        client,
+                        caches,
+                        &*rs,
+                        &mut self.rs_expect,
+                        &self.replicaset_events,
+                    )
+                    .await?;
+                }
+                let k = replicaset::expectation_key("ReplicaSet", ns, name);
+                Ok(after(self.rs_expect.remaining(&k), None))
+            }
+            Key::ReplicationController((ns, name)) => {
+                if let Some(rc) = caches
+                    .replicationcontrollers
+                    .get(ns, name)
+                    .filter(|o| live(&o.metadata))
+                {
+                    replicaset::reconcile(
+                        client,
+                        caches,
+                        &*rc,
+                        &mut self.rs_expect,
+                        &self.replicaset_events,
+                    )
+                    .await?;
+                }
+                let k = replicaset::expectation_key("ReplicationController", ns, name);
+                Ok(after(self.rs_expect.remaining(&k), None))
+            }
+            Key::StatefulSet((ns, name)) => {
+                if let Some(sts) = caches
+                    .statefulsets
+                    .get(ns, name)
+                    .filter(|o| live(&o.metadata))
+                {
+                    statefulset::reconcile(client, caches, &sts, &mut self.sts_expect).await?;
+                }
+                let k = statefulset::expectation_key(ns, name);
+                Ok(after(self.sts_expect.remaining(&k), None))
+            }
+            Key::Job((ns, name)) => {
+                let mut timer = None;
+                if let Some(job) = caches.jobs.get(ns, name).filter(|o| live(&o.metadata)) {
+                    timer = job::reconcile(
+                        client,
+                        caches,
+                        &job,
+                        &mut self.job_expect,
+                        &self.job_events,
+                    )
+                    .await?;
+                }
+                let k = job::expectation_key(ns, name);
+                Ok(after(self.job_expect.remaining(&k), timer))
+            }
+            Key::CronJob((ns, name)) => {
+                let mut timer = None;
+                if let Some(cj) = caches.cronjobs.get(ns, name).filter(|o| live(&o.metadata)) {
+                    timer = cronjob::reconcile(client, caches, &cj, &self.cronjob_events).await?;
+                }
+                Ok(after(None, timer))
+            }
+            Key::Endpoints((ns, name)) => {
+                if let Some(svc) = caches.services.get(ns, name) {
+                    endpointslice::reconcile(client, caches, &svc).await?;
+                }
+                Ok(Action::AwaitChange)
+            }
+        }
+    }
 }
 
-/// True when a Pod counts as ready.
-pub fn pod_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+/// Look again when an expectation lapses or a timer comes, whichever is first.
+fn after(expectation: Option<Duration>, timer: Option<Instant>) -> Action {
+    let timer = timer.map(|t| t.saturating_duration_since(Instant::now()));
+    match expectation.into_iter().chain(timer).min() {
+        Some(d) => Action::Requeue(d),
+        None => Action::AwaitChange,
+    }
 }
 
-pub fn pod_active(p: &Pod) -> bool {
-    p.metadata.deletion_timestamp.is_none()
-        && !matches!(
-            p.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded" | "Failed")
-        )
-}
-
-/// Labels match a `matchLabels` selector.
-pub fn selects(
-    selector: &Value,
-    labels: Option<&std::collections::BTreeMap<String, String>>,
-) -> bool {
-    let Some(ml) = selector["matchLabels"].as_object() else {
-        return false;
-    };
-    !ml.is_empty()
-        && ml
-            .iter()
-            .all(|(k, v)| labels.and_then(|l| l.get(k)).map(String::as_str) == v.as_str())
-}
-
-pub fn owned_by(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    uid: &str,
-) -> bool {
-    meta.owner_references
-        .as_ref()
-        .is_some_and(|r| r.iter().any(|o| o.uid == uid && o.controller == Some(true)))
-}
-
-/// Why the built-in controllers stopped before they were told to.
-#[derive(Debug, thiserror::Error)]
-pub enum ControllersError {
-    #[error("an informer stopped before it synced")]
-    Stopped,
-}
-
-/// Run the controllers until `shutdown` flips. They are level-triggered: every watch
-/// event (coalesced) starts a pass that compares the caches with what should be and
-/// writes only differences; besides events, a pass runs when an expectation lapses, and a
-/// slow resync repairs what no event reported.
+/// Run the controllers until `shutdown` flips, counting their reconciles in `metrics`.
 pub async fn run(
     client: kube::Client,
-    mut shutdown: watch::Receiver<bool>,
+    metrics: ControllerMetrics,
+    shutdown: watch::Receiver<bool>,
 ) -> Result<(), ControllersError> {
-    const RESYNC: Duration = Duration::from_secs(30);
-    let notify = Arc::new(Notify::new());
-    let pods = informer::<Pod>(&client, &notify, "pods");
-    let replicasets = informer::<ReplicaSet>(&client, &notify, "replicasets");
+    let queue: Arc<Queue<Key>> = Arc::new(Queue::new(DEBOUNCE));
+    let pods = informer::<Pod>(&client, &queue, "pods", |p| {
+        let mut keys = vec![Key::ServicesIn(
+            p.metadata.namespace.clone().unwrap_or_default(),
+        )];
+        keys.extend(owner_key(&p.metadata));
+        keys
+    });
+    let replicasets = informer::<ReplicaSet>(&client, &queue, "replicasets", |o| {
+        let mut keys = vec![Key::ReplicaSet(key_of(&o.metadata))];
+        keys.extend(owner_key(&o.metadata));
+        keys
+    });
     let replicationcontrollers =
-        informer::<ReplicationController>(&client, &notify, "replicationcontrollers");
-    let deployments = informer::<Deployment>(&client, &notify, "deployments");
-    let services = informer::<Service>(&client, &notify, "services");
-    let statefulsets = informer::<StatefulSet>(&client, &notify, "statefulsets");
-    let slices = informer::<EndpointSlice>(&client, &notify, "endpointslices");
-    let jobs = informer::<Job>(&client, &notify, "jobs");
-    let cronjobs = informer::<CronJob>(&client, &notify, "cronjobs");
+        informer::<ReplicationController>(&client, &queue, "replicationcontrollers", |o| {
+            vec![Key::ReplicationController(key_of(&o.metadata))]
+        });
+    let deployments = informer::<Deployment>(&client, &queue, "deployments", |o| {
+        vec![Key::Deployment(key_of(&o.metadata))]
+    });
+    let services = informer::<Service>(&client, &queue, "services", |o| {
+        vec![Key::Endpoints(key_of(&o.metadata))]
+    });
+    let statefulsets = informer::<StatefulSet>(&client, &queue, "statefulsets", |o| {
+        vec![Key::StatefulSet(key_of(&o.metadata))]
+    });
+    let slices = informer::<EndpointSlice>(&client, &queue, "endpointslices", |o| {
+        let service = o
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("kubernetes.io/service-name"));
+        service
+            .map(|s| Key::Endpoints((o.metadata.namespace.clone().unwrap_or_default(), s.clone())))
+            .into_iter()
+            .collect()
+    });
+    let jobs = informer::<Job>(&client, &queue, "jobs", |o| {
+        let mut keys = vec![Key::Job(key_of(&o.metadata))];
+        keys.extend(owner_key(&o.metadata));
+        keys
+    });
+    let cronjobs = informer::<CronJob>(&client, &queue, "cronjobs", |o| {
+        vec![Key::CronJob(key_of(&o.metadata))]
+    });
     for ready in [
         pods.store.wait_until_ready().await,
         replicasets.store.wait_until_ready().await,
@@ -196,49 +377,22 @@ pub async fn run(
         jobs: jobs.store.clone(),
         cronjobs: cronjobs.store.clone(),
     };
-    let mut rs_expect = Expectations::default();
-    let mut sts_expect = Expectations::default();
-    let mut job_expect = Expectations::default();
-    // When a Job's deadline or time to live, or a CronJob's next run, comes.
-    let mut timers: Option<Instant> = None;
-    let recorder =
-        |component: &str| sluice_kube::events::Recorder::new(client.clone(), component, None);
-    let (deployment_events, replicaset_events, job_events, cronjob_events) = (
-        recorder("deployment-controller"),
-        recorder("replicaset-controller"),
-        recorder("job-controller"),
-        recorder("cronjob-controller"),
-    );
-    let mut resync = tokio::time::interval(RESYNC);
-    loop {
-        let lapse = [
-            rs_expect.next_deadline(),
-            sts_expect.next_deadline(),
-            job_expect.next_deadline(),
-            timers,
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let lapsed = async {
-            match lapse {
-                Some(t) => tokio::time::sleep_until(t.into()).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = shutdown.changed() => break,
-            _ = notify.notified() => {}
-            _ = lapsed => {}
-            _ = resync.tick() => {}
-        }
-        deployment::reconcile_all(&client, &caches, &deployment_events).await;
-        replicaset::reconcile_all(&client, &caches, &mut rs_expect, &replicaset_events).await;
-        statefulset::reconcile_all(&client, &caches, &mut sts_expect).await;
-        let job_timer = job::reconcile_all(&client, &caches, &mut job_expect, &job_events).await;
-        let cron_timer = cronjob::reconcile_all(&client, &caches, &cronjob_events).await;
-        timers = job_timer.into_iter().chain(cron_timer).min();
-        endpointslice::reconcile_all(&client, &caches).await;
-    }
-    Ok(())
+    let recorder = |component: &str| Recorder::new(client.clone(), component, None);
+    queue.touch(Key::All);
+    let mut controllers = Controllers {
+        deployment_events: recorder("deployment-controller"),
+        replicaset_events: recorder("replicaset-controller"),
+        job_events: recorder("job-controller"),
+        cronjob_events: recorder("cronjob-controller"),
+        client,
+        caches,
+        queue: queue.clone(),
+        rs_expect: Expectations::default(),
+        sts_expect: Expectations::default(),
+        job_expect: Expectations::default(),
+    };
+    Controller::new("built-in controllers", queue, metrics)
+        .run(&mut controllers, shutdown)
+        .await
+        .map_err(|_| ControllersError::Orphaned)
 }

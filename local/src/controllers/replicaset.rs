@@ -9,33 +9,16 @@ use serde_json::json;
 
 use sluice_kube::events::{EventType, Recorder, Regarding};
 
-use super::{Caches, Expectations, owned_by, pod_active, pod_ready, value};
+use super::shared::{Caches, Expectations, owned_by, value};
+use crate::pod_state::{pod_active, pod_ready};
 
-pub async fn reconcile_all(
-    client: &kube::Client,
-    caches: &Caches,
-    expect: &mut Expectations,
-    events: &Recorder,
-) {
-    for rs in caches.replicasets.state() {
-        if rs.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        if let Err(e) = reconcile(client, caches, &*rs, expect, events).await {
-            tracing::debug!(rs = ?rs.metadata.name, error = %e, "replicaset reconcile failed");
-        }
-    }
-    for rc in caches.replicationcontrollers.state() {
-        if rc.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        if let Err(e) = reconcile(client, caches, &*rc, expect, events).await {
-            tracing::debug!(rc = ?rc.metadata.name, error = %e, "replicationcontroller reconcile failed");
-        }
-    }
+/// The key of a ReplicaSet's (or ReplicationController's) expectation.
+pub fn expectation_key(kind: &str, ns: &str, name: &str) -> String {
+    format!("{kind}/{ns}/{name}")
 }
 
-async fn reconcile<K>(
+/// Reconcile one ReplicaSet or ReplicationController.
+pub async fn reconcile<K>(
     client: &kube::Client,
     caches: &Caches,
     rs: &K,
@@ -58,14 +41,12 @@ where
     let desired = v["spec"]["replicas"].as_i64().unwrap_or(1).max(0) as usize;
     let mut pods: Vec<std::sync::Arc<Pod>> = caches
         .pods
-        .state()
+        .in_namespace("", &ns)
         .into_iter()
-        .filter(|p| {
-            p.metadata.namespace.as_deref() == Some(ns.as_str()) && owned_by(&p.metadata, &uid)
-        })
+        .filter(|p| owned_by(&p.metadata, &uid))
         .collect();
     pods.retain(|p| pod_active(p));
-    let key = format!("{owner_kind}/{ns}/{name}");
+    let key = expectation_key(owner_kind.as_ref(), &ns, &name);
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     if pods.len() != desired && !expect.pending(&key) {
         if pods.len() < desired {

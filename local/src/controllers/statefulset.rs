@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{Caches, Expectations, owned_by, pod_ready, value};
+use super::shared::{Caches, Expectations, owned_by, value};
+use crate::pod_state::pod_ready;
 
 pub const REVISION_LABEL: &str = "controller-revision-hash";
 
@@ -29,18 +30,13 @@ fn ordinal(pod: &Pod, name: &str) -> Option<usize> {
         .ok()
 }
 
-pub async fn reconcile_all(client: &kube::Client, caches: &Caches, expect: &mut Expectations) {
-    for sts in caches.statefulsets.state() {
-        if sts.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        if let Err(e) = reconcile(client, caches, &sts, expect).await {
-            tracing::debug!(sts = ?sts.metadata.name, error = %e, "statefulset reconcile failed");
-        }
-    }
+/// The key of a StatefulSet's expectation.
+pub fn expectation_key(ns: &str, name: &str) -> String {
+    format!("sts/{ns}/{name}")
 }
 
-async fn reconcile(
+/// Reconcile one StatefulSet.
+pub async fn reconcile(
     client: &kube::Client,
     caches: &Caches,
     sts: &StatefulSet,
@@ -54,7 +50,7 @@ async fn reconcile(
     let parallel = v["spec"]["podManagementPolicy"] == "Parallel";
     let template = &v["spec"]["template"];
     let update_revision = revision(template, &name);
-    let key = format!("sts/{ns}/{name}");
+    let key = expectation_key(&ns, &name);
     let mut pods: Vec<(usize, std::sync::Arc<Pod>)> = caches
         .pods
         .state()

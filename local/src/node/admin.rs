@@ -25,6 +25,8 @@ pub struct NodeMetrics {
     pub start_failures: Counter,
     pub probe_failures: Family<ProbeLabels, Counter>,
     pub ready: AtomicBool,
+    /// The built-in controllers' reconciles (`sluice_node_controllers_reconciles_total`).
+    pub controllers: sluice_kube::controller::ControllerMetrics,
 }
 
 impl NodeMetrics {
@@ -51,6 +53,8 @@ impl NodeMetrics {
             "Failed probe attempts by probe",
             self.probe_failures.clone(),
         );
+        self.controllers
+            .register(r.sub_registry_with_prefix("controllers"));
         r
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod claims;
+pub mod config;
 pub mod mounts;
 pub mod probe;
 pub mod process;
@@ -12,9 +13,8 @@ pub mod service_account;
 pub mod volumes;
 
 use std::collections::{BTreeSet, HashMap};
-use std::net::Ipv4Addr;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -25,80 +25,8 @@ use sluice_kube::events::{EventType, Recorder, Regarding};
 use sluice_kube::resources::{Limits, Resources, pod_requests};
 use tokio::sync::watch;
 
+pub use config::{IpPool, NodeConfig, pod_value};
 use process::PodRunner;
-
-/// How a node agent is set up.
-#[derive(Clone, Debug)]
-pub struct NodeConfig {
-    /// The cluster's name (`SLUICE_CLUSTER` in every Pod).
-    pub cluster: String,
-    /// The cluster's index: Pod IPs come from `127.(20+index).0.0/16`.
-    pub index: u8,
-    pub node_name: String,
-    /// Where container logs are written (`<dir>/<namespace>/<pod>/<container>/<restart>.log`).
-    pub logs_dir: PathBuf,
-    /// The `sluice` binary, which runs the built-in images.
-    pub sluice_bin: PathBuf,
-    pub max_pods: u32,
-    /// Run only the built-in images, not the commands of other containers: for manifests
-    /// written by others, whose commands are not meant for this machine.
-    pub builtin_images_only: bool,
-    /// The cluster's DNS server: each Pod gets it and its search path in its environment
-    /// ([`crate::resolve`]), as kubelet writes them into a Pod's resolv.conf.
-    pub dns: Option<std::net::SocketAddr>,
-    /// Counters and readiness, served by [`admin::serve`].
-    pub metrics: Arc<admin::NodeMetrics>,
-    /// The API server Pods are given credentials for (`None`: Pods get none).
-    pub api: Option<Arc<service_account::ApiEndpoint>>,
-}
-
-impl NodeConfig {
-    /// The node's own address: its API server, agent and host-network Pods answer there.
-    pub fn node_ip(&self) -> Ipv4Addr {
-        Ipv4Addr::new(127, 20 + self.index, 0, 1)
-    }
-}
-
-/// Pod IPs in use on this node.
-pub struct IpPool {
-    index: u8,
-    used: Mutex<BTreeSet<u32>>,
-}
-
-impl IpPool {
-    pub fn new(index: u8) -> Self {
-        Self {
-            index,
-            used: Mutex::new(BTreeSet::new()),
-        }
-    }
-
-    fn base(&self) -> u32 {
-        u32::from(Ipv4Addr::new(127, 20 + self.index, 0, 0))
-    }
-
-    /// Take `ip` (a Pod keeping its address across an agent restart) or the next free one
-    /// from `.1.1` on.
-    pub fn take(&self, want: Option<Ipv4Addr>) -> Option<Ipv4Addr> {
-        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(ip) = want {
-            let v = u32::from(ip);
-            if v >> 16 == self.base() >> 16 && used.insert(v) {
-                return Some(ip);
-            }
-        }
-        let free = (self.base() + 257..self.base() + 65_534).find(|v| !used.contains(v))?;
-        used.insert(free);
-        Some(Ipv4Addr::from(free))
-    }
-
-    pub fn give_back(&self, ip: Ipv4Addr) {
-        self.used
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&u32::from(ip));
-    }
-}
 
 fn node_object(cfg: &NodeConfig) -> Node {
     serde_json::from_value(json!({
@@ -312,7 +240,7 @@ pub async fn run(
                 }
                 // Ran to completion (before a restart of this agent, or the runner is
                 // gone): a finished Pod never runs again.
-                _ if !crate::controllers::pod_active(&pod) => {}
+                _ if !crate::pod_state::pod_active(&pod) => {}
                 _ => {
                     if let Some(old) = runners.remove(&key) {
                         old.terminate(Duration::ZERO);
@@ -376,7 +304,7 @@ impl Room {
             .iter()
             .filter(|p| {
                 p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(cfg.node_name.as_str())
-                    && crate::controllers::pod_active(p)
+                    && crate::pod_state::pod_active(p)
             })
             .fold(Resources::default(), |sum, p| {
                 sum + pod_requests(&pod_value(p)["spec"])
@@ -425,9 +353,4 @@ fn grace_of(pod: &Pod) -> Duration {
         })
         .unwrap_or(30);
     Duration::from_secs(secs.max(0) as u64)
-}
-
-/// The JSON of a Pod, for the runner's lookups.
-pub fn pod_value(pod: &Pod) -> Value {
-    serde_json::to_value(pod).unwrap_or(Value::Null)
 }

@@ -18,9 +18,10 @@ use tokio::sync::{Notify, watch};
 
 use sluice_kube::events::{EventType, Recorder, Regarding};
 
+use super::config::{IpPool, NodeConfig, pod_value};
 use super::mounts::{self, Mount};
 use super::probe::probe;
-use super::{IpPool, NodeConfig, pod_value, service_account, volumes};
+use super::{service_account, volumes};
 
 const MAX_BACKOFF: Duration = Duration::from_secs(20);
 
