@@ -169,9 +169,15 @@ impl Watched {
                 watcher::Config::default().labels(&format!("{SYNCABLE_LABEL}=true")),
                 "syncable custom resource definitions",
                 LOGICAL_CLUSTER_ANNOTATION,
-                move |e| {
-                    if !matches!(e, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                move |e| match e {
+                    watcher::Event::Init | watcher::Event::InitApply(_) => {}
+                    // Listed: what it holds is known, and so may be the readiness of all.
+                    watcher::Event::InitDone => {
                         queue.touch(Key::Definitions);
+                        queue.touch(Key::Resync);
+                    }
+                    watcher::Event::Apply(_) | watcher::Event::Delete(_) => {
+                        queue.touch(Key::Definitions)
                     }
                 },
             )
