@@ -7,7 +7,6 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::shared::{Caches, selects, value};
-use crate::pod_state::pod_ready;
 
 pub const MANAGED_BY: &str = "endpointslice-controller.sluice.dev";
 
@@ -131,7 +130,6 @@ pub async fn reconcile(client: &kube::Client, caches: &Caches, svc: &Service) ->
             return Ok(());
         }
     }
-    let _ = pod_ready;
     Api::<EndpointSlice>::namespaced(client.clone(), &ns)
         .patch(
             &name,
