@@ -32,6 +32,7 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use sluice_kube::controller::ControllerMetrics;
 use sluice_kube::events::Recorder;
+use sluice_kube::informer::Store;
 use sluice_kube::{Action, Controller, Informer, Queue, Reconciler};
 use tokio::sync::watch;
 
@@ -160,42 +161,18 @@ impl Reconciler for Controllers {
         let live = |meta: &ObjectMeta| meta.deletion_timestamp.is_none();
         match key {
             Key::All => {
-                let touch = |k: Key| self.queue.touch(k);
-                caches
-                    .deployments
-                    .state()
-                    .iter()
-                    .for_each(|o| touch(Key::Deployment(key_of(&o.metadata))));
-                caches
-                    .replicasets
-                    .state()
-                    .iter()
-                    .for_each(|o| touch(Key::ReplicaSet(key_of(&o.metadata))));
-                caches
-                    .replicationcontrollers
-                    .state()
-                    .iter()
-                    .for_each(|o| touch(Key::ReplicationController(key_of(&o.metadata))));
-                caches
-                    .statefulsets
-                    .state()
-                    .iter()
-                    .for_each(|o| touch(Key::StatefulSet(key_of(&o.metadata))));
-                caches
-                    .jobs
-                    .state()
-                    .iter()
-                    .for_each(|o| touch(Key::Job(key_of(&o.metadata))));
-                caches
-                    .cronjobs
-                    .state()
-                    .iter()
-                    .for_each(|o| touch(Key::CronJob(key_of(&o.metadata))));
-                caches
-                    .services
-                    .state()
-                    .iter()
-                    .for_each(|o| touch(Key::Endpoints(key_of(&o.metadata))));
+                let queue = &self.queue;
+                touch_every(queue, &caches.deployments, Key::Deployment);
+                touch_every(queue, &caches.replicasets, Key::ReplicaSet);
+                touch_every(
+                    queue,
+                    &caches.replicationcontrollers,
+                    Key::ReplicationController,
+                );
+                touch_every(queue, &caches.statefulsets, Key::StatefulSet);
+                touch_every(queue, &caches.jobs, Key::Job);
+                touch_every(queue, &caches.cronjobs, Key::CronJob);
+                touch_every(queue, &caches.services, Key::Endpoints);
                 Ok(Action::AwaitChange)
             }
             Key::ServicesIn(ns) => {
@@ -290,6 +267,13 @@ impl Reconciler for Controllers {
                 Ok(Action::AwaitChange)
             }
         }
+    }
+}
+
+/// Touch the key `key` makes of every object in `store`.
+fn touch_every<K: kube::Resource>(queue: &Queue<Key>, store: &Store<K>, key: fn(ObjectKey) -> Key) {
+    for o in store.state() {
+        queue.touch(key(key_of(o.meta())));
     }
 }
 
