@@ -52,6 +52,12 @@ pub struct AuditEvent<'a> {
     pub namespace: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<&'a str>,
+    /// `exec`, `log`, `status`, ….
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subresource: Option<&'a str>,
+    /// The command of an `exec` session, as the client sent it.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub command: &'a [String],
     pub code: u16,
     /// Until the response headers (a watch: until it started streaming).
     pub latency_ms: f64,
@@ -152,6 +158,8 @@ mod tests {
             resource: "configmaps",
             namespace: Some("default"),
             name: Some(name),
+            subresource: None,
+            command: &[],
             code: 201,
             latency_ms: 0.5,
         }

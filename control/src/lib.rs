@@ -72,6 +72,8 @@ pub struct Config {
     pub single_cluster: Option<single_cluster::Ipv4Cidr>,
     /// Container logs written by a local cluster's node agent, served as `pods/log`.
     pub pod_logs_dir: Option<PathBuf>,
+    /// A local cluster's node agent streaming socket: `pods/exec` is proxied there.
+    pub node_streaming: Option<PathBuf>,
     /// One JSON line per request, when set.
     pub audit: Option<audit::AuditConfig>,
     /// Keep objects in etcd instead of the embedded store in the data directory.
@@ -95,6 +97,7 @@ impl Config {
             limits: Limits::default(),
             single_cluster: None,
             pod_logs_dir: None,
+            node_streaming: None,
             audit: None,
             etcd: None,
             pki_dir: None,
@@ -243,6 +246,7 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         auth,
         ready: AtomicBool::new(false),
         pod_logs_dir: config.pod_logs_dir.clone(),
+        node_streaming: config.node_streaming.clone(),
         audit,
         agents: agent_client::AgentClient::new(pki.agent_client_config()?),
         hooks: admission::builtin(ips),

@@ -112,7 +112,8 @@ pub async fn serve(
             } else {
                 builder.http1_only()
             };
-            let conn = builder.serve_connection(TokioIo::new(io), service);
+            // Upgrades: `pods/exec` switches to a WebSocket on HTTP/1.1.
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
             tokio::pin!(conn);
             tokio::select! {
                 r = conn.as_mut() => {

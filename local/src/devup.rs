@@ -415,6 +415,8 @@ fn start_cluster(
         format!("127.{}.0.1:0", 20 + index),
         "--pod-logs-dir".into(),
         dir.join("logs").display().to_string(),
+        "--node-streaming".into(),
+        dir.join("node.sock").display().to_string(),
     ];
     // A bare cluster gets the charts' parts: who asked for what, and what was refused,
     // shows a chart's missing permission.
@@ -460,6 +462,8 @@ fn start_node_agent(
             ])
             .arg("--logs-dir")
             .arg(&logs)
+            .arg("--streaming-socket")
+            .arg(cfg.state.join("clusters").join(name).join("node.sock"))
             .args(cfg.builtin_images_only.then_some("--builtin-images-only"))
             .args(["--dns", dns])
             .stdout(Stdio::null()),

@@ -43,6 +43,10 @@ pub struct Args {
     /// Container logs of a local cluster's node agent, served as `kubectl logs`.
     #[arg(long)]
     pub pod_logs_dir: Option<PathBuf>,
+    /// The Unix socket of a local cluster's node agent streaming endpoint (its
+    /// `--streaming-socket`): `kubectl exec` is proxied there.
+    #[arg(long)]
+    pub node_streaming: Option<PathBuf>,
     /// Write one JSON line per request here (user, verb, logical cluster, resource,
     /// name, code, latency); off when absent.
     #[arg(long)]
@@ -119,6 +123,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         single_cluster,
         service_cidr,
         pod_logs_dir,
+        node_streaming,
         audit_log,
         audit_log_max_mb,
         audit_log_keep,
@@ -140,6 +145,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         config.single_cluster = Some(service_cidr.parse().context("--service-cidr")?);
     }
     config.pod_logs_dir = pod_logs_dir;
+    config.node_streaming = node_streaming;
     config.token_file = token_auth_file;
     config.watch_history = watch_history;
     config.limits.max_body = max_request_bytes;

@@ -32,6 +32,10 @@ pub struct Args {
     /// Where to serve /metrics and /readyz.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub admin: std::net::SocketAddr,
+    /// The Unix socket of the streaming endpoint (`exec` into containers), for the
+    /// cluster's API server (its `--node-streaming`); none without it.
+    #[arg(long)]
+    pub streaming_socket: Option<PathBuf>,
 }
 
 /// Run the node agent and the controllers until SIGINT or SIGTERM.
@@ -45,6 +49,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         builtin_images_only,
         dns,
         admin,
+        streaming_socket,
     } = args;
     init_tracing();
     let client = kube_client(Some(&kubeconfig)).await?;
@@ -65,16 +70,27 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 None
             }
         },
+        running: Default::default(),
     };
     let cfg_controllers = cfg.metrics.controllers.clone();
     let (tx, rx) = tokio::sync::watch::channel(false);
     let admin = sluice_local::node::admin::serve(admin, cfg.metrics.clone(), rx.clone()).await?;
     tracing::info!(%admin, "node agent admin endpoint (/metrics, /readyz)");
+    let streaming = streaming_socket.map(|socket| {
+        tokio::spawn(sluice_local::node::streaming::serve(
+            socket,
+            cfg.running.clone(),
+            rx.clone(),
+        ))
+    });
     let node = tokio::spawn(sluice_local::node::run(client.clone(), cfg, rx.clone()));
     let controllers = tokio::spawn(sluice_local::controllers::run(client, cfg_controllers, rx));
     shutdown_signal().await?;
     let _ = tx.send(true);
     node.await??;
     controllers.await??;
+    if let Some(streaming) = streaming {
+        streaming.await??;
+    }
     Ok(())
 }

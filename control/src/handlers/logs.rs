@@ -96,27 +96,7 @@ pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -
             "pod {name:?} has no logs here: logs are served by the API server of the physical cluster the pod runs on"
         )));
     };
-    let containers: Vec<String> = pod["spec"]["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["name"].as_str().map(str::to_string))
-        .collect();
-    let container = match ctx.query.get("container") {
-        Some(c) if containers.iter().any(|x| x == c) => c.to_string(),
-        Some(c) => {
-            return Err(ApiError::BadRequest(format!(
-                "container {c} is not valid for pod {name}"
-            )));
-        }
-        None if containers.len() == 1 => containers[0].clone(),
-        None => {
-            return Err(ApiError::BadRequest(format!(
-                "a container name must be specified for pod {name}, choose one of: [{}]",
-                containers.join(" ")
-            )));
-        }
-    };
+    let container = super::pod_container::choose(&pod, name, ctx.query.get("container"))?;
     let dir = root
         .join(scope.namespace.as_deref().unwrap_or("default"))
         .join(name)

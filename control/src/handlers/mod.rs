@@ -3,9 +3,11 @@
 
 pub mod authorize;
 pub mod discovery;
+pub mod exec;
 pub mod logs;
 pub mod objects;
 pub mod openapi;
+pub mod pod_container;
 pub mod remote_logs;
 pub mod respond;
 pub mod reviews;
@@ -44,11 +46,18 @@ fn flow_of(user: &User, target: &Target) -> crate::fairness::Flow {
     }
 }
 
-/// Requests that last as long as the client wants (watches, followed logs): they hold a
-/// connection, not a worker, and take no fairness slot.
+/// Requests that last as long as the client wants (watches, followed logs, exec
+/// sessions): they hold a connection, not a worker, and take no fairness slot.
 fn long_running(verb: &str, route: &Route, query: &Query) -> bool {
     verb == "watch"
         || matches!(route, Route::Resource(r) if r.subresource.as_deref() == Some("log") && query.flag("follow"))
+        || matches!(route, Route::Resource(r) if is_connect(r.subresource.as_deref()))
+}
+
+/// Subresources a client connects to (kube's `connect` verbs): authorized as `create`
+/// whether they come as a POST or as a WebSocket's GET, as kube-apiserver authorizes them.
+fn is_connect(subresource: Option<&str>) -> bool {
+    matches!(subresource, Some("exec" | "attach" | "portforward"))
 }
 
 /// The Kubernetes verb of a request, as RBAC and audit name it (`get`, `list`, `watch`,
@@ -56,6 +65,7 @@ fn long_running(verb: &str, route: &Route, query: &Query) -> bool {
 /// spans; HTTP methods do not tell a list from a get or a watch, or an apply from a patch.
 fn verb_of(method: &Method, route: &Route, query: &Query, content_type: &str) -> &'static str {
     match route {
+        Route::Resource(r) if is_connect(r.subresource.as_deref()) => "create",
         Route::Resource(r) => match *method {
             Method::GET if r.name.is_none() && (r.legacy_watch || query.flag("watch")) => "watch",
             Method::GET if r.name.is_none() => "list",
@@ -79,7 +89,8 @@ pub async fn handle(
     cert_user: Option<User>,
 ) -> Resp {
     let started = Instant::now();
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
     let query = Query::parse(parts.uri.query());
     let target = match parse_path(parts.uri.path()) {
         Ok(t) => t,
@@ -123,9 +134,18 @@ pub async fn handle(
         .and_then(|v| v.to_str().ok());
     let user = state.auth.authenticate(authorization, cert_user.as_ref());
     let audited = state.audit.as_ref().map(|_| {
-        let (namespace, name) = match &target.route {
-            Route::Resource(r) => (r.namespace.clone(), r.name.clone()),
-            _ => (None, None),
+        let (namespace, name, subresource) = match &target.route {
+            Route::Resource(r) => (r.namespace.clone(), r.name.clone(), r.subresource.clone()),
+            _ => (None, None, None),
+        };
+        // A session's command is part of who did what (kube records it in the URI).
+        let command: Vec<String> = if subresource.as_deref() == Some("exec") {
+            form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
+                .filter(|(k, _)| k == "command")
+                .map(|(_, v)| v.into_owned())
+                .collect()
+        } else {
+            Vec::new()
         };
         let cluster = match &target.cluster {
             ClusterScope::One(p) => p.to_string(),
@@ -134,7 +154,8 @@ pub async fn handle(
         let who = user
             .as_ref()
             .map_or_else(|| "system:anonymous".to_string(), |u| u.name.clone());
-        (who, cluster, parts.uri.path().to_string(), namespace, name)
+        let path = parts.uri.path().to_string();
+        (who, cluster, path, namespace, name, subresource, command)
     });
     // Anonymous clients get health and the version only (kube's
     // `system:public-info-viewer`); `/metrics` needs an identity allowed to read it.
@@ -179,6 +200,8 @@ pub async fn handle(
                 headers: parts.headers,
                 user,
                 warnings: Vec::new(),
+                raw_query: parts.uri.query().unwrap_or_default().to_string(),
+                upgrade,
             };
             dispatch(&state, ctx, body).instrument(span.clone()).await
         }
@@ -189,7 +212,9 @@ pub async fn handle(
     };
     let code = resp.status().as_u16();
     span.record("code", code);
-    if let (Some(log), Some((who, cluster, path, namespace, name))) = (&state.audit, &audited) {
+    if let (Some(log), Some((who, cluster, path, namespace, name, subresource, command))) =
+        (&state.audit, &audited)
+    {
         log.record(&AuditEvent {
             time: sluice_kube::time::now_rfc3339(),
             user: who,
@@ -199,6 +224,8 @@ pub async fn handle(
             resource: &requested,
             namespace: namespace.as_deref(),
             name: name.as_deref(),
+            subresource: subresource.as_deref(),
+            command,
             code,
             latency_ms: millis(started.elapsed()),
         });

@@ -25,6 +25,10 @@ pub struct Ctx {
     pub user: User,
     /// Warnings for the `Warning` response header (unknown fields under `Warn`).
     pub warnings: Vec<String>,
+    /// The query as sent (`Query` keeps one value per key; exec's `command` repeats).
+    pub raw_query: String,
+    /// The connection's upgrade, for a request that switches protocols (`pods/exec`).
+    pub upgrade: Option<hyper::upgrade::OnUpgrade>,
 }
 
 impl Ctx {

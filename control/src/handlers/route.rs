@@ -69,6 +69,14 @@ pub async fn serve(
             _ => Err(ApiError::MethodNotAllowed),
         };
     }
+    if t.resource == "pods" && t.group.is_empty() && rp.subresource.as_deref() == Some("exec") {
+        return match (&ctx.method, rp.name.as_deref()) {
+            (&Method::GET | &Method::POST, Some(n)) => {
+                super::exec::serve(state, ctx, &scope, n).await
+            }
+            _ => Err(ApiError::MethodNotAllowed),
+        };
+    }
     let sub = match rp.subresource.as_deref() {
         None => None,
         Some("status") if t.has(Subresource::Status) => Some(Subresource::Status),

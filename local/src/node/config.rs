@@ -34,6 +34,8 @@ pub struct NodeConfig {
     pub metrics: Arc<admin::NodeMetrics>,
     /// The API server Pods are given credentials for (`None`: Pods get none).
     pub api: Option<Arc<service_account::ApiEndpoint>>,
+    /// The containers running now, for the streaming endpoint ([`super::streaming`]).
+    pub running: Arc<super::running::Running>,
 }
 
 impl NodeConfig {

@@ -9,7 +9,9 @@ pub mod config;
 pub mod mounts;
 pub mod probe;
 pub mod process;
+pub mod running;
 pub mod service_account;
+pub mod streaming;
 pub mod volumes;
 
 use std::collections::{BTreeSet, HashMap};

@@ -605,6 +605,14 @@ async fn run_container(
             }
         };
         let pid = child.id().unwrap_or(0);
+        let registered = cfg.running.register(
+            super::running::ContainerRef {
+                namespace: regarding.namespace.clone(),
+                pod: regarding.name.clone(),
+                container: name.clone(),
+            },
+            pid,
+        );
         cfg.metrics.container_starts.inc();
         event(
             EventType::Normal,
@@ -722,6 +730,7 @@ async fn run_container(
                 }
             }
         };
+        drop(registered);
         let finished = now();
         let message = last_line(&path);
         let terminated = json!({"terminated": {"exitCode": exit, "reason": if exit == 0 { "Completed" } else { "Error" }, "message": message, "startedAt": started_at, "finishedAt": finished}});
@@ -942,6 +951,7 @@ mod tests {
             dns: None,
             metrics: Default::default(),
             api: None,
+            running: Default::default(),
         };
         let pod = json!({"metadata": {"namespace": "shop", "name": "web"}});
         assert_eq!(

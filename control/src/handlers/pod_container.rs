@@ -1,0 +1,49 @@
+//! Which container of a Pod a request names (`?container=`), as kube-apiserver decides it
+//! for `pods/log` and `pods/exec`: the one named, or the only one, or a 400 listing them.
+
+use serde_json::Value;
+
+use crate::errors::{ApiError, ApiResult};
+
+/// The container `requested` of `pod` (named `name`), or its only container.
+pub fn choose(pod: &Value, name: &str, requested: Option<&str>) -> ApiResult<String> {
+    let containers: Vec<&str> = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    match requested {
+        Some(c) if containers.contains(&c) => Ok(c.to_string()),
+        Some(c) => Err(ApiError::BadRequest(format!(
+            "container {c} is not valid for pod {name}"
+        ))),
+        None if containers.len() == 1 => Ok(containers[0].to_string()),
+        None => Err(ApiError::BadRequest(format!(
+            "a container name must be specified for pod {name}, choose one of: [{}]",
+            containers.join(" ")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_named_or_only_container_is_chosen_and_others_are_refused() {
+        let one = json!({"spec": {"containers": [{"name": "main"}]}});
+        let two = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}]}});
+        assert_eq!(choose(&one, "p", None).unwrap(), "main");
+        assert_eq!(choose(&two, "p", Some("b")).unwrap(), "b");
+        assert_eq!(
+            choose(&one, "p", Some("x")).unwrap_err().to_string(),
+            "container x is not valid for pod p"
+        );
+        assert_eq!(
+            choose(&two, "p", None).unwrap_err().to_string(),
+            "a container name must be specified for pod p, choose one of: [a b]"
+        );
+    }
+}

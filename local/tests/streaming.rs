@@ -1,0 +1,232 @@
+#![allow(clippy::unwrap_used)]
+//! The node agent's streaming endpoint over its real socket, spoken to as the cluster's API
+//! server forwards a client: both channel protocols (v5 and v4), stdin and its close, the
+//! exit code on the error channel, and a client that goes away.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::Value;
+use sluice_local::node::running::{ContainerRef, Running};
+use sluice_local::node::streaming;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+struct Node {
+    socket: std::path::PathBuf,
+    _shutdown: tokio::sync::watch::Sender<bool>,
+    _container: tokio::process::Child,
+    _registered: sluice_local::node::running::Registered,
+    _dir: tempfile::TempDir,
+}
+
+/// A node whose one container (`default/web/main`) is a `sleep` started here, in `dir`.
+async fn node() -> Node {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("node.sock");
+    let running = Arc::new(Running::default());
+    let container = tokio::process::Command::new("sleep")
+        .arg("60")
+        .current_dir(dir.path())
+        .env("GREETING", "hi")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let registered = running.register(
+        ContainerRef {
+            namespace: "default".into(),
+            pod: "web".into(),
+            container: "main".into(),
+        },
+        container.id().unwrap(),
+    );
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(streaming::serve(socket.clone(), running, rx));
+    for _ in 0..100 {
+        if socket.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Node {
+        socket,
+        _shutdown: tx,
+        _container: container,
+        _registered: registered,
+        _dir: dir,
+    }
+}
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>;
+
+async fn connect(node: &Node, query: &str, protocol: &str) -> Result<Ws, String> {
+    let stream = tokio::net::UnixStream::connect(&node.socket).await.unwrap();
+    let mut req = format!("ws://node/exec?namespace=default&pod=web&container=main&{query}")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("Sec-WebSocket-Protocol", protocol.parse().unwrap());
+    tokio_tungstenite::client_async(req, stream)
+        .await
+        .map(|(ws, resp)| {
+            assert_eq!(
+                resp.headers()["Sec-WebSocket-Protocol"],
+                protocol.split(',').next().unwrap().trim()
+            );
+            ws
+        })
+        .map_err(|e| match e {
+            tokio_tungstenite::tungstenite::Error::Http(resp) => format!(
+                "{} {}",
+                resp.status(),
+                String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default())
+            ),
+            e => e.to_string(),
+        })
+}
+
+/// Everything the session sends until it closes: stdout, stderr, the status.
+async fn collect(ws: &mut Ws) -> (String, String, Value) {
+    let (mut out, mut err, mut status) = (Vec::new(), Vec::new(), Value::Null);
+    while let Some(Ok(msg)) = ws.next().await {
+        match msg {
+            Message::Binary(b) => match b.first() {
+                Some(1) => out.extend_from_slice(&b[1..]),
+                Some(2) => err.extend_from_slice(&b[1..]),
+                Some(3) => status = serde_json::from_slice(&b[1..]).unwrap(),
+                _ => {}
+            },
+            Message::Close(_) => break,
+            _ => {}
+        }
+    }
+    (
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
+        status,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v5_carries_stdin_to_its_close_and_the_exit_code() {
+    let node = node().await;
+    let mut ws = connect(
+        &node,
+        "command=sh&command=-c&command=cat%3B+echo+%24GREETING%3B+pwd%3B+echo+e+%3E%262%3B+exit+4&stdin=true&stdout=true&stderr=true",
+        "v5.channel.k8s.io",
+    )
+    .await
+    .unwrap();
+    ws.send(Message::Binary(b"\x00from stdin\n".to_vec().into()))
+        .await
+        .unwrap();
+    // v5: the client closes stdin, and `cat` ends.
+    ws.send(Message::Binary(vec![255, 0].into())).await.unwrap();
+    let (out, err, status) = collect(&mut ws).await;
+    let cwd = node._dir.path().canonicalize().unwrap();
+    assert_eq!(out, format!("from stdin\nhi\n{}\n", cwd.display()));
+    assert_eq!(err, "e\n");
+    assert_eq!(status["status"], "Failure");
+    assert_eq!(status["reason"], "NonZeroExitCode");
+    assert_eq!(status["details"]["causes"][0]["message"], "4");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v4_is_served_to_a_client_that_offers_only_it() {
+    let node = node().await;
+    let mut ws = connect(
+        &node,
+        "command=echo&command=v4&stdout=true",
+        "v4.channel.k8s.io",
+    )
+    .await
+    .unwrap();
+    let (out, _, status) = collect(&mut ws).await;
+    assert_eq!(out, "v4\n");
+    assert_eq!(status["status"], "Success");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_name_their_reason() {
+    let node = node().await;
+    let err = connect(&node, "command=true&stdout=true", "base64.channel.k8s.io")
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("400"), "{err}");
+    assert!(err.contains("none of the protocols"), "{err}");
+    let stream = tokio::net::UnixStream::connect(&node.socket).await.unwrap();
+    let req = "ws://node/exec?namespace=default&pod=web&container=other&command=true&stdout=true"
+        .into_client_request()
+        .unwrap();
+    let err = tokio_tungstenite::client_async(req, stream)
+        .await
+        .unwrap_err();
+    let tokio_tungstenite::tungstenite::Error::Http(resp) = err else {
+        panic!("{err}")
+    };
+    assert_eq!(resp.status(), 404);
+    assert_eq!(
+        String::from_utf8_lossy(resp.body().as_deref().unwrap()),
+        r#"container not found ("other")"#
+    );
+    let mut ws = connect(
+        &node,
+        "command=no-such-command&stderr=true",
+        "v5.channel.k8s.io",
+    )
+    .await
+    .unwrap();
+    let (_, err, status) = collect(&mut ws).await;
+    assert!(err.contains("no-such-command"), "{err}");
+    assert_eq!(status["details"]["causes"][0]["message"], "127");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_ends_the_commands_process_group() {
+    let node = node().await;
+    let mut ws = connect(
+        &node,
+        "command=sh&command=-c&command=echo+%24%24%3B+sleep+1000+%26+sleep+1000&stdout=true",
+        "v5.channel.k8s.io",
+    )
+    .await
+    .unwrap();
+    let pid = loop {
+        match ws.next().await {
+            Some(Ok(Message::Binary(b))) if b.first() == Some(&1) => {
+                break String::from_utf8_lossy(&b[1..]).trim().to_string();
+            }
+            Some(Ok(_)) => {}
+            other => panic!("{other:?}"),
+        }
+    };
+    let group_alive = || {
+        // Any process of the session's group: the shell and its background sleep.
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read_to_string(e.path().join("stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .and_then(|rest| rest.split_whitespace().nth(2))
+                    == Some(pid.as_str())
+                    && !s
+                        .rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+            })
+        })
+    };
+    assert!(group_alive());
+    drop(ws);
+    let mut gone = false;
+    for _ in 0..200 {
+        if !group_alive() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the session's process group {pid} is still running");
+}
