@@ -14,7 +14,7 @@ pub mod service_account;
 pub mod streaming;
 pub mod volumes;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,10 +30,37 @@ use tokio::sync::watch;
 pub use config::{IpPool, NodeConfig, pod_value};
 use process::PodRunner;
 
+/// The labels of the node, as kubelet sets them (with the cluster's name): what a Pod's
+/// `nodeSelector` is matched against.
+fn node_labels(cfg: &NodeConfig) -> BTreeMap<String, String> {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    [
+        ("kubernetes.io/hostname", cfg.node_name.as_str()),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", arch),
+        ("sluice.dev/cluster", cfg.cluster.as_str()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// Whether a Pod's `nodeSelector` matches the node's labels (every pair present).
+fn selects(pod: &Pod, labels: &BTreeMap<String, String>) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_selector.as_ref())
+        .is_none_or(|want| want.iter().all(|(k, v)| labels.get(k) == Some(v)))
+}
+
 fn node_object(cfg: &NodeConfig) -> Node {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": cfg.node_name, "labels": {"kubernetes.io/hostname": cfg.node_name, "sluice.dev/cluster": cfg.cluster}},
+        "metadata": {"name": cfg.node_name, "labels": node_labels(cfg)},
         "status": {
             "capacity": {"pods": cfg.max_pods.to_string(), "cpu": "2", "memory": "8Gi"},
             "allocatable": {"pods": cfg.max_pods.to_string(), "cpu": "2", "memory": "8Gi"},
@@ -143,6 +170,7 @@ pub async fn run(
                 .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
         });
         let mut room = Room::of(&cfg, &pods);
+        let labels = node_labels(&cfg);
         for pod in pods {
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
             let name = pod.metadata.name.clone().unwrap_or_default();
@@ -155,7 +183,12 @@ pub async fn run(
                     // scheduler would leave it.
                     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
                     let need = pod_requests(&pod_value(&pod)["spec"]);
-                    let written = match room.take(need) {
+                    let fits = if selects(&pod, &labels) {
+                        room.take(need)
+                    } else {
+                        Err("node(s) didn't match Pod's node affinity/selector".to_string())
+                    };
+                    let written = match fits {
                         Ok(()) => {
                             let bind = json!({"spec": {"nodeName": cfg.node_name}, "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}});
                             let bound = api
@@ -355,4 +388,41 @@ fn grace_of(pod: &Pod) -> Duration {
         })
         .unwrap_or(30);
     Duration::from_secs(secs.max(0) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_selector_matches_only_labels_the_node_has() {
+        let cfg = NodeConfig {
+            cluster: "east".into(),
+            index: 0,
+            node_name: "east-node".into(),
+            logs_dir: "/logs".into(),
+            sluice_bin: "sluice".into(),
+            max_pods: 1,
+            builtin_images_only: false,
+            dns: None,
+            metrics: Default::default(),
+            api: None,
+            running: Default::default(),
+        };
+        let labels = node_labels(&cfg);
+        let pod = |selector: Value| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [], "nodeSelector": selector}}))
+                .unwrap()
+        };
+        assert!(selects(&pod(Value::Null), &labels));
+        assert!(selects(
+            &pod(json!({"kubernetes.io/os": "linux", "sluice.dev/cluster": "east"})),
+            &labels
+        ));
+        assert!(!selects(
+            &pod(json!({"sluice.dev/cluster": "west"})),
+            &labels
+        ));
+        assert!(!selects(&pod(json!({"disktype": "ssd"})), &labels));
+    }
 }
