@@ -9,9 +9,13 @@ mod support;
 
 use std::io::Write;
 use std::process::Stdio;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use support::{DevUp, Kubectl, eventually, kubectls};
+
+/// `dev up` binds the clusterset's fixed loopback ranges: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 const SHELL: &str = r#"apiVersion: v1
 kind: Pod
@@ -50,6 +54,7 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn exec_and_cp_into_a_running_pod_with_kubes_errors() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, took) = DevUp::start("east");
     eprintln!("dev up ready in {:.2} s", took.as_secs_f64());
     let admin = dev.kubectl("east");
@@ -194,5 +199,151 @@ fn exec_and_cp_into_a_running_pod_with_kubes_errors() {
             .exists()),
             "the command of a vanished client is still running (pid {pid})"
         );
+    }
+}
+
+const APP: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        command: ["sh", "-c", "cd /tmp && exec sleep 3600"]
+"#;
+
+/// The one pod of `app`, once it runs on `cluster` and no other copy is left.
+fn running_on(k: &Kubectl, cluster: &str) -> String {
+    let mut found = String::new();
+    let ok = eventually(Duration::from_secs(60), || {
+        let out = k.ok(&[
+            "-n",
+            "shop",
+            "get",
+            "pods",
+            "-l",
+            "app=app",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.spec.nodeName}{\"\\n\"}{end}",
+        ]);
+        let pods: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+        match pods.as_slice() {
+            [one] if one.contains(" Running ") && one.ends_with(&format!(".{cluster}")) => {
+                found = one.split(' ').next().unwrap_or_default().to_string();
+                true
+            }
+            _ => false,
+        }
+    });
+    assert!(ok, "app never ran alone on {cluster}");
+    found
+}
+
+#[test]
+fn exec_through_the_logical_cluster_before_and_after_a_move() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, took) = DevUp::start("east,west");
+    eprintln!("dev up ready in {:.2} s", took.as_secs_f64());
+    let admin = dev.kubectl_control();
+    admin.ok(&["create", "namespace", "shop"]);
+    admin.ok(&["label", "namespace", "shop", "sluice.dev/cluster=east"]);
+    admin.ok(&[
+        "-n",
+        "shop",
+        "create",
+        "rolebinding",
+        "viewer",
+        "--clusterrole=view",
+        "--user=vera",
+    ]);
+    admin.apply_stdin(APP);
+    let scratch = dev.state.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    for cluster in ["east", "west"] {
+        if cluster == "west" {
+            admin.ok(&[
+                "label",
+                "namespace",
+                "shop",
+                "sluice.dev/cluster=west",
+                "--overwrite",
+            ]);
+        }
+        let pod = running_on(&admin, cluster);
+        for (i, bin) in kubectls().iter().enumerate() {
+            let k = Kubectl {
+                bin: bin.clone(),
+                ..admin.clone()
+            };
+            eprintln!("{cluster}: kubectl {bin}");
+            // By pod and by Deployment; the command runs on the cluster the app is on.
+            for target in [pod.as_str(), "deploy/app"] {
+                let out = exec(
+                    &k,
+                    &[
+                        "-n",
+                        "shop",
+                        "exec",
+                        target,
+                        "--",
+                        "sh",
+                        "-c",
+                        "echo \"on $SLUICE_CLUSTER in $(pwd)\"; echo e >&2; exit 7",
+                    ],
+                    b"",
+                );
+                assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+                assert_eq!(text(&out.stdout), format!("on {cluster} in /tmp\n"));
+                assert!(text(&out.stderr).contains("command terminated with exit code 7"));
+            }
+            let out = exec(
+                &k,
+                &["-n", "shop", "exec", "-i", &pod, "--", "cat"],
+                b"through the logical cluster\n",
+            );
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            assert_eq!(text(&out.stdout), "through the logical cluster\n");
+
+            let local = scratch.join(format!("{cluster}-{i}.txt"));
+            std::fs::write(&local, format!("{cluster} {bin}\n")).unwrap();
+            let in_pod = scratch.join(format!("{cluster}-{i}-in-pod.txt"));
+            k.ok(&[
+                "-n",
+                "shop",
+                "cp",
+                local.to_str().unwrap(),
+                &format!("{pod}:{}", in_pod.display()),
+            ]);
+            let back = scratch.join(format!("{cluster}-{i}-back.txt"));
+            k.ok(&[
+                "-n",
+                "shop",
+                "cp",
+                &format!("{pod}:{}", in_pod.display()),
+                back.to_str().unwrap(),
+            ]);
+            assert_eq!(
+                std::fs::read_to_string(&back).unwrap(),
+                format!("{cluster} {bin}\n")
+            );
+
+            let err = k.fails(&["-n", "shop", "exec", &pod, "-c", "sidecar", "--", "true"]);
+            assert!(
+                err.contains(&format!("container sidecar is not valid for pod {pod}")),
+                "{err}"
+            );
+            let err = k.fails(&["-n", "shop", "exec", "no-such-pod", "--", "true"]);
+            assert!(err.contains(r#"pods "no-such-pod" not found"#), "{err}");
+            let err = k.fails(&["-n", "shop", "exec", &pod, "--as=vera", "--", "true"]);
+            assert!(
+                err.contains(r#"User "vera" cannot create resource "pods/exec" in API group "" in the namespace "shop""#),
+                "{err}"
+            );
+        }
     }
 }

@@ -71,6 +71,19 @@ impl AgentClient {
         cluster: &ClusterName,
         path_and_query: &str,
     ) -> Result<Response<Incoming>, AgentError> {
+        self.get_with(url, cluster, path_and_query, &http::HeaderMap::new())
+            .await
+    }
+
+    /// [`Self::get`] with `headers` added (a WebSocket upgrade's); the connection stays
+    /// open for an upgrade the agent answers (`hyper::upgrade::on` the response).
+    pub async fn get_with(
+        &self,
+        url: &str,
+        cluster: &ClusterName,
+        path_and_query: &str,
+        headers: &http::HeaderMap,
+    ) -> Result<Response<Incoming>, AgentError> {
         let addr = url
             .strip_prefix("https://")
             .map(|a| a.trim_end_matches('/'))
@@ -104,14 +117,17 @@ impl AgentClient {
             })??;
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            if let Err(e) = conn.with_upgrades().await {
                 tracing::debug!(error = %e, "agent connection ended");
             }
         });
-        let request = Request::get(path_and_query)
+        let mut request = Request::get(path_and_query)
             .header(header::HOST, name)
-            .header(header::USER_AGENT, CONTROL_PLANE_USER)
-            .body(Empty::<Bytes>::new())?;
+            .header(header::USER_AGENT, CONTROL_PLANE_USER);
+        for (k, v) in headers {
+            request = request.header(k, v);
+        }
+        let request = request.body(Empty::<Bytes>::new())?;
         Ok(send.send_request(request).await?)
     }
 }

@@ -11,6 +11,7 @@
 pub mod controller;
 pub mod drift;
 pub mod events;
+pub mod exec;
 pub mod imports;
 pub mod logs;
 pub mod metrics;

@@ -3,7 +3,8 @@
 //! credentials. The control plane forwards `GET /logs/<namespace>/<pod>?<query>` (the
 //! downstream namespace, kubectl's query: `container`, `follow`, `previous`, `tailLines`,
 //! ...) here, and the syncer streams the cluster's `pods/log` back, for the namespaces it
-//! synced only. Its URL is published on the syncer's heartbeat Lease.
+//! synced only; `GET /exec/<namespace>/<pod>?<query>`, an upgrade, goes on to the cluster's
+//! `pods/exec` ([`crate::exec`]). Its URL is published on the syncer's heartbeat Lease.
 //!
 //! Both ends prove who they are per cluster, with certificates the control plane's CA
 //! signed: the syncer serves TLS with the certificate of its own kubeconfig (which names
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
+use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
@@ -36,7 +37,7 @@ pub const HEAD_WITHIN: Duration = Duration::from_secs(10);
 /// Connections served at once; more wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 64;
 
-type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+type Body = crate::exec::Body;
 
 /// Why the log endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -158,9 +159,9 @@ fn plain(status: StatusCode, text: &str) -> Response<Body> {
     r
 }
 
-/// `/logs/<namespace>/<pod>` → the two names, if they are names.
-fn target(path: &str) -> Option<(&str, &str)> {
-    let rest = path.strip_prefix("/logs/")?;
+/// `<prefix><namespace>/<pod>` → the two names, if they are names.
+fn target<'a>(path: &'a str, prefix: &str) -> Option<(&'a str, &'a str)> {
+    let rest = path.strip_prefix(prefix)?;
     let (ns, pod) = rest.split_once('/')?;
     let name = |s: &str| {
         !s.is_empty()
@@ -185,11 +186,16 @@ async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -
     if req.method() != http::Method::GET {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
     }
-    let Some((ns, pod)) = target(req.uri().path()) else {
-        return plain(
-            StatusCode::NOT_FOUND,
-            "not found: GET /logs/<namespace>/<pod>\n",
-        );
+    let path = req.uri().path().to_string();
+    let (exec, (ns, pod)) = match (target(&path, "/logs/"), target(&path, "/exec/")) {
+        (Some(t), _) => (false, t),
+        (None, Some(t)) => (true, t),
+        (None, None) => {
+            return plain(
+                StatusCode::NOT_FOUND,
+                "not found: GET /logs/<namespace>/<pod> or /exec/<namespace>/<pod>\n",
+            );
+        }
     };
     // Only namespaces Sluice synced: the endpoint is no window into the cluster's own.
     if !synced(&downstream, ns).await {
@@ -197,6 +203,9 @@ async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -
             StatusCode::NOT_FOUND,
             &format!("not found: namespace {ns} is not one Sluice synced to this cluster\n"),
         );
+    }
+    if exec {
+        return crate::exec::relay(req, &downstream, ns, pod).await;
     }
     let mut uri = format!("/api/v1/namespaces/{ns}/pods/{pod}/log");
     if let Some(q) = req.uri().query() {
@@ -254,6 +263,7 @@ async fn connection(
         .timer(TokioTimer::new())
         .header_read_timeout(HEAD_WITHIN)
         .serve_connection(TokioIo::new(stream), svc)
+        .with_upgrades()
         .await;
 }
 
@@ -305,10 +315,12 @@ mod tests {
 
     #[test]
     fn only_names_reach_the_cluster() {
-        assert_eq!(target("/logs/shop-abc/web-1"), Some(("shop-abc", "web-1")));
-        assert_eq!(target("/logs/shop/../x"), None);
-        assert_eq!(target("/logs/shop/a/b"), None);
-        assert_eq!(target("/logs//x"), None);
-        assert_eq!(target("/metrics"), None);
+        let logs = |p| target(p, "/logs/");
+        assert_eq!(logs("/logs/shop-abc/web-1"), Some(("shop-abc", "web-1")));
+        assert_eq!(logs("/logs/shop/../x"), None);
+        assert_eq!(logs("/logs/shop/a/b"), None);
+        assert_eq!(logs("/logs//x"), None);
+        assert_eq!(logs("/metrics"), None);
+        assert_eq!(target("/exec/shop/web", "/exec/"), Some(("shop", "web")));
     }
 }

@@ -1,8 +1,12 @@
-//! `pods/exec` on a local cluster: checked here as kube-apiserver checks it (the Pod, the
-//! container, a node that runs it), then the client's WebSocket upgrade is proxied
-//! unchanged to the node agent's streaming endpoint, which runs the command and speaks the
-//! channel protocol — as kube-apiserver proxies it to kubelet. Once both sides switched
-//! protocols, the bytes are copied both ways until either side closes.
+//! `pods/exec`: checked here as kube-apiserver checks it (the Pod, the container, a node
+//! that runs it), then the client's upgrade is proxied unchanged to the side that runs the
+//! command and speaks the channel protocol, as kube-apiserver proxies it to kubelet:
+//! - on a local cluster, the node agent's streaming endpoint;
+//! - on a logical cluster, the syncer of the physical cluster the pod runs on (over the
+//!   per-cluster path `kubectl logs` takes, [`crate::agent_client`]), which proxies it on
+//!   to that cluster's API server — so it works the same on any cluster.
+//!
+//! Once both sides switched protocols, bytes are copied both ways until either closes.
 
 use std::path::Path;
 
@@ -41,13 +45,33 @@ const MAX_REFUSAL: usize = 4096;
 
 /// Whether `pod` can have a command run in it now, kube's wording when not.
 fn runnable(pod: &Value, name: &str) -> ApiResult<()> {
+    finished(pod)?;
+    if pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
+        return Err(ApiError::BadRequest(format!(
+            "pod {name} does not have a host assigned"
+        )));
+    }
+    Ok(())
+}
+
+/// The client's command and streams, with the container chosen: the query that travels.
+fn exec_query(container: &str, raw_query: &str) -> String {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    q.append_pair("container", container);
+    for (k, v) in form_urlencoded::parse(raw_query.as_bytes()) {
+        if EXEC_PARAMETERS.contains(&k.as_ref()) {
+            q.append_pair(&k, &v);
+        }
+    }
+    q.finish()
+}
+
+/// A pod that finished runs no command (kube's wording).
+fn finished(pod: &Value) -> ApiResult<()> {
     match pod["status"]["phase"].as_str() {
         Some(phase @ ("Succeeded" | "Failed")) => Err(ApiError::BadRequest(format!(
             "cannot exec into a container in a completed pod; current phase is {phase}"
         ))),
-        _ if pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) => Err(
-            ApiError::BadRequest(format!("pod {name} does not have a host assigned")),
-        ),
         _ => Ok(()),
     }
 }
@@ -57,14 +81,8 @@ fn runnable(pod: &Value, name: &str) -> ApiResult<()> {
 fn node_uri(namespace: &str, pod: &str, container: &str, raw_query: &str) -> String {
     let mut q = form_urlencoded::Serializer::new(String::new());
     q.append_pair("namespace", namespace)
-        .append_pair("pod", pod)
-        .append_pair("container", container);
-    for (k, v) in form_urlencoded::parse(raw_query.as_bytes()) {
-        if EXEC_PARAMETERS.contains(&k.as_ref()) {
-            q.append_pair(&k, &v);
-        }
-    }
-    format!("/exec?{}", q.finish())
+        .append_pair("pod", pod);
+    format!("/exec?{}&{}", q.finish(), exec_query(container, raw_query))
 }
 
 pub async fn serve(
@@ -85,77 +103,126 @@ pub async fn serve(
     let pod: Value =
         serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
     let container = super::pod_container::choose(&pod, name, ctx.query.get("container"))?;
-    let Some(socket) = &state.node_streaming else {
-        return Err(ApiError::BadRequest(format!(
-            "pod {name:?} cannot be exec'd into through this server: exec is served by the API server of the physical cluster the pod runs on"
-        )));
-    };
-    runnable(&pod, name)?;
-    // Any upgrade goes to the node, which answers the protocols it speaks; a client that
-    // falls back from one to another (kubectl: WebSocket, then SPDY) gets the node's
+    // Any upgrade goes on, to the side that answers the protocols it speaks; a client that
+    // falls back from one to another (kubectl: WebSocket, then SPDY) gets that side's
     // reason both times.
     let upgrade = ctx.headers.contains_key(header::UPGRADE);
     let Some(client_side) = ctx.upgrade.take().filter(|_| upgrade) else {
         return Err(ApiError::BadRequest("Upgrade request required".into()));
     };
-    let namespace = scope.namespace.as_deref().unwrap_or("default");
-    let uri = node_uri(namespace, name, &container, &ctx.raw_query);
-    let mut req = Request::get(uri).header(header::HOST, "node");
+    let mut headers = http::HeaderMap::new();
     for h in UPGRADE_HEADERS {
         for v in ctx.headers.get_all(&h) {
-            req = req.header(&h, v);
+            headers.append(h.clone(), v.clone());
         }
+    }
+    let namespace = scope.namespace.as_deref().unwrap_or("default");
+    let span = tracing::info_span!("exec session", %namespace, pod = %name, %container);
+    // A pod of a logical cluster runs on a physical cluster: its syncer takes the session
+    // there, to the cluster's own API server.
+    if state.node_streaming.is_none()
+        && let Some(cluster) = super::logs::running_on(&pod)
+        && let Some(logical) = scope.cluster.as_ref()
+    {
+        finished(&pod)?;
+        let cluster = sluice_api::ClusterName::new(cluster);
+        let base = super::remote_logs::endpoint(state, &cluster)?;
+        let path = format!(
+            "/exec/{}/{name}?{}",
+            crate::admission::downstream_names::of_namespace(state, logical, namespace),
+            exec_query(&container, &ctx.raw_query),
+        );
+        let resp = state
+            .agents
+            .get_with(&base, &cluster, &path, &headers)
+            .await
+            .map_err(|e| {
+                tracing::warn!(%cluster, error = %e, "reaching a cluster's syncer for exec failed");
+                ApiError::BadRequest(format!("cluster {cluster}'s syncer was not reached: {e}"))
+            })?;
+        return relay(resp, client_side, span, |message| {
+            format!("cluster {cluster}: {message}")
+        })
+        .await;
+    }
+    let Some(socket) = &state.node_streaming else {
+        return Err(ApiError::BadRequest(format!(
+            "pod {name:?} runs on no cluster yet: it cannot be exec'd into"
+        )));
+    };
+    runnable(&pod, name)?;
+    let uri = node_uri(namespace, name, &container, &ctx.raw_query);
+    let mut req = Request::get(uri).header(header::HOST, "node");
+    for (k, v) in &headers {
+        req = req.header(k, v);
     }
     let req = req
         .body(Empty::<Bytes>::new())
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let node_resp = ask_node(socket, req).await?;
-    if node_resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-        let status = node_resp.status();
-        let body = http_body_util::Limited::new(node_resp.into_body(), MAX_REFUSAL)
+    let resp = ask_node(socket, req).await?;
+    relay(resp, client_side, span, |message| {
+        if message.starts_with("unable to upgrade") {
+            message.to_string()
+        } else {
+            format!("unable to upgrade connection: {message}")
+        }
+    })
+    .await
+}
+
+/// Answer the client as the side that runs the session answered: a refusal becomes a 400
+/// with its reason (`say` words it); a switch of protocols is passed on, and once both
+/// connections are upgraded, bytes are copied both ways until either side closes.
+async fn relay(
+    resp: Response<hyper::body::Incoming>,
+    client_side: hyper::upgrade::OnUpgrade,
+    span: tracing::Span,
+    say: impl FnOnce(&str) -> String,
+) -> ApiResult<Resp> {
+    if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+        let status = resp.status();
+        let body = http_body_util::Limited::new(resp.into_body(), MAX_REFUSAL)
             .collect()
             .await
-            .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+            .map(|b| b.to_bytes())
             .unwrap_or_default();
-        tracing::debug!(%status, %body, "the node refused the exec");
-        return Err(ApiError::BadRequest(
-            if body.starts_with("unable to upgrade") {
-                body
-            } else {
-                format!("unable to upgrade connection: {body}")
-            },
-        ));
+        // A cluster's own error is a Status; a node's, text.
+        let message = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|s| s["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| String::from_utf8_lossy(&body).trim().to_string());
+        tracing::debug!(%status, %message, "the exec was refused");
+        return Err(ApiError::BadRequest(say(&message)));
     }
-    let mut resp = Response::new(full(Bytes::new()));
-    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let mut answer = Response::new(full(Bytes::new()));
+    *answer.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     for h in ANSWER_HEADERS {
-        if let Some(v) = node_resp.headers().get(&h) {
-            resp.headers_mut().insert(h, v.clone());
+        if let Some(v) = resp.headers().get(&h) {
+            answer.headers_mut().insert(h, v.clone());
         }
     }
-    let node_side = hyper::upgrade::on(node_resp);
-    let span = tracing::info_span!("exec session", %namespace, pod = %name, %container);
+    if let Ok(v) = HeaderValue::from_str("Upgrade") {
+        answer.headers_mut().entry(header::CONNECTION).or_insert(v);
+    }
+    let backend_side = hyper::upgrade::on(resp);
     tokio::spawn(
         async move {
-            let (client, node) = match tokio::try_join!(client_side, node_side) {
+            let (client, backend) = match tokio::try_join!(client_side, backend_side) {
                 Ok(both) => both,
                 Err(e) => {
                     tracing::debug!(error = %e, "exec: an upgrade did not complete");
                     return;
                 }
             };
-            let (mut client, mut node) = (TokioIo::new(client), TokioIo::new(node));
-            match tokio::io::copy_bidirectional(&mut client, &mut node).await {
+            let (mut client, mut backend) = (TokioIo::new(client), TokioIo::new(backend));
+            match tokio::io::copy_bidirectional(&mut client, &mut backend).await {
                 Ok((up, down)) => tracing::info!(up, down, "exec session ended"),
                 Err(e) => tracing::debug!(error = %e, "exec session ended"),
             }
         }
         .instrument(span),
     );
-    if let Ok(v) = HeaderValue::from_str("Upgrade") {
-        resp.headers_mut().entry(header::CONNECTION).or_insert(v);
-    }
-    Ok(resp)
+    Ok(answer)
 }
 
 /// Send `req` to the node agent's streaming socket, keeping the connection for an upgrade.

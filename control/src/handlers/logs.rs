@@ -51,7 +51,7 @@ fn tail(text: &[u8], lines: usize) -> &[u8] {
 
 /// The physical cluster a pod of a logical cluster runs on: a mirror names it; a pod made
 /// in the logical cluster runs where a syncer reports it from.
-fn running_on(pod: &Value) -> Option<&str> {
+pub(super) fn running_on(pod: &Value) -> Option<&str> {
     let meta = &pod["metadata"];
     meta["labels"][sluice_api::sync::LABEL_CLUSTER]
         .as_str()

@@ -28,7 +28,7 @@ const LOG_PARAMETERS: [&str; 8] = [
 ];
 
 /// The log endpoint of `cluster`'s syncer.
-fn endpoint(state: &ApiState, cluster: &ClusterName) -> ApiResult<String> {
+pub(super) fn endpoint(state: &ApiState, cluster: &ClusterName) -> ApiResult<String> {
     let key = ResourcePrefix::new("coordination.k8s.io", "leases").key(
         &LogicalClusterPath::root(),
         Some(SYNCER_LEASE_NAMESPACE),
