@@ -32,6 +32,7 @@ pub mod roots;
 pub mod scope;
 pub mod selector;
 pub mod time;
+pub mod upgrade;
 
 pub use changes::Changes;
 pub use client::ClientError;

@@ -5,28 +5,12 @@
 //! copied both ways until either side closes. The syncer reads nothing of the session.
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode, header};
+use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-use tracing::Instrument;
+use sluice_kube::upgrade;
 
 /// The endpoint's response body ([`crate::logs`] serves it).
 pub type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>;
-
-/// The headers of a WebSocket (or SPDY) upgrade that travel to the cluster and back.
-const UPGRADE_HEADERS: [header::HeaderName; 5] = [
-    header::UPGRADE,
-    header::CONNECTION,
-    header::SEC_WEBSOCKET_KEY,
-    header::SEC_WEBSOCKET_VERSION,
-    header::SEC_WEBSOCKET_PROTOCOL,
-];
-const ANSWER_HEADERS: [header::HeaderName; 4] = [
-    header::UPGRADE,
-    header::CONNECTION,
-    header::SEC_WEBSOCKET_ACCEPT,
-    header::SEC_WEBSOCKET_PROTOCOL,
-];
 
 fn answer(status: StatusCode, text: String) -> Response<Body> {
     let mut r = Response::new(
@@ -52,10 +36,8 @@ pub async fn relay(
         uri.push_str(q);
     }
     let mut onward = Request::get(&uri);
-    for h in UPGRADE_HEADERS {
-        for v in req.headers().get_all(&h) {
-            onward = onward.header(&h, v);
-        }
+    if let Some(h) = onward.headers_mut() {
+        upgrade::copy_headers(&upgrade::REQUEST_HEADERS, req.headers(), h);
     }
     let Ok(onward) = onward.body(kube::client::Body::empty()) else {
         return answer(StatusCode::BAD_REQUEST, "bad query\n".into());
@@ -76,30 +58,13 @@ pub async fn relay(
         });
     }
     let mut back = answer(StatusCode::SWITCHING_PROTOCOLS, String::new());
-    for h in ANSWER_HEADERS {
-        if let Some(v) = resp.headers().get(&h) {
-            back.headers_mut().insert(h, v.clone());
-        }
-    }
+    upgrade::copy_headers(&upgrade::ANSWER_HEADERS, resp.headers(), back.headers_mut());
     let control_side = hyper::upgrade::on(&mut req);
     let cluster_side = hyper::upgrade::on(resp);
-    let span = tracing::info_span!("exec relay", namespace = %ns, %pod);
-    tokio::spawn(
-        async move {
-            let (control, cluster) = match tokio::try_join!(control_side, cluster_side) {
-                Ok(both) => both,
-                Err(e) => {
-                    tracing::debug!(error = %e, "exec: an upgrade did not complete");
-                    return;
-                }
-            };
-            let (mut control, mut cluster) = (TokioIo::new(control), TokioIo::new(cluster));
-            match tokio::io::copy_bidirectional(&mut control, &mut cluster).await {
-                Ok((up, down)) => tracing::info!(up, down, "exec session ended"),
-                Err(e) => tracing::debug!(error = %e, "exec session ended"),
-            }
-        }
-        .instrument(span),
+    upgrade::splice(
+        control_side,
+        cluster_side,
+        tracing::info_span!("exec relay", namespace = %ns, %pod),
     );
     back
 }

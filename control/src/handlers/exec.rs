@@ -15,27 +15,12 @@ use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use tracing::Instrument;
+use sluice_kube::upgrade;
 
 use super::respond::{Ctx, Resp, full};
 use super::scope::Scope;
 use crate::errors::{ApiError, ApiResult};
 use crate::state::ApiState;
-
-/// The headers of a WebSocket upgrade that travel to the node and back.
-const UPGRADE_HEADERS: [header::HeaderName; 5] = [
-    header::UPGRADE,
-    header::CONNECTION,
-    header::SEC_WEBSOCKET_KEY,
-    header::SEC_WEBSOCKET_VERSION,
-    header::SEC_WEBSOCKET_PROTOCOL,
-];
-const ANSWER_HEADERS: [header::HeaderName; 4] = [
-    header::UPGRADE,
-    header::CONNECTION,
-    header::SEC_WEBSOCKET_ACCEPT,
-    header::SEC_WEBSOCKET_PROTOCOL,
-];
 
 /// The query of kube's exec request that travels to the node: the command and streams.
 const EXEC_PARAMETERS: [&str; 5] = ["command", "stdin", "stdout", "stderr", "tty"];
@@ -91,17 +76,7 @@ pub async fn serve(
     scope: &Scope<'_>,
     name: &str,
 ) -> ApiResult<Resp> {
-    let key = scope.t.prefix.key(
-        scope.cluster.as_ref().ok_or(ApiError::MethodNotAllowed)?,
-        scope.namespace.as_deref(),
-        name,
-    );
-    let entry = state
-        .store
-        .get(&key)
-        .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
-    let pod: Value =
-        serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let pod = super::pod_container::pod(state, scope, name)?;
     let container = super::pod_container::choose(&pod, name, ctx.query.get("container"))?;
     // Any upgrade goes on, to the side that answers the protocols it speaks; a client that
     // falls back from one to another (kubectl: WebSocket, then SPDY) gets that side's
@@ -111,11 +86,7 @@ pub async fn serve(
         return Err(ApiError::BadRequest("Upgrade request required".into()));
     };
     let mut headers = http::HeaderMap::new();
-    for h in UPGRADE_HEADERS {
-        for v in ctx.headers.get_all(&h) {
-            headers.append(h.clone(), v.clone());
-        }
-    }
+    upgrade::copy_headers(&upgrade::REQUEST_HEADERS, &ctx.headers, &mut headers);
     let namespace = scope.namespace.as_deref().unwrap_or("default");
     let span = tracing::info_span!("exec session", %namespace, pod = %name, %container);
     // A pod of a logical cluster runs on a physical cluster: its syncer takes the session
@@ -196,32 +167,15 @@ async fn relay(
     }
     let mut answer = Response::new(full(Bytes::new()));
     *answer.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    for h in ANSWER_HEADERS {
-        if let Some(v) = resp.headers().get(&h) {
-            answer.headers_mut().insert(h, v.clone());
-        }
-    }
+    upgrade::copy_headers(
+        &upgrade::ANSWER_HEADERS,
+        resp.headers(),
+        answer.headers_mut(),
+    );
     if let Ok(v) = HeaderValue::from_str("Upgrade") {
         answer.headers_mut().entry(header::CONNECTION).or_insert(v);
     }
-    let backend_side = hyper::upgrade::on(resp);
-    tokio::spawn(
-        async move {
-            let (client, backend) = match tokio::try_join!(client_side, backend_side) {
-                Ok(both) => both,
-                Err(e) => {
-                    tracing::debug!(error = %e, "exec: an upgrade did not complete");
-                    return;
-                }
-            };
-            let (mut client, mut backend) = (TokioIo::new(client), TokioIo::new(backend));
-            match tokio::io::copy_bidirectional(&mut client, &mut backend).await {
-                Ok((up, down)) => tracing::info!(up, down, "exec session ended"),
-                Err(e) => tracing::debug!(error = %e, "exec session ended"),
-            }
-        }
-        .instrument(span),
-    );
+    upgrade::splice(client_side, hyper::upgrade::on(resp), span);
     Ok(answer)
 }
 

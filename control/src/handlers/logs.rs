@@ -64,17 +64,8 @@ pub(super) fn running_on(pod: &Value) -> Option<&str> {
 }
 
 pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
-    let key = scope.t.prefix.key(
-        scope.cluster.as_ref().ok_or(ApiError::MethodNotAllowed)?,
-        scope.namespace.as_deref(),
-        name,
-    );
-    let entry = state
-        .store
-        .get(&key)
-        .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
-    let pod: Value =
-        serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let key = super::pod_container::key(scope, name)?;
+    let pod = super::pod_container::pod(state, scope, name)?;
     // A mirror of a pod that runs on a physical cluster, or a pod made here that a
     // cluster runs (and reports on): its logs are there.
     if state.pod_logs_dir.is_none()

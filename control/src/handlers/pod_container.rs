@@ -1,9 +1,31 @@
-//! Which container of a Pod a request names (`?container=`), as kube-apiserver decides it
-//! for `pods/log` and `pods/exec`: the one named, or the only one, or a 400 listing them.
+//! The Pod a `pods/log` or `pods/exec` request names, and which of its containers
+//! (`?container=`), as kube-apiserver decides it: the one named, or the only one, or a 400
+//! listing them.
 
 use serde_json::Value;
 
+use super::scope::Scope;
 use crate::errors::{ApiError, ApiResult};
+use crate::state::ApiState;
+
+/// The storage key of Pod `name` of `scope`.
+pub fn key(scope: &Scope<'_>, name: &str) -> ApiResult<crate::storage::Key> {
+    Ok(scope.t.prefix.key(
+        scope.cluster.as_ref().ok_or(ApiError::MethodNotAllowed)?,
+        scope.namespace.as_deref(),
+        name,
+    ))
+}
+
+/// The Pod `name` of `scope`, or kube's 404.
+pub fn pod(state: &ApiState, scope: &Scope<'_>, name: &str) -> ApiResult<Value> {
+    let key = key(scope, name)?;
+    let entry = state
+        .store
+        .get(&key)
+        .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
+    serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))
+}
 
 /// The container `requested` of `pod` (named `name`), or its only container.
 pub fn choose(pod: &Value, name: &str, requested: Option<&str>) -> ApiResult<String> {
