@@ -55,7 +55,8 @@ fn text(b: &[u8]) -> String {
 #[test]
 fn exec_and_cp_into_a_running_pod_with_kubes_errors() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let (dev, took) = DevUp::start("east");
+    // Bare: the cluster's API server keeps an audit log.
+    let (dev, took) = DevUp::start_with("east", &["--bare"]);
     eprintln!("dev up ready in {:.2} s", took.as_secs_f64());
     let admin = dev.kubectl("east");
     admin.apply_stdin(SHELL);
@@ -200,6 +201,21 @@ fn exec_and_cp_into_a_running_pod_with_kubes_errors() {
             "the command of a vanished client is still running (pid {pid})"
         );
     }
+    // Each session is in the audit log: who, which pod, the command, 101 once it started.
+    let audit = std::fs::read_to_string(dev.state.join("clusters/east/audit.log")).unwrap();
+    let sessions: Vec<serde_json::Value> = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["subresource"] == "exec" && e["name"] == "shell")
+        .collect();
+    assert!(
+        sessions.iter().any(|e| e["verb"] == "create"
+            && e["code"] == 101
+            && e["command"] == serde_json::json!(["sh", "-c", "cat; echo done"])),
+        "{sessions:#?}"
+    );
+    // vera's refused session (as the admin's impersonation of her).
+    assert!(sessions.iter().any(|e| e["code"] == 403), "{sessions:#?}");
 }
 
 const APP: &str = r#"apiVersion: apps/v1
