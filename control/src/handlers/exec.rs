@@ -76,7 +76,7 @@ pub async fn serve(
     scope: &Scope<'_>,
     name: &str,
 ) -> ApiResult<Resp> {
-    let pod = super::pod_container::pod(state, scope, name)?;
+    let (_, pod) = super::pod_container::pod(state, scope, name)?;
     let container = super::pod_container::choose(&pod, name, ctx.query.get("container"))?;
     // Any upgrade goes on, to the side that answers the protocols it speaks; a client that
     // falls back from one to another (kubectl: WebSocket, then SPDY) gets that side's
@@ -123,13 +123,11 @@ pub async fn serve(
     };
     runnable(&pod, name)?;
     let uri = node_uri(namespace, name, &container, &ctx.raw_query);
-    let mut req = Request::get(uri).header(header::HOST, "node");
-    for (k, v) in &headers {
-        req = req.header(k, v);
-    }
-    let req = req
+    let mut req = Request::get(uri)
+        .header(header::HOST, "node")
         .body(Empty::<Bytes>::new())
         .map_err(|e| ApiError::Internal(e.to_string()))?;
+    req.headers_mut().extend(headers);
     let resp = ask_node(socket, req).await?;
     relay(resp, client_side, span, |message| {
         if message.starts_with("unable to upgrade") {

@@ -64,8 +64,7 @@ pub(super) fn running_on(pod: &Value) -> Option<&str> {
 }
 
 pub async fn serve(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
-    let key = super::pod_container::key(scope, name)?;
-    let pod = super::pod_container::pod(state, scope, name)?;
+    let (key, pod) = super::pod_container::pod(state, scope, name)?;
     // A mirror of a pod that runs on a physical cluster, or a pod made here that a
     // cluster runs (and reports on): its logs are there.
     if state.pod_logs_dir.is_none()

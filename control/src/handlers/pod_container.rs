@@ -9,7 +9,7 @@ use crate::errors::{ApiError, ApiResult};
 use crate::state::ApiState;
 
 /// The storage key of Pod `name` of `scope`.
-pub fn key(scope: &Scope<'_>, name: &str) -> ApiResult<crate::storage::Key> {
+fn key(scope: &Scope<'_>, name: &str) -> ApiResult<crate::storage::Key> {
     Ok(scope.t.prefix.key(
         scope.cluster.as_ref().ok_or(ApiError::MethodNotAllowed)?,
         scope.namespace.as_deref(),
@@ -17,14 +17,20 @@ pub fn key(scope: &Scope<'_>, name: &str) -> ApiResult<crate::storage::Key> {
     ))
 }
 
-/// The Pod `name` of `scope`, or kube's 404.
-pub fn pod(state: &ApiState, scope: &Scope<'_>, name: &str) -> ApiResult<Value> {
+/// The Pod `name` of `scope` and its storage key, or kube's 404.
+pub fn pod(
+    state: &ApiState,
+    scope: &Scope<'_>,
+    name: &str,
+) -> ApiResult<(crate::storage::Key, Value)> {
     let key = key(scope, name)?;
     let entry = state
         .store
         .get(&key)
         .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
-    serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))
+    let pod =
+        serde_json::from_slice(&entry.value).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok((key, pod))
 }
 
 /// The container `requested` of `pod` (named `name`), or its only container.

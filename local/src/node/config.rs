@@ -39,6 +39,24 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
+    /// A node of cluster `east` for unit tests: nothing runs, no API server.
+    #[cfg(test)]
+    pub(crate) fn for_test() -> Self {
+        Self {
+            cluster: "east".into(),
+            index: 0,
+            node_name: "east-node".into(),
+            logs_dir: PathBuf::from("/logs"),
+            sluice_bin: PathBuf::from("sluice"),
+            max_pods: 1,
+            builtin_images_only: false,
+            dns: None,
+            metrics: Default::default(),
+            api: None,
+            running: Default::default(),
+        }
+    }
+
     /// The node's own address: its API server, agent and host-network Pods answer there.
     pub fn node_ip(&self) -> Ipv4Addr {
         Ipv4Addr::new(127, 20 + self.index, 0, 1)

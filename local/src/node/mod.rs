@@ -396,19 +396,7 @@ mod tests {
 
     #[test]
     fn a_node_selector_matches_only_labels_the_node_has() {
-        let cfg = NodeConfig {
-            cluster: "east".into(),
-            index: 0,
-            node_name: "east-node".into(),
-            logs_dir: "/logs".into(),
-            sluice_bin: "sluice".into(),
-            max_pods: 1,
-            builtin_images_only: false,
-            dns: None,
-            metrics: Default::default(),
-            api: None,
-            running: Default::default(),
-        };
+        let cfg = NodeConfig::for_test();
         let labels = node_labels(&cfg);
         let pod = |selector: Value| -> Pod {
             serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [], "nodeSelector": selector}}))

@@ -940,19 +940,7 @@ mod tests {
 
     #[test]
     fn log_paths_stay_inside_the_logs_directory() {
-        let cfg = NodeConfig {
-            cluster: "east".into(),
-            index: 0,
-            node_name: "east".into(),
-            logs_dir: PathBuf::from("/logs"),
-            sluice_bin: PathBuf::from("sluice"),
-            max_pods: 1,
-            builtin_images_only: false,
-            dns: None,
-            metrics: Default::default(),
-            api: None,
-            running: Default::default(),
-        };
+        let cfg = NodeConfig::for_test();
         let pod = json!({"metadata": {"namespace": "shop", "name": "web"}});
         assert_eq!(
             log_path(&cfg, &pod, "main", 2),

@@ -426,14 +426,7 @@ where
                 let _ = tx.send(framed(STDERR, message.as_bytes())).await;
             }
             use std::os::unix::process::ExitStatusExt;
-            let status = Ok(ExitStatus::from_raw(code << 8));
-            let _ = tx
-                .send(framed(
-                    ERROR,
-                    status_message(&status).to_string().as_bytes(),
-                ))
-                .await;
-            close(&mut tx).await;
+            finish(&mut tx, &Ok(ExitStatus::from_raw(code << 8))).await;
             return;
         }
     };
@@ -500,21 +493,18 @@ where
     }
     let status = exited.unwrap_or_else(|| Err("the command's status is unknown".into()));
     tracing::info!(status = ?status, "exec ended");
-    let _ = tx
-        .send(framed(
-            ERROR,
-            status_message(&status).to_string().as_bytes(),
-        ))
-        .await;
-    close(&mut tx).await;
+    finish(&mut tx, &status).await;
 }
 
-/// End the session with a normal closure (1000): clients read a close without a code as
-/// an error on the stream.
-async fn close<T>(tx: &mut T)
+/// End the session: the command's status on the error channel, then a normal closure
+/// (1000) — clients read a close without a code as an error on the stream.
+async fn finish<T>(tx: &mut T, status: &Result<ExitStatus, String>)
 where
     T: futures::Sink<Message> + Unpin,
 {
+    let _ = tx
+        .send(framed(ERROR, status_message(status).to_string().as_bytes()))
+        .await;
     let frame = CloseFrame {
         code: CloseCode::Normal,
         reason: "".into(),
