@@ -1,4 +1,5 @@
-//! Proxying an upgraded request (`pods/exec`'s WebSocket or SPDY session), as
+//! Proxying an upgraded request (`pods/exec`'s or `pods/portforward`'s WebSocket or SPDY
+//! session), as
 //! kube-apiserver proxies it to kubelet: the upgrade's headers travel on unchanged, the
 //! answer's come back, and once both connections switched protocols their bytes are copied
 //! both ways until either side closes. The proxy reads nothing of the session.
@@ -8,21 +9,28 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tracing::Instrument;
 
+/// The header a SPDY client names the stream protocol it speaks in (and the answer, the
+/// one chosen): `portforward.k8s.io`, `v4.channel.k8s.io`, ….
+pub const STREAM_PROTOCOL: header::HeaderName =
+    header::HeaderName::from_static("x-stream-protocol-version");
+
 /// The headers of a client's upgrade request that travel to the side answering it.
-pub const REQUEST_HEADERS: [header::HeaderName; 5] = [
+pub const REQUEST_HEADERS: [header::HeaderName; 6] = [
     header::UPGRADE,
     header::CONNECTION,
     header::SEC_WEBSOCKET_KEY,
     header::SEC_WEBSOCKET_VERSION,
     header::SEC_WEBSOCKET_PROTOCOL,
+    STREAM_PROTOCOL,
 ];
 
 /// The headers of a switch of protocols that come back to the client.
-pub const ANSWER_HEADERS: [header::HeaderName; 4] = [
+pub const ANSWER_HEADERS: [header::HeaderName; 5] = [
     header::UPGRADE,
     header::CONNECTION,
     header::SEC_WEBSOCKET_ACCEPT,
     header::SEC_WEBSOCKET_PROTOCOL,
+    STREAM_PROTOCOL,
 ];
 
 /// Copy the `names` of `from` (every value of each) into `to`.

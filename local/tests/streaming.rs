@@ -1,7 +1,9 @@
 #![allow(clippy::unwrap_used)]
 //! The node agent's streaming endpoint over its real socket, spoken to as the cluster's API
 //! server forwards a client: both channel protocols (v5 and v4), stdin and its close, the
-//! exit code on the error channel, and a client that goes away.
+//! exit code on the error channel, and a client that goes away; port-forward over WebSocket
+//! channels (a refused port said on its error channel, the others unharmed). kubectl's SPDY
+//! port-forward is tested end to end (`cli/tests/debug.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +42,7 @@ async fn node() -> Node {
             container: "main".into(),
         },
         container.id().unwrap(),
+        std::net::Ipv4Addr::LOCALHOST,
     );
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(streaming::serve(socket.clone(), running, rx));
@@ -61,10 +64,17 @@ async fn node() -> Node {
 type Ws = tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>;
 
 async fn connect(node: &Node, query: &str, protocol: &str) -> Result<Ws, String> {
+    connect_to(
+        node,
+        &format!("exec?namespace=default&pod=web&container=main&{query}"),
+        protocol,
+    )
+    .await
+}
+
+async fn connect_to(node: &Node, path: &str, protocol: &str) -> Result<Ws, String> {
     let stream = tokio::net::UnixStream::connect(&node.socket).await.unwrap();
-    let mut req = format!("ws://node/exec?namespace=default&pod=web&container=main&{query}")
-        .into_client_request()
-        .unwrap();
+    let mut req = format!("ws://node/{path}").into_client_request().unwrap();
     req.headers_mut()
         .insert("Sec-WebSocket-Protocol", protocol.parse().unwrap());
     tokio_tungstenite::client_async(req, stream)
@@ -229,4 +239,116 @@ async fn a_client_that_goes_away_ends_the_commands_process_group() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(gone, "the session's process group {pid} is still running");
+}
+
+/// The next binary message: its channel and payload.
+async fn next_on(ws: &mut Ws) -> (u8, Vec<u8>) {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), ws.next()).await {
+            Ok(Some(Ok(Message::Binary(b)))) => return (b[0], b[1..].to_vec()),
+            Ok(Some(Ok(_))) => continue,
+            other => panic!("the session ended: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn port_forward_channels_carry_each_port_and_say_a_refused_one() {
+    let node = node().await;
+    // The pod's one listening port: an echo; and a port nobody listens on.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let open = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = c.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut ws = connect_to(
+        &node,
+        &format!("portforward?namespace=default&pod=web&ports={open},{closed}"),
+        "v4.channel.k8s.io",
+    )
+    .await
+    .unwrap();
+    // Each channel first says its port.
+    let mut firsts = Vec::new();
+    for _ in 0..4 {
+        firsts.push(next_on(&mut ws).await);
+    }
+    firsts.sort();
+    let le = |p: u16| p.to_le_bytes().to_vec();
+    assert_eq!(
+        firsts,
+        [
+            (0, le(open)),
+            (1, le(open)),
+            (2, le(closed)),
+            (3, le(closed))
+        ]
+    );
+    let mut said_refused = false;
+    for round in ["hello", "still here"] {
+        ws.send(Message::Binary(
+            [&[0u8][..], round.as_bytes()].concat().into(),
+        ))
+        .await
+        .unwrap();
+        let mut echoed = Vec::new();
+        while echoed.len() < round.len() {
+            match next_on(&mut ws).await {
+                (0, data) => echoed.extend_from_slice(&data),
+                (3, message) => {
+                    let message = String::from_utf8(message).unwrap();
+                    assert!(
+                        message.contains(&format!("error forwarding port {closed}")),
+                        "{message}"
+                    );
+                    assert!(message.contains("failed to connect"), "{message}");
+                    said_refused = true;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(echoed, round.as_bytes());
+    }
+    assert!(
+        said_refused,
+        "the refused port's error channel said nothing"
+    );
+
+    // Bad queries are refused before any upgrade, with kubelet's words.
+    let err = connect_to(
+        &node,
+        "portforward?namespace=default&pod=web",
+        "v4.channel.k8s.io",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.contains("query parameter \"port\" is required"),
+        "{err}"
+    );
+    let err = connect_to(
+        &node,
+        "portforward?namespace=default&pod=web&ports=0",
+        "v4.channel.k8s.io",
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("must be > 0"), "{err}");
+    let err = connect_to(
+        &node,
+        "portforward?namespace=default&pod=gone&ports=1",
+        "v4.channel.k8s.io",
+    )
+    .await
+    .unwrap_err();
+    assert!(err.starts_with("404"), "{err}");
 }

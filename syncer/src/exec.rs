@@ -1,6 +1,7 @@
-//! `kubectl exec` through a logical cluster, the syncer's leg: the control plane's upgraded
-//! request for `/exec/<namespace>/<pod>` is sent on, headers and query as they came, to the
-//! cluster's own `pods/exec` with the syncer's credentials; the cluster's answer comes back
+//! `kubectl exec` and `port-forward` through a logical cluster, the syncer's leg: the
+//! control plane's upgraded request for `/exec/<namespace>/<pod>` or
+//! `/portforward/<namespace>/<pod>` is sent on, headers and query as they came, to the
+//! cluster's own `pods/exec` or `pods/portforward` with the syncer's credentials; the cluster's answer comes back
 //! as it is — a refusal with its Status, or a switch of protocols, after which bytes are
 //! copied both ways until either side closes. The syncer reads nothing of the session.
 
@@ -22,15 +23,20 @@ fn answer(status: StatusCode, text: String) -> Response<Body> {
     r
 }
 
-/// Send the upgrade `req` for pod `pod` of namespace `ns` to the cluster and pass its
-/// answer back (the namespace was checked to be one the syncer synced).
+/// The connect subresources relayed.
+pub const SUBRESOURCES: [&str; 2] = ["exec", "portforward"];
+
+/// Send the upgrade `req` for `subresource` (one of [`SUBRESOURCES`]) of pod `pod` of
+/// namespace `ns` to the cluster and pass its answer back (the namespace was checked to be
+/// one the syncer synced).
 pub async fn relay(
     mut req: Request<hyper::body::Incoming>,
     downstream: &kube::Client,
+    subresource: &str,
     ns: &str,
     pod: &str,
 ) -> Response<Body> {
-    let mut uri = format!("/api/v1/namespaces/{ns}/pods/{pod}/exec");
+    let mut uri = format!("/api/v1/namespaces/{ns}/pods/{pod}/{subresource}");
     if let Some(q) = req.uri().query() {
         uri.push('?');
         uri.push_str(q);
@@ -64,7 +70,7 @@ pub async fn relay(
     upgrade::splice(
         control_side,
         cluster_side,
-        tracing::info_span!("exec relay", namespace = %ns, %pod),
+        tracing::info_span!("connect relay", subresource, namespace = %ns, %pod),
     );
     back
 }

@@ -3,8 +3,8 @@
 //! credentials. The control plane forwards `GET /logs/<namespace>/<pod>?<query>` (the
 //! downstream namespace, kubectl's query: `container`, `follow`, `previous`, `tailLines`,
 //! ...) here, and the syncer streams the cluster's `pods/log` back, for the namespaces it
-//! synced only; `GET /exec/<namespace>/<pod>?<query>`, an upgrade, goes on to the cluster's
-//! `pods/exec` ([`crate::exec`]). Its URL is published on the syncer's heartbeat Lease.
+//! synced only; `GET /exec/<namespace>/<pod>?<query>` and `/portforward/…`, upgrades, go on
+//! to the cluster's `pods/exec` and `pods/portforward` ([`crate::exec`]). Its URL is published on the syncer's heartbeat Lease.
 //!
 //! Both ends prove who they are per cluster, with certificates the control plane's CA
 //! signed: the syncer serves TLS with the certificate of its own kubeconfig (which names
@@ -187,13 +187,16 @@ async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -
         return plain(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
     }
     let path = req.uri().path().to_string();
-    let (exec, (ns, pod)) = match (target(&path, "/logs/"), target(&path, "/exec/")) {
-        (Some(t), _) => (false, t),
-        (None, Some(t)) => (true, t),
+    let connect = crate::exec::SUBRESOURCES
+        .into_iter()
+        .find_map(|sub| Some((sub, target(&path, &format!("/{sub}/"))?)));
+    let (connect, (ns, pod)) = match (target(&path, "/logs/"), connect) {
+        (Some(t), _) => (None, t),
+        (None, Some((sub, t))) => (Some(sub), t),
         (None, None) => {
             return plain(
                 StatusCode::NOT_FOUND,
-                "not found: GET /logs/<namespace>/<pod> or /exec/<namespace>/<pod>\n",
+                "not found: GET /logs/<namespace>/<pod>, /exec/<namespace>/<pod> or /portforward/<namespace>/<pod>\n",
             );
         }
     };
@@ -204,8 +207,8 @@ async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -
             &format!("not found: namespace {ns} is not one Sluice synced to this cluster\n"),
         );
     }
-    if exec {
-        return crate::exec::relay(req, &downstream, ns, pod).await;
+    if let Some(subresource) = connect {
+        return crate::exec::relay(req, &downstream, subresource, ns, pod).await;
     }
     let mut uri = format!("/api/v1/namespaces/{ns}/pods/{pod}/log");
     if let Some(q) = req.uri().query() {

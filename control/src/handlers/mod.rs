@@ -2,8 +2,8 @@
 //! one place where errors become responses.
 
 pub mod authorize;
+pub mod connect;
 pub mod discovery;
-pub mod exec;
 pub mod logs;
 pub mod objects;
 pub mod openapi;

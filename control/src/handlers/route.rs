@@ -3,6 +3,7 @@
 
 use http::Method;
 
+use super::connect::Connect;
 use super::objects;
 use super::respond::{Ctx, Resp, read_body};
 use super::scope::Scope;
@@ -69,10 +70,13 @@ pub async fn serve(
             _ => Err(ApiError::MethodNotAllowed),
         };
     }
-    if t.resource == "pods" && t.group.is_empty() && rp.subresource.as_deref() == Some("exec") {
+    if t.resource == "pods"
+        && t.group.is_empty()
+        && let Some(connect) = rp.subresource.as_deref().and_then(Connect::of)
+    {
         return match (&ctx.method, rp.name.as_deref()) {
             (&Method::GET | &Method::POST, Some(n)) => {
-                super::exec::serve(state, ctx, &scope, n).await
+                super::connect::serve(state, ctx, &scope, n, connect).await
             }
             _ => Err(ApiError::MethodNotAllowed),
         };

@@ -612,6 +612,7 @@ async fn run_container(
                 container: name.clone(),
             },
             pid,
+            ip,
         );
         cfg.metrics.container_starts.inc();
         event(

@@ -1,9 +1,18 @@
 //! The containers running on this node, by namespace, pod and container name: what the
 //! streaming endpoint needs to run a command beside one (its process, whose environment,
-//! working directory and mount namespace the command joins).
+//! working directory and mount namespace the command joins) or to forward a port to its
+//! Pod (the Pod's address).
 
 use std::collections::HashMap;
+use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
+
+/// One Pod.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+}
 
 /// One container of one Pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -13,16 +22,22 @@ pub struct ContainerRef {
     pub container: String,
 }
 
-/// The running containers' processes.
+/// The running containers' processes and their Pods' addresses.
 #[derive(Debug, Default)]
 pub struct Running {
-    pids: Mutex<HashMap<ContainerRef, u32>>,
+    pids: Mutex<HashMap<ContainerRef, (u32, Ipv4Addr)>>,
 }
 
 impl Running {
-    /// Record that `container` runs as process `pid` until the guard is dropped.
-    pub fn register(self: &Arc<Self>, container: ContainerRef, pid: u32) -> Registered {
-        self.lock().insert(container.clone(), pid);
+    /// Record that `container` runs as process `pid` in a Pod at `ip` until the guard is
+    /// dropped.
+    pub fn register(
+        self: &Arc<Self>,
+        container: ContainerRef,
+        pid: u32,
+        ip: Ipv4Addr,
+    ) -> Registered {
+        self.lock().insert(container.clone(), (pid, ip));
         Registered {
             running: self.clone(),
             container,
@@ -32,10 +47,18 @@ impl Running {
 
     /// The process of `container`, if it runs.
     pub fn pid(&self, container: &ContainerRef) -> Option<u32> {
-        self.lock().get(container).copied()
+        self.lock().get(container).map(|(pid, _)| *pid)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ContainerRef, u32>> {
+    /// The address of `pod`, if any container of it runs.
+    pub fn address(&self, pod: &PodRef) -> Option<Ipv4Addr> {
+        self.lock()
+            .iter()
+            .find(|(c, _)| c.namespace == pod.namespace && c.pod == pod.name)
+            .map(|(_, (_, ip))| *ip)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ContainerRef, (u32, Ipv4Addr)>> {
         self.pids.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -51,7 +74,7 @@ pub struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         let mut pids = self.running.lock();
-        if pids.get(&self.container) == Some(&self.pid) {
+        if pids.get(&self.container).map(|(pid, _)| *pid) == Some(self.pid) {
             pids.remove(&self.container);
         }
     }
@@ -72,10 +95,17 @@ mod tests {
     #[test]
     fn an_entry_lives_as_long_as_its_guard_and_a_restart_keeps_the_new_one() {
         let running = Arc::new(Running::default());
-        let first = running.register(main_of("a"), 10);
+        let ip = Ipv4Addr::new(127, 10, 0, 2);
+        let first = running.register(main_of("a"), 10, ip);
         assert_eq!(running.pid(&main_of("a")), Some(10));
         assert_eq!(running.pid(&main_of("b")), None);
-        let second = running.register(main_of("a"), 11);
+        let pod = |name: &str| PodRef {
+            namespace: "default".into(),
+            name: name.into(),
+        };
+        assert_eq!(running.address(&pod("a")), Some(ip));
+        assert_eq!(running.address(&pod("b")), None);
+        let second = running.register(main_of("a"), 11, ip);
         drop(first);
         assert_eq!(running.pid(&main_of("a")), Some(11));
         drop(second);

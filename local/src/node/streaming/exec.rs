@@ -1,45 +1,27 @@
-//! The node agent's streaming endpoint, what kubelet's is to kube-apiserver: `exec` runs a
-//! command beside a running container — in its environment, working directory and mount
-//! namespace — and carries its stdin, stdout, stderr and exit code over a WebSocket in
-//! kube's channel protocol (`v5.channel.k8s.io`, and `v4.channel.k8s.io` for older
-//! clients). The cluster's API server proxies a client's upgraded `pods/exec` request here
-//! unchanged, as kube-apiserver proxies it to kubelet.
-//!
-//! It listens on a Unix socket in the cluster's state directory, readable by the agent's
-//! user only: the API server is the one client, and the file's permissions are the
-//! authentication, as a container runtime's socket is kubelet's.
+//! `exec`, as kubelet serves it: a command runs beside a running container — in its
+//! environment, working directory and mount namespace, in a process group of its own — and
+//! its stdin, stdout, stderr and exit code travel over a WebSocket in kube's channel
+//! protocol (`v5.channel.k8s.io`, and `v4.channel.k8s.io` for older clients). A client that
+//! goes away ends the command's whole process group.
 
-use std::convert::Infallible;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{ExitStatus, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use http::{Request, Response, StatusCode, header};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::UnixListener;
-use tokio::sync::watch;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tracing::Instrument;
 
-use super::running::{ContainerRef, Running};
+use super::Refusal;
+use super::running::ContainerRef;
 
 /// The channel protocols served, preferred first.
 pub const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
@@ -56,19 +38,12 @@ const CLOSE: u8 = 255;
 const CHUNK: usize = 32 * 1024;
 
 /// Arguments of one command, and its whole argv, at most: a request is bounded like a body.
-const MAX_ARGS: usize = 1024;
-const MAX_ARGV_BYTES: usize = 256 * 1024;
+pub const MAX_ARGS: usize = 1024;
+pub const MAX_ARGV_BYTES: usize = 256 * 1024;
 
 /// How long output still open after the command exited (a background child holding it)
 /// is read before the session ends.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
-
-/// Why the endpoint could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StreamingError {
-    #[error("the streaming socket {0}: {1}")]
-    Socket(PathBuf, std::io::Error),
-}
 
 /// One `exec` asked for: which container, which command, which streams.
 #[derive(Debug, PartialEq, Eq)]
@@ -79,36 +54,6 @@ pub struct ExecRequest {
     pub stdout: bool,
     pub stderr: bool,
     pub tty: bool,
-}
-
-/// A request the endpoint refuses, with kube's wording where kubelet has one.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    #[error("{0} is required")]
-    Missing(&'static str),
-    #[error("you must specify at least 1 of stdin, stdout, stderr")]
-    NoStreams,
-    #[error("the command is too long: at most {MAX_ARGS} arguments of {MAX_ARGV_BYTES} bytes")]
-    TooLong,
-    #[error("exec with a TTY is not supported by this node agent: run without -t")]
-    Tty,
-    #[error(
-        "unable to upgrade connection: only WebSocket is served (kubectl 1.30 or later, or a client that offers {PROTOCOLS:?}), not SPDY"
-    )]
-    NotWebSocket,
-    #[error("unable to upgrade connection: none of the protocols {PROTOCOLS:?} was offered")]
-    Protocol,
-    #[error("container not found ({0:?})")]
-    NotRunning(String),
-}
-
-impl Refusal {
-    fn status(&self) -> StatusCode {
-        match self {
-            Refusal::NotRunning(_) => StatusCode::NOT_FOUND,
-            _ => StatusCode::BAD_REQUEST,
-        }
-    }
 }
 
 /// The query of `/exec`: `namespace`, `pod`, `container`, each `command` argument, and the
@@ -168,13 +113,6 @@ pub fn parse_exec(query: &str) -> Result<ExecRequest, Refusal> {
     })
 }
 
-/// The first protocol of [`PROTOCOLS`] the client offered (`Sec-WebSocket-Protocol`, a
-/// comma-separated list, possibly over several headers).
-pub fn choose_protocol<'a>(offered: impl Iterator<Item = &'a str>) -> Option<&'static str> {
-    let offered: Vec<&str> = offered.flat_map(|h| h.split(',')).map(str::trim).collect();
-    PROTOCOLS.into_iter().find(|p| offered.contains(p))
-}
-
 /// The status message that ends a session, on the error channel: kubelet's.
 pub fn status_message(status: &Result<ExitStatus, String>) -> Value {
     use std::os::unix::process::ExitStatusExt;
@@ -196,131 +134,6 @@ pub fn status_message(status: &Result<ExitStatus, String>) -> Value {
         "reason": "NonZeroExitCode",
         "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]},
     })
-}
-
-/// Serve the endpoint on `socket` until `shutdown` turns true.
-pub async fn serve(
-    socket: PathBuf,
-    running: Arc<Running>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Result<(), StreamingError> {
-    let _ = std::fs::remove_file(&socket);
-    let err = |e| StreamingError::Socket(socket.clone(), e);
-    let listener = UnixListener::bind(&socket).map_err(err)?;
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
-    tracing::info!(socket = %socket.display(), "streaming endpoint listening");
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "streaming endpoint: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => break,
-        };
-        let running = running.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let running = running.clone();
-                async move { Ok::<_, Infallible>(handle(req, &running)) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades()
-                .await;
-        });
-    }
-    let _ = std::fs::remove_file(&socket);
-    Ok(())
-}
-
-fn refuse(refusal: &Refusal) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(Bytes::from(refusal.to_string())));
-    *resp.status_mut() = refusal.status();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain"),
-    );
-    resp
-}
-
-/// Answer one request: check it, switch protocols, and run the session on the upgraded
-/// connection.
-fn handle(mut req: Request<Incoming>, running: &Running) -> Response<Full<Bytes>> {
-    if req.uri().path() != "/exec" {
-        let mut resp = Response::new(Full::new(Bytes::from_static(b"not found")));
-        *resp.status_mut() = StatusCode::NOT_FOUND;
-        return resp;
-    }
-    let exec = match parse_exec(req.uri().query().unwrap_or("")) {
-        Ok(e) => e,
-        Err(r) => return refuse(&r),
-    };
-    let Some(pid) = running.pid(&exec.container) else {
-        return refuse(&Refusal::NotRunning(exec.container.container.clone()));
-    };
-    let headers = req.headers();
-    let upgrade = headers
-        .get(header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
-    let Some(key) = headers
-        .get(header::SEC_WEBSOCKET_KEY)
-        .filter(|_| upgrade)
-        .map(|k| derive_accept_key(k.as_bytes()))
-    else {
-        return refuse(&Refusal::NotWebSocket);
-    };
-    let Some(protocol) = choose_protocol(
-        headers
-            .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-            .iter()
-            .filter_map(|v| v.to_str().ok()),
-    ) else {
-        return refuse(&Refusal::Protocol);
-    };
-    let on_upgrade = hyper::upgrade::on(&mut req);
-    let span = tracing::info_span!("exec", namespace = %exec.container.namespace,
-        pod = %exec.container.pod, container = %exec.container.container, protocol);
-    tokio::spawn(
-        async move {
-            match on_upgrade.await {
-                Ok(upgraded) => {
-                    let ws = WebSocketStream::from_raw_socket(
-                        TokioIo::new(upgraded),
-                        Role::Server,
-                        None,
-                    )
-                    .await;
-                    session(ws, exec, pid).await;
-                }
-                Err(e) => tracing::debug!(error = %e, "exec: the upgrade did not complete"),
-            }
-        }
-        .instrument(span),
-    );
-    let mut resp = Response::new(Full::new(Bytes::new()));
-    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let h = resp.headers_mut();
-    h.insert(
-        header::UPGRADE,
-        header::HeaderValue::from_static("websocket"),
-    );
-    h.insert(
-        header::CONNECTION,
-        header::HeaderValue::from_static("Upgrade"),
-    );
-    if let Ok(v) = header::HeaderValue::from_str(&key) {
-        h.insert(header::SEC_WEBSOCKET_ACCEPT, v);
-    }
-    h.insert(
-        header::SEC_WEBSOCKET_PROTOCOL,
-        header::HeaderValue::from_static(protocol),
-    );
-    resp
 }
 
 /// The environment of process `pid`, as it started.
@@ -351,7 +164,7 @@ fn command_beside(exec: &ExecRequest, pid: u32) -> std::io::Result<tokio::proces
     let env = environment_of(pid)?;
     let mut cmd = if own_mount_namespace(pid) {
         let nsenter =
-            super::mounts::which("nsenter", &std::env::var("PATH").unwrap_or_default())
+            crate::node::mounts::which("nsenter", &std::env::var("PATH").unwrap_or_default())
                 .ok_or_else(|| std::io::Error::other("nsenter is not installed on this node"))?;
         let mut cmd = tokio::process::Command::new(nsenter);
         cmd.arg("--target")
@@ -397,7 +210,7 @@ fn framed(channel: u8, data: &[u8]) -> Message {
 
 /// Run the command and carry its streams until it exits and its output is read, or until
 /// the client goes away (then its process group is killed: nothing is left running).
-async fn session<S>(ws: WebSocketStream<S>, exec: ExecRequest, pid: u32)
+pub async fn session<S>(ws: WebSocketStream<S>, exec: ExecRequest, pid: u32)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -552,20 +365,6 @@ mod tests {
             parse_exec(&format!("{base}{long}&stdout=1")),
             Err(Refusal::TooLong)
         );
-    }
-
-    #[test]
-    fn the_newest_offered_protocol_is_chosen() {
-        let offered = ["v4.channel.k8s.io, v5.channel.k8s.io", "channel.k8s.io"];
-        assert_eq!(
-            choose_protocol(offered.into_iter()),
-            Some("v5.channel.k8s.io")
-        );
-        assert_eq!(
-            choose_protocol(["v4.channel.k8s.io"].into_iter()),
-            Some("v4.channel.k8s.io")
-        );
-        assert_eq!(choose_protocol(["base64.channel.k8s.io"].into_iter()), None);
     }
 
     #[test]

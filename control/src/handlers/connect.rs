@@ -1,6 +1,7 @@
-//! `pods/exec`: checked here as kube-apiserver checks it (the Pod, the container, a node
-//! that runs it), then the client's upgrade is proxied unchanged to the side that runs the
-//! command and speaks the channel protocol, as kube-apiserver proxies it to kubelet:
+//! `pods/exec` and `pods/portforward`, kube's connect subresources: checked here as
+//! kube-apiserver checks them (the Pod, the container, a node that runs it), then the
+//! client's upgrade is proxied unchanged to the side that runs the session and speaks its
+//! protocols (WebSocket channels, SPDY), as kube-apiserver proxies it to kubelet:
 //! - on a local cluster, the node agent's streaming endpoint;
 //! - on a logical cluster, the syncer of the physical cluster the pod runs on (over the
 //!   per-cluster path `kubectl logs` takes, [`crate::agent_client`]), which proxies it on
@@ -24,6 +25,33 @@ use crate::state::ApiState;
 
 /// The query of kube's exec request that travels to the node: the command and streams.
 const EXEC_PARAMETERS: [&str; 5] = ["command", "stdin", "stdout", "stderr", "tty"];
+/// The query of a port-forward that travels: the ports (WebSocket channels name them).
+const PORTFORWARD_PARAMETERS: [&str; 2] = ["ports", "port"];
+
+/// A connect subresource of Pods served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Connect {
+    Exec,
+    PortForward,
+}
+
+impl Connect {
+    /// The subresource's name, in paths.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Connect::Exec => "exec",
+            Connect::PortForward => "portforward",
+        }
+    }
+
+    pub fn of(subresource: &str) -> Option<Connect> {
+        match subresource {
+            "exec" => Some(Connect::Exec),
+            "portforward" => Some(Connect::PortForward),
+            _ => None,
+        }
+    }
+}
 
 /// Bytes of a node's refusal read for the message.
 const MAX_REFUSAL: usize = 4096;
@@ -31,6 +59,11 @@ const MAX_REFUSAL: usize = 4096;
 /// Whether `pod` can have a command run in it now, kube's wording when not.
 fn runnable(pod: &Value, name: &str) -> ApiResult<()> {
     finished(pod)?;
+    assigned(pod, name)
+}
+
+/// Whether `pod` has a node to connect to, kube's wording when not.
+fn assigned(pod: &Value, name: &str) -> ApiResult<()> {
     if pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
         return Err(ApiError::BadRequest(format!(
             "pod {name} does not have a host assigned"
@@ -39,19 +72,27 @@ fn runnable(pod: &Value, name: &str) -> ApiResult<()> {
     Ok(())
 }
 
-/// The client's command and streams, with the container chosen: the query that travels.
-fn exec_query(container: &str, raw_query: &str) -> String {
+/// The client's command and streams with the container chosen, or the ports: the query
+/// that travels.
+fn onward_query(connect: Connect, container: Option<&str>, raw_query: &str) -> String {
     let mut q = form_urlencoded::Serializer::new(String::new());
-    q.append_pair("container", container);
+    if let Some(c) = container {
+        q.append_pair("container", c);
+    }
+    let travels: &[&str] = match connect {
+        Connect::Exec => &EXEC_PARAMETERS,
+        Connect::PortForward => &PORTFORWARD_PARAMETERS,
+    };
     for (k, v) in form_urlencoded::parse(raw_query.as_bytes()) {
-        if EXEC_PARAMETERS.contains(&k.as_ref()) {
+        if travels.contains(&k.as_ref()) {
             q.append_pair(&k, &v);
         }
     }
     q.finish()
 }
 
-/// A pod that finished runs no command (kube's wording).
+/// A pod that finished runs no command (kube's wording); a port-forward to one finds
+/// nothing listening, as on kube.
 fn finished(pod: &Value) -> ApiResult<()> {
     match pod["status"]["phase"].as_str() {
         Some(phase @ ("Succeeded" | "Failed")) => Err(ApiError::BadRequest(format!(
@@ -61,13 +102,13 @@ fn finished(pod: &Value) -> ApiResult<()> {
     }
 }
 
-/// The request line's path and query for the node: which Pod and container, and the
-/// client's own command and streams (repeated `command`s in order).
-fn node_uri(namespace: &str, pod: &str, container: &str, raw_query: &str) -> String {
+/// The request line's path and query for the node: which Pod (and container), and the
+/// client's own command and streams (repeated `command`s in order) or ports.
+fn node_uri(connect: Connect, namespace: &str, pod: &str, onward: &str) -> String {
     let mut q = form_urlencoded::Serializer::new(String::new());
     q.append_pair("namespace", namespace)
         .append_pair("pod", pod);
-    format!("/exec?{}&{}", q.finish(), exec_query(container, raw_query))
+    format!("/{}?{}&{onward}", connect.as_str(), q.finish())
 }
 
 pub async fn serve(
@@ -75,9 +116,18 @@ pub async fn serve(
     ctx: &mut Ctx,
     scope: &Scope<'_>,
     name: &str,
+    connect: Connect,
 ) -> ApiResult<Resp> {
     let (_, pod) = super::pod_container::pod(state, scope, name)?;
-    let container = super::pod_container::choose(&pod, name, ctx.query.get("container"))?;
+    let container = match connect {
+        Connect::Exec => Some(super::pod_container::choose(
+            &pod,
+            name,
+            ctx.query.get("container"),
+        )?),
+        Connect::PortForward => None,
+    };
+    let onward = onward_query(connect, container.as_deref(), &ctx.raw_query);
     // Any upgrade goes on, to the side that answers the protocols it speaks; a client that
     // falls back from one to another (kubectl: WebSocket, then SPDY) gets that side's
     // reason both times.
@@ -88,27 +138,31 @@ pub async fn serve(
     let mut headers = http::HeaderMap::new();
     upgrade::copy_headers(&upgrade::REQUEST_HEADERS, &ctx.headers, &mut headers);
     let namespace = scope.namespace.as_deref().unwrap_or("default");
-    let span = tracing::info_span!("exec session", %namespace, pod = %name, %container);
+    let span = tracing::info_span!("connect session", subresource = connect.as_str(),
+        %namespace, pod = %name, container = container.as_deref().unwrap_or(""));
     // A pod of a logical cluster runs on a physical cluster: its syncer takes the session
     // there, to the cluster's own API server.
     if state.node_streaming.is_none()
         && let Some(cluster) = super::logs::running_on(&pod)
         && let Some(logical) = scope.cluster.as_ref()
     {
-        finished(&pod)?;
+        if connect == Connect::Exec {
+            finished(&pod)?;
+        }
         let cluster = sluice_api::ClusterName::new(cluster);
         let base = super::remote_logs::endpoint(state, &cluster)?;
         let path = format!(
-            "/exec/{}/{name}?{}",
+            "/{}/{}/{name}?{onward}",
+            connect.as_str(),
             crate::admission::downstream_names::of_namespace(state, logical, namespace),
-            exec_query(&container, &ctx.raw_query),
         );
         let resp = state
             .agents
             .get_with(&base, &cluster, &path, &headers)
             .await
             .map_err(|e| {
-                tracing::warn!(%cluster, error = %e, "reaching a cluster's syncer for exec failed");
+                tracing::warn!(%cluster, error = %e, subresource = connect.as_str(),
+                    "reaching a cluster's syncer failed");
                 ApiError::BadRequest(format!("cluster {cluster}'s syncer was not reached: {e}"))
             })?;
         return relay(resp, client_side, span, |message| {
@@ -118,11 +172,14 @@ pub async fn serve(
     }
     let Some(socket) = &state.node_streaming else {
         return Err(ApiError::BadRequest(format!(
-            "pod {name:?} runs on no cluster yet: it cannot be exec'd into"
+            "pod {name:?} runs on no cluster yet: it cannot be connected to"
         )));
     };
-    runnable(&pod, name)?;
-    let uri = node_uri(namespace, name, &container, &ctx.raw_query);
+    match connect {
+        Connect::Exec => runnable(&pod, name)?,
+        Connect::PortForward => assigned(&pod, name)?,
+    }
+    let uri = node_uri(connect, namespace, name, &onward);
     let mut req = Request::get(uri)
         .header(header::HOST, "node")
         .body(Empty::<Bytes>::new())
@@ -160,7 +217,7 @@ async fn relay(
             .ok()
             .and_then(|s| s["message"].as_str().map(str::to_string))
             .unwrap_or_else(|| String::from_utf8_lossy(&body).trim().to_string());
-        tracing::debug!(%status, %message, "the exec was refused");
+        tracing::debug!(%status, %message, "the session was refused");
         return Err(ApiError::BadRequest(say(&message)));
     }
     let mut answer = Response::new(full(Bytes::new()));
@@ -207,15 +264,19 @@ mod tests {
 
     #[test]
     fn the_node_gets_the_pod_and_the_clients_command_in_order() {
-        let uri = node_uri(
-            "shop",
-            "web-1",
-            "main",
+        let onward = onward_query(
+            Connect::Exec,
+            Some("main"),
             "command=sh&command=-c&command=echo+a%26b&stdin=true&stdout=true&container=main&pretty=1",
         );
         assert_eq!(
-            uri,
+            node_uri(Connect::Exec, "shop", "web-1", &onward),
             "/exec?namespace=shop&pod=web-1&container=main&command=sh&command=-c&command=echo+a%26b&stdin=true&stdout=true"
+        );
+        let onward = onward_query(Connect::PortForward, None, "ports=80%2C8080&command=x");
+        assert_eq!(
+            node_uri(Connect::PortForward, "shop", "web-1", &onward),
+            "/portforward?namespace=shop&pod=web-1&ports=80%2C8080"
         );
     }
 
