@@ -1,9 +1,12 @@
 #![allow(clippy::unwrap_used)]
-//! Debugging a running pod (issue 37, "debug anywhere"): `kubectl exec` and `kubectl cp`
-//! against a local cluster of `sluice dev up`, with every kubectl under test — the
-//! command's streams and exit code, stdin, copying both ways, the refusals kube gives
-//! (missing pod, wrong container, a pod with no node, a user with `view`), and a client
-//! that vanishes mid-session leaving nothing running.
+//! Debugging a running pod (issue 37, "debug anywhere"): `kubectl exec`, `kubectl cp` and
+//! `kubectl port-forward` against a local cluster of `sluice dev up` and through a logical
+//! cluster before and after a move, with every kubectl under test (and the Python client's
+//! port-forward) — the command's streams and exit code, stdin, copying both ways, HTTP and
+//! a long TCP stream forwarded to a pod, a Service and a Deployment over SPDY and its
+//! WebSocket tunnel, the refusals kube gives (missing pod, wrong container, a pod with no
+//! node, a port nobody listens on, a user with `view`), and a client that vanishes
+//! mid-session leaving nothing running.
 
 mod support;
 
@@ -235,6 +238,11 @@ spec:
 
 /// The one pod of `app`, once it runs on `cluster` and no other copy is left.
 fn running_on(k: &Kubectl, cluster: &str) -> String {
+    running_on_labelled(k, "app=app", cluster)
+}
+
+/// The one pod labelled `selector`, once it runs on `cluster` and no other copy is left.
+fn running_on_labelled(k: &Kubectl, selector: &str, cluster: &str) -> String {
     let mut found = String::new();
     let ok = eventually(Duration::from_secs(60), || {
         let out = k.ok(&[
@@ -243,7 +251,7 @@ fn running_on(k: &Kubectl, cluster: &str) -> String {
             "get",
             "pods",
             "-l",
-            "app=app",
+            selector,
             "-o",
             "jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.spec.nodeName}{\"\\n\"}{end}",
         ]);
@@ -256,7 +264,7 @@ fn running_on(k: &Kubectl, cluster: &str) -> String {
             _ => false,
         }
     });
-    assert!(ok, "app never ran alone on {cluster}");
+    assert!(ok, "{selector} never ran alone on {cluster}");
     found
 }
 
@@ -362,4 +370,299 @@ fn exec_through_the_logical_cluster_before_and_after_a_move() {
             );
         }
     }
+}
+
+const WEB: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: main, image: sluice/echo}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports:
+  - {name: http, port: 80, targetPort: 8080}
+  - {name: echo, port: 9000, targetPort: 9000}
+"#;
+
+/// A running `kubectl port-forward`, and the local port of each remote port it forwards.
+struct PortForward {
+    child: std::process::Child,
+    local: Vec<u16>,
+    stderr: std::sync::Arc<Mutex<String>>,
+}
+
+impl PortForward {
+    /// `kubectl port-forward TARGET :PORT…` (each on a port the kernel picks), over SPDY
+    /// unless `websocket`, once kubectl says where it listens.
+    fn start(k: &Kubectl, target: &str, ports: &[u16], websocket: bool) -> Self {
+        use std::io::BufRead;
+        let mut args = vec!["-n", "shop", "port-forward", "--address=127.0.0.1", target];
+        let remote: Vec<String> = ports.iter().map(|p| format!(":{p}")).collect();
+        args.extend(remote.iter().map(String::as_str));
+        let mut child = k
+            .command(&args)
+            .env("KUBECTL_PORT_FORWARD_WEBSOCKETS", websocket.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = std::sync::Arc::new(Mutex::new(String::new()));
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while err.read_line(&mut line).unwrap_or(0) > 0 {
+                sink.lock().unwrap().push_str(&line);
+                line.clear();
+            }
+        });
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut local = vec![0u16; ports.len()];
+        let mut line = String::new();
+        while local.contains(&0) {
+            line.clear();
+            if out.read_line(&mut line).unwrap_or(0) == 0 {
+                panic!(
+                    "kubectl port-forward {target} ended: {}",
+                    stderr.lock().unwrap()
+                );
+            }
+            // "Forwarding from 127.0.0.1:41234 -> 8080"
+            let Some(rest) = line.trim().strip_prefix("Forwarding from 127.0.0.1:") else {
+                continue;
+            };
+            // In the order asked (a Service's port shows as the pod's it targets).
+            let (l, _) = rest.split_once(" -> ").unwrap();
+            let i = local.iter().position(|p| *p == 0).unwrap();
+            local[i] = l.parse().unwrap();
+        }
+        // Keep reading stdout ("Handling connection for …") so kubectl never blocks on it.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        PortForward {
+            child,
+            local,
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for PortForward {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP GET of `path` through local port `port`: the echo's answer.
+fn get_through(port: u16, path: &str) -> serde_json::Value {
+    use std::io::Read;
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: pf\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    c.read_to_end(&mut answer).unwrap();
+    let answer = text(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let body = answer.split_once("\r\n\r\n").unwrap().1;
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// A long TCP stream through local port `port` to the echo: `bytes` sent in chunks while
+/// the echo comes back; every byte returns, in order.
+fn echo_through(port: u16, bytes: usize) {
+    use std::io::Read;
+    let c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let pattern: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
+    let mut w = c.try_clone().unwrap();
+    let sent = pattern.clone();
+    let writer = std::thread::spawn(move || {
+        for chunk in sent.chunks(64 * 1024) {
+            w.write_all(chunk).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        w.shutdown(std::net::Shutdown::Write).unwrap();
+    });
+    let mut back = Vec::with_capacity(bytes);
+    (&c).read_to_end(&mut back).unwrap();
+    writer.join().unwrap();
+    assert_eq!(back.len(), bytes, "bytes echoed");
+    assert!(back == pattern, "the echo came back changed");
+}
+
+#[test]
+fn port_forward_through_the_logical_cluster_before_and_after_a_move() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (dev, took) = DevUp::start("east,west");
+    eprintln!("dev up ready in {:.2} s", took.as_secs_f64());
+    let admin = dev.kubectl_control();
+    admin.ok(&["create", "namespace", "shop"]);
+    admin.ok(&["label", "namespace", "shop", "sluice.dev/cluster=east"]);
+    admin.ok(&[
+        "-n",
+        "shop",
+        "create",
+        "rolebinding",
+        "viewer",
+        "--clusterrole=view",
+        "--user=vera",
+    ]);
+    admin.apply_stdin(WEB);
+    for cluster in ["east", "west"] {
+        if cluster == "west" {
+            admin.ok(&[
+                "label",
+                "namespace",
+                "shop",
+                "sluice.dev/cluster=west",
+                "--overwrite",
+            ]);
+        }
+        let pod = {
+            let out = running_on_labelled(&admin, "app=web", cluster);
+            format!("pod/{out}")
+        };
+        for bin in kubectls() {
+            let k = Kubectl {
+                bin: bin.clone(),
+                ..admin.clone()
+            };
+            // kubectl 1.31+ tunnels SPDY in a WebSocket; without it, SPDY itself.
+            for websocket in [true, false] {
+                eprintln!("{cluster}: kubectl {bin}, websocket {websocket}");
+                // A pod, a Service (its port 80 is the pod's 8080) and a Deployment.
+                for (target, http) in [(pod.as_str(), 8080), ("svc/web", 80), ("deploy/web", 8080)]
+                {
+                    let pf = PortForward::start(&k, target, &[http, 9000], websocket);
+                    for n in 0..2 {
+                        let answer = get_through(pf.local[0], &format!("/{n}"));
+                        assert_eq!(answer["cluster"], cluster, "{answer}");
+                        assert_eq!(answer["path"], format!("/{n}"));
+                    }
+                    echo_through(pf.local[1], 4 << 20);
+                    assert!(!pf.stderr().contains("error"), "{target}: {}", pf.stderr());
+                }
+                // A port nobody listens on: the cluster's error reaches kubectl, which
+                // gives up on the session as it does against any kube.
+                let mut pf = PortForward::start(&k, &pod, &[9999], websocket);
+                let _ = std::net::TcpStream::connect(("127.0.0.1", pf.local[0]))
+                    .map(|mut c| std::io::copy(&mut c, &mut std::io::sink()));
+                assert!(
+                    eventually(Duration::from_secs(30), || pf
+                        .stderr()
+                        .contains("error forwarding port 9999")),
+                    "{}",
+                    pf.stderr()
+                );
+                let _ = eventually(Duration::from_secs(30), || {
+                    pf.child.try_wait().ok().flatten().is_some()
+                });
+            }
+            let err = k.fails(&["-n", "shop", "port-forward", &pod, ":8080", "--as=vera"]);
+            assert!(
+                err.contains(r#"User "vera" cannot create resource "pods/portforward" in API group "" in the namespace "shop""#),
+                "{err}"
+            );
+            let err = k.fails(&["-n", "shop", "port-forward", "pod/no-such-pod", ":8080"]);
+            assert!(err.contains(r#"pods "no-such-pod" not found"#), "{err}");
+        }
+        kube_rs_through(&admin.kubeconfig, pod.trim_start_matches("pod/"), cluster);
+        // The Python client's WebSocket channels.
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/portforward.py");
+        let out = std::process::Command::new("python3")
+            .arg(script)
+            .arg(&admin.kubeconfig)
+            .args(["shop", pod.trim_start_matches("pod/"), cluster])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && text(&out.stdout).contains("python port-forward: ok"),
+            "python client: {}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+}
+
+/// kube-rs, a client we did not write, through the logical cluster: `AttachedProcess`
+/// (exec: stdin to its close, stdout, the exit code in the status) and `Portforwarder`
+/// (HTTP on one port, a refused port's error on its own channel).
+fn kube_rs_through(kubeconfig: &std::path::Path, pod: &str, cluster: &str) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, AttachParams};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = sluice_test_support::client::client(kubeconfig, None).await;
+        let pods: Api<Pod> = Api::namespaced(client, "shop");
+
+        let mut p = pods
+            .exec(
+                pod,
+                ["sh", "-c", "cat; echo \"on $SLUICE_CLUSTER\"; exit 5"],
+                &AttachParams::default().stdin(true).stderr(false),
+            )
+            .await
+            .unwrap();
+        let mut stdin = p.stdin().unwrap();
+        stdin.write_all(b"from kube-rs\n").await.unwrap();
+        stdin.shutdown().await.unwrap();
+        drop(stdin);
+        let mut out = String::new();
+        p.stdout().unwrap().read_to_string(&mut out).await.unwrap();
+        let status = p.take_status().unwrap().await.unwrap();
+        assert_eq!(out, format!("from kube-rs\non {cluster}\n"));
+        assert_eq!(
+            status.reason.as_deref(),
+            Some("NonZeroExitCode"),
+            "{status:?}"
+        );
+        let code = status.details.and_then(|d| d.causes).unwrap_or_default();
+        assert_eq!(code[0].message.as_deref(), Some("5"));
+
+        let mut pf = pods.portforward(pod, &[8080, 9999]).await.unwrap();
+        let mut http = pf.take_stream(8080).unwrap();
+        http.write_all(b"GET /from-kube-rs HTTP/1.1\r\nHost: pf\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let refused = pf.take_error(9999).unwrap().await.unwrap_or_default();
+        assert!(refused.contains("error forwarding port 9999"), "{refused}");
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !text(&answer).contains(&format!(r#""cluster":"{cluster}""#)) {
+            let n = tokio::time::timeout(Duration::from_secs(60), http.read(&mut buf))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(n > 0, "the answer ended early: {}", text(&answer));
+            answer.extend_from_slice(&buf[..n]);
+        }
+        assert!(
+            text(&answer).starts_with("HTTP/1.1 200"),
+            "{}",
+            text(&answer)
+        );
+        pf.abort();
+    });
 }
