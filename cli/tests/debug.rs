@@ -51,6 +51,11 @@ fn exec(k: &Kubectl, args: &[&str], stdin: &[u8]) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
+/// A shell line that waits (a few seconds at most) for the client's first resize to reach
+/// the terminal, then prints its size: the size travels beside stdin, not before it.
+const SIZED: &str =
+    r#"for i in $(seq 50); do [ "$(stty size)" != "0 0" ] && break; sleep 0.1; done; stty size"#;
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -325,6 +330,24 @@ fn exec_through_the_logical_cluster_before_and_after_a_move() {
                 assert_eq!(text(&out.stdout), format!("on {cluster} in /tmp\n"));
                 assert!(text(&out.stderr).contains("command terminated with exit code 7"));
             }
+            // `-it` on a terminal (`script` gives kubectl one, sized): the command runs on
+            // a terminal of that size.
+            let it = format!(
+                "stty cols 123 rows 45; {bin} --kubeconfig {} --cache-dir {} -n shop exec -it {pod} -- sh -c '{SIZED}; [ -t 0 ] && echo on-a-tty; echo \"TERM=$TERM\"; exit 4'",
+                k.kubeconfig.display(),
+                k.cache.display()
+            );
+            let out = std::process::Command::new("script")
+                .args(["-qec", &it, "/dev/null"])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let shown = text(&out.stdout);
+            assert_eq!(out.status.code(), Some(4), "{shown}");
+            assert!(shown.contains("45 123\r\n"), "{shown:?}");
+            assert!(shown.contains("on-a-tty"), "{shown:?}");
+            assert!(shown.contains("TERM=xterm"), "{shown:?}");
+
             let out = exec(
                 &k,
                 &["-n", "shop", "exec", "-i", &pod, "--", "cat"],
@@ -603,9 +626,11 @@ fn port_forward_through_the_logical_cluster_before_and_after_a_move() {
 }
 
 /// kube-rs, a client we did not write, through the logical cluster: `AttachedProcess`
-/// (exec: stdin to its close, stdout, the exit code in the status) and `Portforwarder`
+/// (exec: stdin to its close, stdout, the exit code in the status; a sized terminal) and
+/// `Portforwarder`
 /// (HTTP on one port, a refused port's error on its own channel).
 fn kube_rs_through(kubeconfig: &std::path::Path, pod: &str, cluster: &str) {
+    use futures::SinkExt;
     use k8s_openapi::api::core::v1::Pod;
     use kube::api::{Api, AttachParams};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -640,6 +665,36 @@ fn kube_rs_through(kubeconfig: &std::path::Path, pod: &str, cluster: &str) {
         );
         let code = status.details.and_then(|d| d.causes).unwrap_or_default();
         assert_eq!(code[0].message.as_deref(), Some("5"));
+
+        // On a terminal the client sizes.
+        let mut p = pods
+            .exec(
+                pod,
+                [
+                    "sh".to_string(),
+                    "-c".to_string(),
+                    format!("{SIZED}; [ -t 0 ] && echo on-a-tty"),
+                ],
+                &AttachParams::default().stdin(true).tty(true).stderr(false),
+            )
+            .await
+            .unwrap();
+        let mut size = p.terminal_size().unwrap();
+        size.send(kube::api::TerminalSize {
+            width: 100,
+            height: 30,
+        })
+        .await
+        .unwrap();
+        let stdin = p.stdin().unwrap();
+        let mut out = String::new();
+        p.stdout().unwrap().read_to_string(&mut out).await.unwrap();
+        assert!(
+            out.contains("30 100\r\n") && out.contains("on-a-tty"),
+            "{out:?}"
+        );
+        drop(stdin);
+        p.join().await.unwrap();
 
         let mut pf = pods.portforward(pod, &[8080, 9999]).await.unwrap();
         let mut http = pf.take_stream(8080).unwrap();

@@ -42,8 +42,10 @@ pub fn copy_headers(names: &[header::HeaderName], from: &HeaderMap, to: &mut Hea
     }
 }
 
-/// Once both sides are upgraded, copy bytes between them until either closes; in a task of
-/// its own, under `span` (its end is logged with the bytes each way).
+/// Once both sides are upgraded, copy bytes between them, each way until its reader ends;
+/// in a task of its own, under `span` (its end is logged with the bytes each way). The two
+/// ways end apart: a failed write one way does not cut the other short, so what a side
+/// sent before it closed (a session's last status) still arrives.
 pub fn splice(client: OnUpgrade, backend: OnUpgrade, span: tracing::Span) {
     tokio::spawn(
         async move {
@@ -54,12 +56,31 @@ pub fn splice(client: OnUpgrade, backend: OnUpgrade, span: tracing::Span) {
                     return;
                 }
             };
-            let (mut client, mut backend) = (TokioIo::new(client), TokioIo::new(backend));
-            match tokio::io::copy_bidirectional(&mut client, &mut backend).await {
-                Ok((up, down)) => tracing::info!(up, down, "upgraded session ended"),
-                Err(e) => tracing::debug!(error = %e, "upgraded session ended"),
-            }
+            let (client_r, client_w) = tokio::io::split(TokioIo::new(client));
+            let (backend_r, backend_w) = tokio::io::split(TokioIo::new(backend));
+            let (up, down) =
+                tokio::join!(one_way(client_r, backend_w), one_way(backend_r, client_w));
+            tracing::info!(up, down, "upgraded session ended");
         }
         .instrument(span),
     );
+}
+
+/// Copy `from` to `to` until `from` ends or either fails, then close `to` for writing: the
+/// bytes copied.
+async fn one_way<R, W>(mut from: R, mut to: W) -> u64
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+    let copied = tokio::io::copy(&mut from, &mut to).await;
+    let _ = to.shutdown().await;
+    match copied {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::debug!(error = %e, "one way of an upgraded session ended on an error");
+            0
+        }
+    }
 }

@@ -352,3 +352,32 @@ async fn port_forward_channels_carry_each_port_and_say_a_refused_one() {
     .unwrap_err();
     assert!(err.starts_with("404"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tty_session_runs_on_a_terminal_the_client_sizes() {
+    let node = node().await;
+    let mut ws = connect(
+        &node,
+        "command=sh&command=-c&command=read+x%3B+stty+size%3B+%5B+-t+0+%5D+%26%26+echo+on-a-tty%3B+exit+2&stdin=true&stdout=true&stderr=true&tty=true",
+        "v5.channel.k8s.io",
+    )
+    .await
+    .unwrap();
+    ws.send(Message::Binary(
+        [&[4u8][..], br#"{"Width":100,"Height":30}"#]
+            .concat()
+            .into(),
+    ))
+    .await
+    .unwrap();
+    ws.send(Message::Binary(b"\x00go\n".to_vec().into()))
+        .await
+        .unwrap();
+    let (out, err, status) = collect(&mut ws).await;
+    // The terminal echoes what was typed, with its line endings.
+    assert!(out.contains("go\r\n"), "{out:?}");
+    assert!(out.contains("30 100\r\n"), "{out:?}");
+    assert!(out.contains("on-a-tty"), "{out:?}");
+    assert_eq!(err, "", "a terminal has no stderr of its own");
+    assert_eq!(status["details"]["causes"][0]["message"], "2");
+}

@@ -1,12 +1,14 @@
 //! `exec`, as kubelet serves it: a command runs beside a running container — in its
 //! environment, working directory and mount namespace, in a process group of its own — and
 //! its stdin, stdout, stderr and exit code travel over a WebSocket in kube's channel
-//! protocol (`v5.channel.k8s.io`, and `v4.channel.k8s.io` for older clients). A client that
-//! goes away ends the command's whole process group.
+//! protocol (`v5.channel.k8s.io`, and `v4.channel.k8s.io` for older clients). With `tty`,
+//! the command runs on a terminal of its own ([`super::terminal`]) that the client resizes.
+//! A client that goes away ends the command's whole process group.
 
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStringExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -17,11 +19,10 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::Refusal;
 use super::running::ContainerRef;
+use super::terminal::{Size, Terminal};
 
 /// The channel protocols served, preferred first.
 pub const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
@@ -31,6 +32,8 @@ const STDIN: u8 = 0;
 const STDOUT: u8 = 1;
 const STDERR: u8 = 2;
 const ERROR: u8 = 3;
+/// A terminal's new size, `{"Width": W, "Height": H}`.
+const RESIZE: u8 = 4;
 /// v5: a client's `[CLOSE, channel]` ends that channel (stdin).
 const CLOSE: u8 = 255;
 
@@ -100,9 +103,8 @@ pub fn parse_exec(query: &str) -> Result<ExecRequest, Refusal> {
     if !(stdin || stdout || stderr) {
         return Err(Refusal::NoStreams);
     }
-    if tty {
-        return Err(Refusal::Tty);
-    }
+    // On a terminal, stderr is stdout (kubelet drops the flag too).
+    let stderr = stderr && !tty;
     Ok(ExecRequest {
         container,
         command,
@@ -158,39 +160,101 @@ fn own_mount_namespace(pid: u32) -> bool {
     theirs.is_some() && theirs != ns("/proc/self")
 }
 
+/// The node's path to `tool`, or why it cannot be run.
+fn tool(tool: &str) -> std::io::Result<PathBuf> {
+    crate::node::mounts::which(tool, &std::env::var("PATH").unwrap_or_default())
+        .ok_or_else(|| std::io::Error::other(format!("{tool} is not installed on this node")))
+}
+
 /// The command of `exec` as it runs beside process `pid`: with its environment and
-/// working directory, and inside its mount namespace when it has its own.
-fn command_beside(exec: &ExecRequest, pid: u32) -> std::io::Result<tokio::process::Command> {
+/// working directory, and inside its mount namespace when it has its own; on `terminal`'s
+/// secondary side, as its controlling terminal, when given one.
+fn command_beside(
+    exec: &ExecRequest,
+    pid: u32,
+    terminal: Option<&OwnedFd>,
+) -> std::io::Result<tokio::process::Command> {
     let env = environment_of(pid)?;
-    let mut cmd = if own_mount_namespace(pid) {
-        let nsenter =
-            crate::node::mounts::which("nsenter", &std::env::var("PATH").unwrap_or_default())
-                .ok_or_else(|| std::io::Error::other("nsenter is not installed on this node"))?;
-        let mut cmd = tokio::process::Command::new(nsenter);
-        cmd.arg("--target")
-            .arg(pid.to_string())
-            .arg("--mount")
-            .arg("--wd")
-            .arg("--")
-            .args(&exec.command);
-        cmd
-    } else {
-        let mut cmd = tokio::process::Command::new(&exec.command[0]);
-        cmd.args(&exec.command[1..]);
-        if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
-            cmd.current_dir(cwd);
-        }
-        cmd
-    };
-    let stdio = |on: bool| if on { Stdio::piped() } else { Stdio::null() };
+    let mut argv: Vec<OsString> = Vec::new();
+    if terminal.is_some() {
+        // A session of its own whose controlling terminal is its stdin.
+        argv.extend([tool("setsid")?.into_os_string(), "--ctty".into()]);
+    }
+    let own_mounts = own_mount_namespace(pid);
+    if own_mounts {
+        argv.push(tool("nsenter")?.into_os_string());
+        argv.extend(["--target".into(), pid.to_string().into(), "--mount".into()]);
+        argv.extend(["--wd".into(), "--".into()]);
+    }
+    argv.extend(exec.command.iter().map(OsString::from));
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    if !own_mounts && let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
+        cmd.current_dir(cwd);
+    }
     cmd.env_clear()
-        .envs(env)
-        .stdin(stdio(exec.stdin))
-        .stdout(stdio(exec.stdout))
-        .stderr(stdio(exec.stderr))
-        .process_group(0)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(true);
+    match terminal {
+        Some(secondary) => {
+            // As container runtimes give a terminal's command one.
+            if !env.iter().any(|(k, _)| k == "TERM") {
+                cmd.env("TERM", "xterm");
+            }
+            cmd.stdin(Stdio::from(secondary.try_clone()?))
+                .stdout(Stdio::from(secondary.try_clone()?))
+                .stderr(Stdio::from(secondary.try_clone()?));
+        }
+        None => {
+            let stdio = |on: bool| if on { Stdio::piped() } else { Stdio::null() };
+            cmd.stdin(stdio(exec.stdin))
+                .stdout(stdio(exec.stdout))
+                .stderr(stdio(exec.stderr))
+                .process_group(0);
+        }
+    }
     Ok(cmd)
+}
+
+type Input = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+type Output = Box<dyn AsyncRead + Unpin + Send>;
+
+/// The command started, with its streams as the session carries them: its pipes, or a
+/// terminal's primary side (then stdout is the terminal and there is no stderr).
+struct Started {
+    child: tokio::process::Child,
+    stdin: Option<Input>,
+    stdout: Option<Output>,
+    stderr: Option<Output>,
+    terminal: Option<Terminal>,
+}
+
+fn start(exec: &ExecRequest, pid: u32) -> std::io::Result<Started> {
+    if !exec.tty {
+        let mut child = command_beside(exec, pid, None)?.spawn()?;
+        return Ok(Started {
+            stdin: child.stdin.take().map(|w| Box::new(w) as Input),
+            stdout: child.stdout.take().map(|r| Box::new(r) as Output),
+            stderr: child.stderr.take().map(|r| Box::new(r) as Output),
+            child,
+            terminal: None,
+        });
+    }
+    let (terminal, secondary) = Terminal::open()?;
+    let child = command_beside(exec, pid, Some(&secondary))?.spawn()?;
+    // Only the command holds the secondary side now: its exit ends the terminal's output.
+    drop(secondary);
+    Ok(Started {
+        child,
+        stdin: exec
+            .stdin
+            .then(|| terminal.side())
+            .transpose()?
+            .map(|w| Box::new(w) as Input),
+        stdout: Some(Box::new(terminal.side()?)),
+        stderr: None,
+        terminal: Some(terminal),
+    })
 }
 
 /// Read from an output of the command, or wait forever once it is closed.
@@ -215,9 +279,14 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let (mut tx, mut rx) = ws.split();
-    let spawned = command_beside(&exec, pid).and_then(|mut c| c.spawn());
-    let mut child = match spawned {
-        Ok(c) => c,
+    let Started {
+        mut child,
+        mut stdin,
+        mut stdout,
+        mut stderr,
+        terminal,
+    } = match start(&exec, pid) {
+        Ok(s) => s,
         Err(e) => {
             // As a runtime answers a command it cannot start: the reason on stderr, 126
             // (cannot run) or 127 (not found) as the exit code.
@@ -235,19 +304,17 @@ where
                     e.to_string()
                 }
             );
-            if exec.stderr {
-                let _ = tx.send(framed(STDERR, message.as_bytes())).await;
+            let channel = if exec.tty { STDOUT } else { STDERR };
+            if exec.stderr || exec.tty {
+                let _ = tx.send(framed(channel, message.as_bytes())).await;
             }
             use std::os::unix::process::ExitStatusExt;
-            finish(&mut tx, &Ok(ExitStatus::from_raw(code << 8))).await;
+            finish(&mut tx, &mut rx, &Ok(ExitStatus::from_raw(code << 8))).await;
             return;
         }
     };
     let group = child.id().map(|id| Pid::from_raw(id as i32));
-    tracing::info!(command = ?exec.command, "exec started");
-    let mut stdin = child.stdin.take();
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
+    tracing::info!(command = ?exec.command, tty = exec.tty, "exec started");
     let (mut out_buf, mut err_buf) = (vec![0u8; CHUNK], vec![0u8; CHUNK]);
     let mut exited: Option<Result<ExitStatus, String>> = None;
     let drain_deadline = tokio::time::sleep(Duration::MAX);
@@ -261,12 +328,19 @@ where
                 Some(Ok(Message::Binary(data))) => match data.first() {
                     Some(&STDIN) => {
                         if let Some(w) = stdin.as_mut()
-                            && w.write_all(&data[1..]).await.is_err()
+                            && (w.write_all(&data[1..]).await.is_err() || w.flush().await.is_err())
                         {
                             stdin = None;
                         }
                     }
                     Some(&CLOSE) if data.get(1) == Some(&STDIN) => stdin = None,
+                    Some(&RESIZE) => {
+                        if let (Some(t), Some(size)) = (&terminal, Size::parse(&data[1..]))
+                            && let Err(e) = t.resize(&size)
+                        {
+                            tracing::debug!(error = %e, "exec: a resize failed");
+                        }
+                    }
                     _ => {}
                 },
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break true,
@@ -306,24 +380,19 @@ where
     }
     let status = exited.unwrap_or_else(|| Err("the command's status is unknown".into()));
     tracing::info!(status = ?status, "exec ended");
-    finish(&mut tx, &status).await;
+    finish(&mut tx, &mut rx, &status).await;
 }
 
-/// End the session: the command's status on the error channel, then a normal closure
-/// (1000) — clients read a close without a code as an error on the stream.
-async fn finish<T>(tx: &mut T, status: &Result<ExitStatus, String>)
+/// End the session: the command's status on the error channel, then the closing handshake.
+async fn finish<T, R>(tx: &mut T, rx: &mut R, status: &Result<ExitStatus, String>)
 where
     T: futures::Sink<Message> + Unpin,
+    R: futures::Stream + Unpin,
 {
     let _ = tx
         .send(framed(ERROR, status_message(status).to_string().as_bytes()))
         .await;
-    let frame = CloseFrame {
-        code: CloseCode::Normal,
-        reason: "".into(),
-    };
-    let _ = tx.send(Message::Close(Some(frame))).await;
-    let _ = tx.close().await;
+    super::close_gracefully(tx, rx).await;
 }
 
 #[cfg(test)]
@@ -352,9 +421,10 @@ mod tests {
             parse_exec(&format!("{base}&command=true")),
             Err(Refusal::NoStreams)
         );
-        assert_eq!(
-            parse_exec(&format!("{base}&command=true&stdout=1&tty=true")),
-            Err(Refusal::Tty)
+        let tty = parse_exec(&format!("{base}&command=sh&stdout=1&stderr=1&tty=true")).unwrap();
+        assert!(
+            tty.tty && tty.stdout && !tty.stderr,
+            "a terminal's stderr is its stdout"
         );
         assert_eq!(
             parse_exec("pod=web&container=main&command=true&stdout=1"),

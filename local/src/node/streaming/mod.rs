@@ -13,6 +13,7 @@
 pub mod exec;
 pub mod portforward;
 pub mod spdy;
+pub mod terminal;
 mod tunnel;
 
 use std::convert::Infallible;
@@ -35,6 +36,36 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use tracing::Instrument;
 
 use super::running::{self, Running};
+
+/// How long a closing WebSocket waits for the client's close in answer.
+pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+/// A WebSocket's normal closure (1000): clients read a close without a code as an error.
+pub fn normal_close() -> tokio_tungstenite::tungstenite::Message {
+    use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    tokio_tungstenite::tungstenite::Message::Close(Some(CloseFrame {
+        code: CloseCode::Normal,
+        reason: "".into(),
+    }))
+}
+
+/// Close a WebSocket as its closing handshake asks: a normal closure (1000), then what the
+/// client still sends is read (and dropped) until its own close, or [`CLOSE_WAIT`]. Dropping
+/// the connection with the client's bytes unread would answer them with a reset, and a
+/// reset makes every proxy on the way drop what it had not yet passed on — the session's
+/// last messages, its exit status among them.
+pub async fn close_gracefully<T, R>(tx: &mut T, rx: &mut R)
+where
+    T: futures::Sink<tokio_tungstenite::tungstenite::Message> + Unpin,
+    R: futures::Stream + Unpin,
+{
+    use futures::{SinkExt, StreamExt};
+    let _ = tx.send(normal_close()).await;
+    let _ = tx.flush().await;
+    let _ = tokio::time::timeout(CLOSE_WAIT, async { while rx.next().await.is_some() {} }).await;
+    let _ = tx.close().await;
+}
 
 /// The header a SPDY client names its stream protocol in.
 const STREAM_PROTOCOL: &str = "x-stream-protocol-version";
@@ -59,8 +90,6 @@ pub enum Refusal {
         exec::MAX_ARGV_BYTES
     )]
     TooLong,
-    #[error("exec with a TTY is not supported by this node agent: run without -t")]
-    Tty,
     #[error(
         "unable to upgrade connection: exec is served over WebSocket only (kubectl 1.30 or later, or a client that offers {:?}), not SPDY",
         exec::PROTOCOLS

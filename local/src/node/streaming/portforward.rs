@@ -19,8 +19,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::Refusal;
 use super::running::PodRef;
@@ -280,18 +278,14 @@ where
         });
     }
     drop(out);
-    let writer = async {
+    // Messages go out until every connection ended; the session then closes.
+    let writer = async move {
         while let Some(m) = queued.recv().await {
             if to_ws.send(m).await.is_err() {
-                return;
+                return None;
             }
         }
-        let frame = CloseFrame {
-            code: CloseCode::Normal,
-            reason: "".into(),
-        };
-        let _ = to_ws.send(Message::Close(Some(frame))).await;
-        let _ = to_ws.close().await;
+        Some(to_ws)
     };
     let reader = async {
         while let Some(Ok(msg)) = from_ws.next().await {
@@ -318,9 +312,18 @@ where
         drop(resets);
     };
     let forwards = async { while tasks.join_next().await.is_some() {} };
+    let all_ended = async { tokio::join!(writer, forwards).0 };
+    tokio::pin!(reader);
     tokio::select! {
-        _ = reader => {}
-        _ = async { tokio::join!(writer, forwards) } => {}
+        _ = &mut reader => {}
+        to_ws = all_ended => {
+            if let Some(mut to_ws) = to_ws {
+                // The closing handshake: the client's close comes through the reader.
+                let _ = to_ws.send(super::normal_close()).await;
+                let _ = tokio::time::timeout(super::CLOSE_WAIT, &mut reader).await;
+                let _ = to_ws.close().await;
+            }
+        }
     }
     tracing::info!(ports = ?ports, "port-forward session ended");
 }

@@ -7,8 +7,6 @@ use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 /// Bytes buffered each way between the WebSocket and the stream, and the most sent in one
 /// message.
@@ -49,11 +47,8 @@ where
                     }
                 }
             }
-            let frame = CloseFrame {
-                code: CloseCode::Normal,
-                reason: "".into(),
-            };
-            let _ = to_ws.send(Message::Close(Some(frame))).await;
+            // The client's close still arrives through `inbound`, which reads to the end.
+            let _ = to_ws.send(super::normal_close()).await;
             let _ = to_ws.close().await;
         };
         tokio::join!(inbound, outbound);
