@@ -241,6 +241,27 @@ spec:
         command: ["sh", "-c", "cd /tmp && exec sleep 3600"]
 "#;
 
+/// `dev up` (east, west) and its logical cluster's admin, with namespace `shop` on east,
+/// `vera` a viewer in it, and `manifest` applied.
+fn shop_on_east(manifest: &str) -> (DevUp, Kubectl) {
+    let (dev, took) = DevUp::start("east,west");
+    eprintln!("dev up ready in {:.2} s", took.as_secs_f64());
+    let admin = dev.kubectl_control();
+    admin.ok(&["create", "namespace", "shop"]);
+    admin.ok(&["label", "namespace", "shop", "sluice.dev/cluster=east"]);
+    admin.ok(&[
+        "-n",
+        "shop",
+        "create",
+        "rolebinding",
+        "viewer",
+        "--clusterrole=view",
+        "--user=vera",
+    ]);
+    admin.apply_stdin(manifest);
+    (dev, admin)
+}
+
 /// The one pod of `app`, once it runs on `cluster` and no other copy is left.
 fn running_on(k: &Kubectl, cluster: &str) -> String {
     running_on_labelled(k, "app=app", cluster)
@@ -276,21 +297,7 @@ fn running_on_labelled(k: &Kubectl, selector: &str, cluster: &str) -> String {
 #[test]
 fn exec_through_the_logical_cluster_before_and_after_a_move() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let (dev, took) = DevUp::start("east,west");
-    eprintln!("dev up ready in {:.2} s", took.as_secs_f64());
-    let admin = dev.kubectl_control();
-    admin.ok(&["create", "namespace", "shop"]);
-    admin.ok(&["label", "namespace", "shop", "sluice.dev/cluster=east"]);
-    admin.ok(&[
-        "-n",
-        "shop",
-        "create",
-        "rolebinding",
-        "viewer",
-        "--clusterrole=view",
-        "--user=vera",
-    ]);
-    admin.apply_stdin(APP);
+    let (dev, admin) = shop_on_east(APP);
     let scratch = dev.state.join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
     for cluster in ["east", "west"] {
@@ -534,21 +541,7 @@ fn echo_through(port: u16, bytes: usize) {
 #[test]
 fn port_forward_through_the_logical_cluster_before_and_after_a_move() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let (dev, took) = DevUp::start("east,west");
-    eprintln!("dev up ready in {:.2} s", took.as_secs_f64());
-    let admin = dev.kubectl_control();
-    admin.ok(&["create", "namespace", "shop"]);
-    admin.ok(&["label", "namespace", "shop", "sluice.dev/cluster=east"]);
-    admin.ok(&[
-        "-n",
-        "shop",
-        "create",
-        "rolebinding",
-        "viewer",
-        "--clusterrole=view",
-        "--user=vera",
-    ]);
-    admin.apply_stdin(WEB);
+    let (_dev, admin) = shop_on_east(WEB);
     for cluster in ["east", "west"] {
         if cluster == "west" {
             admin.ok(&[

@@ -14,14 +14,11 @@ ratio logical / direct; every exec must exit 0.
 """
 
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SLUICE = os.environ.get("SLUICE", os.path.join(ROOT, "target", "release", "sluice"))
-KUBECTL = os.environ.get("KUBECTL", "kubectl")
+from devup import KUBECTL, app_on_east, dev_up, kubectl
+
 N = int(os.environ.get("N", "50"))
 ROUNDS = int(os.environ.get("ROUNDS", "4"))
 
@@ -39,88 +36,36 @@ spec:
 """
 
 
-def kubectl(kubeconfig, *args, stdin=None):
-    return subprocess.run(
-        [KUBECTL, "--kubeconfig", kubeconfig, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-
-def wait(what, check, deadline=90):
-    end = time.time() + deadline
-    while time.time() < end:
-        try:
-            value = check()
-            if value:
-                return value
-        except subprocess.CalledProcessError:
-            pass
-        time.sleep(0.5)
-    sys.exit(f"exec-bench: {what} did not happen within {deadline} s")
-
-
 def percentile(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
 def main():
-    if not os.access(SLUICE, os.X_OK):
-        sys.exit(f"exec-bench: {SLUICE} not found: cargo build --release -p sluice")
-    with tempfile.TemporaryDirectory() as tmp:
-        state = os.path.join(tmp, "state")
-        dev = subprocess.Popen(
-            [SLUICE, "dev", "up", "--state", state],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        try:
-            if dev.stdout.readline().strip() != "ready":
-                sys.exit("exec-bench: dev up did not become ready")
-            control = os.path.join(state, "control.kubeconfig")
-            east = os.path.join(state, "clusters", "east.kubeconfig")
-            kubectl(control, "create", "namespace", "bench")
-            kubectl(control, "label", "namespace", "bench", "sluice.dev/cluster=east")
-            kubectl(control, "apply", "-f", "-", stdin=APP)
-
-            def running():
-                out = kubectl(
-                    east, "get", "pods", "-A", "-l", "app=bench", "-o",
-                    "jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name} {.status.phase}{\"\\n\"}{end}",
-                )
-                rows = [line.split() for line in out.splitlines() if line.strip()]
-                return rows[0][:2] if len(rows) == 1 and rows[0][2] == "Running" else None
-
-            downstream_ns, pod = wait("the pod running on east", running)
-            ways = {
-                "logical cluster": [control, "-n", "bench", "exec", pod, "--", "true"],
-                "physical cluster": [east, "-n", downstream_ns, "exec", pod, "--", "true"],
-            }
-            times = {w: [] for w in ways}
-            print(f"exec-bench: pod {pod}, {ROUNDS} rounds x {N} execs each way ({KUBECTL})",
-                  file=sys.stderr)
-            for r in range(ROUNDS):
-                order = list(ways) if r % 2 == 0 else list(reversed(ways))
-                for way in order:
-                    kubeconfig, *args = ways[way]
-                    for _ in range(N):
-                        t = time.perf_counter()
-                        kubectl(kubeconfig, *args)
-                        times[way].append((time.perf_counter() - t) * 1000)
-                print(f"exec-bench: round {r + 1}/{ROUNDS} done", file=sys.stderr)
-            print(f"{'kubectl exec -- true':<28} {'p50 ms':>8} {'p99 ms':>8} {'n':>5}")
-            for way, xs in times.items():
-                print(f"{way:<28} {percentile(xs, 50):8.1f} {percentile(xs, 99):8.1f} {len(xs):5}")
-            lg, ph = times["logical cluster"], times["physical cluster"]
-            print(f"{'ratio logical / physical':<28} {percentile(lg, 50) / percentile(ph, 50):8.2f}x"
-                  f" {percentile(lg, 99) / percentile(ph, 99):7.2f}x")
-        finally:
-            dev.terminate()
-            dev.wait(timeout=60)
+    with dev_up("exec-bench") as state:
+        control, east, downstream_ns, pod, _ = app_on_east("exec-bench", state, APP)
+        ways = {
+            "logical cluster": [control, "-n", "bench", "exec", pod, "--", "true"],
+            "physical cluster": [east, "-n", downstream_ns, "exec", pod, "--", "true"],
+        }
+        times = {w: [] for w in ways}
+        print(f"exec-bench: pod {pod}, {ROUNDS} rounds x {N} execs each way ({KUBECTL})",
+              file=sys.stderr)
+        for r in range(ROUNDS):
+            order = list(ways) if r % 2 == 0 else list(reversed(ways))
+            for way in order:
+                kubeconfig, *args = ways[way]
+                for _ in range(N):
+                    t = time.perf_counter()
+                    kubectl(kubeconfig, *args)
+                    times[way].append((time.perf_counter() - t) * 1000)
+            print(f"exec-bench: round {r + 1}/{ROUNDS} done", file=sys.stderr)
+        print(f"{'kubectl exec -- true':<28} {'p50 ms':>8} {'p99 ms':>8} {'n':>5}")
+        for way, xs in times.items():
+            print(f"{way:<28} {percentile(xs, 50):8.1f} {percentile(xs, 99):8.1f} {len(xs):5}")
+        lg, ph = times["logical cluster"], times["physical cluster"]
+        print(f"{'ratio logical / physical':<28} {percentile(lg, 50) / percentile(ph, 50):8.2f}x"
+              f" {percentile(lg, 99) / percentile(ph, 99):7.2f}x")
 
 
 if __name__ == "__main__":

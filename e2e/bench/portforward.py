@@ -25,13 +25,11 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SLUICE = os.environ.get("SLUICE", os.path.join(ROOT, "target", "release", "sluice"))
-KUBECTL = os.environ.get("KUBECTL", "kubectl")
+from devup import KUBECTL, app_on_east, dev_up
+
 MB = int(os.environ.get("MB", "128"))
 ROUNDS = int(os.environ.get("ROUNDS", "4"))
 
@@ -47,26 +45,6 @@ spec:
       containers:
       - {name: main, image: sluice/echo}
 """
-
-
-def kubectl(kubeconfig, *args, stdin=None):
-    return subprocess.run(
-        [KUBECTL, "--kubeconfig", kubeconfig, *args],
-        input=stdin, capture_output=True, text=True, check=True,
-    ).stdout
-
-
-def wait(what, check, deadline=90):
-    end = time.time() + deadline
-    while time.time() < end:
-        try:
-            value = check()
-            if value:
-                return value
-        except subprocess.CalledProcessError:
-            pass
-        time.sleep(0.5)
-    sys.exit(f"portforward-bench: {what} did not happen within {deadline} s")
 
 
 def port_forward(kubeconfig, namespace, pod, websocket):
@@ -122,35 +100,10 @@ def echo_through(address, size):
 
 
 def main():
-    if not os.access(SLUICE, os.X_OK):
-        sys.exit(f"portforward-bench: {SLUICE} not found: cargo build --release -p sluice")
     forwards = []
-    with tempfile.TemporaryDirectory() as tmp:
-        state = os.path.join(tmp, "state")
-        dev = subprocess.Popen(
-            [SLUICE, "dev", "up", "--state", state],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )
+    with dev_up("portforward-bench") as state:
+        control, east, downstream_ns, pod, ip = app_on_east("portforward-bench", state, APP)
         try:
-            if dev.stdout.readline().strip() != "ready":
-                sys.exit("portforward-bench: dev up did not become ready")
-            control = os.path.join(state, "control.kubeconfig")
-            east = os.path.join(state, "clusters", "east.kubeconfig")
-            kubectl(control, "create", "namespace", "bench")
-            kubectl(control, "label", "namespace", "bench", "sluice.dev/cluster=east")
-            kubectl(control, "apply", "-f", "-", stdin=APP)
-
-            def running():
-                out = kubectl(
-                    east, "get", "pods", "-A", "-l", "app=bench", "-o",
-                    "jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name} {.status.podIP} {.status.phase}{\"\\n\"}{end}",
-                )
-                rows = [line.split() for line in out.splitlines() if line.strip()]
-                return rows[0][:3] if len(rows) == 1 and rows[0][3] == "Running" else None
-
-            downstream_ns, pod, ip = wait("the pod running on east", running)
-            wait("the pod's mirror in the logical cluster", lambda: kubectl(
-                control, "-n", "bench", "get", "pod", pod, "-o", "jsonpath={.status.phase}") == "Running")
             ways = {}
             for name, kubeconfig, ns, websocket in [
                 ("logical, tunnel", control, "bench", True),
@@ -182,8 +135,6 @@ def main():
             for p in forwards:
                 p.kill()
                 p.wait()
-            dev.terminate()
-            dev.wait()
 
 
 if __name__ == "__main__":
