@@ -20,9 +20,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::Refusal;
-use super::running::ContainerRef;
+use super::refusal::Refusal;
 use super::terminal::{Size, Terminal};
+use crate::node::running::ContainerRef;
 
 /// The channel protocols served, preferred first.
 pub const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
@@ -75,7 +75,10 @@ pub fn parse_exec(query: &str) -> Result<ExecRequest, Refusal> {
             "command" => {
                 bytes += v.len();
                 if command.len() == MAX_ARGS || bytes > MAX_ARGV_BYTES {
-                    return Err(Refusal::TooLong);
+                    return Err(Refusal::TooLong {
+                        args: MAX_ARGS,
+                        bytes: MAX_ARGV_BYTES,
+                    });
                 }
                 command.push(v.into_owned());
             }
@@ -392,7 +395,7 @@ where
     let _ = tx
         .send(framed(ERROR, status_message(status).to_string().as_bytes()))
         .await;
-    super::close_gracefully(tx, rx).await;
+    super::closing::close_gracefully(tx, rx).await;
 }
 
 #[cfg(test)]
@@ -433,7 +436,10 @@ mod tests {
         let long = "&command=x".repeat(MAX_ARGS + 1);
         assert_eq!(
             parse_exec(&format!("{base}{long}&stdout=1")),
-            Err(Refusal::TooLong)
+            Err(Refusal::TooLong {
+                args: MAX_ARGS,
+                bytes: MAX_ARGV_BYTES
+            })
         );
     }
 

@@ -10,11 +10,15 @@
 //! user only: the API server is the one client, and the file's permissions are the
 //! authentication, as a container runtime's socket is kubelet's.
 
+pub mod closing;
 pub mod exec;
 pub mod portforward;
+pub mod refusal;
 pub mod spdy;
 pub mod terminal;
 mod tunnel;
+
+pub use refusal::Refusal;
 
 use std::convert::Infallible;
 use std::os::unix::fs::PermissionsExt;
@@ -35,37 +39,7 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tracing::Instrument;
 
-use super::running::{self, Running};
-
-/// How long a closing WebSocket waits for the client's close in answer.
-pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(5);
-
-/// A WebSocket's normal closure (1000): clients read a close without a code as an error.
-pub fn normal_close() -> tokio_tungstenite::tungstenite::Message {
-    use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
-    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-    tokio_tungstenite::tungstenite::Message::Close(Some(CloseFrame {
-        code: CloseCode::Normal,
-        reason: "".into(),
-    }))
-}
-
-/// Close a WebSocket as its closing handshake asks: a normal closure (1000), then what the
-/// client still sends is read (and dropped) until its own close, or [`CLOSE_WAIT`]. Dropping
-/// the connection with the client's bytes unread would answer them with a reset, and a
-/// reset makes every proxy on the way drop what it had not yet passed on — the session's
-/// last messages, its exit status among them.
-pub async fn close_gracefully<T, R>(tx: &mut T, rx: &mut R)
-where
-    T: futures::Sink<tokio_tungstenite::tungstenite::Message> + Unpin,
-    R: futures::Stream + Unpin,
-{
-    use futures::{SinkExt, StreamExt};
-    let _ = tx.send(normal_close()).await;
-    let _ = tx.flush().await;
-    let _ = tokio::time::timeout(CLOSE_WAIT, async { while rx.next().await.is_some() {} }).await;
-    let _ = tx.close().await;
-}
+use crate::node::running::{self, Running};
 
 /// The header a SPDY client names its stream protocol in.
 const STREAM_PROTOCOL: &str = "x-stream-protocol-version";
@@ -75,47 +49,6 @@ const STREAM_PROTOCOL: &str = "x-stream-protocol-version";
 pub enum StreamingError {
     #[error("the streaming socket {0}: {1}")]
     Socket(PathBuf, std::io::Error),
-}
-
-/// A request the endpoint refuses, with kube's wording where kubelet has one.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    #[error("{0} is required")]
-    Missing(&'static str),
-    #[error("you must specify at least 1 of stdin, stdout, stderr")]
-    NoStreams,
-    #[error(
-        "the command is too long: at most {} arguments of {} bytes",
-        exec::MAX_ARGS,
-        exec::MAX_ARGV_BYTES
-    )]
-    TooLong,
-    #[error(
-        "unable to upgrade connection: exec is served over WebSocket only (kubectl 1.30 or later, or a client that offers {:?}), not SPDY",
-        exec::PROTOCOLS
-    )]
-    NotWebSocket,
-    #[error("unable to upgrade connection: none of the protocols {0:?} was offered")]
-    Protocol(&'static [&'static str]),
-    #[error("container not found ({0:?})")]
-    NotRunning(String),
-    #[error("pod {0} has no running container on this node")]
-    PodNotRunning(String),
-    #[error("query parameter \"port\" is required")]
-    NoPorts,
-    #[error("{0}")]
-    Port(String),
-    #[error("too many ports: at most 64 in one session")]
-    TooManyPorts,
-}
-
-impl Refusal {
-    fn status(&self) -> StatusCode {
-        match self {
-            Refusal::NotRunning(_) | Refusal::PodNotRunning(_) => StatusCode::NOT_FOUND,
-            _ => StatusCode::BAD_REQUEST,
-        }
-    }
 }
 
 /// The first of `served` the client offered (`Sec-WebSocket-Protocol`, a comma-separated
@@ -178,7 +111,7 @@ fn upgrade_of(
     Err(if spdy {
         Refusal::Protocol(served)
     } else {
-        Refusal::NotWebSocket
+        Refusal::NotWebSocket(&exec::PROTOCOLS)
     })
 }
 
@@ -294,7 +227,7 @@ fn start_exec(
     let upgrade = upgrade_of(req.headers(), &exec::PROTOCOLS, false)?;
     let on_upgrade = hyper::upgrade::on(&mut req);
     let Upgrade::WebSocket { protocol, .. } = &upgrade else {
-        return Err(Refusal::NotWebSocket);
+        return Err(Refusal::NotWebSocket(&exec::PROTOCOLS));
     };
     let span = tracing::info_span!("exec", namespace = %exec.container.namespace,
         pod = %exec.container.pod, container = %exec.container.container, protocol);
@@ -408,7 +341,7 @@ mod tests {
         );
         assert_eq!(
             upgrade_of(&spdy, &exec::PROTOCOLS, false),
-            Err(Refusal::NotWebSocket)
+            Err(Refusal::NotWebSocket(&exec::PROTOCOLS))
         );
         let ws = headers(&[
             ("upgrade", "websocket"),

@@ -20,9 +20,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::Refusal;
-use super::running::PodRef;
+use super::refusal::Refusal;
 use super::spdy;
+use crate::node::running::PodRef;
 
 /// The WebSocket subprotocols served, preferred first.
 pub const TUNNEL_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
@@ -319,8 +319,8 @@ where
         to_ws = all_ended => {
             if let Some(mut to_ws) = to_ws {
                 // The closing handshake: the client's close comes through the reader.
-                let _ = to_ws.send(super::normal_close()).await;
-                let _ = tokio::time::timeout(super::CLOSE_WAIT, &mut reader).await;
+                let _ = to_ws.send(super::closing::normal_close()).await;
+                let _ = tokio::time::timeout(super::closing::CLOSE_WAIT, &mut reader).await;
                 let _ = to_ws.close().await;
             }
         }

@@ -1,0 +1,35 @@
+//! Ending a WebSocket session well: a normal closure, and the closing handshake.
+
+use std::time::Duration;
+
+use tokio_tungstenite::tungstenite::Message;
+
+/// How long a closing WebSocket waits for the client's close in answer.
+pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+/// A WebSocket's normal closure (1000): clients read a close without a code as an error.
+pub fn normal_close() -> Message {
+    use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    Message::Close(Some(CloseFrame {
+        code: CloseCode::Normal,
+        reason: "".into(),
+    }))
+}
+
+/// Close a WebSocket as its closing handshake asks: a normal closure (1000), then what the
+/// client still sends is read (and dropped) until its own close, or [`CLOSE_WAIT`]. Dropping
+/// the connection with the client's bytes unread would answer them with a reset, and a
+/// reset makes every proxy on the way drop what it had not yet passed on — the session's
+/// last messages, its exit status among them.
+pub async fn close_gracefully<T, R>(tx: &mut T, rx: &mut R)
+where
+    T: futures::Sink<Message> + Unpin,
+    R: futures::Stream + Unpin,
+{
+    use futures::{SinkExt, StreamExt};
+    let _ = tx.send(normal_close()).await;
+    let _ = tx.flush().await;
+    let _ = tokio::time::timeout(CLOSE_WAIT, async { while rx.next().await.is_some() {} }).await;
+    let _ = tx.close().await;
+}
