@@ -31,8 +31,11 @@ command -v curl >/dev/null || need_apt+=(curl)
 # The control plane's etcd backend: tests start Debian's etcd on loopback.
 command -v etcd >/dev/null || need_apt+=(etcd-server)
 # Pods of the local clusters get their ServiceAccount token mounted in a mount namespace
-# of their own (util-linux unshare, mount).
-command -v unshare >/dev/null || need_apt+=(util-linux)
+# of their own (util-linux unshare, mount); exec runs on a terminal of its own (setsid
+# --ctty) and in a container's mount namespace (nsenter).
+for tool in unshare setsid nsenter; do command -v "$tool" >/dev/null || { need_apt+=(util-linux); break; }; done
+# The debug tests give kubectl a terminal with `script`.
+command -v script >/dev/null || need_apt+=(bsdutils)
 command -v mount >/dev/null || need_apt+=(mount)
 if [ ${#need_apt[@]} -gt 0 ]; then
   step "installing Debian packages: ${need_apt[*]}"

@@ -8,10 +8,10 @@
 //! imports hold), and the loop that
 //! drives them on informers of both sides ([`controller`]).
 
+pub mod connect;
 pub mod controller;
 pub mod drift;
 pub mod events;
-pub mod exec;
 pub mod imports;
 pub mod logs;
 pub mod metrics;

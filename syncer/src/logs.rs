@@ -4,7 +4,7 @@
 //! downstream namespace, kubectl's query: `container`, `follow`, `previous`, `tailLines`,
 //! ...) here, and the syncer streams the cluster's `pods/log` back, for the namespaces it
 //! synced only; `GET /exec/<namespace>/<pod>?<query>` and `/portforward/…`, upgrades, go on
-//! to the cluster's `pods/exec` and `pods/portforward` ([`crate::exec`]). Its URL is published on the syncer's heartbeat Lease.
+//! to the cluster's `pods/exec` and `pods/portforward` ([`crate::connect`]). Its URL is published on the syncer's heartbeat Lease.
 //!
 //! Both ends prove who they are per cluster, with certificates the control plane's CA
 //! signed: the syncer serves TLS with the certificate of its own kubeconfig (which names
@@ -37,7 +37,7 @@ pub const HEAD_WITHIN: Duration = Duration::from_secs(10);
 /// Connections served at once; more wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 64;
 
-type Body = crate::exec::Body;
+type Body = crate::connect::Body;
 
 /// Why the log endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -187,7 +187,7 @@ async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -
         return plain(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
     }
     let path = req.uri().path().to_string();
-    let connect = crate::exec::SUBRESOURCES
+    let connect = crate::connect::SUBRESOURCES
         .into_iter()
         .find_map(|sub| Some((sub, target(&path, &format!("/{sub}/"))?)));
     let (connect, (ns, pod)) = match (target(&path, "/logs/"), connect) {
@@ -208,7 +208,7 @@ async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -
         );
     }
     if let Some(subresource) = connect {
-        return crate::exec::relay(req, &downstream, subresource, ns, pod).await;
+        return crate::connect::relay(req, &downstream, subresource, ns, pod).await;
     }
     let mut uri = format!("/api/v1/namespaces/{ns}/pods/{pod}/log");
     if let Some(q) = req.uri().query() {

@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 
+use super::channel::framed;
 use super::refusal::Refusal;
 use super::terminal::{Size, Terminal};
 use crate::node::running::ContainerRef;
@@ -268,13 +269,6 @@ async fn read_from<R: AsyncRead + Unpin>(out: &mut Option<R>, buf: &mut [u8]) ->
     }
 }
 
-fn framed(channel: u8, data: &[u8]) -> Message {
-    let mut out = Vec::with_capacity(1 + data.len());
-    out.push(channel);
-    out.extend_from_slice(data);
-    Message::Binary(out.into())
-}
-
 /// Run the command and carry its streams until it exits and its output is read, or until
 /// the client goes away (then its process group is killed: nothing is left running).
 pub async fn session<S>(ws: WebSocketStream<S>, exec: ExecRequest, pid: u32)
@@ -395,7 +389,7 @@ where
     let _ = tx
         .send(framed(ERROR, status_message(status).to_string().as_bytes()))
         .await;
-    super::closing::close_gracefully(tx, rx).await;
+    super::channel::close_gracefully(tx, rx).await;
 }
 
 #[cfg(test)]

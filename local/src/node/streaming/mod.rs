@@ -10,7 +10,7 @@
 //! user only: the API server is the one client, and the file's permissions are the
 //! authentication, as a container runtime's socket is kubelet's.
 
-pub mod closing;
+pub mod channel;
 pub mod exec;
 pub mod portforward;
 pub mod refusal;
@@ -39,10 +39,9 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tracing::Instrument;
 
-use crate::node::running::{self, Running};
+use sluice_kube::upgrade::STREAM_PROTOCOL;
 
-/// The header a SPDY client names its stream protocol in.
-const STREAM_PROTOCOL: &str = "x-stream-protocol-version";
+use crate::node::running::{self, Running};
 
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]

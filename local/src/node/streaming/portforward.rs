@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 
+use super::channel::framed;
 use super::refusal::Refusal;
 use super::spdy;
 use crate::node::running::PodRef;
@@ -183,16 +184,18 @@ where
             (None, "data") => s.id.saturating_sub(2).to_string(),
             (None, _) => s.id.to_string(),
         };
-        if !unpaired.contains_key(&request) && unpaired.len() >= MAX_UNPAIRED {
-            tracing::debug!("too many unpaired port-forward streams: one dropped");
+        // A stream of neither kind is dropped, which closes it.
+        if !matches!(kind.as_str(), "error" | "data")
+            || (!unpaired.contains_key(&request) && unpaired.len() >= MAX_UNPAIRED)
+        {
+            tracing::debug!(kind, "a port-forward stream was dropped");
             continue;
         }
         let pair = unpaired.entry(request.clone()).or_default();
-        match kind.as_str() {
-            "error" => pair.error = Some(s),
-            "data" => pair.data = Some(s),
-            // Neither: dropped, which closes it.
-            _ => continue,
+        if kind == "error" {
+            pair.error = Some(s);
+        } else {
+            pair.data = Some(s);
         }
         if pair.error.is_none() || pair.data.is_none() {
             continue;
@@ -232,13 +235,6 @@ where
     tracing::info!(connections, "port-forward session ended");
 }
 
-fn on_channel(channel: u8, data: &[u8]) -> Message {
-    let mut out = Vec::with_capacity(1 + data.len());
-    out.push(channel);
-    out.extend_from_slice(data);
-    Message::Binary(out.into())
-}
-
 /// Serve port-forward over WebSocket channels for the Pod at `ip`: one connection per port
 /// of `ports`, for as long as the session lasts; it closes once every one ended.
 pub async fn serve_channels<S>(ws: WebSocketStream<S>, pod: PodRef, ip: Ipv4Addr, ports: Vec<u16>)
@@ -253,7 +249,7 @@ where
     for (i, port) in ports.iter().copied().enumerate() {
         let (data, error) = (2 * i as u8, 2 * i as u8 + 1);
         for ch in [data, error] {
-            let _ = out.send(on_channel(ch, &port.to_le_bytes())).await;
+            let _ = out.send(framed(ch, &port.to_le_bytes())).await;
         }
         let (to_forward, from) = mpsc::channel(16);
         let (to, mut back) = mpsc::channel::<Bytes>(16);
@@ -264,7 +260,7 @@ where
         tasks.spawn(async move {
             let relay = async {
                 while let Some(b) = back.recv().await {
-                    if out.send(on_channel(data, &b)).await.is_err() {
+                    if out.send(framed(data, &b)).await.is_err() {
                         break;
                     }
                 }
@@ -273,7 +269,7 @@ where
             let (result, ()) = tokio::join!(forward(&pod, ip, port, client), relay);
             if let Err(message) = result {
                 tracing::info!(%message, "a forwarded connection failed");
-                let _ = out.send(on_channel(error, message.as_bytes())).await;
+                let _ = out.send(framed(error, message.as_bytes())).await;
             }
         });
     }
@@ -294,16 +290,16 @@ where
                 Message::Close(_) => break,
                 _ => continue,
             };
-            let Some((&ch, payload)) = data.split_first() else {
+            let Some(&ch) = data.first() else {
                 continue;
             };
             let i = usize::from(ch / 2);
-            if ch % 2 != 0 || payload.is_empty() {
+            if ch % 2 != 0 || data.len() == 1 {
                 continue;
             }
             if let Some(slot) = inputs.get_mut(i)
                 && let Some(tx) = slot
-                && tx.send(Bytes::copy_from_slice(payload)).await.is_err()
+                && tx.send(data.slice(1..)).await.is_err()
             {
                 *slot = None;
             }
@@ -319,8 +315,8 @@ where
         to_ws = all_ended => {
             if let Some(mut to_ws) = to_ws {
                 // The closing handshake: the client's close comes through the reader.
-                let _ = to_ws.send(super::closing::normal_close()).await;
-                let _ = tokio::time::timeout(super::closing::CLOSE_WAIT, &mut reader).await;
+                let _ = to_ws.send(super::channel::normal_close()).await;
+                let _ = tokio::time::timeout(super::channel::CLOSE_WAIT, &mut reader).await;
                 let _ = to_ws.close().await;
             }
         }

@@ -55,7 +55,7 @@ const WRITE_BATCH: usize = 256 * 1024;
 /// The header compression dictionary of SPDY/3 (draft 3, 2.6.10.1): each word with its
 /// length before it, then a run of common values.
 static DICTIONARY: LazyLock<Vec<u8>> = LazyLock::new(|| {
-    const WORDS: [&str; 66] = [
+    const WORDS: [&str; 65] = [
         "options",
         "head",
         "post",
@@ -121,9 +121,6 @@ static DICTIONARY: LazyLock<Vec<u8>> = LazyLock::new(|| {
         "set-cookie",
         "keep-alive",
         "origin",
-        // The last word and the run below are one: the draft lists "origin" and then the
-        // run without a length.
-        "",
     ];
     const RUN: &str = concat!(
         "100101201202205206300302303304305306307402405406407408409410411412413414415416417",
@@ -136,7 +133,7 @@ static DICTIONARY: LazyLock<Vec<u8>> = LazyLock::new(|| {
         "charset=iso-8859-1,utf-,*,enq=0.",
     );
     let mut d = Vec::with_capacity(1423);
-    for w in WORDS.iter().filter(|w| !w.is_empty()) {
+    for w in WORDS {
         d.extend_from_slice(&(w.len() as u32).to_be_bytes());
         d.extend_from_slice(w.as_bytes());
     }

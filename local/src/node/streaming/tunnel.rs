@@ -48,7 +48,7 @@ where
                 }
             }
             // The client's close still arrives through `inbound`, which reads to the end.
-            let _ = to_ws.send(super::closing::normal_close()).await;
+            let _ = to_ws.send(super::channel::normal_close()).await;
             let _ = to_ws.close().await;
         };
         tokio::join!(inbound, outbound);

@@ -1,8 +1,18 @@
-//! Ending a WebSocket session well: a normal closure, and the closing handshake.
+//! kube's channel protocol over a WebSocket, what exec and port-forward's channels share:
+//! a message on a channel (its first byte), and ending a session well (a normal closure,
+//! then the closing handshake).
 
 use std::time::Duration;
 
 use tokio_tungstenite::tungstenite::Message;
+
+/// A binary message on `channel`.
+pub fn framed(channel: u8, data: &[u8]) -> Message {
+    let mut out = Vec::with_capacity(1 + data.len());
+    out.push(channel);
+    out.extend_from_slice(data);
+    Message::Binary(out.into())
+}
 
 /// How long a closing WebSocket waits for the client's close in answer.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
