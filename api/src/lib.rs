@@ -31,6 +31,7 @@ pub mod cron;
 pub mod liveness;
 pub mod logical_cluster;
 pub mod mcs;
+pub mod metrics;
 pub mod names;
 pub mod sluice;
 pub mod sync;

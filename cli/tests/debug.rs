@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 //! Debugging a running pod (issue 37, "debug anywhere"): `kubectl exec`, `kubectl cp` and
-//! `kubectl port-forward` against a local cluster of `sluice dev up` and through a logical
-//! cluster before and after a move, with every kubectl under test (and the Python client's
+//! `kubectl port-forward`, `kubectl attach` and `kubectl top pod` against a local cluster of
+//! `sluice dev up` and through a logical cluster before and after a move, with every kubectl under test (and the Python client's
 //! port-forward) — the command's streams and exit code, stdin, copying both ways, HTTP and
 //! a long TCP stream forwarded to a pod, a Service and a Deployment over SPDY and its
 //! WebSocket tunnel, the refusals kube gives (missing pod, wrong container, a pod with no
@@ -400,6 +400,183 @@ fn exec_through_the_logical_cluster_before_and_after_a_move() {
             );
         }
     }
+}
+
+const TALKER: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: talker, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: talker}}
+  template:
+    metadata: {labels: {app: talker}}
+    spec:
+      containers:
+      - name: talker
+        image: busybox
+        stdin: true
+        stdinOnce: true
+        command: ["sh", "-c", "while read l; do echo \"heard: $l\"; done; echo stdin closed"]
+      - name: term
+        image: busybox
+        stdin: true
+        tty: true
+        command: ["sh"]
+"#;
+
+/// Whether `kubectl top pod` (with `args`) lists `pod` with a CPU and a memory figure.
+fn top_shows(k: &Kubectl, args: &[&str], pod: &str) -> bool {
+    let mut all = vec!["-n", "shop", "top", "pod"];
+    all.extend_from_slice(args);
+    let out = k.command(&all).output().unwrap();
+    let shown = text(&out.stdout);
+    shown.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.first() == Some(&pod)
+            && f.iter().any(|x| x.ends_with('m'))
+            && f.iter().any(|x| x.ends_with("Mi"))
+    })
+}
+
+#[test]
+fn attach_and_top_through_the_logical_cluster_before_and_after_a_move() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (_dev, admin) = shop_on_east(TALKER);
+    for cluster in ["east", "west"] {
+        if cluster == "west" {
+            admin.ok(&[
+                "label",
+                "namespace",
+                "shop",
+                "sluice.dev/cluster=west",
+                "--overwrite",
+            ]);
+        }
+        let pod = running_on_labelled(&admin, "app=talker", cluster);
+        for bin in kubectls() {
+            let k = Kubectl {
+                bin: bin.clone(),
+                ..admin.clone()
+            };
+            eprintln!("{cluster}: kubectl {bin}");
+            // The container's own stdin and output; with `stdinOnce`, the client's end of
+            // input is the container's, which then exits and ends the session. (It then
+            // restarts after a back-off: until it runs again, attach is refused, so each
+            // attach is tried until it finds it running.)
+            let mut last = String::new();
+            let attached = eventually(Duration::from_secs(60), || {
+                let out = exec(
+                    &k,
+                    &["-n", "shop", "attach", "-i", &pod, "-c", "talker"],
+                    b"hello\nagain\n",
+                );
+                last = format!("{} {}", text(&out.stdout), text(&out.stderr));
+                out.status.success()
+                    && text(&out.stdout).contains("heard: hello\nheard: again\nstdin closed\n")
+            });
+            assert!(attached, "{last:?}");
+            // On the container's terminal, sized by the client.
+            let it = format!(
+                "stty cols 123 rows 45; {bin} --kubeconfig {} --cache-dir {} -n shop attach -it {pod} -c term",
+                k.kubeconfig.display(),
+                k.cache.display()
+            );
+            let attached = eventually(Duration::from_secs(60), || {
+                let mut script = std::process::Command::new("script")
+                    .args(["-qec", &it, "/dev/null"])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let mut input = script.stdin.take().unwrap();
+                input
+                    .write_all(format!("{SIZED}; echo \"answer $((6 * 7))\"; exit\n").as_bytes())
+                    .unwrap();
+                let out = script.wait_with_output().unwrap();
+                drop(input);
+                last = text(&out.stdout);
+                last.contains("45 123\r\n") && last.contains("answer 42")
+            });
+            assert!(attached, "{last:?}");
+
+            let err = k.fails(&["-n", "shop", "attach", &pod, "-c", "sidecar"]);
+            assert!(err.contains("sidecar"), "{err}");
+            let err = k.fails(&["-n", "shop", "attach", &pod, "-c", "talker", "--as=vera"]);
+            assert!(
+                err.contains(r#"User "vera" cannot create resource "pods/attach" in API group "" in the namespace "shop""#),
+                "{err}"
+            );
+
+            // What the pod uses, measured on the cluster it runs on; a viewer may read it.
+            assert!(
+                eventually(Duration::from_secs(30), || top_shows(&k, &[], &pod)),
+                "kubectl top pod never showed {pod}"
+            );
+            assert!(top_shows(&k, &["--as=vera", "-l", "app=talker"], &pod));
+            let out = k.ok(&["-n", "shop", "top", "pod", &pod, "--containers"]);
+            assert!(out.contains("talker") && out.contains("term"), "{out}");
+            let err = k.fails(&["-n", "shop", "top", "pod", "no-such-pod"]);
+            assert!(err.contains("no-such-pod"), "{err}");
+        }
+        kube_rs_attach(&admin.kubeconfig, &pod);
+        // The Python client's stream (v4 channels: it cannot close stdin, so it reads the
+        // answer and goes; the container keeps running).
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/attach.py");
+        let mut last = String::new();
+        let ok = eventually(Duration::from_secs(60), || {
+            let out = std::process::Command::new("python3")
+                .arg(script)
+                .arg(&admin.kubeconfig)
+                .args(["shop", &pod, "talker"])
+                .output()
+                .unwrap();
+            last = format!("{}\n{}", text(&out.stdout), text(&out.stderr));
+            out.status.success() && text(&out.stdout).contains("python attach: ok")
+        });
+        assert!(ok, "python client: {last}");
+    }
+}
+
+/// kube-rs's `AttachedProcess` attached to `pod`'s `talker`: a line to its stdin, then
+/// stdin's close (`stdinOnce`: the container's end of input), its answers to the end.
+fn kube_rs_attach(kubeconfig: &std::path::Path, pod: &str) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, AttachParams};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = sluice_test_support::client::client(kubeconfig, None).await;
+        let pods: Api<Pod> = Api::namespaced(client, "shop");
+        let mut last = String::new();
+        for _ in 0..60 {
+            let params = AttachParams::default()
+                .container("talker")
+                .stdin(true)
+                .stderr(false);
+            let mut p = match pods.attach(pod, &params).await {
+                Ok(p) => p,
+                Err(e) => {
+                    // Restarting after an earlier client closed its stdin.
+                    last = e.to_string();
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let mut stdin = p.stdin().unwrap();
+            stdin.write_all(b"from kube-rs\n").await.unwrap();
+            stdin.shutdown().await.unwrap();
+            drop(stdin);
+            let mut out = String::new();
+            p.stdout().unwrap().read_to_string(&mut out).await.unwrap();
+            assert_eq!(out, "heard: from kube-rs\nstdin closed\n");
+            p.join().await.unwrap();
+            return;
+        }
+        panic!("kube-rs never attached: {last}");
+    });
 }
 
 const WEB: &str = r#"apiVersion: apps/v1

@@ -72,7 +72,8 @@ pub struct Config {
     pub single_cluster: Option<single_cluster::Ipv4Cidr>,
     /// Container logs written by a local cluster's node agent, served as `pods/log`.
     pub pod_logs_dir: Option<PathBuf>,
-    /// A local cluster's node agent streaming socket: `pods/exec` and `pods/portforward` are proxied there.
+    /// A local cluster's node agent streaming socket: `pods/exec`, `pods/attach` and
+    /// `pods/portforward` are proxied there.
     pub node_streaming: Option<PathBuf>,
     /// One JSON line per request, when set.
     pub audit: Option<audit::AuditConfig>,

@@ -98,6 +98,10 @@ pub const CRUD_VERBS: &[&str] = &[
     "watch",
 ];
 
+/// The verbs of a type that is read, never written: the resource metrics, measured on each
+/// read.
+pub const READ_ONLY: &[&str] = &["get", "list"];
+
 /// The verbs of a type that is only ever created and answered, never stored (the access
 /// reviews).
 pub const CREATE_ONLY: &[&str] = &["create"];
@@ -233,6 +237,19 @@ fn review<T: JsonSchema + DeserializeOwned>(
     ResourceType {
         verbs: CREATE_ONLY,
         ..rt::<T>(group, "v1", resource, kind, namespaced, &[], &[], &[])
+    }
+}
+
+/// A type that is measured on each read, never stored.
+fn measured<T: JsonSchema + DeserializeOwned>(
+    group: &'static str,
+    version: &'static str,
+    resource: &'static str,
+    kind: &'static str,
+) -> ResourceType {
+    ResourceType {
+        verbs: READ_ONLY,
+        ..rt::<T>(group, version, resource, kind, true, &[], &[], &[])
     }
 }
 
@@ -542,6 +559,12 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
             &["crd", "crds"],
             &[],
             STATUS,
+        ),
+        measured::<sluice_api::metrics::PodMetrics>(
+            sluice_api::metrics::GROUP,
+            sluice_api::metrics::VERSION,
+            "pods",
+            "PodMetrics",
         ),
         rt::<s::Workspace>(
             s::GROUP,

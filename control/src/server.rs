@@ -112,7 +112,8 @@ pub async fn serve(
             } else {
                 builder.http1_only()
             };
-            // Upgrades: `pods/exec` and `pods/portforward` switch to a WebSocket or SPDY on HTTP/1.1.
+            // Upgrades: `pods/exec`, `pods/attach` and `pods/portforward` switch to a
+            // WebSocket or SPDY on HTTP/1.1.
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
             tokio::pin!(conn);
             tokio::select! {

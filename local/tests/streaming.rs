@@ -2,7 +2,8 @@
 //! The node agent's streaming endpoint over its real socket, spoken to as the cluster's API
 //! server forwards a client: both channel protocols (v5 and v4), stdin and its close, the
 //! exit code on the error channel, and a client that goes away; port-forward over WebSocket
-//! channels (a refused port said on its error channel, the others unharmed). kubectl's SPDY
+//! channels (a refused port said on its error channel, the others unharmed); attach to a
+//! container's stdin and output until it exits; the Pods' usage. kubectl's SPDY
 //! port-forward is tested end to end (`cli/tests/debug.rs`).
 
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
-use sluice_local::node::running::{ContainerRef, Running};
+use sluice_local::node::running::{Attachable, ContainerRef, Running, Stdin};
 use sluice_local::node::streaming;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -32,6 +33,7 @@ async fn node() -> Node {
         .arg("60")
         .current_dir(dir.path())
         .env("GREETING", "hi")
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .unwrap();
@@ -43,9 +45,39 @@ async fn node() -> Node {
         },
         container.id().unwrap(),
         std::net::Ipv4Addr::LOCALHOST,
+        Attachable::new(dir.path().join("main.log"), None, false, None),
     );
+    // `default/web/echoer` reads its stdin (`stdin: true`, `stdinOnce: true`) and answers
+    // in its log, as a container of the node agent does.
+    let log = dir.path().join("echoer.log");
+    let out = std::fs::File::create(&log).unwrap();
+    let mut echoer = tokio::process::Command::new("sh")
+        .args(["-c", "while read l; do echo \"got $l\"; done; echo bye"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdin = echoer.stdin.take().map(|w| Box::new(w) as Stdin);
+    let echoer_registered = running.register(
+        ContainerRef {
+            namespace: "default".into(),
+            pod: "web".into(),
+            container: "echoer".into(),
+        },
+        echoer.id().unwrap(),
+        std::net::Ipv4Addr::LOCALHOST,
+        Attachable::new(log, stdin, true, None),
+    );
+    // As the node agent does: the container's entry goes when it exits.
+    tokio::spawn(async move {
+        let _ = echoer.wait().await;
+        drop(echoer_registered);
+    });
     let (tx, rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(streaming::serve(socket.clone(), running, rx));
+    tokio::spawn(streaming::serve(socket.clone(), running, Default::default(), rx));
     for _ in 0..100 {
         if socket.exists() {
             break;
@@ -380,4 +412,53 @@ async fn a_tty_session_runs_on_a_terminal_the_client_sizes() {
     assert!(out.contains("on-a-tty"), "{out:?}");
     assert_eq!(err, "", "a terminal has no stderr of its own");
     assert_eq!(status["details"]["causes"][0]["message"], "2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_reaches_a_containers_stdin_and_output_until_it_exits() {
+    let node = node().await;
+    let path = "attach?namespace=default&pod=web&container=echoer&stdin=true&stdout=true";
+    let mut ws = connect_to(&node, path, "v5.channel.k8s.io").await.unwrap();
+    ws.send(Message::Binary(b"\x00hello\n".to_vec().into()))
+        .await
+        .unwrap();
+    let (channel, data) = next_on(&mut ws).await;
+    assert_eq!((channel, data.as_slice()), (1, b"got hello\n".as_slice()));
+    // `stdinOnce`: the client's close of stdin is the container's end of input.
+    ws.send(Message::Binary(vec![255, 0].into())).await.unwrap();
+    let (out, _, status) = collect(&mut ws).await;
+    assert_eq!(out, "bye\n");
+    assert_eq!(status["status"], "Success");
+    // It is gone now: as kubelet, a container not running is not found.
+    let err = connect_to(&node, path, "v5.channel.k8s.io")
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("404"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pods_usage_is_served_as_json() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let node = node().await;
+    let mut stream = tokio::net::UnixStream::connect(&node.socket).await.unwrap();
+    stream
+        .write_all(b"GET /stats/pods?namespace=default HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let body = answer.split("\r\n\r\n").nth(1).unwrap();
+    let usage: Value = serde_json::from_str(body).unwrap();
+    let pod = &usage["items"][0];
+    assert_eq!(pod["pod"], "web", "{usage}");
+    let mut names: Vec<&str> = pod["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["echoer", "main"]);
+    assert!(pod["containers"][0]["memoryBytes"].as_u64().unwrap() > 0);
+    assert!(pod["windowMillis"].as_u64().unwrap() >= 500);
 }

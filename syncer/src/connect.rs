@@ -1,9 +1,10 @@
-//! `kubectl exec` and `port-forward` through a logical cluster, the syncer's leg: the
-//! control plane's upgraded request for `/exec/<namespace>/<pod>` or
-//! `/portforward/<namespace>/<pod>` is sent on, headers and query as they came, to the
-//! cluster's own `pods/exec` or `pods/portforward` with the syncer's credentials; the cluster's answer comes back
-//! as it is — a refusal with its Status, or a switch of protocols, after which bytes are
-//! copied both ways until either side closes. The syncer reads nothing of the session.
+//! `kubectl exec`, `attach` and `port-forward` through a logical cluster, the syncer's leg:
+//! the control plane's upgraded request for `/exec/<namespace>/<pod>` (or `/attach/…`,
+//! `/portforward/…`) is sent on, headers and query as they came, to the cluster's own
+//! `pods/exec` (`attach`, `portforward`) with the syncer's credentials; the cluster's
+//! answer comes back as it is — a refusal with its Status, or a switch of protocols, after
+//! which bytes are copied both ways until either side closes. The syncer reads nothing of
+//! the session.
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -24,7 +25,7 @@ fn answer(status: StatusCode, text: String) -> Response<Body> {
 }
 
 /// The connect subresources relayed.
-pub const SUBRESOURCES: [&str; 2] = ["exec", "portforward"];
+pub const SUBRESOURCES: [&str; 3] = ["exec", "attach", "portforward"];
 
 /// Send the upgrade `req` for `subresource` (one of [`SUBRESOURCES`]) of pod `pod` of
 /// namespace `ns` to the cluster and pass its answer back (the namespace was checked to be

@@ -3,8 +3,11 @@
 //! credentials. The control plane forwards `GET /logs/<namespace>/<pod>?<query>` (the
 //! downstream namespace, kubectl's query: `container`, `follow`, `previous`, `tailLines`,
 //! ...) here, and the syncer streams the cluster's `pods/log` back, for the namespaces it
-//! synced only; `GET /exec/<namespace>/<pod>?<query>` and `/portforward/…`, upgrades, go on
-//! to the cluster's `pods/exec` and `pods/portforward` ([`crate::connect`]). Its URL is published on the syncer's heartbeat Lease.
+//! synced only; `GET /exec/<namespace>/<pod>?<query>`, `/attach/…` and `/portforward/…`,
+//! upgrades, go on to the cluster's `pods/exec`, `pods/attach` and `pods/portforward`
+//! ([`crate::connect`]); `GET /metrics/<namespace>` answers the cluster's own
+//! `metrics.k8s.io` Pod metrics of the namespace (`kubectl top pod`). Its URL is published
+//! on the syncer's heartbeat Lease.
 //!
 //! Both ends prove who they are per cluster, with certificates the control plane's CA
 //! signed: the syncer serves TLS with the certificate of its own kubeconfig (which names
@@ -159,16 +162,18 @@ fn plain(status: StatusCode, text: &str) -> Response<Body> {
     r
 }
 
+/// Whether `s` is a namespace's or a Pod's name (DNS subdomain characters).
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
 /// `<prefix><namespace>/<pod>` → the two names, if they are names.
 fn target<'a>(path: &'a str, prefix: &str) -> Option<(&'a str, &'a str)> {
     let rest = path.strip_prefix(prefix)?;
     let (ns, pod) = rest.split_once('/')?;
-    let name = |s: &str| {
-        !s.is_empty()
-            && s.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-    };
-    (name(ns) && name(pod)).then_some((ns, pod))
+    (is_name(ns) && is_name(pod)).then_some((ns, pod))
 }
 
 /// Whether namespace `ns` of the cluster is one the syncer made (labelled
@@ -182,6 +187,16 @@ async fn synced(downstream: &kube::Client, ns: &str) -> bool {
     )
 }
 
+/// What the control plane asked of the endpoint.
+enum Asked<'a> {
+    /// `kubectl logs` of a Pod.
+    Logs(&'a str),
+    /// A connect subresource of a Pod (exec, attach, portforward).
+    Connect(&'static str, &'a str),
+    /// The namespace's Pod metrics (`kubectl top pod`).
+    Metrics,
+}
+
 async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -> Response<Body> {
     if req.method() != http::Method::GET {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
@@ -190,13 +205,15 @@ async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -
     let connect = crate::connect::SUBRESOURCES
         .into_iter()
         .find_map(|sub| Some((sub, target(&path, &format!("/{sub}/"))?)));
-    let (connect, (ns, pod)) = match (target(&path, "/logs/"), connect) {
-        (Some(t), _) => (None, t),
-        (None, Some((sub, t))) => (Some(sub), t),
-        (None, None) => {
+    let metrics = path.strip_prefix("/metrics/").filter(|ns| is_name(ns));
+    let (what, ns) = match (target(&path, "/logs/"), connect, metrics) {
+        (Some((ns, pod)), _, _) => (Asked::Logs(pod), ns),
+        (None, Some((sub, (ns, pod))), _) => (Asked::Connect(sub, pod), ns),
+        (None, None, Some(ns)) => (Asked::Metrics, ns),
+        (None, None, None) => {
             return plain(
                 StatusCode::NOT_FOUND,
-                "not found: GET /logs/<namespace>/<pod>, /exec/<namespace>/<pod> or /portforward/<namespace>/<pod>\n",
+                "not found: GET /logs/<namespace>/<pod>, /exec/<namespace>/<pod>, /attach/<namespace>/<pod>, /portforward/<namespace>/<pod> or /metrics/<namespace>\n",
             );
         }
     };
@@ -207,14 +224,25 @@ async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -
             &format!("not found: namespace {ns} is not one Sluice synced to this cluster\n"),
         );
     }
-    if let Some(subresource) = connect {
-        return crate::connect::relay(req, &downstream, subresource, ns, pod).await;
-    }
-    let mut uri = format!("/api/v1/namespaces/{ns}/pods/{pod}/log");
-    if let Some(q) = req.uri().query() {
-        uri.push('?');
-        uri.push_str(q);
-    }
+    let uri = match what {
+        Asked::Connect(subresource, pod) => {
+            return crate::connect::relay(req, &downstream, subresource, ns, pod).await;
+        }
+        Asked::Logs(pod) => {
+            let mut uri = format!("/api/v1/namespaces/{ns}/pods/{pod}/log");
+            if let Some(q) = req.uri().query() {
+                uri.push('?');
+                uri.push_str(q);
+            }
+            uri
+        }
+        // The namespace's Pod metrics, from the cluster's own metrics API.
+        Asked::Metrics => format!(
+            "/apis/{}/{}/namespaces/{ns}/pods",
+            sluice_api::metrics::GROUP,
+            sluice_api::metrics::VERSION
+        ),
+    };
     let Ok(request) = Request::get(&uri).body(kube::client::Body::empty()) else {
         return plain(StatusCode::BAD_REQUEST, "bad query\n");
     };

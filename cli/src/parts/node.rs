@@ -80,6 +80,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tokio::spawn(sluice_local::node::streaming::serve(
             socket,
             cfg.running.clone(),
+            Default::default(),
             rx.clone(),
         ))
     });

@@ -1,4 +1,4 @@
-//! `pods/exec` and `pods/portforward`, kube's connect subresources: checked here as
+//! `pods/exec`, `pods/attach` and `pods/portforward`, kube's connect subresources: checked here as
 //! kube-apiserver checks them (the Pod, the container, a node that runs it), then the
 //! client's upgrade is proxied unchanged to the side that runs the session and speaks its
 //! protocols (WebSocket channels, SPDY), as kube-apiserver proxies it to kubelet:
@@ -25,6 +25,8 @@ use crate::state::ApiState;
 
 /// The query of kube's exec request that travels to the node: the command and streams.
 const EXEC_PARAMETERS: [&str; 5] = ["command", "stdin", "stdout", "stderr", "tty"];
+/// The query of an attach that travels: the streams.
+const ATTACH_PARAMETERS: [&str; 4] = ["stdin", "stdout", "stderr", "tty"];
 /// The query of a port-forward that travels: the ports (WebSocket channels name them).
 const PORTFORWARD_PARAMETERS: [&str; 2] = ["ports", "port"];
 
@@ -32,6 +34,7 @@ const PORTFORWARD_PARAMETERS: [&str; 2] = ["ports", "port"];
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Connect {
     Exec,
+    Attach,
     PortForward,
 }
 
@@ -40,6 +43,7 @@ impl Connect {
     pub fn as_str(self) -> &'static str {
         match self {
             Connect::Exec => "exec",
+            Connect::Attach => "attach",
             Connect::PortForward => "portforward",
         }
     }
@@ -47,6 +51,7 @@ impl Connect {
     pub fn of(subresource: &str) -> Option<Connect> {
         match subresource {
             "exec" => Some(Connect::Exec),
+            "attach" => Some(Connect::Attach),
             "portforward" => Some(Connect::PortForward),
             _ => None,
         }
@@ -56,9 +61,10 @@ impl Connect {
 /// Bytes of a node's refusal read for the message.
 const MAX_REFUSAL: usize = 4096;
 
-/// Whether `pod` can have a command run in it now, kube's wording when not.
-fn runnable(pod: &Value, name: &str) -> ApiResult<()> {
-    finished(pod)?;
+/// Whether `pod` can have a command run in it (or be attached to) now, kube's wording
+/// when not.
+fn runnable(connect: Connect, pod: &Value, name: &str) -> ApiResult<()> {
+    finished(connect, pod)?;
     assigned(pod, name)
 }
 
@@ -81,6 +87,7 @@ fn onward_query(connect: Connect, container: Option<&str>, raw_query: &str) -> S
     }
     let travels: &[&str] = match connect {
         Connect::Exec => &EXEC_PARAMETERS,
+        Connect::Attach => &ATTACH_PARAMETERS,
         Connect::PortForward => &PORTFORWARD_PARAMETERS,
     };
     for (k, v) in form_urlencoded::parse(raw_query.as_bytes()) {
@@ -91,12 +98,17 @@ fn onward_query(connect: Connect, container: Option<&str>, raw_query: &str) -> S
     q.finish()
 }
 
-/// A pod that finished runs no command (kube's wording); a port-forward to one finds
-/// nothing listening, as on kube.
-fn finished(pod: &Value) -> ApiResult<()> {
+/// A pod that finished runs no command and has nothing to attach to (kube's wording); a
+/// port-forward to one finds nothing listening, as on kube.
+fn finished(connect: Connect, pod: &Value) -> ApiResult<()> {
+    let doing = match connect {
+        Connect::Exec => "exec into",
+        Connect::Attach => "attach",
+        Connect::PortForward => return Ok(()),
+    };
     match pod["status"]["phase"].as_str() {
         Some(phase @ ("Succeeded" | "Failed")) => Err(ApiError::BadRequest(format!(
-            "cannot exec into a container in a completed pod; current phase is {phase}"
+            "cannot {doing} a container in a completed pod; current phase is {phase}"
         ))),
         _ => Ok(()),
     }
@@ -120,7 +132,7 @@ pub async fn serve(
 ) -> ApiResult<Resp> {
     let (_, pod) = super::pod_container::pod(state, scope, name)?;
     let container = match connect {
-        Connect::Exec => Some(super::pod_container::choose(
+        Connect::Exec | Connect::Attach => Some(super::pod_container::choose(
             &pod,
             name,
             ctx.query.get("container"),
@@ -146,9 +158,7 @@ pub async fn serve(
         && let Some(cluster) = super::logs::running_on(&pod)
         && let Some(logical) = scope.cluster.as_ref()
     {
-        if connect == Connect::Exec {
-            finished(&pod)?;
-        }
+        finished(connect, &pod)?;
         let cluster = sluice_api::ClusterName::new(cluster);
         let base = super::remote_logs::endpoint(state, &cluster)?;
         let path = format!(
@@ -175,10 +185,7 @@ pub async fn serve(
             "pod {name:?} runs on no cluster yet: it cannot be connected to"
         )));
     };
-    match connect {
-        Connect::Exec => runnable(&pod, name)?,
-        Connect::PortForward => assigned(&pod, name)?,
-    }
+    runnable(connect, &pod, name)?;
     let uri = node_uri(connect, namespace, name, &onward);
     let mut req = Request::get(uri)
         .header(header::HOST, "node")
@@ -283,16 +290,21 @@ mod tests {
     #[test]
     fn only_a_scheduled_pod_that_has_not_finished_runs_commands() {
         let running = json!({"spec": {"nodeName": "east-node"}, "status": {"phase": "Running"}});
-        assert!(runnable(&running, "p").is_ok());
+        assert!(runnable(Connect::Exec, &running, "p").is_ok());
         let pending = json!({"spec": {}, "status": {"phase": "Pending"}});
         assert_eq!(
-            runnable(&pending, "p").unwrap_err().to_string(),
+            runnable(Connect::Exec, &pending, "p").unwrap_err().to_string(),
             "pod p does not have a host assigned"
         );
         let done = json!({"spec": {"nodeName": "n"}, "status": {"phase": "Succeeded"}});
         assert_eq!(
-            runnable(&done, "p").unwrap_err().to_string(),
+            runnable(Connect::Exec, &done, "p").unwrap_err().to_string(),
             "cannot exec into a container in a completed pod; current phase is Succeeded"
         );
+        assert_eq!(
+            runnable(Connect::Attach, &done, "p").unwrap_err().to_string(),
+            "cannot attach a container in a completed pod; current phase is Succeeded"
+        );
+        assert!(runnable(Connect::PortForward, &done, "p").is_ok());
     }
 }

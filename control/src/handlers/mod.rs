@@ -8,6 +8,7 @@ pub mod logs;
 pub mod objects;
 pub mod openapi;
 pub mod pod_container;
+pub mod pod_metrics;
 pub mod remote_logs;
 pub mod respond;
 pub mod reviews;

@@ -1,4 +1,4 @@
-//! The Pod a `pods/log` or `pods/exec` request names, and which of its containers
+//! The Pod a `pods/log`, `pods/exec` or `pods/attach` request names, and which of its containers
 //! (`?container=`), as kube-apiserver decides it: the one named, or the only one, or a 400
 //! listing them.
 

@@ -1,5 +1,6 @@
 //! Routes a resource request: resolves its type and scope, then hands it to the handler
-//! of its kind — reviews, token requests, logs, watches, or CRUD on objects.
+//! of its kind — reviews, resource metrics, token requests, logs, watches, or CRUD on
+//! objects.
 
 use http::Method;
 
@@ -54,6 +55,15 @@ pub async fn serve(
         }
         let body = read_body(body, state.limits.max_body).await?;
         return super::reviews::serve(state, ctx, &scope, &body);
+    }
+    if t.group == sluice_api::metrics::GROUP {
+        let watch = rp.legacy_watch || ctx.query.flag("watch");
+        return match (&ctx.method, &rp.subresource) {
+            (&Method::GET, None) if !watch => {
+                super::pod_metrics::serve(state, ctx, &scope, rp.name.as_deref()).await
+            }
+            _ => Err(ApiError::MethodNotAllowed),
+        };
     }
     if t.has(Subresource::Token) && rp.subresource.as_deref() == Some("token") {
         return match (&ctx.method, rp.name.as_deref()) {

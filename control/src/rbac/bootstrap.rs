@@ -45,6 +45,8 @@ fn view() -> Vec<Rule> {
                 "services/status",
             ],
         ),
+        // What the Pods use, as `kubectl top pod` reads it.
+        Rule::new(READ, &[sluice_api::metrics::GROUP], &["pods"]),
         Rule::new(
             READ,
             &["apps"],

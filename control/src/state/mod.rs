@@ -34,7 +34,7 @@ pub struct ApiState {
     pub hooks: crate::pipeline::hooks::Hooks,
     /// Where a local cluster's node agent writes container logs.
     pub pod_logs_dir: Option<std::path::PathBuf>,
-    /// A local cluster's node agent streaming socket (`pods/exec`).
+    /// A local cluster's node agent streaming socket (`pods/exec`, `attach`, `portforward`).
     pub node_streaming: Option<std::path::PathBuf>,
     /// One JSON line per request, when configured.
     pub audit: Option<crate::audit::AuditLog>,

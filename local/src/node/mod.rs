@@ -12,6 +12,8 @@ pub mod process;
 pub mod running;
 pub mod service_account;
 pub mod streaming;
+pub mod terminal;
+pub mod usage;
 pub mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

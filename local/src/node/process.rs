@@ -21,6 +21,8 @@ use sluice_kube::events::{EventType, Recorder, Regarding};
 use super::config::{IpPool, NodeConfig, pod_value};
 use super::mounts::{self, Mount};
 use super::probe::probe;
+use super::running::{Attachable, Stdin};
+use super::terminal::Terminal;
 use super::{service_account, volumes};
 
 const MAX_BACKOFF: Duration = Duration::from_secs(20);
@@ -452,6 +454,81 @@ fn last_line(path: &PathBuf) -> String {
         .unwrap_or_default()
 }
 
+/// Start a container's process with its output appended to `out`/`err` (its log): with
+/// `stdin: true` its stdin is a pipe the node keeps, with `tty: true` it runs on a
+/// terminal of its own (its controlling terminal) whose output the node copies to the log
+/// — so `attach` reaches both.
+fn spawn(
+    argv: &[String],
+    env: Vec<(String, String)>,
+    c: &Value,
+    out: std::fs::File,
+    err: std::fs::File,
+) -> Result<(tokio::process::Child, Option<Stdin>, Option<Terminal>), (String, String)> {
+    let failed = |what: &dyn std::fmt::Display| ("RunContainerError".to_string(), what.to_string());
+    let tty = c["tty"].as_bool() == Some(true);
+    let stdin = c["stdin"].as_bool() == Some(true);
+    let path = std::env::var("PATH").unwrap_or_default();
+    let mut cmd = if tty {
+        let setsid = mounts::which("setsid", &path)
+            .ok_or_else(|| failed(&"tty: setsid (util-linux) is not installed on this node"))?;
+        let mut cmd = tokio::process::Command::new(setsid);
+        cmd.arg("--ctty").args(argv);
+        cmd
+    } else {
+        let mut cmd = tokio::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
+        cmd
+    };
+    cmd.env_clear()
+        .env("PATH", &path)
+        .envs(env)
+        .kill_on_drop(true);
+    if let Some(dir) = c["workingDir"].as_str().filter(|d| !d.is_empty()) {
+        cmd.current_dir(dir);
+    }
+    let exec_failed = |e: std::io::Error| failed(&format!("exec {:?}: {e}", argv[0]));
+    if !tty {
+        cmd.stdin(if stdin {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stdout(out)
+        .stderr(err)
+        .process_group(0);
+        let mut child = cmd.spawn().map_err(exec_failed)?;
+        let stdin = child.stdin.take().map(|w| Box::new(w) as Stdin);
+        return Ok((child, stdin, None));
+    }
+    // setsid makes the process a session and process group of its own: killpg reaches it.
+    let (terminal, secondary) = Terminal::open().map_err(|e| failed(&format!("tty: {e}")))?;
+    let side = |t: &Terminal| t.side().map_err(|e| failed(&format!("tty: {e}")));
+    let clone = || {
+        secondary
+            .try_clone()
+            .map_err(|e| failed(&format!("tty: {e}")))
+    };
+    cmd.stdin(clone()?).stdout(clone()?).stderr(clone()?);
+    let child = cmd.spawn().map_err(exec_failed)?;
+    // Only the process holds the secondary side now: its exit ends the terminal's output.
+    drop(cmd);
+    drop(secondary);
+    drop(err);
+    let mut from = side(&terminal)?;
+    let mut to = tokio::fs::File::from_std(out);
+    tokio::spawn(async move {
+        // Ends when the last holder of the secondary side is gone (EIO).
+        let _ = tokio::io::copy(&mut from, &mut to).await;
+    });
+    let stdin = if stdin {
+        Some(Box::new(side(&terminal)?) as Stdin)
+    } else {
+        None
+    };
+    Ok((child, stdin, Some(terminal)))
+}
+
 /// Run one container until it is done for good or terminated.
 #[allow(clippy::too_many_arguments)]
 async fn run_container(
@@ -553,32 +630,18 @@ async fn run_container(
                             "RunContainerError".into(),
                             format!("log file {}: {e}", path.display()),
                         )),
-                        Ok((out, err)) => {
-                            let mut cmd = tokio::process::Command::new(&argv[0]);
-                            cmd.args(&argv[1..])
-                                .env_clear()
-                                .env("PATH", std::env::var("PATH").unwrap_or_default())
-                                .envs(env)
-                                .stdin(std::process::Stdio::null())
-                                .stdout(out)
-                                .stderr(err)
-                                .process_group(0)
-                                .kill_on_drop(true);
-                            if let Some(dir) = c["workingDir"].as_str().filter(|d| !d.is_empty()) {
-                                cmd.current_dir(dir);
-                            }
-                            cmd.spawn().map(|child| (child, path)).map_err(|e| {
-                                (
-                                    "RunContainerError".into(),
-                                    format!("exec {:?}: {e}", argv[0]),
-                                )
-                            })
-                        }
+                        Ok((out, err)) => spawn(&argv, env, &c, out, err)
+                            .map(|(child, stdin, terminal)| {
+                                let once = c["stdinOnce"].as_bool() == Some(true);
+                                let attachable =
+                                    Attachable::new(path.clone(), stdin, once, terminal);
+                                (child, path, attachable)
+                            }),
                     }
                 }
             },
         };
-        let (mut child, path) = match spawned {
+        let (mut child, path, attachable) = match spawned {
             Ok(x) => x,
             Err((reason, message)) => {
                 cfg.metrics.start_failures.inc();
@@ -613,6 +676,7 @@ async fn run_container(
             },
             pid,
             ip,
+            attachable,
         );
         cfg.metrics.container_starts.inc();
         event(

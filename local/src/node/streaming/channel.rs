@@ -1,10 +1,26 @@
-//! kube's channel protocol over a WebSocket, what exec and port-forward's channels share:
+//! kube's channel protocol over a WebSocket, what exec, attach and port-forward's channels
+//! share:
 //! a message on a channel (its first byte), and ending a session well (a normal closure,
 //! then the closing handshake).
 
 use std::time::Duration;
 
 use tokio_tungstenite::tungstenite::Message;
+
+/// Channels of kube's remote command protocol (exec, attach): the first byte of each
+/// message.
+pub const STDIN: u8 = 0;
+pub const STDOUT: u8 = 1;
+pub const STDERR: u8 = 2;
+/// The session's end: a `Status` (success, or the exit code).
+pub const ERROR: u8 = 3;
+/// A terminal's new size, `{"Width": W, "Height": H}`.
+pub const RESIZE: u8 = 4;
+/// v5: a client's `[CLOSE, channel]` ends that channel (stdin).
+pub const CLOSE: u8 = 255;
+
+/// Bytes read from a command's output per message.
+pub const CHUNK: usize = 32 * 1024;
 
 /// A binary message on `channel`.
 pub fn framed(channel: u8, data: &[u8]) -> Message {

@@ -20,26 +20,14 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::channel::framed;
+use super::channel::{CHUNK, CLOSE, ERROR, RESIZE, STDERR, STDIN, STDOUT, framed};
 use super::refusal::Refusal;
-use super::terminal::{Size, Terminal};
+use crate::node::terminal::{Size, Terminal};
 use crate::node::running::ContainerRef;
 
 /// The channel protocols served, preferred first.
 pub const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
 
-/// Channels of kube's remote command protocol: the first byte of each message.
-const STDIN: u8 = 0;
-const STDOUT: u8 = 1;
-const STDERR: u8 = 2;
-const ERROR: u8 = 3;
-/// A terminal's new size, `{"Width": W, "Height": H}`.
-const RESIZE: u8 = 4;
-/// v5: a client's `[CLOSE, channel]` ends that channel (stdin).
-const CLOSE: u8 = 255;
-
-/// Bytes read from a command's output per message.
-const CHUNK: usize = 32 * 1024;
 
 /// Arguments of one command, and its whole argv, at most: a request is bounded like a body.
 pub const MAX_ARGS: usize = 1024;
@@ -90,17 +78,7 @@ pub fn parse_exec(query: &str) -> Result<ExecRequest, Refusal> {
             _ => {}
         }
     }
-    let container = ContainerRef {
-        namespace: namespace
-            .filter(|s| !s.is_empty())
-            .ok_or(Refusal::Missing("namespace"))?,
-        pod: pod
-            .filter(|s| !s.is_empty())
-            .ok_or(Refusal::Missing("pod"))?,
-        container: container
-            .filter(|s| !s.is_empty())
-            .ok_or(Refusal::Missing("container"))?,
-    };
+    let container = container_of(namespace, pod, container)?;
     if command.is_empty() {
         return Err(Refusal::Missing("command"));
     }
@@ -116,6 +94,20 @@ pub fn parse_exec(query: &str) -> Result<ExecRequest, Refusal> {
         stdout,
         stderr,
         tty,
+    })
+}
+
+/// The container a query names: each of `namespace`, `pod` and `container` is required.
+pub fn container_of(
+    namespace: Option<String>,
+    pod: Option<String>,
+    container: Option<String>,
+) -> Result<ContainerRef, Refusal> {
+    let required = |v: Option<String>, what| v.filter(|s| !s.is_empty()).ok_or(Refusal::Missing(what));
+    Ok(ContainerRef {
+        namespace: required(namespace, "namespace")?,
+        pod: required(pod, "pod")?,
+        container: required(container, "container")?,
     })
 }
 
@@ -381,7 +373,7 @@ where
 }
 
 /// End the session: the command's status on the error channel, then the closing handshake.
-async fn finish<T, R>(tx: &mut T, rx: &mut R, status: &Result<ExitStatus, String>)
+pub async fn finish<T, R>(tx: &mut T, rx: &mut R, status: &Result<ExitStatus, String>)
 where
     T: futures::Sink<Message> + Unpin,
     R: futures::Stream + Unpin,

@@ -2,20 +2,23 @@
 //! API server proxies a client's upgraded request here unchanged, as kube-apiserver
 //! proxies it to kubelet:
 //! - `/exec` ([`exec`]): a command beside a running container, over WebSocket channels;
+//! - `/attach` ([`attach`]): a running container's own streams, over WebSocket channels;
 //! - `/portforward` ([`portforward`]): connections to the Pod's ports, over SPDY/3.1
 //!   ([`spdy`]; raw, or tunneled in a WebSocket as kubectl 1.31 and later send it,
-//!   [`tunnel`]) or WebSocket channels.
+//!   [`tunnel`]) or WebSocket channels;
+//! - `/stats/pods` (`?namespace=`): what the running Pods use ([`crate::node::usage`]),
+//!   as kubelet's resource metrics tell metrics-server, for `metrics.k8s.io`.
 //!
 //! It listens on a Unix socket in the cluster's state directory, readable by the agent's
 //! user only: the API server is the one client, and the file's permissions are the
 //! authentication, as a container runtime's socket is kubelet's.
 
+pub mod attach;
 pub mod channel;
 pub mod exec;
 pub mod portforward;
 pub mod refusal;
 pub mod spdy;
-pub mod terminal;
 mod tunnel;
 
 pub use refusal::Refusal;
@@ -42,6 +45,7 @@ use tracing::Instrument;
 use sluice_kube::upgrade::STREAM_PROTOCOL;
 
 use crate::node::running::{self, Running};
+use crate::node::usage::Usage;
 
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -155,6 +159,7 @@ fn switched(upgrade: &Upgrade) -> Response<Full<Bytes>> {
 pub async fn serve(
     socket: PathBuf,
     running: Arc<Running>,
+    usage: Arc<Usage>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), StreamingError> {
     let _ = std::fs::remove_file(&socket);
@@ -174,11 +179,11 @@ pub async fn serve(
             },
             _ = shutdown.changed() => break,
         };
-        let running = running.clone();
+        let (running, usage) = (running.clone(), usage.clone());
         tokio::spawn(async move {
             let service = service_fn(move |req| {
-                let running = running.clone();
-                async move { Ok::<_, Infallible>(handle(req, &running)) }
+                let (running, usage) = (running.clone(), usage.clone());
+                async move { Ok::<_, Infallible>(handle(req, &running, &usage).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -202,9 +207,15 @@ fn refuse(refusal: &Refusal) -> Response<Full<Bytes>> {
 
 /// Answer one request: check it, switch protocols, and run the session on the upgraded
 /// connection.
-fn handle(req: Request<Incoming>, running: &Running) -> Response<Full<Bytes>> {
+async fn handle(
+    req: Request<Incoming>,
+    running: &Arc<Running>,
+    usage: &Usage,
+) -> Response<Full<Bytes>> {
     let result = match req.uri().path() {
+        "/stats/pods" => return stats(&req, running, usage).await,
         "/exec" => start_exec(req, running),
+        "/attach" => start_attach(req, running),
         "/portforward" => start_portforward(req, running),
         _ => {
             let mut resp = Response::new(Full::new(Bytes::from_static(b"not found")));
@@ -213,6 +224,22 @@ fn handle(req: Request<Incoming>, running: &Running) -> Response<Full<Bytes>> {
         }
     };
     result.unwrap_or_else(|r| refuse(&r))
+}
+
+/// The running Pods' usage, as JSON.
+async fn stats(req: &Request<Incoming>, running: &Running, usage: &Usage) -> Response<Full<Bytes>> {
+    let namespace = form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "namespace")
+        .map(|(_, v)| v.into_owned())
+        .filter(|ns| !ns.is_empty());
+    let pods = usage.pods(running, namespace.as_deref()).await;
+    let body = serde_json::to_vec(&serde_json::json!({ "items": pods })).unwrap_or_default();
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    resp
 }
 
 fn start_exec(
@@ -239,6 +266,38 @@ fn start_exec(
                     exec::session(ws, exec, pid).await;
                 }
                 Err(e) => tracing::debug!(error = %e, "exec: the upgrade did not complete"),
+            }
+        }
+        .instrument(span),
+    );
+    Ok(switched(&upgrade))
+}
+
+fn start_attach(
+    mut req: Request<Incoming>,
+    running: &Arc<Running>,
+) -> Result<Response<Full<Bytes>>, Refusal> {
+    let attach = attach::parse_attach(req.uri().query().unwrap_or(""))?;
+    let (pid, attachable) = running
+        .attachable(&attach.container)
+        .ok_or_else(|| Refusal::NotRunning(attach.container.container.clone()))?;
+    let upgrade = upgrade_of(req.headers(), &exec::PROTOCOLS, false)?;
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let Upgrade::WebSocket { protocol, .. } = &upgrade else {
+        return Err(Refusal::NotWebSocket(&exec::PROTOCOLS));
+    };
+    let span = tracing::info_span!("attach", namespace = %attach.container.namespace,
+        pod = %attach.container.pod, container = %attach.container.container, protocol);
+    let running = running.clone();
+    tokio::spawn(
+        async move {
+            match on_upgrade.await {
+                Ok(upgraded) => {
+                    let io = TokioIo::new(upgraded);
+                    let ws = WebSocketStream::from_raw_socket(io, Role::Server, None).await;
+                    attach::session(ws, attach, pid, attachable, running).await;
+                }
+                Err(e) => tracing::debug!(error = %e, "attach: the upgrade did not complete"),
             }
         }
         .instrument(span),

@@ -13,7 +13,7 @@ pub enum Refusal {
     #[error("the command is too long: at most {args} arguments of {bytes} bytes")]
     TooLong { args: usize, bytes: usize },
     #[error(
-        "unable to upgrade connection: exec is served over WebSocket only (kubectl 1.30 or later, or a client that offers {0:?}), not SPDY"
+        "unable to upgrade connection: exec and attach are served over WebSocket only (kubectl 1.30 or later, or a client that offers {0:?}), not SPDY"
     )]
     NotWebSocket(&'static [&'static str]),
     #[error("unable to upgrade connection: none of the protocols {0:?} was offered")]

@@ -1,6 +1,7 @@
-//! A terminal for `exec -t`: a pseudo-terminal pair whose secondary side is the command's
-//! stdin, stdout, stderr and controlling terminal (`setsid --ctty` makes it so, so ^C and
-//! job control reach the command), and whose primary side the session reads and writes.
+//! A terminal for `exec -t` and for a container with `tty: true`: a pseudo-terminal pair
+//! whose secondary side is the command's stdin, stdout, stderr and controlling terminal
+//! (`setsid --ctty` makes it so, so ^C and job control reach the command), and whose
+//! primary side the session (or the container's log) reads and writes.
 //! Resizes arrive on kube's resize channel as `{"Width": W, "Height": H}`.
 
 use std::os::fd::OwnedFd;
