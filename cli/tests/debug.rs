@@ -513,8 +513,13 @@ fn attach_and_top_through_the_logical_cluster_before_and_after_a_move() {
                 "kubectl top pod never showed {pod}"
             );
             assert!(top_shows(&k, &["--as=vera", "-l", "app=talker"], &pod));
-            let out = k.ok(&["-n", "shop", "top", "pod", &pod, "--containers"]);
-            assert!(out.contains("talker") && out.contains("term"), "{out}");
+            // Each container (once both run again after the attaches above ended them).
+            let mut out = String::new();
+            let both = eventually(Duration::from_secs(60), || {
+                out = k.ok(&["-n", "shop", "top", "pod", &pod, "--containers"]);
+                out.contains("talker") && out.contains("term")
+            });
+            assert!(both, "{out}");
             let err = k.fails(&["-n", "shop", "top", "pod", "no-such-pod"]);
             assert!(err.contains("no-such-pod"), "{err}");
         }

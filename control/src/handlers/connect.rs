@@ -293,7 +293,9 @@ mod tests {
         assert!(runnable(Connect::Exec, &running, "p").is_ok());
         let pending = json!({"spec": {}, "status": {"phase": "Pending"}});
         assert_eq!(
-            runnable(Connect::Exec, &pending, "p").unwrap_err().to_string(),
+            runnable(Connect::Exec, &pending, "p")
+                .unwrap_err()
+                .to_string(),
             "pod p does not have a host assigned"
         );
         let done = json!({"spec": {"nodeName": "n"}, "status": {"phase": "Succeeded"}});
@@ -302,7 +304,9 @@ mod tests {
             "cannot exec into a container in a completed pod; current phase is Succeeded"
         );
         assert_eq!(
-            runnable(Connect::Attach, &done, "p").unwrap_err().to_string(),
+            runnable(Connect::Attach, &done, "p")
+                .unwrap_err()
+                .to_string(),
             "cannot attach a container in a completed pod; current phase is Succeeded"
         );
         assert!(runnable(Connect::PortForward, &done, "p").is_ok());

@@ -630,13 +630,14 @@ async fn run_container(
                             "RunContainerError".into(),
                             format!("log file {}: {e}", path.display()),
                         )),
-                        Ok((out, err)) => spawn(&argv, env, &c, out, err)
-                            .map(|(child, stdin, terminal)| {
+                        Ok((out, err)) => {
+                            spawn(&argv, env, &c, out, err).map(|(child, stdin, terminal)| {
                                 let once = c["stdinOnce"].as_bool() == Some(true);
                                 let attachable =
                                     Attachable::new(path.clone(), stdin, once, terminal);
                                 (child, path, attachable)
-                            }),
+                            })
+                        }
                     }
                 }
             },

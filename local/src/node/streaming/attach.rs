@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::channel::{CHUNK, CLOSE, RESIZE, STDERR, STDIN, STDOUT, framed};
+use super::channel::{CHUNK, CLOSE, RESIZE, STDERR, STDIN, STDOUT, framed, payload};
 use super::exec::{container_of, finish};
 use super::refusal::Refusal;
 use crate::node::running::{Attachable, ContainerRef, Running};
@@ -116,7 +116,9 @@ pub async fn session<S>(
     let gone = loop {
         tokio::select! {
             msg = rx.next() => match msg {
-                Some(Ok(Message::Binary(data))) => match data.first() {
+                Some(Ok(m @ (Message::Binary(_) | Message::Text(_)))) => {
+                    let data = payload(m).unwrap_or_default();
+                    match data.first() {
                     Some(&STDIN) if stdin_open => {
                         if !attachable.write_stdin(&data[1..]).await {
                             stdin_open = false;
@@ -134,7 +136,8 @@ pub async fn session<S>(
                         }
                     }
                     _ => {}
-                },
+                    }
+                }
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break true,
                 Some(Ok(_)) => {}
             },

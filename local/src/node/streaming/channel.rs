@@ -30,6 +30,16 @@ pub fn framed(channel: u8, data: &[u8]) -> Message {
     Message::Binary(out.into())
 }
 
+/// The bytes of a channel message: binary, or text as the Python client sends what it
+/// writes as a string (kube's servers take both).
+pub fn payload(msg: Message) -> Option<bytes::Bytes> {
+    match msg {
+        Message::Binary(b) => Some(b),
+        Message::Text(t) => Some(bytes::Bytes::from(t.as_str().as_bytes().to_vec())),
+        _ => None,
+    }
+}
+
 /// How long a closing WebSocket waits for the client's close in answer.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
 

@@ -20,14 +20,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::channel::{CHUNK, CLOSE, ERROR, RESIZE, STDERR, STDIN, STDOUT, framed};
+use super::channel::{CHUNK, CLOSE, ERROR, RESIZE, STDERR, STDIN, STDOUT, framed, payload};
 use super::refusal::Refusal;
-use crate::node::terminal::{Size, Terminal};
 use crate::node::running::ContainerRef;
+use crate::node::terminal::{Size, Terminal};
 
 /// The channel protocols served, preferred first.
 pub const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
-
 
 /// Arguments of one command, and its whole argv, at most: a request is bounded like a body.
 pub const MAX_ARGS: usize = 1024;
@@ -103,7 +102,8 @@ pub fn container_of(
     pod: Option<String>,
     container: Option<String>,
 ) -> Result<ContainerRef, Refusal> {
-    let required = |v: Option<String>, what| v.filter(|s| !s.is_empty()).ok_or(Refusal::Missing(what));
+    let required =
+        |v: Option<String>, what| v.filter(|s| !s.is_empty()).ok_or(Refusal::Missing(what));
     Ok(ContainerRef {
         namespace: required(namespace, "namespace")?,
         pod: required(pod, "pod")?,
@@ -314,7 +314,9 @@ where
         }
         tokio::select! {
             msg = rx.next() => match msg {
-                Some(Ok(Message::Binary(data))) => match data.first() {
+                Some(Ok(m @ (Message::Binary(_) | Message::Text(_)))) => {
+                    let data = payload(m).unwrap_or_default();
+                    match data.first() {
                     Some(&STDIN) => {
                         if let Some(w) = stdin.as_mut()
                             && (w.write_all(&data[1..]).await.is_err() || w.flush().await.is_err())
@@ -331,7 +333,8 @@ where
                         }
                     }
                     _ => {}
-                },
+                    }
+                }
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break true,
                 Some(Ok(_)) => {}
             },

@@ -286,9 +286,11 @@ where
     let reader = async {
         while let Some(Ok(msg)) = from_ws.next().await {
             let data = match msg {
-                Message::Binary(b) => b,
                 Message::Close(_) => break,
-                _ => continue,
+                m => match super::channel::payload(m) {
+                    Some(b) => b,
+                    None => continue,
+                },
             };
             let Some(&ch) = data.first() else {
                 continue;
