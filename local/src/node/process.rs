@@ -454,6 +454,9 @@ fn last_line(path: &PathBuf) -> String {
         .unwrap_or_default()
 }
 
+/// A container's process, its stdin when the node keeps one, its terminal when it has one.
+type Spawned = (tokio::process::Child, Option<Stdin>, Option<Terminal>);
+
 /// Start a container's process with its output appended to `out`/`err` (its log): with
 /// `stdin: true` its stdin is a pipe the node keeps, with `tty: true` it runs on a
 /// terminal of its own (its controlling terminal) whose output the node copies to the log
@@ -464,7 +467,7 @@ fn spawn(
     c: &Value,
     out: std::fs::File,
     err: std::fs::File,
-) -> Result<(tokio::process::Child, Option<Stdin>, Option<Terminal>), (String, String)> {
+) -> Result<Spawned, (String, String)> {
     let failed = |what: &dyn std::fmt::Display| ("RunContainerError".to_string(), what.to_string());
     let tty = c["tty"].as_bool() == Some(true);
     let stdin = c["stdin"].as_bool() == Some(true);

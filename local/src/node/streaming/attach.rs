@@ -119,10 +119,9 @@ pub async fn session<S>(
                 Some(Ok(m @ (Message::Binary(_) | Message::Text(_)))) => {
                     let data = payload(m).unwrap_or_default();
                     match data.first() {
-                    Some(&STDIN) if stdin_open => {
-                        if !attachable.write_stdin(&data[1..]).await {
-                            stdin_open = false;
-                        }
+                    // A stdin that will not take more (closed) is not written again.
+                    Some(&STDIN) if stdin_open && !attachable.write_stdin(&data[1..]).await => {
+                        stdin_open = false;
                     }
                     Some(&CLOSE) if data.get(1) == Some(&STDIN) && stdin_open => {
                         stdin_open = false;
