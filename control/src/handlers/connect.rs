@@ -1,5 +1,5 @@
-//! `pods/exec`, `pods/attach` and `pods/portforward`, kube's connect subresources: checked here as
-//! kube-apiserver checks them (the Pod, the container, a node that runs it), then the
+//! `pods/exec`, `pods/attach` and `pods/portforward`, kube's connect subresources: checked
+//! here as kube-apiserver checks them (the Pod, the container, a node that runs it), then the
 //! client's upgrade is proxied unchanged to the side that runs the session and speaks its
 //! protocols (WebSocket channels, SPDY), as kube-apiserver proxies it to kubelet:
 //! - on a local cluster, the node agent's streaming endpoint;
@@ -241,8 +241,9 @@ async fn relay(
     Ok(answer)
 }
 
-/// Send `req` to the node agent's streaming socket, keeping the connection for an upgrade.
-async fn ask_node(
+/// Send `req` to the node agent's streaming socket, keeping the connection for an upgrade
+/// (the node's Pod usage is asked the same way, [`super::pod_metrics`]).
+pub(super) async fn ask_node(
     socket: &Path,
     req: Request<Empty<Bytes>>,
 ) -> ApiResult<Response<hyper::body::Incoming>> {

@@ -17,7 +17,6 @@ use std::path::Path;
 use bytes::Bytes;
 use http::{Request, StatusCode, header};
 use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use sluice_api::metrics::{GROUP, VERSION};
 use sluice_api::{ClusterName, LogicalClusterPath};
@@ -181,14 +180,7 @@ async fn from_node(
         .header(header::HOST, "node")
         .body(Empty::<Bytes>::new())
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let stream = tokio::net::UnixStream::connect(socket)
-        .await
-        .map_err(|e| unreachable(&e))?;
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| unreachable(&e))?;
-    tokio::spawn(conn);
-    let resp = send.send_request(req).await.map_err(|e| unreachable(&e))?;
+    let resp = super::connect::ask_node(socket, req).await?;
     let body = http_body_util::Limited::new(resp.into_body(), MAX_USAGE)
         .collect()
         .await
@@ -236,18 +228,26 @@ async fn from_clusters(
                 .insert(ns.to_string());
         }
     }
-    let mut out = HashMap::new();
-    for (cluster, namespaces) in asks {
+    // Every cluster and namespace asked at once: `top pod -A` waits for the slowest only.
+    let asked = asks.into_iter().flat_map(|(cluster, namespaces)| {
         let cluster = ClusterName::new(&cluster);
-        for ns in namespaces {
-            match from_cluster(state, logical, &cluster, &ns).await {
-                Ok(m) => out.extend(m),
-                Err(e) => tracing::warn!(%cluster, namespace = %ns, error = %e,
-                    "a cluster's Pod metrics were not read"),
+        namespaces.into_iter().map(move |ns| {
+            let cluster = cluster.clone();
+            async move {
+                let answer = from_cluster(state, logical, &cluster, &ns).await;
+                if let Err(e) = &answer {
+                    tracing::warn!(%cluster, namespace = %ns, error = %e,
+                        "a cluster's Pod metrics were not read");
+                }
+                answer.unwrap_or_default()
             }
-        }
-    }
-    out
+        })
+    });
+    futures::future::join_all(asked)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 async fn from_cluster(

@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod claims;
 pub mod config;
+pub mod container;
 pub mod mounts;
 pub mod probe;
 pub mod process;

@@ -84,6 +84,13 @@ fn read_groups() -> HashMap<i32, GroupReading> {
     groups
 }
 
+/// [`read_groups`] on a blocking thread: a pass over `/proc` is many small file reads.
+async fn read_groups_apart() -> HashMap<i32, GroupReading> {
+    tokio::task::spawn_blocking(read_groups)
+        .await
+        .unwrap_or_default()
+}
+
 /// The CPU rate in nanocores of `ticks` clock ticks used over `window`.
 pub fn nanocores(ticks: u64, window: Duration, ticks_per_second: u64) -> u64 {
     let nanos = window.as_nanos().max(1);
@@ -113,12 +120,12 @@ impl Usage {
         let (since, before) = match earlier {
             Some(e) => e,
             None => {
-                let first = (Instant::now(), tokio::task::block_in_place(read_groups));
+                let first = (Instant::now(), read_groups_apart().await);
                 tokio::time::sleep(MIN_WINDOW).await;
                 first
             }
         };
-        let now = tokio::task::block_in_place(read_groups);
+        let now = read_groups_apart().await;
         let window = since.elapsed();
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), now.clone()));
         let per_second = rustix::param::clock_ticks_per_second();

@@ -242,30 +242,35 @@ async fn stats(req: &Request<Incoming>, running: &Running, usage: &Usage) -> Res
     resp
 }
 
-fn start_exec(
+/// The WebSocket of a remote-command session (exec, attach) once the client's upgrade
+/// completes.
+type Channels = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+/// Switch `req` to a WebSocket of kube's channel protocols and run `session` on it in
+/// `span` (whose `protocol` field is recorded here): what exec and attach share.
+fn start_channels<F, Fut>(
     mut req: Request<Incoming>,
-    running: &Running,
-) -> Result<Response<Full<Bytes>>, Refusal> {
-    let exec = exec::parse_exec(req.uri().query().unwrap_or(""))?;
-    let pid = running
-        .pid(&exec.container)
-        .ok_or_else(|| Refusal::NotRunning(exec.container.container.clone()))?;
+    span: tracing::Span,
+    session: F,
+) -> Result<Response<Full<Bytes>>, Refusal>
+where
+    F: FnOnce(Channels) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
     let upgrade = upgrade_of(req.headers(), &exec::PROTOCOLS, false)?;
-    let on_upgrade = hyper::upgrade::on(&mut req);
     let Upgrade::WebSocket { protocol, .. } = &upgrade else {
         return Err(Refusal::NotWebSocket(&exec::PROTOCOLS));
     };
-    let span = tracing::info_span!("exec", namespace = %exec.container.namespace,
-        pod = %exec.container.pod, container = %exec.container.container, protocol);
+    span.record("protocol", *protocol);
+    let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(
         async move {
             match on_upgrade.await {
                 Ok(upgraded) => {
                     let io = TokioIo::new(upgraded);
-                    let ws = WebSocketStream::from_raw_socket(io, Role::Server, None).await;
-                    exec::session(ws, exec, pid).await;
+                    session(WebSocketStream::from_raw_socket(io, Role::Server, None).await).await;
                 }
-                Err(e) => tracing::debug!(error = %e, "exec: the upgrade did not complete"),
+                Err(e) => tracing::debug!(error = %e, "the upgrade did not complete"),
             }
         }
         .instrument(span),
@@ -273,36 +278,32 @@ fn start_exec(
     Ok(switched(&upgrade))
 }
 
+fn start_exec(req: Request<Incoming>, running: &Running) -> Result<Response<Full<Bytes>>, Refusal> {
+    let exec = exec::parse_exec(req.uri().query().unwrap_or(""))?;
+    let pid = running
+        .pid(&exec.container)
+        .ok_or_else(|| Refusal::NotRunning(exec.container.container.clone()))?;
+    let span = tracing::info_span!("exec", namespace = %exec.container.namespace,
+        pod = %exec.container.pod, container = %exec.container.container,
+        protocol = tracing::field::Empty);
+    start_channels(req, span, move |ws| exec::session(ws, exec, pid))
+}
+
 fn start_attach(
-    mut req: Request<Incoming>,
+    req: Request<Incoming>,
     running: &Arc<Running>,
 ) -> Result<Response<Full<Bytes>>, Refusal> {
     let attach = attach::parse_attach(req.uri().query().unwrap_or(""))?;
     let (pid, attachable) = running
         .attachable(&attach.container)
         .ok_or_else(|| Refusal::NotRunning(attach.container.container.clone()))?;
-    let upgrade = upgrade_of(req.headers(), &exec::PROTOCOLS, false)?;
-    let on_upgrade = hyper::upgrade::on(&mut req);
-    let Upgrade::WebSocket { protocol, .. } = &upgrade else {
-        return Err(Refusal::NotWebSocket(&exec::PROTOCOLS));
-    };
     let span = tracing::info_span!("attach", namespace = %attach.container.namespace,
-        pod = %attach.container.pod, container = %attach.container.container, protocol);
+        pod = %attach.container.pod, container = %attach.container.container,
+        protocol = tracing::field::Empty);
     let running = running.clone();
-    tokio::spawn(
-        async move {
-            match on_upgrade.await {
-                Ok(upgraded) => {
-                    let io = TokioIo::new(upgraded);
-                    let ws = WebSocketStream::from_raw_socket(io, Role::Server, None).await;
-                    attach::session(ws, attach, pid, attachable, running).await;
-                }
-                Err(e) => tracing::debug!(error = %e, "attach: the upgrade did not complete"),
-            }
-        }
-        .instrument(span),
-    );
-    Ok(switched(&upgrade))
+    start_channels(req, span, move |ws| {
+        attach::session(ws, attach, pid, attachable, running)
+    })
 }
 
 fn start_portforward(
