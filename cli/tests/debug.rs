@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used)]
 //! Debugging a running pod (issue 37, "debug anywhere"): `kubectl exec`, `kubectl cp` and
-//! `kubectl port-forward`, `kubectl attach` and `kubectl top pod` against a local cluster of
+//! `kubectl port-forward`, `kubectl attach`, `kubectl debug` and `kubectl top pod` against a local cluster of
 //! `sluice dev up` and through a logical cluster before and after a move, with every kubectl under test (and the Python client's
 //! port-forward) — the command's streams and exit code, stdin, copying both ways, HTTP and
 //! a long TCP stream forwarded to a pod, a Service and a Deployment over SPDY and its
@@ -581,6 +581,232 @@ fn kube_rs_attach(kubeconfig: &std::path::Path, pod: &str) {
             return;
         }
         panic!("kube-rs never attached: {last}");
+    });
+}
+
+/// The ephemeral containers of `pod` and how each ended: `name=exitCode` lines.
+fn ephemeral_ended(k: &Kubectl, pod: &str) -> String {
+    k.ok(&[
+        "-n",
+        "shop",
+        "get",
+        "pod",
+        pod,
+        "-o",
+        "jsonpath={range .status.ephemeralContainerStatuses[*]}{.name}={.state.terminated.exitCode}{\"\\n\"}{end}",
+    ])
+}
+
+#[test]
+fn debug_with_an_ephemeral_container_before_and_after_a_move() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (_dev, admin) = shop_on_east(APP);
+    // The namespace holds its pods to baseline: so are the debuggers that join them.
+    admin.ok(&[
+        "label",
+        "namespace",
+        "shop",
+        "pod-security.kubernetes.io/enforce=baseline",
+    ]);
+    for cluster in ["east", "west"] {
+        if cluster == "west" {
+            admin.ok(&[
+                "label",
+                "namespace",
+                "shop",
+                "sluice.dev/cluster=west",
+                "--overwrite",
+            ]);
+        }
+        let pod = running_on(&admin, cluster);
+        for (i, bin) in kubectls().iter().enumerate() {
+            let k = Kubectl {
+                bin: bin.clone(),
+                ..admin.clone()
+            };
+            eprintln!("{cluster}: kubectl {bin}");
+            // The debugger joins the running pod, on the cluster it runs on, and talks to
+            // the client: kubectl adds it, waits for it to run, and attaches.
+            let name = format!("dbg-{cluster}-{i}");
+            let out = exec(
+                &k,
+                &[
+                    "-n",
+                    "shop",
+                    "debug",
+                    "-i",
+                    &pod,
+                    "--image=busybox",
+                    "--profile=baseline",
+                    "--target=main",
+                    "-c",
+                    &name,
+                    "--",
+                    "sh",
+                    "-c",
+                    "read line; echo \"debugger in $HOSTNAME heard: $line\"",
+                ],
+                b"hello\n",
+            );
+            assert!(
+                out.status.success()
+                    && text(&out.stdout).contains(&format!("debugger in {pod} heard: hello")),
+                "{} {}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+            // The pod of the logical cluster lists it, and how it ended; its log stays.
+            let spec = k.ok(&[
+                "-n",
+                "shop",
+                "get",
+                "pod",
+                &pod,
+                "-o",
+                "jsonpath={.spec.ephemeralContainers[*].name}",
+            ]);
+            assert!(spec.split(' ').any(|n| n == name), "{spec}");
+            let mut ended = String::new();
+            let done = eventually(Duration::from_secs(60), || {
+                ended = ephemeral_ended(&k, &pod);
+                ended.lines().any(|l| l == format!("{name}=0"))
+            });
+            assert!(done, "{ended}");
+            let logs = k.ok(&["-n", "shop", "logs", &pod, "-c", &name]);
+            assert!(logs.contains("heard: hello"), "{logs}");
+
+            // Without rights to it, and beyond the namespace's Pod Security level: refused.
+            let err = k.fails(&[
+                "-n",
+                "shop",
+                "debug",
+                &pod,
+                "--image=busybox",
+                "-c",
+                "sneaky",
+                "--as=vera",
+                "--",
+                "true",
+            ]);
+            assert!(
+                err.contains(r#"User "vera" cannot patch resource "pods/ephemeralcontainers" in API group "" in the namespace "shop""#),
+                "{err}"
+            );
+            let err = k.fails(&[
+                "-n",
+                "shop",
+                "debug",
+                &pod,
+                "--image=busybox",
+                "--profile=sysadmin",
+                "-c",
+                "privileged",
+                "--",
+                "true",
+            ]);
+            assert!(
+                err.contains(r#"violates PodSecurity "baseline:latest": privileged"#),
+                "{err}"
+            );
+        }
+        kube_rs_ephemeral(&admin.kubeconfig, &pod, cluster);
+    }
+}
+
+/// kube-rs's `patch_ephemeral_containers`: a debugger added that runs until it is told to
+/// stop, then kube's refusals — a changed, a removed, a duplicate name, a target that is not
+/// there, a port — with nothing of them stored.
+fn kube_rs_ephemeral(kubeconfig: &std::path::Path, pod: &str, cluster: &str) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = sluice_test_support::client::client(kubeconfig, None).await;
+        let pods: Api<Pod> = Api::namespaced(client, "shop");
+        let name = format!("kube-rs-{cluster}");
+        let debugger = serde_json::json!({"name": name, "image": "busybox",
+            "command": ["sh", "-c", "echo kube-rs debugger; exec sleep 3600"]});
+        let added = pods
+            .patch_ephemeral_containers(
+                pod,
+                &PatchParams::default(),
+                &Patch::Strategic(serde_json::json!({"spec": {"ephemeralContainers": [debugger]}})),
+            )
+            .await
+            .unwrap();
+        let listed = serde_json::to_value(&added.spec.as_ref().unwrap().ephemeral_containers).unwrap();
+        assert!(listed.as_array().unwrap().iter().any(|c| c["name"] == name.as_str()), "{listed}");
+        // It runs there: its status comes up with the pod's.
+        let mut running = false;
+        for _ in 0..60 {
+            let p = pods.get(pod).await.unwrap();
+            let statuses = serde_json::to_value(&p.status.unwrap().ephemeral_container_statuses).unwrap();
+            if statuses.as_array().into_iter().flatten().any(|s| s["name"] == name.as_str() && s["state"]["running"].is_object()) {
+                running = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        assert!(running, "{name} never ran on {cluster}");
+        let refused = |e: kube::Error| match e {
+            kube::Error::Api(s) => (s.code, s.message),
+            other => panic!("{other}"),
+        };
+        let current = pods.get_ephemeral_containers(pod).await.unwrap();
+        let list = serde_json::to_value(&current.spec.as_ref().unwrap().ephemeral_containers).unwrap();
+        let mut changed = current.clone();
+        let mut edited = list.clone();
+        for c in edited.as_array_mut().unwrap() {
+            if c["name"] == name.as_str() {
+                c["image"] = "alpine".into();
+            }
+        }
+        changed.spec.as_mut().unwrap().ephemeral_containers = serde_json::from_value(edited).unwrap();
+        let (code, message) = refused(
+            pods.replace_ephemeral_containers(pod, &PostParams::default(), &changed)
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(code, 422, "{message}");
+        assert!(message.contains(&format!("existing ephemeral containers \"{name}\" may not be changed")), "{message}");
+        let (code, message) = refused(
+            pods.patch_ephemeral_containers(
+                pod,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"ephemeralContainers": []}})),
+            )
+            .await
+            .unwrap_err(),
+        );
+        assert_eq!(code, 422, "{message}");
+        assert!(message.contains("may not be removed"), "{message}");
+        for (bad, says) in [
+            (serde_json::json!({"name": "main", "image": "busybox"}), "Duplicate value: \"main\""),
+            (serde_json::json!({"name": "aimless", "image": "busybox", "targetContainerName": "nope"}), "targetContainerName: Not found: \"nope\""),
+            (serde_json::json!({"name": "server", "image": "busybox", "ports": [{"containerPort": 80}]}), "ports: Forbidden: cannot be set for an Ephemeral Container"),
+            (serde_json::json!({"name": "imageless"}), "image: Required value"),
+        ] {
+            let (code, message) = refused(
+                pods.patch_ephemeral_containers(
+                    pod,
+                    &PatchParams::default(),
+                    &Patch::Strategic(serde_json::json!({"spec": {"ephemeralContainers": [bad]}})),
+                )
+                .await
+                .unwrap_err(),
+            );
+            assert_eq!(code, 422, "{message}");
+            assert!(message.contains(says), "{says}: {message}");
+        }
+        let after = pods.get_ephemeral_containers(pod).await.unwrap();
+        assert_eq!(
+            serde_json::to_value(&after.spec.unwrap().ephemeral_containers).unwrap(),
+            list,
+            "a refused change was stored"
+        );
     });
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, header};
-use http_body_util::Empty;
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
@@ -84,6 +84,28 @@ impl AgentClient {
         path_and_query: &str,
         headers: &http::HeaderMap,
     ) -> Result<Response<Incoming>, AgentError> {
+        self.send(
+            url,
+            cluster,
+            http::Method::GET,
+            path_and_query,
+            headers,
+            Bytes::new(),
+        )
+        .await
+    }
+
+    /// `method path_and_query` of `cluster`'s syncer with `headers` and `body` (a write the
+    /// syncer makes on the cluster: an ephemeral container added).
+    pub async fn send(
+        &self,
+        url: &str,
+        cluster: &ClusterName,
+        method: http::Method,
+        path_and_query: &str,
+        headers: &http::HeaderMap,
+        body: Bytes,
+    ) -> Result<Response<Incoming>, AgentError> {
         let addr = url
             .strip_prefix("https://")
             .map(|a| a.trim_end_matches('/'))
@@ -121,13 +143,15 @@ impl AgentClient {
                 tracing::debug!(error = %e, "agent connection ended");
             }
         });
-        let mut request = Request::get(path_and_query)
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path_and_query)
             .header(header::HOST, name)
             .header(header::USER_AGENT, CONTROL_PLANE_USER);
         for (k, v) in headers {
             request = request.header(k, v);
         }
-        let request = request.body(Empty::<Bytes>::new())?;
+        let request = request.body(Full::new(body))?;
         Ok(send.send_request(request).await?)
     }
 }

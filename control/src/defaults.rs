@@ -26,7 +26,11 @@ fn pod_spec(spec: &mut Value) {
     default(spec, &["terminationGracePeriodSeconds"], json!(30));
     default(spec, &["dnsPolicy"], json!("ClusterFirst"));
     default(spec, &["schedulerName"], json!("default-scheduler"));
-    if let Some(cs) = spec.get_mut("containers").and_then(Value::as_array_mut) {
+    // (Init containers are left as they came: workloads stored so would roll out again.)
+    for list in ["containers", "ephemeralContainers"] {
+        let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) else {
+            continue;
+        };
         for c in cs {
             default(
                 c,
@@ -165,6 +169,9 @@ pub fn apply(kind: &str, obj: &mut Value) {
         "Pod" => {
             if obj["spec"].is_object() {
                 pod_spec(&mut obj["spec"]);
+                // Clients read it without looking (kubectl debug's warnings); templates
+                // keep theirs as written, so stored workloads do not roll out again.
+                default(obj, &["spec", "securityContext"], json!({}));
             }
             default(obj, &["status", "phase"], json!("Pending"));
         }

@@ -162,3 +162,18 @@ pub fn is_deleting(obj: &Value) -> bool {
         .get("deletionTimestamp")
         .is_some_and(|v| !v.is_null())
 }
+
+/// `old` as its `pods/ephemeralcontainers` subresource changes it: `new`'s ephemeral
+/// containers, nothing else.
+pub fn ephemeral_update(old: &Value, new: &Value) -> Value {
+    let mut merged = old.clone();
+    match new["spec"].get("ephemeralContainers") {
+        Some(list) if !list.is_null() => merged["spec"]["ephemeralContainers"] = list.clone(),
+        _ => {
+            if let Some(spec) = merged["spec"].as_object_mut() {
+                spec.remove("ephemeralContainers");
+            }
+        }
+    }
+    merged
+}

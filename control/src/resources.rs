@@ -57,6 +57,9 @@ pub enum Subresource {
     Scale,
     /// `serviceaccounts/token`: TokenRequest.
     Token,
+    /// `pods/ephemeralcontainers`: the only way to add a debugging container to a Pod
+    /// (`kubectl debug`).
+    EphemeralContainers,
 }
 
 impl Subresource {
@@ -65,13 +68,16 @@ impl Subresource {
             Subresource::Status => "status",
             Subresource::Scale => "scale",
             Subresource::Token => "token",
+            Subresource::EphemeralContainers => "ephemeralcontainers",
         }
     }
 
     /// The verbs discovery lists for it.
     pub fn verbs(self) -> &'static [&'static str] {
         match self {
-            Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
+            Subresource::Status | Subresource::Scale | Subresource::EphemeralContainers => {
+                &["get", "patch", "update"]
+            }
             Subresource::Token => &["create"],
         }
     }
@@ -79,7 +85,7 @@ impl Subresource {
     /// The `(group, version, kind)` it answers with, when not the type's own.
     pub fn response_kind(self) -> Option<(&'static str, &'static str, &'static str)> {
         match self {
-            Subresource::Status => None,
+            Subresource::Status | Subresource::EphemeralContainers => None,
             Subresource::Scale => Some(("autoscaling", "v1", "Scale")),
             Subresource::Token => Some(("authentication.k8s.io", "v1", "TokenRequest")),
         }
@@ -280,7 +286,16 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
             &[],
             STATUS,
         ),
-        rt::<core::Pod>("", "v1", "pods", "Pod", true, &["po"], ALL, STATUS),
+        rt::<core::Pod>(
+            "",
+            "v1",
+            "pods",
+            "Pod",
+            true,
+            &["po"],
+            ALL,
+            &[Subresource::Status, Subresource::EphemeralContainers],
+        ),
         rt::<core::Service>("", "v1", "services", "Service", true, &["svc"], ALL, STATUS),
         rt::<core::Endpoints>("", "v1", "endpoints", "Endpoints", true, &["ep"], &[], &[]),
         rt::<core::ConfigMap>("", "v1", "configmaps", "ConfigMap", true, &["cm"], &[], &[]),

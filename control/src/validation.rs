@@ -298,14 +298,14 @@ fn check_job_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
 
 /// A pod spec's containers: at least one, each named by a unique DNS-1123 label (the name
 /// becomes part of log paths and of `kubectl logs -c`, so it is checked before anything
-/// stores it).
+/// stores it); ephemeral containers as kube checks them, in a Pod only.
 fn check_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
     let containers = spec["containers"].as_array();
     if containers.is_none_or(|c| c.is_empty()) {
         causes.push(Cause::required(format!("{path}.containers")));
     }
     let mut seen = std::collections::HashSet::new();
-    for list in ["initContainers", "containers"] {
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
         for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
             let field = format!("{path}.{list}[{i}].name");
             match c["name"].as_str() {
@@ -323,6 +323,79 @@ fn check_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
                     }
                 }
             }
+        }
+    }
+    if path == "spec" {
+        check_ephemeral_containers(spec, causes);
+    } else if spec["ephemeralContainers"]
+        .as_array()
+        .is_some_and(|e| !e.is_empty())
+    {
+        causes.push(Cause::forbidden(
+            format!("{path}.ephemeralContainers"),
+            "ephemeral containers not allowed in pod template",
+        ));
+    }
+}
+
+/// Fields an ephemeral container may not have: it is never restarted, probed, served or
+/// given resources of its own (kube's `validateEphemeralContainers`).
+const NOT_EPHEMERAL: [&str; 9] = [
+    "ports",
+    "lifecycle",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "resources",
+    "resizePolicy",
+    "restartPolicy",
+    "restartPolicyRules",
+];
+
+/// A Pod's ephemeral containers: an image each, none of [`NOT_EPHEMERAL`], and a target
+/// that names one of the Pod's containers.
+fn check_ephemeral_containers(spec: &Value, causes: &mut Vec<Cause>) {
+    let named = |list: &str, name: &str| {
+        spec[list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["name"].as_str() == Some(name))
+    };
+    for (i, c) in spec["ephemeralContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = format!("spec.ephemeralContainers[{i}]");
+        if c["image"].as_str().is_none_or(|i| i.trim().is_empty()) {
+            causes.push(Cause::required(format!("{at}.image")));
+        }
+        for field in NOT_EPHEMERAL {
+            let set = match &c[field] {
+                Value::Null => false,
+                Value::Array(a) => !a.is_empty(),
+                Value::Object(o) => !o.is_empty(),
+                Value::String(s) => !s.is_empty(),
+                _ => true,
+            };
+            if set {
+                causes.push(Cause::forbidden(
+                    format!("{at}.{field}"),
+                    "cannot be set for an Ephemeral Container",
+                ));
+            }
+        }
+        if let Some(target) = c["targetContainerName"].as_str().filter(|t| !t.is_empty())
+            && !named("containers", target)
+            && !named("initContainers", target)
+        {
+            causes.push(Cause {
+                reason: "FieldValueNotFound",
+                field: format!("{at}.targetContainerName"),
+                message: format!("Not found: \"{target}\""),
+            });
         }
     }
 }
@@ -412,6 +485,40 @@ mod tests {
         assert_eq!(
             check_spec("Pod", &pod(&["a", "a"]))[0].reason,
             "FieldValueDuplicate"
+        );
+    }
+
+    #[test]
+    fn ephemeral_containers_are_checked_as_kube_checks_them() {
+        let pod = |ephemeral: Value| serde_json::json!({"spec": {"containers": [{"name": "main"}], "ephemeralContainers": [ephemeral]}});
+        let ok = pod(
+            serde_json::json!({"name": "debugger", "image": "busybox", "targetContainerName": "main"}),
+        );
+        assert!(check_spec("Pod", &ok).is_empty());
+        let fields = |v: Value| -> Vec<String> {
+            check_spec("Pod", &pod(v))
+                .into_iter()
+                .map(|c| format!("{}: {}", c.field, c.message))
+                .collect()
+        };
+        assert_eq!(
+            fields(
+                serde_json::json!({"name": "main", "image": "b", "ports": [{"containerPort": 80}], "targetContainerName": "nope"})
+            ),
+            vec![
+                "spec.ephemeralContainers[0].name: Duplicate value: \"main\"",
+                "spec.ephemeralContainers[0].ports: Forbidden: cannot be set for an Ephemeral Container",
+                "spec.ephemeralContainers[0].targetContainerName: Not found: \"nope\"",
+            ]
+        );
+        assert_eq!(
+            fields(serde_json::json!({"name": "d"})),
+            vec!["spec.ephemeralContainers[0].image: Required value"]
+        );
+        let template = serde_json::json!({"template": {"spec": {"containers": [{"name": "c"}], "ephemeralContainers": [{"name": "d", "image": "b"}]}}});
+        assert_eq!(
+            check_spec("PodTemplate", &template)[0].message,
+            "Forbidden: ephemeral containers not allowed in pod template"
         );
     }
 

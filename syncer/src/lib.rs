@@ -11,6 +11,7 @@
 pub mod connect;
 pub mod controller;
 pub mod drift;
+pub mod ephemeral;
 pub mod events;
 pub mod imports;
 pub mod logs;

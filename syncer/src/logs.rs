@@ -5,7 +5,8 @@
 //! ...) here, and the syncer streams the cluster's `pods/log` back, for the namespaces it
 //! synced only; `GET /exec/<namespace>/<pod>?<query>`, `/attach/…` and `/portforward/…`,
 //! upgrades, go on to the cluster's `pods/exec`, `pods/attach` and `pods/portforward`
-//! ([`crate::connect`]); `GET /metrics/<namespace>` answers the cluster's own
+//! ([`crate::connect`]); `PATCH /ephemeralcontainers/<namespace>/<pod>` adds ephemeral
+//! containers there ([`crate::ephemeral`]); `GET /metrics/<namespace>` answers the cluster's own
 //! `metrics.k8s.io` Pod metrics of the namespace (`kubectl top pod`). Its URL is published
 //! on the syncer's heartbeat Lease.
 //!
@@ -187,6 +188,13 @@ async fn synced(downstream: &kube::Client, ns: &str) -> bool {
     )
 }
 
+fn not_synced(ns: &str) -> Response<Body> {
+    plain(
+        StatusCode::NOT_FOUND,
+        &format!("not found: namespace {ns} is not one Sluice synced to this cluster\n"),
+    )
+}
+
 /// What the control plane asked of the endpoint.
 enum Asked<'a> {
     /// `kubectl logs` of a Pod.
@@ -198,10 +206,21 @@ enum Asked<'a> {
 }
 
 async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -> Response<Body> {
-    if req.method() != http::Method::GET {
-        return plain(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
-    }
     let path = req.uri().path().to_string();
+    if req.method() == http::Method::PATCH
+        && let Some((ns, pod)) = target(&path, crate::ephemeral::PREFIX)
+    {
+        if !synced(&downstream, ns).await {
+            return not_synced(ns);
+        }
+        return crate::ephemeral::relay(req, &downstream, ns, pod).await;
+    }
+    if req.method() != http::Method::GET {
+        return plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "GET only (PATCH /ephemeralcontainers/<namespace>/<pod>)\n",
+        );
+    }
     let connect = crate::connect::SUBRESOURCES
         .into_iter()
         .find_map(|sub| Some((sub, target(&path, &format!("/{sub}/"))?)));
@@ -219,10 +238,7 @@ async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -
     };
     // Only namespaces Sluice synced: the endpoint is no window into the cluster's own.
     if !synced(&downstream, ns).await {
-        return plain(
-            StatusCode::NOT_FOUND,
-            &format!("not found: namespace {ns} is not one Sluice synced to this cluster\n"),
-        );
+        return not_synced(ns);
     }
     let uri = match what {
         Asked::Connect(subresource, pod) => {

@@ -4,6 +4,7 @@
 mod cluster_ip;
 mod crd;
 pub mod downstream_names;
+pub mod ephemeral_containers;
 mod external_ips;
 pub mod ingress_hosts;
 mod namespace;
@@ -37,6 +38,11 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
     );
     hooks.register("", "namespaces", Arc::new(namespace::NamespaceLifecycle));
     hooks.register("", "pods", Arc::new(pod::GracefulPods));
+    hooks.register(
+        "",
+        "pods",
+        Arc::new(ephemeral_containers::EphemeralContainers),
+    );
     // Pod security: a logical cluster's pods run on shared clusters, so every kind that
     // makes pods is held to its level; a physical cluster's server does what kube's does.
     let mode = if ips.is_some() {

@@ -4,6 +4,7 @@
 pub mod authorize;
 pub mod connect;
 pub mod discovery;
+pub mod ephemeral_containers;
 pub mod logs;
 pub mod objects;
 pub mod openapi;

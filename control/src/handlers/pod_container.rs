@@ -33,23 +33,36 @@ pub fn pod(
     Ok((key, pod))
 }
 
-/// The container `requested` of `pod` (named `name`), or its only container.
+/// The container `requested` of `pod` (named `name`) — of any kind: init, app or
+/// ephemeral, as kube takes them — or its only app container.
 pub fn choose(pod: &Value, name: &str, requested: Option<&str>) -> ApiResult<String> {
-    let containers: Vec<&str> = pod["spec"]["containers"]
-        .as_array()
+    let of = |list: &str| -> Vec<&str> {
+        pod["spec"][list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .collect()
+    };
+    let containers = of("containers");
+    // kube's order: init containers, containers, ephemeral containers.
+    let all: Vec<&str> = of("initContainers")
         .into_iter()
-        .flatten()
-        .filter_map(|c| c["name"].as_str())
+        .chain(containers.iter().copied())
+        .chain(of("ephemeralContainers"))
         .collect();
     match requested {
-        Some(c) if containers.contains(&c) => Ok(c.to_string()),
+        Some(c) if all.contains(&c) => Ok(c.to_string()),
         Some(c) => Err(ApiError::BadRequest(format!(
             "container {c} is not valid for pod {name}"
         ))),
         None if containers.len() == 1 => Ok(containers[0].to_string()),
+        None if containers.is_empty() => Err(ApiError::BadRequest(format!(
+            "pod {name} does not have a container"
+        ))),
         None => Err(ApiError::BadRequest(format!(
             "a container name must be specified for pod {name}, choose one of: [{}]",
-            containers.join(" ")
+            all.join(" ")
         ))),
     }
 }
@@ -72,6 +85,13 @@ mod tests {
         assert_eq!(
             choose(&two, "p", None).unwrap_err().to_string(),
             "a container name must be specified for pod p, choose one of: [a b]"
+        );
+        let debugged = json!({"spec": {"initContainers": [{"name": "i"}],
+            "containers": [{"name": "a"}, {"name": "b"}], "ephemeralContainers": [{"name": "d"}]}});
+        assert_eq!(choose(&debugged, "p", Some("d")).unwrap(), "d");
+        assert_eq!(
+            choose(&debugged, "p", None).unwrap_err().to_string(),
+            "a container name must be specified for pod p, choose one of: [i a b d]"
         );
     }
 }

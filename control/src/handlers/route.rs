@@ -95,6 +95,9 @@ pub async fn serve(
         None => None,
         Some("status") if t.has(Subresource::Status) => Some(Subresource::Status),
         Some("scale") if t.has(Subresource::Scale) => Some(Subresource::Scale),
+        Some("ephemeralcontainers") if t.has(Subresource::EphemeralContainers) => {
+            Some(Subresource::EphemeralContainers)
+        }
         Some(_) => return Err(ApiError::PathNotFound),
     };
     let watch = rp.legacy_watch || ctx.query.flag("watch");
@@ -113,6 +116,16 @@ pub async fn serve(
                 Some(Subresource::Scale) => {
                     objects::update_scale(state, ctx, &scope, n, Patcher::Replace(&body)).await
                 }
+                Some(Subresource::EphemeralContainers) => {
+                    super::ephemeral_containers::serve(
+                        state,
+                        ctx,
+                        &scope,
+                        n,
+                        Patcher::Replace(&body),
+                    )
+                    .await
+                }
                 _ => objects::update(state, ctx, &scope, n, sub, &body).await,
             }
         }
@@ -124,6 +137,10 @@ pub async fn serve(
             match sub {
                 Some(Subresource::Scale) => {
                     objects::update_scale(state, ctx, &scope, n, Patcher::Patch(pt, &body)).await
+                }
+                Some(Subresource::EphemeralContainers) => {
+                    let patcher = Patcher::Patch(pt, &body);
+                    super::ephemeral_containers::serve(state, ctx, &scope, n, patcher).await
                 }
                 _ => objects::patch(state, ctx, &scope, n, sub, pt, &body).await,
             }

@@ -516,7 +516,10 @@ pub async fn modify(
                 object::name(&new).unwrap_or("")
             )));
         }
-        if sub == Some(Subresource::Status) {
+        if sub == Some(Subresource::EphemeralContainers) {
+            new = object::ephemeral_update(&old, &new);
+            crate::defaults::apply(&t.kind, &mut new);
+        } else if sub == Some(Subresource::Status) {
             let mut merged = old.clone();
             merged["status"] = new.get("status").cloned().unwrap_or(Value::Null);
             if merged["status"].is_null()
@@ -536,7 +539,7 @@ pub async fn modify(
             t.has(Subresource::Status) && sub.is_none(),
         );
         if !matches!(change, Change::Apply { .. }) {
-            let subresource = (sub == Some(Subresource::Status)).then_some("status");
+            let subresource = sub.map(Subresource::name);
             crate::apply::record_update(
                 &ownership_schema(state, t),
                 Some(&old),

@@ -261,6 +261,8 @@ pub async fn run(
                 {
                     if deleting {
                         r.terminate(grace_of(&pod));
+                    } else {
+                        r.update(&pod);
                     }
                 }
                 _ if deleting => {

@@ -42,6 +42,9 @@ struct ContainerState {
 pub struct PodRunner {
     uid: String,
     terminate: watch::Sender<Option<Duration>>,
+    /// The Pod's ephemeral containers as its spec lists them (`kubectl debug` adds them
+    /// to a running Pod).
+    ephemeral: watch::Sender<Vec<Value>>,
     finished: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -57,6 +60,7 @@ impl PodRunner {
         events: Arc<Recorder>,
     ) -> Self {
         let (terminate, rx) = watch::channel(None);
+        let (ephemeral, added) = watch::channel(ephemeral_of(&pod));
         let finished = Arc::new(AtomicBool::new(false));
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let task = tokio::spawn(run_pod(
@@ -64,16 +68,33 @@ impl PodRunner {
             cfg.clone(),
             pod,
             ips,
-            rx,
+            Signals {
+                terminate: rx,
+                ephemeral: added,
+            },
             finished.clone(),
             events,
         ));
         Self {
             uid,
             terminate,
+            ephemeral,
             finished,
             task,
         }
+    }
+
+    /// The Pod changed: ephemeral containers it lists that have not run start now (the
+    /// others of its spec do not change while it runs).
+    pub fn update(&self, pod: &Pod) {
+        let now = ephemeral_of(pod);
+        self.ephemeral.send_if_modified(|have| {
+            let changed = *have != now;
+            if changed {
+                *have = now;
+            }
+            changed
+        });
     }
 
     pub fn uid(&self) -> &str {
@@ -100,6 +121,24 @@ impl PodRunner {
         let _ = self.task.await;
     }
 }
+
+/// What a running Pod is told besides its spec.
+struct Signals {
+    /// Stop within the grace period given.
+    terminate: watch::Receiver<Option<Duration>>,
+    /// Its ephemeral containers, as its spec lists them.
+    ephemeral: watch::Receiver<Vec<Value>>,
+}
+
+fn ephemeral_of(pod: &Pod) -> Vec<Value> {
+    pod_value(pod)["spec"]["ephemeralContainers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A container of the Pod and what it is doing: `(name, image, state)`.
+type Tracked = (String, String, Arc<Mutex<ContainerState>>);
 
 fn now() -> String {
     sluice_kube::time::now_rfc3339()
@@ -180,6 +219,7 @@ async fn run_container(
     changed: Arc<Notify>,
     mut terminate: watch::Receiver<Option<Duration>>,
     events: Arc<Recorder>,
+    ephemeral: bool,
 ) {
     let name = c["name"].as_str().unwrap_or("").to_string();
     let regarding = Regarding {
@@ -193,10 +233,13 @@ async fn run_container(
         let (events, regarding) = (events.clone(), regarding.clone());
         async move { events.record(&regarding, ty, reason, &message).await }
     };
-    let policy = pod["spec"]["restartPolicy"]
-        .as_str()
-        .unwrap_or("Always")
-        .to_string();
+    // An ephemeral container runs once, whatever the Pod's policy.
+    let policy = match pod["spec"]["restartPolicy"].as_str() {
+        _ if ephemeral => "Never",
+        Some(p) => p,
+        None => "Always",
+    }
+    .to_string();
     let readiness = c.get("readinessProbe").filter(|p| p.is_object()).cloned();
     let liveness = c.get("livenessProbe").filter(|p| p.is_object()).cloned();
     let startup = c.get("startupProbe").filter(|p| p.is_object()).cloned();
@@ -476,11 +519,20 @@ async fn run_container(
     }
 }
 
+/// One container's status, as the Pod reports it.
+fn container_status(name: &str, image: &str, s: &ContainerState) -> Value {
+    let mut v = json!({"name": name, "image": image, "imageID": "", "ready": s.ready, "started": s.started, "restartCount": s.restarts, "state": s.state});
+    if !s.last_state.is_null() {
+        v["lastState"] = s.last_state.clone();
+    }
+    v
+}
+
 fn status_of(
     cfg: &NodeConfig,
-    pod: &Value,
     ip: Ipv4Addr,
-    containers: &[(String, String, Arc<Mutex<ContainerState>>)],
+    containers: &[Tracked],
+    ephemeral: &[Tracked],
     start: &str,
 ) -> Value {
     let mut statuses = Vec::new();
@@ -491,12 +543,15 @@ fn status_of(
         any_running |= s.state.get("running").is_some();
         all_done &= s.done.is_some();
         all_ok &= s.done == Some(0);
-        let mut v = json!({"name": name, "image": image, "imageID": "", "ready": s.ready, "started": s.started, "restartCount": s.restarts, "state": s.state});
-        if !s.last_state.is_null() {
-            v["lastState"] = s.last_state.clone();
-        }
-        statuses.push(v);
+        statuses.push(container_status(name, image, &s));
     }
+    // Ephemeral containers count for neither the phase nor readiness.
+    let ephemeral: Vec<Value> = ephemeral
+        .iter()
+        .map(|(name, image, st)| {
+            container_status(name, image, &st.lock().unwrap_or_else(|p| p.into_inner()))
+        })
+        .collect();
     let phase = if all_done && !containers.is_empty() {
         if all_ok { "Succeeded" } else { "Failed" }
     } else if any_running {
@@ -505,8 +560,7 @@ fn status_of(
         "Pending"
     };
     let cond = |t: &str, ok: bool| json!({"type": t, "status": if ok { "True" } else { "False" }, "lastTransitionTime": null});
-    let _ = pod;
-    json!({"status": {
+    let mut status = json!({"status": {
         "phase": phase,
         "podIP": ip.to_string(),
         "podIPs": [{"ip": ip.to_string()}],
@@ -514,7 +568,11 @@ fn status_of(
         "startTime": start,
         "containerStatuses": statuses,
         "conditions": [cond("PodScheduled", true), cond("Initialized", true), cond("ContainersReady", all_ready), cond("Ready", all_ready && !all_done)],
-    }})
+    }});
+    if !ephemeral.is_empty() {
+        status["status"]["ephemeralContainerStatuses"] = Value::from(ephemeral);
+    }
+    status
 }
 
 async fn run_pod(
@@ -522,10 +580,14 @@ async fn run_pod(
     cfg: NodeConfig,
     pod: Pod,
     ips: Arc<IpPool>,
-    terminate: watch::Receiver<Option<Duration>>,
+    signals: Signals,
     finished: Arc<AtomicBool>,
     events: Arc<Recorder>,
 ) {
+    let Signals {
+        terminate,
+        ephemeral: mut added,
+    } = signals;
     let v = pod_value(&pod);
     let ns = v["metadata"]["namespace"]
         .as_str()
@@ -551,23 +613,16 @@ async fn run_pod(
         .map(str::to_string)
         .unwrap_or_else(now);
     let changed = Arc::new(Notify::new());
-    let mut containers = Vec::new();
+    let mut containers: Vec<Tracked> = Vec::new();
     let mut tasks = Vec::new();
-    for c in v["spec"]["containers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-    {
-        let st = Arc::new(Mutex::new(ContainerState {
+    let waiting = || {
+        Arc::new(Mutex::new(ContainerState {
             state: json!({"waiting": {"reason": "ContainerCreating"}}),
             ..Default::default()
-        }));
-        containers.push((
-            c["name"].as_str().unwrap_or("").to_string(),
-            c["image"].as_str().unwrap_or("").to_string(),
-            st.clone(),
-        ));
-        tasks.push(tokio::spawn(run_container(
+        }))
+    };
+    let start_container = |c: Value, st: Arc<Mutex<ContainerState>>, ephemeral: bool| {
+        tokio::spawn(run_container(
             client.clone(),
             cfg.clone(),
             v.clone(),
@@ -577,13 +632,45 @@ async fn run_pod(
             changed.clone(),
             terminate.clone(),
             events.clone(),
-        )));
+            ephemeral,
+        ))
+    };
+    for c in v["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
+        let st = waiting();
+        containers.push((
+            c["name"].as_str().unwrap_or("").to_string(),
+            c["image"].as_str().unwrap_or("").to_string(),
+            st.clone(),
+        ));
+        tasks.push(start_container(c, st, false));
     }
+    // Ephemeral containers that ran before this runner (the agent restarted) do not run
+    // again: they are reported as they ended.
+    let mut ephemeral: Vec<Tracked> = ended_ephemeral(&v);
     tracing::info!(pod = %format!("{ns}/{name}"), %ip, "pod started");
     let mut last = Value::Null;
     let mut term = terminate.clone();
     loop {
-        let status = status_of(&cfg, &v, ip, &containers, &start);
+        // Ephemeral containers the spec lists and this runner has not run: start them.
+        let listed = added.borrow_and_update().clone();
+        for c in listed {
+            let Some(cname) = c["name"].as_str().map(str::to_string) else {
+                continue;
+            };
+            if ephemeral.iter().any(|(n, _, _)| *n == cname) || terminate.borrow().is_some() {
+                continue;
+            }
+            tracing::info!(pod = %format!("{ns}/{name}"), container = %cname, "ephemeral container added");
+            let st = waiting();
+            let image = c["image"].as_str().unwrap_or("").to_string();
+            ephemeral.push((cname, image, st.clone()));
+            tasks.push(start_container(c, st, true));
+        }
+        let status = status_of(&cfg, ip, &containers, &ephemeral, &start);
         if status != last {
             if let Err(e) = api
                 .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
@@ -599,13 +686,14 @@ async fn run_pod(
         tokio::select! {
             _ = changed.notified() => {}
             _ = term.changed() => {}
+            _ = added.changed() => {}
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
     for t in tasks {
         let _ = t.await;
     }
-    let status = status_of(&cfg, &v, ip, &containers, &start);
+    let status = status_of(&cfg, ip, &containers, &ephemeral, &start);
     let _ = api
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
         .await;
@@ -620,6 +708,32 @@ async fn run_pod(
         volumes::remove(&volumes_root(&cfg), &v);
     }
     finished.store(true, Ordering::Release);
+}
+
+/// The ephemeral containers a Pod's status reports from before this runner, as they
+/// ended: one that was running when its runner went is reported killed.
+fn ended_ephemeral(pod: &Value) -> Vec<Tracked> {
+    pod["status"]["ephemeralContainerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| {
+            let name = s["name"].as_str()?.to_string();
+            let image = s["image"].as_str().unwrap_or("").to_string();
+            let state = match s["state"].get("terminated") {
+                Some(_) => s["state"].clone(),
+                None => json!({"terminated": {"exitCode": 137, "reason": "Error",
+                    "message": "the node agent restarted", "finishedAt": now()}}),
+            };
+            let done = state["terminated"]["exitCode"].as_i64().unwrap_or(137) as i32;
+            let st = ContainerState {
+                state,
+                done: Some(done),
+                ..Default::default()
+            };
+            Some((name, image, Arc::new(Mutex::new(st))))
+        })
+        .collect()
 }
 
 #[cfg(test)]

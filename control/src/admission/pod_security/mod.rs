@@ -122,7 +122,8 @@ pub enum Mode {
 pub struct PodSecurity(pub Mode);
 
 impl PodSecurity {
-    fn check(&self, cx: &HookCx<'_>, obj: &Value) -> ApiResult<()> {
+    /// Refuse `obj` (kube's wording) when it violates the level its namespace enforces.
+    pub fn check(&self, cx: &HookCx<'_>, obj: &Value) -> ApiResult<()> {
         // The syncers' mirrors copy Pods their cluster already admitted; the server's own
         // writes are not requests.
         let Some(user) = cx.user else { return Ok(()) };
@@ -190,9 +191,11 @@ impl Hook for PodSecurity {
         new: &mut Value,
         sub: Option<Subresource>,
     ) -> ApiResult<()> {
-        // Status and scale change nothing a pod runs. (An `ephemeralcontainers`
-        // subresource, once served, must be checked here against the whole pod.)
-        if sub.is_none() && pod_changed(&cx.t.resource, old, new) {
+        // Status and scale change nothing a pod runs; an ephemeral container is checked
+        // with the whole pod it joins.
+        if matches!(sub, None | Some(Subresource::EphemeralContainers))
+            && pod_changed(&cx.t.resource, old, new)
+        {
             self.check(cx, new)?;
         }
         Ok(())
