@@ -262,9 +262,36 @@ fn shop_on_east(manifest: &str) -> (DevUp, Kubectl) {
     (dev, admin)
 }
 
-/// The one pod of `app`, once it runs on `cluster` and no other copy is left.
-fn running_on(k: &Kubectl, cluster: &str) -> String {
-    running_on_labelled(k, "app=app", cluster)
+/// East, then west once the namespace moved there: each cluster, with the one pod labelled
+/// `selector` once it runs there alone.
+fn before_and_after_a_move<'a>(
+    admin: &'a Kubectl,
+    selector: &'a str,
+) -> impl Iterator<Item = (&'static str, String)> + 'a {
+    ["east", "west"].into_iter().map(move |cluster| {
+        if cluster != "east" {
+            let label = format!("sluice.dev/cluster={cluster}");
+            admin.ok(&["label", "namespace", "shop", &label, "--overwrite"]);
+        }
+        (cluster, running_on_labelled(admin, selector, cluster))
+    })
+}
+
+/// Every kubectl under test (with its place in the list), as `admin`.
+fn each_kubectl<'a>(
+    admin: &'a Kubectl,
+    cluster: &'a str,
+) -> impl Iterator<Item = (usize, Kubectl)> + 'a {
+    kubectls().into_iter().enumerate().map(move |(i, bin)| {
+        eprintln!("{cluster}: kubectl {bin}");
+        (
+            i,
+            Kubectl {
+                bin,
+                ..admin.clone()
+            },
+        )
+    })
 }
 
 /// The one pod labelled `selector`, once it runs on `cluster` and no other copy is left.
@@ -300,23 +327,9 @@ fn exec_through_the_logical_cluster_before_and_after_a_move() {
     let (dev, admin) = shop_on_east(APP);
     let scratch = dev.state.join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
-    for cluster in ["east", "west"] {
-        if cluster == "west" {
-            admin.ok(&[
-                "label",
-                "namespace",
-                "shop",
-                "sluice.dev/cluster=west",
-                "--overwrite",
-            ]);
-        }
-        let pod = running_on(&admin, cluster);
-        for (i, bin) in kubectls().iter().enumerate() {
-            let k = Kubectl {
-                bin: bin.clone(),
-                ..admin.clone()
-            };
-            eprintln!("{cluster}: kubectl {bin}");
+    for (cluster, pod) in before_and_after_a_move(&admin, "app=app") {
+        for (i, k) in each_kubectl(&admin, cluster) {
+            let bin = &k.bin;
             // By pod and by Deployment; the command runs on the cluster the app is on.
             for target in [pod.as_str(), "deploy/app"] {
                 let out = exec(
@@ -442,23 +455,9 @@ fn top_shows(k: &Kubectl, args: &[&str], pod: &str) -> bool {
 fn attach_and_top_through_the_logical_cluster_before_and_after_a_move() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (_dev, admin) = shop_on_east(TALKER);
-    for cluster in ["east", "west"] {
-        if cluster == "west" {
-            admin.ok(&[
-                "label",
-                "namespace",
-                "shop",
-                "sluice.dev/cluster=west",
-                "--overwrite",
-            ]);
-        }
-        let pod = running_on_labelled(&admin, "app=talker", cluster);
-        for bin in kubectls() {
-            let k = Kubectl {
-                bin: bin.clone(),
-                ..admin.clone()
-            };
-            eprintln!("{cluster}: kubectl {bin}");
+    for (cluster, pod) in before_and_after_a_move(&admin, "app=talker") {
+        for (_, k) in each_kubectl(&admin, cluster) {
+            let bin = &k.bin;
             // The container's own stdin and output; with `stdinOnce`, the client's end of
             // input is the container's, which then exits and ends the session. (It then
             // restarts after a back-off: until it runs again, attach is refused, so each
@@ -542,19 +541,29 @@ fn attach_and_top_through_the_logical_cluster_before_and_after_a_move() {
     }
 }
 
-/// kube-rs's `AttachedProcess` attached to `pod`'s `talker`: a line to its stdin, then
-/// stdin's close (`stdinOnce`: the container's end of input), its answers to the end.
-fn kube_rs_attach(kubeconfig: &std::path::Path, pod: &str) {
-    use k8s_openapi::api::core::v1::Pod;
-    use kube::api::{Api, AttachParams};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+/// Run `f` with kube-rs's Pods of namespace `shop`, as `kubeconfig`'s user, on a runtime of
+/// its own.
+fn in_shop(
+    kubeconfig: &std::path::Path,
+    f: impl AsyncFnOnce(kube::Api<k8s_openapi::api::core::v1::Pod>),
+) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
         let client = sluice_test_support::client::client(kubeconfig, None).await;
-        let pods: Api<Pod> = Api::namespaced(client, "shop");
+        f(kube::Api::namespaced(client, "shop")).await;
+    });
+}
+
+/// kube-rs's `AttachedProcess` attached to `pod`'s `talker`: a line to its stdin, then
+/// stdin's close (`stdinOnce`: the container's end of input), its answers to the end.
+fn kube_rs_attach(kubeconfig: &std::path::Path, pod: &str) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, AttachParams};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    in_shop(kubeconfig, async |pods: Api<Pod>| {
         let mut last = String::new();
         for _ in 0..60 {
             let params = AttachParams::default()
@@ -608,23 +617,8 @@ fn debug_with_an_ephemeral_container_before_and_after_a_move() {
         "shop",
         "pod-security.kubernetes.io/enforce=baseline",
     ]);
-    for cluster in ["east", "west"] {
-        if cluster == "west" {
-            admin.ok(&[
-                "label",
-                "namespace",
-                "shop",
-                "sluice.dev/cluster=west",
-                "--overwrite",
-            ]);
-        }
-        let pod = running_on(&admin, cluster);
-        for (i, bin) in kubectls().iter().enumerate() {
-            let k = Kubectl {
-                bin: bin.clone(),
-                ..admin.clone()
-            };
-            eprintln!("{cluster}: kubectl {bin}");
+    for (cluster, pod) in before_and_after_a_move(&admin, "app=app") {
+        for (i, k) in each_kubectl(&admin, cluster) {
             // The debugger joins the running pod, on the cluster it runs on, and talks to
             // the client: kubectl adds it, waits for it to run, and attaches.
             let name = format!("dbg-{cluster}-{i}");
@@ -719,13 +713,7 @@ fn debug_with_an_ephemeral_container_before_and_after_a_move() {
 fn kube_rs_ephemeral(kubeconfig: &std::path::Path, pod: &str, cluster: &str) {
     use k8s_openapi::api::core::v1::Pod;
     use kube::api::{Api, Patch, PatchParams, PostParams};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let client = sluice_test_support::client::client(kubeconfig, None).await;
-        let pods: Api<Pod> = Api::namespaced(client, "shop");
+    in_shop(kubeconfig, async |pods: Api<Pod>| {
         let name = format!("kube-rs-{cluster}");
         let debugger = serde_json::json!({"name": name, "image": "busybox",
             "command": ["sh", "-c", "echo kube-rs debugger; exec sleep 3600"]});
@@ -737,14 +725,28 @@ fn kube_rs_ephemeral(kubeconfig: &std::path::Path, pod: &str, cluster: &str) {
             )
             .await
             .unwrap();
-        let listed = serde_json::to_value(&added.spec.as_ref().unwrap().ephemeral_containers).unwrap();
-        assert!(listed.as_array().unwrap().iter().any(|c| c["name"] == name.as_str()), "{listed}");
+        let listed =
+            serde_json::to_value(&added.spec.as_ref().unwrap().ephemeral_containers).unwrap();
+        assert!(
+            listed
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["name"] == name.as_str()),
+            "{listed}"
+        );
         // It runs there: its status comes up with the pod's.
         let mut running = false;
         for _ in 0..60 {
             let p = pods.get(pod).await.unwrap();
-            let statuses = serde_json::to_value(&p.status.unwrap().ephemeral_container_statuses).unwrap();
-            if statuses.as_array().into_iter().flatten().any(|s| s["name"] == name.as_str() && s["state"]["running"].is_object()) {
+            let statuses =
+                serde_json::to_value(&p.status.unwrap().ephemeral_container_statuses).unwrap();
+            if statuses
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|s| s["name"] == name.as_str() && s["state"]["running"].is_object())
+            {
                 running = true;
                 break;
             }
@@ -756,7 +758,8 @@ fn kube_rs_ephemeral(kubeconfig: &std::path::Path, pod: &str, cluster: &str) {
             other => panic!("{other}"),
         };
         let current = pods.get_ephemeral_containers(pod).await.unwrap();
-        let list = serde_json::to_value(&current.spec.as_ref().unwrap().ephemeral_containers).unwrap();
+        let list =
+            serde_json::to_value(&current.spec.as_ref().unwrap().ephemeral_containers).unwrap();
         let mut changed = current.clone();
         let mut edited = list.clone();
         for c in edited.as_array_mut().unwrap() {
@@ -764,14 +767,20 @@ fn kube_rs_ephemeral(kubeconfig: &std::path::Path, pod: &str, cluster: &str) {
                 c["image"] = "alpine".into();
             }
         }
-        changed.spec.as_mut().unwrap().ephemeral_containers = serde_json::from_value(edited).unwrap();
+        changed.spec.as_mut().unwrap().ephemeral_containers =
+            serde_json::from_value(edited).unwrap();
         let (code, message) = refused(
             pods.replace_ephemeral_containers(pod, &PostParams::default(), &changed)
                 .await
                 .unwrap_err(),
         );
         assert_eq!(code, 422, "{message}");
-        assert!(message.contains(&format!("existing ephemeral containers \"{name}\" may not be changed")), "{message}");
+        assert!(
+            message.contains(&format!(
+                "existing ephemeral containers \"{name}\" may not be changed"
+            )),
+            "{message}"
+        );
         let (code, message) = refused(
             pods.patch_ephemeral_containers(
                 pod,
@@ -784,10 +793,22 @@ fn kube_rs_ephemeral(kubeconfig: &std::path::Path, pod: &str, cluster: &str) {
         assert_eq!(code, 422, "{message}");
         assert!(message.contains("may not be removed"), "{message}");
         for (bad, says) in [
-            (serde_json::json!({"name": "main", "image": "busybox"}), "Duplicate value: \"main\""),
-            (serde_json::json!({"name": "aimless", "image": "busybox", "targetContainerName": "nope"}), "targetContainerName: Not found: \"nope\""),
-            (serde_json::json!({"name": "server", "image": "busybox", "ports": [{"containerPort": 80}]}), "ports: Forbidden: cannot be set for an Ephemeral Container"),
-            (serde_json::json!({"name": "imageless"}), "image: Required value"),
+            (
+                serde_json::json!({"name": "main", "image": "busybox"}),
+                "Duplicate value: \"main\"",
+            ),
+            (
+                serde_json::json!({"name": "aimless", "image": "busybox", "targetContainerName": "nope"}),
+                "targetContainerName: Not found: \"nope\"",
+            ),
+            (
+                serde_json::json!({"name": "server", "image": "busybox", "ports": [{"containerPort": 80}]}),
+                "ports: Forbidden: cannot be set for an Ephemeral Container",
+            ),
+            (
+                serde_json::json!({"name": "imageless"}),
+                "image: Required value",
+            ),
         ] {
             let (code, message) = refused(
                 pods.patch_ephemeral_containers(
@@ -950,25 +971,10 @@ fn echo_through(port: u16, bytes: usize) {
 fn port_forward_through_the_logical_cluster_before_and_after_a_move() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (_dev, admin) = shop_on_east(WEB);
-    for cluster in ["east", "west"] {
-        if cluster == "west" {
-            admin.ok(&[
-                "label",
-                "namespace",
-                "shop",
-                "sluice.dev/cluster=west",
-                "--overwrite",
-            ]);
-        }
-        let pod = {
-            let out = running_on_labelled(&admin, "app=web", cluster);
-            format!("pod/{out}")
-        };
-        for bin in kubectls() {
-            let k = Kubectl {
-                bin: bin.clone(),
-                ..admin.clone()
-            };
+    for (cluster, pod) in before_and_after_a_move(&admin, "app=web") {
+        let pod = format!("pod/{pod}");
+        for (_, k) in each_kubectl(&admin, cluster) {
+            let bin = &k.bin;
             // kubectl 1.31+ tunnels SPDY in a WebSocket; without it, SPDY itself.
             for websocket in [true, false] {
                 eprintln!("{cluster}: kubectl {bin}, websocket {websocket}");
@@ -1035,14 +1041,7 @@ fn kube_rs_through(kubeconfig: &std::path::Path, pod: &str, cluster: &str) {
     use k8s_openapi::api::core::v1::Pod;
     use kube::api::{Api, AttachParams};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let client = sluice_test_support::client::client(kubeconfig, None).await;
-        let pods: Api<Pod> = Api::namespaced(client, "shop");
-
+    in_shop(kubeconfig, async |pods: Api<Pod>| {
         let mut p = pods
             .exec(
                 pod,

@@ -14,7 +14,8 @@ use sluice_kube::upgrade;
 /// The endpoint's response body ([`crate::logs`] serves it).
 pub type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>;
 
-fn answer(status: StatusCode, text: String) -> Response<Body> {
+/// A plain answer of the endpoint's (a refusal, or the head of a switch of protocols).
+pub(crate) fn answer(status: StatusCode, text: String) -> Response<Body> {
     let mut r = Response::new(
         Full::new(Bytes::from(text))
             .map_err(|e: std::convert::Infallible| match e {})

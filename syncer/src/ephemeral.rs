@@ -4,11 +4,10 @@
 //! own `pods/ephemeralcontainers` with its credentials; the cluster's answer (the Pod, or its
 //! refusal as a Status) goes back as it is.
 
-use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 
-use crate::connect::Body;
+use crate::connect::{Body, answer};
 
 /// The endpoint's path prefix.
 pub const PREFIX: &str = "/ephemeralcontainers/";
@@ -18,16 +17,6 @@ pub const MAX_PATCH: usize = 3 << 20;
 
 /// The only patch the control plane sends.
 const STRATEGIC: &str = "application/strategic-merge-patch+json";
-
-fn answer(status: StatusCode, text: String) -> Response<Body> {
-    let mut r = Response::new(
-        Full::new(Bytes::from(text))
-            .map_err(|e: std::convert::Infallible| match e {})
-            .boxed_unsync(),
-    );
-    *r.status_mut() = status;
-    r
-}
 
 /// Make the patch `req` carries on pod `pod` of namespace `ns` (one the syncer synced) and
 /// pass the cluster's answer back.
