@@ -651,6 +651,104 @@ spec:
     assert!(dev.stop());
 }
 
+/// Each ordinal of a StatefulSet mounts claims of its own, made from `volumeClaimTemplates`
+/// before its Pod: a Pod deleted and made again finds its data; an ordinal scaled away
+/// under `whenScaled: Delete` takes its claims with it; the others outlive the set
+/// (`whenDeleted: Retain`).
+#[test]
+fn statefulset_ordinals_keep_their_claims() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east");
+    let k = dev.kubectl("east");
+    k.apply_stdin(
+        r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  persistentVolumeClaimRetentionPolicy: {whenScaled: Delete, whenDeleted: Retain}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        command: ["sh", "-c", "test -f /data/id || echo \"$HOSTNAME $$\" > /data/id; exec sleep 3600"]
+        volumeMounts: [{name: data, mountPath: /data}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 10Mi}}
+"#,
+    );
+    let ready =
+        |n: &str| k.ok(&["get", "sts", "db", "-o", "jsonpath={.status.readyReplicas}"]) == n;
+    assert!(
+        eventually(Duration::from_secs(60), || ready("2")),
+        "db never ran"
+    );
+    let claims = || {
+        k.ok(&[
+            "get",
+            "pvc",
+            "-l",
+            "app=db",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}",
+        ])
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || claims().trim()
+            == "data-db-0=Bound data-db-1=Bound"),
+        "{}",
+        claims()
+    );
+    let id = |pod: &str| k.ok(&["exec", pod, "--", "cat", "/data/id"]);
+    let first = id("db-0");
+    assert!(first.starts_with("db-0 "), "{first}");
+    assert!(id("db-1").starts_with("db-1 "));
+    // db-0 made again mounts the same claim: what it wrote is there.
+    let uid = k.ok(&["get", "pod", "db-0", "-o", "jsonpath={.metadata.uid}"]);
+    k.ok(&["delete", "pod", "db-0", "--wait=false"]);
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            let now = k.run(&[
+                "get",
+                "pod",
+                "db-0",
+                "-o",
+                "jsonpath={.metadata.uid} {.status.phase}",
+            ]);
+            let s = String::from_utf8_lossy(&now.stdout).to_string();
+            now.status.success() && !s.starts_with(&uid) && s.ends_with("Running")
+        }),
+        "db-0 was not made again"
+    );
+    assert!(eventually(Duration::from_secs(30), || k
+        .run(&["exec", "db-0", "--", "cat", "/data/id"])
+        .status
+        .success()));
+    assert_eq!(id("db-0"), first);
+    // Scaled away under whenScaled: Delete, db-1's claim goes with its Pod.
+    k.ok(&["scale", "sts", "db", "--replicas=1"]);
+    assert!(
+        eventually(Duration::from_secs(60), || claims().trim()
+            == "data-db-0=Bound"),
+        "{}",
+        claims()
+    );
+    // The set deleted under whenDeleted: Retain, db-0's claim stays.
+    k.ok(&["delete", "sts", "db"]);
+    assert!(eventually(Duration::from_secs(60), || k
+        .ok(&["get", "pods", "-l", "app=db", "-o", "name"])
+        .is_empty()));
+    assert_eq!(claims().trim(), "data-db-0=Bound");
+    assert!(dev.stop());
+}
+
 /// The node agent binds only what fits its node's allocatable (the Node's 2 CPUs here): a
 /// Pod asking for more stays Pending, Unschedulable with the scheduler's words, and is
 /// bound once room is made; a Pod that fits runs meanwhile.

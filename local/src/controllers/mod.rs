@@ -18,6 +18,7 @@ pub mod job;
 pub mod replicaset;
 pub mod shared;
 pub mod statefulset;
+pub mod statefulset_claims;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,7 +1,8 @@
 //! StatefulSets: Pods `<name>-<ordinal>` with stable hostnames under the governing
 //! Service, started in order (`OrderedReady`: each waits for the previous to be Running and
 //! Ready) or all at once (`Parallel`), scaled down from the highest ordinal, and updated
-//! from the highest ordinal down, one Pod at a time.
+//! from the highest ordinal down, one Pod at a time; each ordinal mounts claims of its own
+//! ([`super::statefulset_claims`]).
 
 use std::hash::{Hash, Hasher};
 
@@ -11,6 +12,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::shared::{Caches, Expectations, owned_by, value};
+use super::statefulset_claims as claims;
 use crate::pod_state::pod_ready;
 
 pub const REVISION_LABEL: &str = "controller-revision-hash";
@@ -77,7 +79,10 @@ pub async fn reconcile(
                     labels["statefulset.kubernetes.io/pod-name"] = json!(pod_name);
                     labels["apps.kubernetes.io/pod-index"] = json!(i.to_string());
                     labels[REVISION_LABEL] = json!(update_revision);
+                    // Its claims first: the Pod mounts them.
+                    claims::ensure(client, &ns, &v, i).await?;
                     let mut spec = template["spec"].clone();
+                    claims::mount_claims(&mut spec, &v, i);
                     spec["hostname"] = json!(pod_name);
                     if let Some(svc) = v["spec"]["serviceName"].as_str() {
                         spec["subdomain"] = json!(svc);
@@ -104,6 +109,9 @@ pub async fn reconcile(
         if !acted {
             for (i, p) in pods.iter().rev().filter(|(i, _)| *i >= desired) {
                 if p.metadata.deletion_timestamp.is_none() {
+                    let pod = p.metadata.name.as_deref().unwrap_or("");
+                    let pod_uid = p.metadata.uid.as_deref().unwrap_or("");
+                    claims::condemn(client, &ns, &v, *i, pod, pod_uid).await?;
                     let _ = api
                         .delete(
                             p.metadata.name.as_deref().unwrap_or(""),
@@ -112,7 +120,6 @@ pub async fn reconcile(
                         .await;
                     acted = true;
                 }
-                let _ = i;
                 if !parallel {
                     break;
                 }
