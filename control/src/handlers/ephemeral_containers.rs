@@ -38,6 +38,11 @@ pub async fn serve(
     name: &str,
     change: Patcher<'_>,
 ) -> ApiResult<Resp> {
+    if let Patcher::Patch(PatchType::Apply, _) = change {
+        return Err(ApiError::UnsupportedMediaType(
+            "server-side apply of subresources is not supported".into(),
+        ));
+    }
     let (_, pod) = super::pod_container::pod(state, scope, name)?;
     if state.node_streaming.is_none()
         && let Some(cluster) = super::logs::running_on(&pod)
@@ -48,9 +53,6 @@ pub async fn serve(
     let sub = Some(Subresource::EphemeralContainers);
     match change {
         Patcher::Replace(body) => objects::update(state, ctx, scope, name, sub, body).await,
-        Patcher::Patch(PatchType::Apply, _) => Err(ApiError::UnsupportedMediaType(
-            "server-side apply of subresources is not supported".into(),
-        )),
         Patcher::Patch(pt, body) => objects::patch(state, ctx, scope, name, sub, pt, body).await,
     }
 }
@@ -69,11 +71,6 @@ async fn elsewhere(
     let asked = match change {
         Patcher::Replace(body) => serde_json::from_slice::<Value>(body)
             .map_err(|e| ApiError::BadRequest(format!("the request body is not a Pod: {e}")))?,
-        Patcher::Patch(PatchType::Apply, _) => {
-            return Err(ApiError::UnsupportedMediaType(
-                "server-side apply of subresources is not supported".into(),
-            ));
-        }
         Patcher::Patch(pt, body) => crate::pipeline::apply_patch(state, t, &pod, pt, body)?,
     };
     if let Some(rv) = asked["metadata"]["resourceVersion"].as_str()

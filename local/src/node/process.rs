@@ -130,11 +130,16 @@ struct Signals {
     ephemeral: watch::Receiver<Vec<Value>>,
 }
 
+/// The Pod's ephemeral containers as JSON (only that field is converted: the agent asks on
+/// every pass, for every Pod it runs).
 fn ephemeral_of(pod: &Pod) -> Vec<Value> {
-    pod_value(pod)["spec"]["ephemeralContainers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .collect()
 }
 
 /// A container of the Pod and what it is doing: `(name, image, state)`.
