@@ -706,6 +706,41 @@ spec:
         "{}",
         claims()
     );
+    // Provisioned as kube's local-path provisioners do: the default class, a volume per
+    // claim pinned to the node and bound to it.
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "storageclass",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.storageclass\\.kubernetes\\.io/is-default-class} {.volumeBindingMode} {.reclaimPolicy}{end}",
+        ]),
+        "standard true WaitForFirstConsumer Delete"
+    );
+    let volume_of = |claim: &str| {
+        let uid = k.ok(&["get", "pvc", claim, "-o", "jsonpath={.metadata.uid}"]);
+        let bound = k.ok(&[
+            "get",
+            "pvc",
+            claim,
+            "-o",
+            "jsonpath={.spec.storageClassName} {.spec.volumeName}",
+        ]);
+        assert_eq!(bound, format!("standard pvc-{uid}"));
+        let pv = k.ok(&[
+            "get",
+            "pv",
+            &format!("pvc-{uid}"),
+            "-o",
+            "jsonpath={.status.phase} {.spec.claimRef.name} {.spec.persistentVolumeReclaimPolicy} {.spec.capacity.storage}|{.spec.local.path}",
+        ]);
+        let (status, path) = pv.split_once('|').unwrap_or_default();
+        assert_eq!(status, format!("Bound {claim} Delete 10Mi"));
+        (format!("pvc-{uid}"), std::path::PathBuf::from(path))
+    };
+    let (_, _) = volume_of("data-db-0");
+    let (db1_volume, db1_dir) = volume_of("data-db-1");
+    assert!(db1_dir.is_dir(), "{}", db1_dir.display());
     let id = |pod: &str| k.ok(&["exec", pod, "--", "cat", "/data/id"]);
     let first = id("db-0");
     assert!(first.starts_with("db-0 "), "{first}");
@@ -740,12 +775,121 @@ spec:
         "{}",
         claims()
     );
+    // ... and its volume with it (the class reclaims with Delete): data and all.
+    assert!(
+        eventually(Duration::from_secs(30), || !k
+            .run(&["get", "pv", &db1_volume])
+            .status
+            .success()),
+        "{db1_volume} was not deleted"
+    );
+    assert!(!db1_dir.exists(), "{}", db1_dir.display());
     // The set deleted under whenDeleted: Retain, db-0's claim stays.
     k.ok(&["delete", "sts", "db"]);
     assert!(eventually(Duration::from_secs(60), || k
         .ok(&["get", "pods", "-l", "app=db", "-o", "name"])
         .is_empty()));
     assert_eq!(claims().trim(), "data-db-0=Bound");
+    assert!(dev.stop());
+}
+
+/// Claims the node cannot serve leave their Pods waiting with kube's reason (a class that
+/// does not exist, one another provisioner serves, more than the disk has free); a class
+/// of the node's provisioner with `reclaimPolicy: Retain` keeps the data of a deleted
+/// claim, its volume `Released`.
+#[test]
+fn claims_the_node_cannot_serve_wait_and_retained_volumes_keep_their_data() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east");
+    let k = dev.kubectl("east");
+    let claim_and_pod = |name: &str, class: &str, size: &str| {
+        format!(
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}}}\nspec:\n  \
+             storageClassName: {class}\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: {size}}}}}\n\
+             ---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n  - name: main\n    \
+             image: busybox\n    command: [\"sh\", \"-c\", \"echo kept > /data/f; exec sleep 3600\"]\n    \
+             volumeMounts: [{{name: data, mountPath: /data}}]\n  volumes: [{{name: data, persistentVolumeClaim: {{claimName: {name}}}}}]\n"
+        )
+    };
+    k.apply_stdin(
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: keep}\nprovisioner: sluice.dev/local-path\nreclaimPolicy: Retain\nvolumeBindingMode: WaitForFirstConsumer\n---\n\
+         apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: ebs}\nprovisioner: ebs.csi.aws.com\n",
+    );
+    // A claim that names no class gets the default one when created (kube's
+    // DefaultStorageClass admission), and waits for its first consumer.
+    k.apply_stdin(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: unused}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Mi}}\n",
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "pvc",
+            "unused",
+            "-o",
+            "jsonpath={.spec.storageClassName} {.status.phase}"
+        ]),
+        "standard Pending"
+    );
+    k.apply_stdin(&claim_and_pod("nosuch", "fast", "1Mi"));
+    k.apply_stdin(&claim_and_pod("elsewhere", "ebs", "1Mi"));
+    k.apply_stdin(&claim_and_pod("huge", "standard", "1000Pi"));
+    k.apply_stdin(&claim_and_pod("kept", "keep", "1Mi"));
+    let waiting = |pod: &str| {
+        k.ok(&[
+            "get",
+            "pod",
+            pod,
+            "-o",
+            "jsonpath={.status.phase} {.status.containerStatuses[0].state.waiting.message}",
+        ])
+    };
+    for (pod, says) in [
+        ("nosuch", "storageclass.storage.k8s.io \"fast\" not found"),
+        (
+            "elsewhere",
+            "waiting for a volume to be created, either by external provisioner \"ebs.csi.aws.com\"",
+        ),
+        (
+            "huge",
+            "persistentvolumeclaim \"huge\" asks for 1000Pi but node",
+        ),
+    ] {
+        assert!(
+            eventually(Duration::from_secs(60), || {
+                let w = waiting(pod);
+                w.starts_with("Pending ") && w.contains(says)
+            }),
+            "{pod}: {}",
+            waiting(pod)
+        );
+        let phase = k.ok(&["get", "pvc", pod, "-o", "jsonpath={.status.phase}"]);
+        assert_eq!(phase, "Pending", "{pod}");
+    }
+    assert!(eventually(Duration::from_secs(60), || k.ok(&[
+        "get",
+        "pod",
+        "kept",
+        "-o",
+        "jsonpath={.status.phase}"
+    ]) == "Running"));
+    let uid = k.ok(&["get", "pvc", "kept", "-o", "jsonpath={.metadata.uid}"]);
+    let volume = format!("pvc-{uid}");
+    let path = k.ok(&["get", "pv", &volume, "-o", "jsonpath={.spec.local.path}"]);
+    assert!(eventually(Duration::from_secs(30), || {
+        std::fs::read_to_string(std::path::Path::new(&path).join("f")).is_ok_and(|s| s == "kept\n")
+    }));
+    k.ok(&["delete", "pod", "kept", "--wait=true"]);
+    k.ok(&["delete", "pvc", "kept", "--wait=true"]);
+    let phase = || k.ok(&["get", "pv", &volume, "-o", "jsonpath={.status.phase}"]);
+    assert!(
+        eventually(Duration::from_secs(30), || phase() == "Released"),
+        "{}",
+        phase()
+    );
+    assert_eq!(
+        std::fs::read_to_string(std::path::Path::new(&path).join("f")).unwrap_or_default(),
+        "kept\n"
+    );
     assert!(dev.stop());
 }
 

@@ -14,6 +14,7 @@ pub mod pod_security;
 mod rbac;
 pub mod restamp;
 pub mod sluice_kinds;
+pub mod storage_class;
 mod workspace;
 
 use std::sync::Arc;
@@ -75,6 +76,11 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
             hooks.register("", "services", Arc::new(cluster_ip::ClusterIpHook(ips)));
             hooks.register("", "namespaces", Arc::new(namespace::ProtectedNamespaces));
             hooks.register("", "namespaces", Arc::new(namespace::DefaultServiceAccount));
+            hooks.register(
+                "",
+                "persistentvolumeclaims",
+                Arc::new(storage_class::DefaultStorageClass),
+            );
         }
         None => {
             hooks.register(

@@ -1,21 +1,66 @@
-//! PersistentVolumeClaims on a local node, provisioned when a Pod first mounts them (as a
-//! local-path provisioner with `WaitForFirstConsumer` binding does): the claim's volume is
-//! the directory `<volumes>/claims/<claim uid>`, which outlives the Pods that mount it, and
-//! the claim is reported `Bound` with the access modes and capacity it asked for. The
-//! directory stays when the claim is deleted (reclaim policy `Retain`); a claim made again
-//! under the same name has a new uid, so it starts empty. Block volumes and claims made
-//! from a data source are refused.
+//! PersistentVolumeClaims on a local node, as a local-path provisioner with
+//! `WaitForFirstConsumer` binding serves them: the cluster has one default StorageClass,
+//! [`STORAGE_CLASS`], made by the node agent at start; a claim of that class is provisioned
+//! when a Pod first mounts it — a directory `<volumes>/claims/<claim uid>` that outlives the
+//! Pods that mount it, a PersistentVolume `pvc-<claim uid>` pinned to this node and bound to
+//! the claim, and the claim `Bound` to it with the access modes and capacity it asked for.
+//! A claim larger than what the node's disk has free, of a class that does not exist or
+//! that another provisioner serves, a block volume or one made from a data source is
+//! refused with kube's reason, and its Pod waits. What happens when the claim goes is
+//! [`super::reclaim`]'s part.
 
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-/// The directory of claim `name` in `ns`, made and the claim bound if it is not yet.
+/// The name of the local clusters' default StorageClass (kind's and k3s's name for theirs).
+pub const STORAGE_CLASS: &str = "standard";
+/// The provisioner the class names, and the annotation on what it provisioned.
+pub const PROVISIONER: &str = "sluice.dev/local-path";
+/// The annotation that makes a StorageClass the default.
+const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
+
+/// Make the default StorageClass unless it exists (an administrator may have changed it:
+/// it is not written over).
+pub async fn ensure_storage_class(client: &kube::Client) -> Result<(), kube::Error> {
+    let api: Api<StorageClass> = Api::all(client.clone());
+    let class: StorageClass = serde_json::from_value(json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": STORAGE_CLASS, "annotations": {DEFAULT_CLASS: "true"}},
+        "provisioner": PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowVolumeExpansion": false,
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    match api.create(&PostParams::default(), &class).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The directory of the claim's volume under `volumes`.
+pub fn claim_dir(volumes: &Path, claim_uid: &str) -> Option<PathBuf> {
+    let plain =
+        !claim_uid.is_empty() && claim_uid != "." && claim_uid != ".." && !claim_uid.contains('/');
+    plain.then(|| volumes.join("claims").join(claim_uid))
+}
+
+/// The PersistentVolume provisioned for the claim of `uid`.
+pub fn volume_name(claim_uid: &str) -> String {
+    format!("pvc-{claim_uid}")
+}
+
+/// The directory of claim `name` in `ns`, for a Pod on `node`: provisioned and bound if it
+/// is not yet.
 pub async fn provision(
     client: &kube::Client,
     volumes: &Path,
+    node: &str,
     ns: &str,
     name: &str,
 ) -> Result<PathBuf, String> {
@@ -28,44 +73,206 @@ pub async fn provision(
     if claim.metadata.deletion_timestamp.is_some() {
         return Err(format!("persistentvolumeclaim {name:?} is being deleted"));
     }
-    // What a directory cannot be is refused, not quietly made an empty directory.
-    if let Some(spec) = &claim.spec {
-        if spec.volume_mode.as_deref() == Some("Block") {
-            return Err(format!(
-                "persistentvolumeclaim {name:?}: block volumes are not supported by local clusters"
-            ));
-        }
-        if spec.data_source.is_some() || spec.data_source_ref.is_some() {
-            return Err(format!(
-                "persistentvolumeclaim {name:?}: a dataSource (clone or snapshot) is not supported by local clusters"
-            ));
-        }
-    }
     let uid = claim.metadata.uid.clone().unwrap_or_default();
-    if uid.is_empty() || uid.contains('/') || uid == "." || uid == ".." {
-        return Err(format!("persistentvolumeclaim {name:?} has no usable uid"));
+    let dir = claim_dir(volumes, &uid)
+        .ok_or_else(|| format!("persistentvolumeclaim {name:?} has no usable uid"))?;
+    let spec = claim.spec.clone().unwrap_or_default();
+    let bound_here = spec.volume_name.as_deref() == Some(volume_name(&uid).as_str())
+        && claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+    if bound_here {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        return Ok(dir);
     }
-    let dir = volumes.join("claims").join(&uid);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let bound = claim
-        .status
+    if let Some(volume) = spec.volume_name.as_deref().filter(|v| !v.is_empty())
+        && volume != volume_name(&uid)
+    {
+        return Err(format!(
+            "persistentvolumeclaim {name:?} names volume {volume:?}: local clusters bind only the volumes they provision"
+        ));
+    }
+    // What a directory cannot be is refused, not quietly made an empty directory.
+    if spec.volume_mode.as_deref() == Some("Block") {
+        return Err(format!(
+            "persistentvolumeclaim {name:?}: block volumes are not supported by local clusters"
+        ));
+    }
+    if spec.data_source.is_some() || spec.data_source_ref.is_some() {
+        return Err(format!(
+            "persistentvolumeclaim {name:?}: a dataSource (clone or snapshot) is not supported by local clusters"
+        ));
+    }
+    let class = storage_class(client, spec.storage_class_name.as_deref()).await?;
+    let reclaim = class
+        .reclaim_policy
+        .as_deref()
+        .unwrap_or("Delete")
+        .to_string();
+    let class_name = class.metadata.name.clone().unwrap_or_default();
+    let storage = spec
+        .resources
         .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .is_some_and(|p| p == "Bound");
-    if !bound {
-        let spec = claim.spec.unwrap_or_default();
-        let storage = spec
-            .resources
-            .and_then(|r| r.requests)
-            .and_then(|r| r.get("storage").cloned());
-        let status = json!({"status": {
-            "phase": "Bound",
-            "accessModes": spec.access_modes.unwrap_or_default(),
-            "capacity": storage.map(|s| json!({"storage": s})).unwrap_or(json!({})),
-        }});
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .map_err(|e| format!("binding persistentvolumeclaim {name:?}: {e}"))?;
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .map(|q| q.0.clone());
+    let want = storage
+        .as_deref()
+        .and_then(sluice_kube::resources::parse_quantity)
+        .unwrap_or(0.0);
+    std::fs::create_dir_all(volumes).map_err(|e| format!("{}: {e}", volumes.display()))?;
+    let free = free_bytes(volumes).map_err(|e| format!("{}: {e}", volumes.display()))?;
+    if want > free as f64 {
+        return Err(format!(
+            "persistentvolumeclaim {name:?} asks for {} but node {node:?} has {} free",
+            storage.unwrap_or_default(),
+            human_bytes(free)
+        ));
     }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let access = spec.access_modes.clone().unwrap_or_default();
+    let capacity = storage
+        .as_ref()
+        .map(|s| json!({"storage": s}))
+        .unwrap_or(json!({}));
+    let pv_name = volume_name(&uid);
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": pv_name, "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER}},
+        "spec": {
+            "capacity": capacity,
+            "accessModes": access,
+            "persistentVolumeReclaimPolicy": reclaim,
+            "storageClassName": class_name,
+            "volumeMode": "Filesystem",
+            "local": {"path": dir.display().to_string()},
+            "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "namespace": ns, "name": name, "uid": uid},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
+        }
+    }))
+    .map_err(|e| format!("persistentvolume {pv_name:?}: {e}"))?;
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    match pvs.create(&PostParams::default(), &pv).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(format!("provisioning persistentvolume {pv_name:?}: {e}")),
+    }
+    let pv_status = json!({"status": {"phase": "Bound"}});
+    pvs.patch_status(&pv_name, &PatchParams::default(), &Patch::Merge(&pv_status))
+        .await
+        .map_err(|e| format!("binding persistentvolume {pv_name:?}: {e}"))?;
+    let bind = json!({
+        "metadata": {"annotations": {
+            "pv.kubernetes.io/bind-completed": "yes",
+            "pv.kubernetes.io/bound-by-controller": "yes",
+            "volume.kubernetes.io/selected-node": node,
+            "volume.kubernetes.io/storage-provisioner": PROVISIONER,
+        }},
+        "spec": {"volumeName": pv_name, "storageClassName": class_name},
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&bind))
+        .await
+        .map_err(|e| format!("binding persistentvolumeclaim {name:?}: {e}"))?;
+    let status = json!({"status": {"phase": "Bound", "accessModes": access, "capacity": capacity}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .map_err(|e| format!("binding persistentvolumeclaim {name:?}: {e}"))?;
     Ok(dir)
+}
+
+/// The class a claim asks for (the default when it names none), if this node serves it.
+async fn storage_class(client: &kube::Client, name: Option<&str>) -> Result<StorageClass, String> {
+    let api: Api<StorageClass> = Api::all(client.clone());
+    let class = match name {
+        Some("") => {
+            return Err(
+                "the claim asks for no StorageClass (\"\"), and local clusters have no PersistentVolumes to bind it to"
+                    .to_string(),
+            );
+        }
+        Some(name) => match api.get_opt(name).await {
+            Ok(Some(c)) => c,
+            Ok(None) => return Err(format!("storageclass.storage.k8s.io {name:?} not found")),
+            Err(e) => return Err(format!("storageclass.storage.k8s.io {name:?}: {e}")),
+        },
+        None => {
+            let all = api
+                .list(&Default::default())
+                .await
+                .map_err(|e| format!("storageclasses: {e}"))?;
+            all.items
+                .into_iter()
+                .filter(|c| {
+                    c.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(DEFAULT_CLASS))
+                        .is_some_and(|v| v == "true")
+                })
+                .max_by(|a, b| {
+                    (&a.metadata.creation_timestamp, &b.metadata.name)
+                        .cmp(&(&b.metadata.creation_timestamp, &a.metadata.name))
+                })
+                .ok_or_else(|| {
+                    "the claim names no StorageClass and the cluster has no default one".to_string()
+                })?
+        }
+    };
+    if class.provisioner != PROVISIONER {
+        return Err(format!(
+            "waiting for a volume to be created, either by external provisioner {:?} or manually created by system administrator",
+            class.provisioner
+        ));
+    }
+    Ok(class)
+}
+
+/// The bytes free for an unprivileged user on the filesystem of `dir`.
+fn free_bytes(dir: &Path) -> std::io::Result<u64> {
+    let s = rustix::fs::statvfs(dir)?;
+    Ok(s.f_bavail.saturating_mul(s.f_frsize))
+}
+
+/// `n` bytes in kube's binary units, as `kubectl describe` shows capacity.
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    let mut v = n;
+    let mut i = 0;
+    while v >= 1024 && i + 1 < UNITS.len() {
+        v /= 1024;
+        i += 1;
+    }
+    format!("{v}{}", UNITS[i])
+}
+
+/// Whether `pod` mounts claim `name` (of its namespace).
+pub fn mounts_claim(pod: &Pod, name: &str) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .any(|c| c.claim_name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_dir_is_one_plain_component() {
+        let root = Path::new("/v");
+        assert_eq!(claim_dir(root, "abc"), Some(PathBuf::from("/v/claims/abc")));
+        for bad in ["", ".", "..", "a/b", "../x"] {
+            assert_eq!(claim_dir(root, bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn bytes_read_in_binary_units() {
+        assert_eq!(human_bytes(512), "512");
+        assert_eq!(human_bytes(3 * 1024 * 1024 * 1024), "3Gi");
+        assert_eq!(human_bytes(u64::MAX), "15Ei");
+    }
 }

@@ -57,6 +57,15 @@ impl NodeConfig {
         }
     }
 
+    /// Where the node keeps its Pods' volumes and its claims' data: beside their logs and
+    /// credentials.
+    pub fn volumes_dir(&self) -> PathBuf {
+        self.logs_dir
+            .parent()
+            .unwrap_or(&self.logs_dir)
+            .join("volumes")
+    }
+
     /// The node's own address: its API server, agent and host-network Pods answer there.
     pub fn node_ip(&self) -> Ipv4Addr {
         Ipv4Addr::new(127, 20 + self.index, 0, 1)

@@ -10,6 +10,7 @@ pub mod container;
 pub mod mounts;
 pub mod probe;
 pub mod process;
+pub mod reclaim;
 pub mod running;
 pub mod service_account;
 pub mod streaming;
@@ -118,6 +119,9 @@ pub async fn run(
         Ok(_) | Err(kube::Error::Api(_)) => {}
         Err(e) => return Err(NodeError::Register(e)),
     }
+    if let Err(e) = claims::ensure_storage_class(&client).await {
+        tracing::warn!(error = %e, "the default StorageClass could not be made");
+    }
     let changed = Arc::new(tokio::sync::Notify::new());
     let informer = sluice_kube::Informer::start(
         Api::<Pod>::all(client.clone()),
@@ -130,6 +134,13 @@ pub async fn run(
         .wait_until_ready()
         .await
         .map_err(|_| NodeError::Stopped)?;
+    let reclaimer = tokio::spawn(reclaim::run(
+        client.clone(),
+        cfg.node_name.clone(),
+        cfg.volumes_dir(),
+        reader.clone(),
+        shutdown.clone(),
+    ));
     cfg.metrics
         .ready
         .store(true, std::sync::atomic::Ordering::Release);
@@ -324,6 +335,7 @@ pub async fn run(
     {
         tracing::warn!(node = %cfg.node_name, "pods still stopping at the bound; killed");
     }
+    reclaimer.abort();
     drop(informer);
     Ok(())
 }

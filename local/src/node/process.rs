@@ -160,12 +160,8 @@ async fn pre_stop(hook: &serde_json::Map<String, Value>, c: &Value, ip: Ipv4Addr
     }
 }
 
-/// Where the node keeps its Pods' volumes: beside their logs and credentials.
 fn volumes_root(cfg: &NodeConfig) -> PathBuf {
-    cfg.logs_dir
-        .parent()
-        .unwrap_or(&cfg.logs_dir)
-        .join("volumes")
+    cfg.volumes_dir()
 }
 
 /// Where a container's log goes: `<logs>/<namespace>/<pod>/<container>/<restart>.log`.

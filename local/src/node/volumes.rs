@@ -72,7 +72,8 @@ pub async fn prepare(
         }
         if let Some(claim) = volume["persistentVolumeClaim"].as_object() {
             let claim_name = claim.get("claimName").and_then(Value::as_str).unwrap_or("");
-            let source = super::claims::provision(client, root, ns, claim_name).await?;
+            let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+            let source = super::claims::provision(client, root, node, ns, claim_name).await?;
             out.push(Mount {
                 source,
                 target: target.to_string(),
