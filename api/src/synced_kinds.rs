@@ -27,9 +27,19 @@ const fn k(
     }
 }
 
-/// The label selector of the upstream Pods that travel: not the syncers' mirrors, which
-/// carry [`crate::sync::LABEL_CLUSTER`].
+/// The label selector of the upstream Pods and claims that travel: not the syncers'
+/// mirrors, which carry [`crate::sync::LABEL_CLUSTER`].
 pub const NOT_MIRRORED: &str = "!sluice.dev/cluster";
+
+/// The core resources (plurals) a cluster makes objects of that its syncer mirrors up
+/// into the logical cluster, read-only: Pods (made by the cluster's workload controllers)
+/// and PersistentVolumeClaims (made by its StatefulSet controller from claim templates).
+pub const MIRRORED_RESOURCES: [&str; 2] = ["pods", "persistentvolumeclaims"];
+
+/// Whether `group`/`resource` is one of [`MIRRORED_RESOURCES`].
+pub fn is_mirrored_resource(group: &str, resource: &str) -> bool {
+    group.is_empty() && MIRRORED_RESOURCES.contains(&resource)
+}
 
 /// Label on a CustomResourceDefinition in a logical cluster: its custom resources travel
 /// (namespaced ones: a cluster-scoped kind has no namespace to be placed with).
@@ -132,13 +142,14 @@ impl SyncedKind {
                 | "DaemonSet"
                 | "Job"
                 | "Pod"
+                | "PersistentVolumeClaim"
         )
     }
 
     /// The label selector that picks, of this kind's upstream objects, those that travel
-    /// (the Pods users made, not the mirrors); `None` when all of them do.
+    /// (the Pods and claims users made, not the mirrors); `None` when all of them do.
     pub fn upstream_selector(&self) -> Option<&'static str> {
-        (self.group.is_empty() && self.kind == "Pod").then_some(NOT_MIRRORED)
+        is_mirrored_resource(self.group, self.plural).then_some(NOT_MIRRORED)
     }
 
     /// Whether `labels` mark an upstream object of this kind as a mirror of a downstream
@@ -174,6 +185,12 @@ mod tests {
         let mirror = [crate::sync::LABEL_CLUSTER.to_string()];
         assert!(pod.is_mirror(mirror.iter()));
         assert!(!pod.is_mirror(["app".to_string()].iter()));
+        let claim = BUILTIN
+            .iter()
+            .find(|k| k.kind == "PersistentVolumeClaim")
+            .unwrap();
+        assert!(claim.is_mirror(mirror.iter()));
+        assert_eq!(claim.upstream_selector(), Some(NOT_MIRRORED));
         let deployment = BUILTIN.iter().find(|k| k.kind == "Deployment").unwrap();
         assert!(!deployment.is_mirror(mirror.iter()));
         assert_eq!(deployment.upstream_selector(), None);

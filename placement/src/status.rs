@@ -72,7 +72,9 @@ pub fn desired_on(obj: &Value, cluster: &ClusterName) -> i64 {
 /// generation and runs its share, all of it updated and available. Kinds that run to
 /// completion (Jobs) do not hold a move up.
 pub fn available_on(kind: &str, obj: &Value, cluster: &ClusterName) -> bool {
-    if kind == "Job" {
+    // A claim is bound when its first consumer starts: the workloads that mount it hold
+    // the move, not the claim.
+    if kind == "Job" || kind == "PersistentVolumeClaim" {
         return true;
     }
     // A Pod runs on one cluster of a spread namespace; the others have nothing to run.
@@ -144,11 +146,17 @@ pub fn summarize(kind: &str, obj: &Value, clusters: &[ClusterName]) -> Option<Va
         return None;
     }
     // A Pod's status is one cluster's: the copy that serves best (while a move runs it
-    // in two).
+    // in two). A claim's too: the copy that is bound.
     if kind == "Pod" {
         return reports
             .into_iter()
             .max_by_key(|(_, r)| pod_rank(&r.status))
+            .map(|(_, r)| r.status);
+    }
+    if kind == "PersistentVolumeClaim" {
+        return reports
+            .into_iter()
+            .max_by_key(|(_, r)| r.status["phase"] == "Bound")
             .map(|(_, r)| r.status);
     }
     // Observed only when every cluster it is placed on has caught up.

@@ -93,7 +93,9 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
                 "clusters",
                 Arc::new(sluice_kinds::ClusterFields),
             );
-            hooks.register("", "pods", Arc::new(pod::MirroredPods));
+            for resource in sluice_api::synced_kinds::MIRRORED_RESOURCES {
+                hooks.register("", resource, Arc::new(pod::MirroredPods));
+            }
             hooks.register("", "services", Arc::new(external_ips::ExternalIps));
             hooks.register(
                 "networking.k8s.io",

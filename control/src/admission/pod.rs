@@ -29,9 +29,9 @@ impl Hook for GracefulPods {
     }
 }
 
-/// Mirrored Pods (label `sluice.dev/cluster`) are written by their cluster's syncer only
-/// (and released by the placement controllers when their cluster is gone): not by a
-/// tenant, not by a human administrator, whatever field manager they name.
+/// Mirrored Pods and claims (label `sluice.dev/cluster`) are written by their cluster's
+/// syncer only (and released by the placement controllers when their cluster is gone): not
+/// by a tenant, not by a human administrator, whatever field manager they name.
 pub struct MirroredPods;
 
 impl MirroredPods {
@@ -45,8 +45,14 @@ impl MirroredPods {
             Some(u) => crate::rbac::syncer::cluster_of(u).is_some_and(|c| c.as_str() == cluster),
         };
         match mirror {
+            Some(cluster) if !may_write(cluster) && cx.t.resource == "pods" => {
+                Err(ApiError::Forbidden(format!(
+                    "pods labelled {LABEL_CLUSTER} are read-only mirrors of pods that run on a physical cluster (this one on {cluster:?}): change the workload that made it, or delete the pod to have it replaced there"
+                )))
+            }
             Some(cluster) if !may_write(cluster) => Err(ApiError::Forbidden(format!(
-                "pods labelled {LABEL_CLUSTER} are read-only mirrors of pods that run on a physical cluster (this one on {cluster:?}): change the workload that made it, or delete the pod to have it replaced there"
+                "{} labelled {LABEL_CLUSTER} are read-only mirrors of what a physical cluster made (this one on {cluster:?}): change the workload that made it, or delete it to have it deleted there",
+                cx.t.resource
             ))),
             _ => Ok(()),
         }

@@ -2,7 +2,7 @@
 //! syncer virtual workspace): a syncer identity (user `system:sluice:syncer:<cluster>` in
 //! group `system:sluice:syncers`, from a client certificate the control plane's CA signed)
 //! reads only what is placed on its cluster and writes only objects placed there, their
-//! status and its own Pod mirrors, Events and heartbeat Lease. It cannot read another
+//! status and its own Pod and claim mirrors, Events and heartbeat Lease. It cannot read another
 //! cluster's placements, nor any Secret that is not placed on its cluster.
 //!
 //! - list/watch (across logical clusters or in one): the label selector must require
@@ -11,7 +11,7 @@
 //!   tenant data).
 //! - get, update, patch of one object (or its status): it must carry one of those labels
 //!   (a Pod mirror not yet created: its namespace must be placed on the cluster); delete:
-//!   only its Pod mirrors. What a write may change is checked once the new object is known
+//!   only its Pod and claim mirrors. What a write may change is checked once the new object is known
 //!   ([`may_change`], [`may_create`]): on objects placed on its cluster, only its own
 //!   status report, import report and finalizer.
 //! - create: Events (and Pods) in a namespace placed on the cluster.
@@ -75,7 +75,8 @@ pub fn decide(
         return allow(matches!(action, Action::NonResource { verb: "get", .. }));
     };
     let state_label = format!("{STATE_LABEL_PREFIX}{cluster}");
-    let pods = group.is_empty() && resource == "pods";
+    // Pods and claims: its own mirrors it may write.
+    let pods = sluice_api::synced_kinds::is_mirrored_resource(group, resource);
     let whole_readable = (group.is_empty() && resource == "namespaces")
         || (group == "apiextensions.k8s.io" && resource == "customresourcedefinitions");
     let stored = |c: &LogicalClusterPath, ns: &str, n: &str| -> Option<Value> {
@@ -137,7 +138,7 @@ pub fn decide(
                 pods && o["metadata"]["labels"][LABEL_CLUSTER].as_str() == Some(cluster.as_str())
             };
             match (verb, stored(c, namespace, name)) {
-                // Only its own Pod mirrors does it delete.
+                // Only its own Pod and claim mirrors does it delete.
                 ("delete", Some(obj)) => allow(own_mirror(&obj)),
                 (_, Some(obj)) => allow(labels_allow(&obj, &state_label, cluster, pods)),
                 // A Pod mirror is created by an apply (a patch of a Pod not there yet).
@@ -148,7 +149,7 @@ pub fn decide(
 }
 
 /// Whether the syncer of `cluster` may turn `old` into `new` (an update or patch of an
-/// object of `resource`; `sub`: the subresource written). Its own Pod mirrors, Events and
+/// object of `resource`; `sub`: the subresource written). Its own Pod and claim mirrors, Events and
 /// heartbeat Lease it may change at will; anything else placed on its cluster only in its
 /// own status report (`status.sluice.dev/<cluster>`), its MCS import report
 /// (`imports.sluice.dev/<cluster>`) and its finalizer (`syncer.sluice.dev/<cluster>`) —
@@ -162,7 +163,10 @@ pub fn may_change(
 ) -> Result<(), String> {
     let own_pod =
         |o: &Value| o["metadata"]["labels"][LABEL_CLUSTER].as_str() == Some(cluster.as_str());
-    if group.is_empty() && resource == "pods" && own_pod(old) && own_pod(new) {
+    if sluice_api::synced_kinds::is_mirrored_resource(group, resource)
+        && own_pod(old)
+        && own_pod(new)
+    {
         return Ok(());
     }
     if (group.is_empty() && resource == "events")
@@ -221,13 +225,13 @@ pub fn may_create(
 ) -> Result<(), String> {
     match (group, resource) {
         ("", "events") | ("coordination.k8s.io", "leases") => Ok(()),
-        ("", "pods")
-            if obj["metadata"]["labels"][LABEL_CLUSTER].as_str() == Some(cluster.as_str()) =>
+        _ if sluice_api::synced_kinds::is_mirrored_resource(group, resource)
+            && obj["metadata"]["labels"][LABEL_CLUSTER].as_str() == Some(cluster.as_str()) =>
         {
             Ok(())
         }
         _ => Err(format!(
-            "the syncer of cluster {cluster} creates only Events, its Lease and its own Pod mirrors (label {LABEL_CLUSTER}={cluster})"
+            "the syncer of cluster {cluster} creates only Events, its Lease and its own Pod and claim mirrors (label {LABEL_CLUSTER}={cluster})"
         )),
     }
 }

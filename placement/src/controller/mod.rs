@@ -102,8 +102,8 @@ struct Watched {
     leases: Informer<Lease>,
     /// The kinds placement decides on ([`decided_on`]).
     kinds: Vec<(&'static SyncedKind, ApiResource, Informer<DynamicObject>)>,
-    /// The Pods the syncers mirrored up.
-    mirrors: Informer<DynamicObject>,
+    /// The Pods and claims the syncers mirrored up, by kind.
+    mirrors: Vec<(ApiResource, Informer<DynamicObject>)>,
     /// Workspaces: their policies bound where their namespaces run and how much they use.
     workspaces: Views<WorkspaceView>,
 }
@@ -120,8 +120,8 @@ impl Watched {
         let mut stores = vec![
             self.placements.store.wait_until_ready(),
             self.clusters.store.wait_until_ready(),
-            self.mirrors.store.wait_until_ready(),
         ];
+        stores.extend(self.mirrors.iter().map(|(_, i)| i.store.wait_until_ready()));
         stores.extend(
             self.kinds
                 .iter()
@@ -424,7 +424,7 @@ impl Placer {
 
     /// Touch what a change to cluster `name` (now `facts`) can change: the namespaces on
     /// it, those not at rest, those of logical clusters whose Spread Placements select it,
-    /// those holding its Pod mirrors when it was `lost`, and every Placement's status.
+    /// those holding its Pod and claim mirrors when it was `lost`, and every Placement's status.
     fn touch_affected(&self, name: &ClusterName, facts: Option<&ClusterFacts>, lost: bool) {
         let mut keys: BTreeSet<NsKey> = self.ledger.on(name).cloned().collect();
         keys.extend(self.ledger.unsettled().cloned());
@@ -444,7 +444,7 @@ impl Placer {
             keys.extend(self.w.namespaces_of(&path));
         }
         if lost {
-            for m in self.w.mirrors.state() {
+            for m in self.w.mirrors.iter().flat_map(|(_, i)| i.state()) {
                 if labels_of(&m).get(LABEL_CLUSTER).map(String::as_str) == Some(name.as_str())
                     && let (Some(p), Some(ns)) = (path_of(&m), m.metadata.namespace.clone())
                 {
@@ -605,14 +605,28 @@ pub async fn run(
         )
     };
     let w = Watched {
-        mirrors: start(
-            dynamic("", "v1", "Pod", "pods"),
-            "mirrored pods",
-            Some(LABEL_CLUSTER),
-            metadata_only,
-            owning_namespace_key,
-            None,
-        ),
+        mirrors: [
+            ("Pod", "pods", "mirrored pods"),
+            (
+                "PersistentVolumeClaim",
+                "persistentvolumeclaims",
+                "mirrored persistentvolumeclaims",
+            ),
+        ]
+        .into_iter()
+        .map(|(kind, plural, what)| {
+            let ar = dynamic("", "v1", kind, plural);
+            let informer = start(
+                ar.clone(),
+                what,
+                Some(LABEL_CLUSTER),
+                metadata_only,
+                owning_namespace_key,
+                None,
+            );
+            (ar, informer)
+        })
+        .collect(),
         namespaces: Views::start_across(
             Api::all_with(
                 wildcard.clone(),

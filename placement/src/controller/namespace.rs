@@ -384,9 +384,9 @@ impl Placer {
         })
     }
 
-    /// Delete the Pod mirrors of namespace `key` that a cluster it is no longer placed on
-    /// left behind because its syncer is gone (a live syncer removes its own once the Pods
-    /// are gone).
+    /// Delete the Pod and claim mirrors of namespace `key` that a cluster it is no longer
+    /// placed on left behind because its syncer is gone (a live syncer removes its own once
+    /// the real objects are gone).
     async fn drop_stale_mirrors(
         &self,
         client: &kube::Client,
@@ -395,41 +395,39 @@ impl Placer {
         snapshot: &Snapshot,
     ) -> Result<(), ReconcileError> {
         let (path, ns) = key;
-        let api = || {
-            Api::<DynamicObject>::namespaced_with(
-                client.clone(),
-                ns,
-                &dynamic("", "v1", "Pod", "pods"),
-            )
-        };
-        for m in self.w.mirrors.store.in_namespace(path.as_str(), ns) {
-            let Some(cluster) = labels_of(&m).get(LABEL_CLUSTER).map(ClusterName::new) else {
-                continue;
-            };
-            if next.contains(&cluster) || snapshot.ready(&cluster) {
-                continue;
-            }
-            let name = m.metadata.name.clone().unwrap_or_default();
-            let params = PatchParams {
-                field_manager: Some(MANAGER.to_string()),
-                ..PatchParams::default()
-            };
-            let v = serde_json::to_value(&*m).unwrap_or(Value::Null);
-            if let Some(patch) = released_finalizers(&v, next) {
-                api()
-                    .patch(&name, &params, &Patch::Merge(&patch))
-                    .await
-                    .map_err(|e| ReconcileError::write(Write::MirrorRelease, &name, e))?;
-            }
-            if m.metadata.deletion_timestamp.is_none() {
-                let deleted = api()
-                    .delete(&name, &kube::api::DeleteParams::default().grace_period(0))
-                    .await;
-                match deleted {
-                    Ok(_) => tracing::info!(logical_cluster = %path, namespace = %ns, pod = %name,
-                        %cluster, "removed the mirror a lost cluster left"),
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => return Err(ReconcileError::write(Write::MirrorDelete, &name, e)),
+        for (ar, informer) in &self.w.mirrors {
+            let api = || Api::<DynamicObject>::namespaced_with(client.clone(), ns, ar);
+            for m in informer.store.in_namespace(path.as_str(), ns) {
+                let Some(cluster) = labels_of(&m).get(LABEL_CLUSTER).map(ClusterName::new) else {
+                    continue;
+                };
+                if next.contains(&cluster) || snapshot.ready(&cluster) {
+                    continue;
+                }
+                let name = m.metadata.name.clone().unwrap_or_default();
+                let params = PatchParams {
+                    field_manager: Some(MANAGER.to_string()),
+                    ..PatchParams::default()
+                };
+                let v = serde_json::to_value(&*m).unwrap_or(Value::Null);
+                if let Some(patch) = released_finalizers(&v, next) {
+                    api()
+                        .patch(&name, &params, &Patch::Merge(&patch))
+                        .await
+                        .map_err(|e| ReconcileError::write(Write::MirrorRelease, &name, e))?;
+                }
+                if m.metadata.deletion_timestamp.is_none() {
+                    let deleted = api()
+                        .delete(&name, &kube::api::DeleteParams::default().grace_period(0))
+                        .await;
+                    match deleted {
+                        Ok(_) => {
+                            tracing::info!(logical_cluster = %path, namespace = %ns, kind = %ar.kind,
+                            %name, %cluster, "removed the mirror a lost cluster left")
+                        }
+                        Err(kube::Error::Api(s)) if s.code == 404 => {}
+                        Err(e) => return Err(ReconcileError::write(Write::MirrorDelete, &name, e)),
+                    }
                 }
             }
         }

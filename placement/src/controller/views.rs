@@ -37,11 +37,13 @@ pub(crate) fn dynamic(group: &str, version: &str, kind: &str, plural: &str) -> A
     }
 }
 
-/// The kinds placement reads: workloads (their demand, readiness and status) and Services
-/// (the endpoints a move waits for). The other kinds that travel follow their namespace in
-/// the API server; a Secret never reaches placement's memory.
+/// The kinds placement reads: workloads (their demand, readiness and status), Services
+/// (the endpoints a move waits for) and PersistentVolumeClaims (their status, from where
+/// they are bound). The other kinds that travel follow their namespace in the API server;
+/// a Secret never reaches placement's memory.
 pub(crate) fn decided_on(kind: &SyncedKind) -> bool {
-    crate::demand::runs_pods(kind.kind) || (kind.group.is_empty() && kind.kind == "Service")
+    crate::demand::runs_pods(kind.kind)
+        || (kind.group.is_empty() && matches!(kind.kind, "Service" | "PersistentVolumeClaim"))
 }
 
 /// What placement never reads and costs the most to keep: kubectl's copy of what was
@@ -221,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn placement_reads_workloads_and_services_only() {
+    fn placement_reads_workloads_services_and_claims_only() {
         let read: Vec<&str> = BUILTIN
             .iter()
             .filter(|k| decided_on(k))

@@ -1,7 +1,7 @@
 //! The syncer's controller, on the runtime of `sluice-kube` ([`sluice_kube::Controller`]):
 //! informers on both sides ([`watched`]) touch the downstream namespace each event
 //! concerns, and one namespace at a time is reconciled — synced down ([`down`]), its
-//! imports reported ([`import_report`]), its pods mirrored ([`pods`]) and its Events copied
+//! imports reported ([`import_report`]), its pods and claims mirrored ([`mirrors`]) and its Events copied
 //! up ([`event_copy`]) — writing nothing when both sides agree. Syncable custom resource
 //! definitions ([`crds`]), refused namespace claims ([`warnings`]) and re-lists have keys
 //! of their own ([`Key`]). Nothing runs while nothing changes.
@@ -11,7 +11,7 @@ mod down;
 mod event_copy;
 mod import_report;
 mod key;
-mod pods;
+mod mirrors;
 mod report;
 mod state;
 mod warnings;
@@ -178,7 +178,7 @@ impl Syncing {
         let source = source.as_ref();
         let synced = down::sync_namespace(s, w, ns, source).await;
         let imports = import_report::report_imports(s, w, ns, source).await;
-        let mirrors = pods::mirror_pods(s, w, ns, source).await;
+        let mirrors = mirrors::mirror_all(s, w, ns, source).await;
         let events = event_copy::copy_events(s, w, &mut self.copied, ns, source).await;
         s.syncer.metrics.placed.set(w.placed() as i64);
         if !s.syncer.sources.unreported().is_empty() {

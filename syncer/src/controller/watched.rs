@@ -2,7 +2,7 @@
 //! (objects with the cluster's state label, read through `/clusters/*`) and one downstream
 //! (objects labelled `sluice.dev/synced=true`); the syncable custom resource definitions;
 //! the synced namespaces and every logical cluster's namespaces; the cluster's MCS
-//! EndpointSlices; its pods and their mirrors; its Events. Each event touches the key of
+//! EndpointSlices; its pods and claims and their mirrors; its Events. Each event touches the key of
 //! the downstream namespace it concerns (learnt through [`Sources`]), and the end of a
 //! re-list touches [`Key::Resync`].
 
@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher;
@@ -77,6 +77,10 @@ pub struct Watched {
     pub pods: Informer<Pod>,
     /// Their mirrors in the logical clusters.
     pub mirrors: Informer<Pod>,
+    /// The cluster's claims (those it made itself are mirrored).
+    pub claims: Informer<PersistentVolumeClaim>,
+    /// Their mirrors in the logical clusters.
+    pub claim_mirrors: Informer<PersistentVolumeClaim>,
     /// The cluster's Events.
     pub events: Informer<Event>,
     starter: Starter,
@@ -223,6 +227,24 @@ impl Watched {
             LOGICAL_CLUSTER_ANNOTATION,
             touching(queue, move |p: &Pod| src.learn(&p.metadata)),
         );
+        let claims = Informer::start_with(
+            Api::all(config.downstream.clone()),
+            watcher::Config::default(),
+            "persistentvolumeclaims",
+            touching(queue, |c: &PersistentVolumeClaim| {
+                c.metadata.namespace.clone()
+            }),
+        );
+        let src = sources.clone();
+        let claim_mirrors = Informer::start_across(
+            Api::all(upstream.wildcard.clone()),
+            watcher::Config::default().labels(&format!("{LABEL_CLUSTER}={}", config.cluster)),
+            "mirrored persistentvolumeclaims",
+            LOGICAL_CLUSTER_ANNOTATION,
+            touching(queue, move |c: &PersistentVolumeClaim| {
+                src.learn(&c.metadata)
+            }),
+        );
         let events = Informer::start_with(
             Api::all(config.downstream.clone()),
             watcher::Config::default(),
@@ -237,6 +259,8 @@ impl Watched {
             imports,
             pods,
             mirrors,
+            claims,
+            claim_mirrors,
             events,
             starter,
         }
@@ -262,6 +286,8 @@ impl Watched {
             && self.imports.is_ready()
             && self.pods.is_ready()
             && self.mirrors.is_ready()
+            && self.claims.is_ready()
+            && self.claim_mirrors.is_ready()
             && self.events.is_ready()
     }
 
@@ -283,7 +309,8 @@ impl Watched {
             .kinds
             .iter()
             .flat_map(|k| k.up.store.namespaces())
-            .chain(self.mirrors.store.namespaces());
+            .chain(self.mirrors.store.namespaces())
+            .chain(self.claim_mirrors.store.namespaces());
         for (scope, ns) in upstream {
             if let Ok(path) = scope.parse() {
                 sources.learn_listed((path, ns));
