@@ -27,6 +27,7 @@ pub mod index;
 pub mod informer;
 pub mod lease;
 pub mod meta;
+pub mod pod;
 pub mod resources;
 pub mod roots;
 pub mod scope;

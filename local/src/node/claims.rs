@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -243,17 +243,6 @@ fn human_bytes(n: u64) -> String {
         i += 1;
     }
     format!("{v}{}", UNITS[i])
-}
-
-/// Whether `pod` mounts claim `name` (of its namespace).
-pub fn mounts_claim(pod: &Pod, name: &str) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.volumes.as_ref())
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.persistent_volume_claim.as_ref())
-        .any(|c| c.claim_name == name)
 }
 
 #[cfg(test)]

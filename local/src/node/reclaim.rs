@@ -17,10 +17,11 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::json;
 use sluice_kube::informer::Store;
+use sluice_kube::pod::mounts_claim;
 use sluice_kube::{Action, Controller, Informer, Queue, Reconciler};
 use tokio::sync::watch;
 
-use super::claims::{PROVISIONER, claim_dir, mounts_claim, volume_name};
+use super::claims::{PROVISIONER, claim_dir, volume_name};
 
 /// What the reclaimer looks at.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

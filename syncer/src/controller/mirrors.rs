@@ -83,15 +83,8 @@ async fn release_claims(
     }
     let pods = w.pods.store.in_namespace("", down_ns);
     let mounted = |claim: &str| {
-        pods.iter().any(|p| {
-            p.spec
-                .as_ref()
-                .and_then(|s| s.volumes.as_ref())
-                .into_iter()
-                .flatten()
-                .filter_map(|v| v.persistent_volume_claim.as_ref())
-                .any(|c| c.claim_name == claim)
-        })
+        pods.iter()
+            .any(|p| sluice_kube::pod::mounts_claim(p, claim))
     };
     let api: Api<PersistentVolumeClaim> = Api::namespaced(s.config.downstream.clone(), down_ns);
     let mut ok = true;
