@@ -27,6 +27,8 @@ pub struct NodeMetrics {
     pub ready: AtomicBool,
     /// The built-in controllers' reconciles (`sluice_node_controllers_reconciles_total`).
     pub controllers: sluice_kube::controller::ControllerMetrics,
+    /// The volume reclaimer's reconciles (`sluice_node_reclaimer_reconciles_total`).
+    pub reclaimer: sluice_kube::controller::ControllerMetrics,
 }
 
 impl NodeMetrics {
@@ -55,6 +57,8 @@ impl NodeMetrics {
         );
         self.controllers
             .register(r.sub_registry_with_prefix("controllers"));
+        self.reclaimer
+            .register(r.sub_registry_with_prefix("reclaimer"));
         r
     }
 }

@@ -139,6 +139,7 @@ pub async fn run(
         cfg.node_name.clone(),
         cfg.volumes_dir(),
         reader.clone(),
+        cfg.metrics.reclaimer.clone(),
         shutdown.clone(),
     ));
     cfg.metrics

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::json;
+use sluice_kube::controller::ControllerMetrics;
 use sluice_kube::informer::Store;
 use sluice_kube::pod::mounts_claim;
 use sluice_kube::{Action, Controller, Informer, Queue, Reconciler};
@@ -172,6 +173,7 @@ pub async fn run(
     node: String,
     volumes_root: PathBuf,
     pods: Store<Pod>,
+    metrics: ControllerMetrics,
     stop: watch::Receiver<bool>,
 ) {
     let queue = Arc::new(Queue::new(Duration::from_millis(5)));
@@ -214,7 +216,7 @@ pub async fn run(
         claims: claims.store.clone(),
         pods,
     };
-    let controller = Controller::new("volume reclaimer", queue, Default::default());
+    let controller = Controller::new("volume reclaimer", queue, metrics);
     let _ = controller.run(&mut reclaimer, stop).await;
     drop((volumes, claims));
 }
