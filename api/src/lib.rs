@@ -27,6 +27,7 @@ macro_rules! resource {
     };
 }
 
+pub mod claim_copy;
 pub mod cron;
 pub mod liveness;
 pub mod logical_cluster;

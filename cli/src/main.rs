@@ -45,6 +45,9 @@ enum Command {
     /// reason; a line per second on stderr; a JSON report on stdout (also when SIGINT or
     /// SIGTERM ends it early); exit 1 if any failed.
     Loadgen(parts::loadgen::Args),
+    /// The `sluice/mover` image: serve a claim's files with their checksums, or pull them
+    /// into another claim (how a claim's data follows a move).
+    Mover(parts::mover::Args),
     /// The clusterset DNS server: `clusterset.local` (MCS DNS specification 1.0.0) from
     /// ServiceImports and MCS EndpointSlices, `cluster.local` for local clusters, everything
     /// else forwarded.
@@ -109,6 +112,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Node(args) => parts::node::run(args).await,
         Command::Echo => parts::echo::run().await,
         Command::Loadgen(args) => parts::loadgen::run(args).await,
+        Command::Mover(args) => parts::mover::run(args).await,
         Command::Dns(args) => parts::dns::run(args).await,
         Command::Proxy(args) => parts::proxy::run(args).await,
         Command::Tunnel(args) => parts::tunnel::run(args).await,

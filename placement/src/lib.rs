@@ -10,6 +10,7 @@
 //! them; [`drain`] is what a command line needs to cordon, drain and follow a cluster.
 
 pub mod controller;
+pub mod copy;
 pub mod demand;
 pub mod drain;
 pub mod imports;

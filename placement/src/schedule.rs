@@ -515,6 +515,11 @@ pub enum NotYet {
     /// Its Services' endpoints there are not yet Ready in the MCS imports of these member
     /// clusters.
     Endpoints(Vec<ClusterName>),
+    /// The data of these claims is still being copied there ([`crate::copy`]).
+    Copying {
+        from: ClusterName,
+        claims: Vec<(String, crate::copy::Stage)>,
+    },
 }
 
 /// The next set of clusters for a namespace now on `current` with target `target`;

@@ -10,6 +10,7 @@ pub mod echo;
 pub mod kubeconfig;
 pub mod loadgen;
 pub mod mcs;
+pub mod mover;
 pub mod node;
 pub mod pki;
 pub mod proxy;

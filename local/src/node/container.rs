@@ -32,6 +32,7 @@ pub fn argv(cfg: &NodeConfig, c: &Value) -> Result<Vec<String>, (String, String)
     let builtin = match repo {
         "sluice/echo" => Some("echo"),
         "sluice/loadgen" => Some("loadgen"),
+        "sluice/mover" => Some("mover"),
         _ => None,
     };
     // The `sluice` image (any registry and tag): this binary, with the container's command
@@ -62,6 +63,14 @@ pub fn argv(cfg: &NodeConfig, c: &Value) -> Result<Vec<String>, (String, String)
         let mut v = vec![cfg.sluice_bin.display().to_string()];
         v.extend(rest);
         return Ok(v);
+    }
+    // The mover reads and writes the directory it is given: on a node that trusts no
+    // manifest, nothing but a claim's own mount would be safe to give it.
+    if cfg.builtin_images_only && builtin == Some("mover") {
+        return Err((
+            "ImageNotBuiltIn".into(),
+            "this node runs built-in images only (--builtin-images-only): the claim mover (sluice/mover) does not run here, so claims' data does not follow a move off or onto it".into(),
+        ));
     }
     match (builtin, command.is_empty()) {
         (Some(sub), true) => {

@@ -161,7 +161,32 @@ impl Placer {
             (None, t) => (t, None),
         };
         let members = &snapshot.members;
+        let wanted: Vec<ClusterName> = match &target {
+            Target::On { clusters, .. } => clusters.clone(),
+            _ => Vec::new(),
+        };
+        // A move carries the data of the claims bound where the app ran.
+        let kinds: Vec<(&str, &Value)> = objs
+            .iter()
+            .zip(&values)
+            .map(|((k, _, _), v)| (k.kind, v))
+            .collect();
+        let copies = if ns.deleting {
+            None
+        } else {
+            crate::copy::plan(&current, &wanted, &kinds, |c| self.mirrored_pods(key, c))
+        };
+        let copying = copies.as_ref().map(|p| p.waiting()).unwrap_or_default();
         let available = |c: &ClusterName| {
+            if let Some(p) = copies
+                .as_ref()
+                .filter(|p| &p.to == c && !copying.is_empty())
+            {
+                return Err(schedule::NotYet::Copying {
+                    from: p.from.clone(),
+                    claims: copying.clone(),
+                });
+            }
             let ready = objs
                 .iter()
                 .zip(&values)
@@ -186,10 +211,6 @@ impl Placer {
             .collect();
         let (mut next, mut phase) = schedule::step(&current, &target, available, &held);
         // Traffic leaves a cluster before the cluster goes.
-        let wanted: Vec<ClusterName> = match &target {
-            Target::On { clusters, .. } => clusters.clone(),
-            _ => Vec::new(),
-        };
         // A cluster whose syncer is gone cannot be told its weight: it goes at once, as
         // before (its endpoints leave the imports with its lease).
         let leaving: Vec<ClusterName> = current
@@ -347,10 +368,17 @@ impl Placer {
             let obj_name = o.metadata.name.clone().unwrap_or_default();
             let api = || Api::<DynamicObject>::namespaced_with(client.clone(), name, ar);
             let shares = split.shares(k.kind, v);
-            let patch = if o.metadata.deletion_timestamp.is_none() {
-                shares_patch(v, &next, shares.as_deref(), &target)
-            } else {
+            let held = copies
+                .as_ref()
+                .map(|p| p.held(k.kind, v))
+                .unwrap_or_default();
+            let patch = if o.metadata.deletion_timestamp.is_some() {
                 None
+            } else if k.kind == "PersistentVolumeClaim" {
+                let asked = copies.as_ref().and_then(|p| p.asked(&obj_name));
+                crate::copy::asked_patch(v, asked.as_ref())
+            } else {
+                shares_patch(v, &next, shares.as_deref(), &held, &target)
             };
             if let Some(patch) = patch
                 && let Err(e) = api()
@@ -382,6 +410,19 @@ impl Placer {
         } else {
             Action::AwaitChange
         })
+    }
+
+    /// The labels of the Pods `cluster` mirrors into namespace `key`.
+    fn mirrored_pods(&self, key: &NsKey, cluster: &ClusterName) -> Vec<crate::copy::Labels> {
+        let (path, ns) = key;
+        self.w
+            .mirrors
+            .iter()
+            .filter(|(ar, _)| ar.kind == "Pod")
+            .flat_map(|(_, i)| i.store.in_namespace(path.as_str(), ns))
+            .map(|m| labels_of(&m))
+            .filter(|l| l.get(LABEL_CLUSTER).map(String::as_str) == Some(cluster.as_str()))
+            .collect()
     }
 
     /// Delete the Pod and claim mirrors of namespace `key` that a cluster it is no longer
@@ -511,11 +552,13 @@ fn state_labels_patch(from: &[ClusterName], to: &[ClusterName]) -> Value {
 }
 
 /// The merge patch that sets workload `v`'s replica shares (or drops them when it is not
-/// split, or from clusters it left); `None` when it is right already.
+/// split, or from clusters it left), with the clusters where a claim's copy `held` it to a
+/// count; `None` when it is right already.
 fn shares_patch(
     v: &Value,
     placed: &[ClusterName],
     shares: Option<&[(ClusterName, i64)]>,
+    held: &[(ClusterName, i64)],
     target: &Target,
 ) -> Option<Value> {
     let spread = shares.is_some();
@@ -524,13 +567,21 @@ fn shares_patch(
     for (k, _) in meta["annotations"].as_object().into_iter().flatten() {
         if let Some(c) = k.strip_prefix(REPLICAS_ANNOTATION_PREFIX)
             && (!spread || !placed.iter().any(|p| p.as_str() == c))
+            && !held.iter().any(|(h, _)| h.as_str() == c)
             && !matches!(target, Target::Pending(_))
         {
             annotations.insert(k.clone(), Value::Null);
         }
     }
-    if let Some(shares) = shares {
-        for (c, n) in shares {
+    let shares: Vec<(ClusterName, i64)> = shares
+        .into_iter()
+        .flatten()
+        .filter(|(c, _)| !held.iter().any(|(h, _)| h == c))
+        .chain(held.iter())
+        .cloned()
+        .collect();
+    if !shares.is_empty() {
+        for (c, n) in &shares {
             let key = replicas_annotation(c);
             let want = n.to_string();
             if meta["annotations"][&key].as_str() != Some(want.as_str()) {
@@ -602,19 +653,19 @@ mod tests {
             mode: Mode::Single,
         };
         assert_eq!(
-            shares_patch(&o, &b, None, &target),
+            shares_patch(&o, &b, None, &[], &target),
             Some(json!({"metadata": {"annotations": {"replicas.sluice.dev/a": null}}}))
         );
         // While pending, the shares it had stay (its pods keep running where they are).
         let pending = Target::Pending(schedule::Pending::ClusterNotFound("c".into()));
-        assert_eq!(shares_patch(&o, &b, None, &pending), None);
+        assert_eq!(shares_patch(&o, &b, None, &[], &pending), None);
         let ab = [ClusterName::new("a"), ClusterName::new("b")];
         let target = Target::On {
             clusters: ab.to_vec(),
             mode: Mode::Spread,
         };
         let shares = schedule::shares(3, &ab);
-        let p = shares_patch(&o, &ab, Some(&shares), &target).unwrap();
+        let p = shares_patch(&o, &ab, Some(&shares), &[], &target).unwrap();
         assert_eq!(
             p,
             json!({"metadata": {"annotations": {"replicas.sluice.dev/b": "1"}}})

@@ -94,6 +94,14 @@ fn placed_condition(phase: &Phase, on: &[ClusterName]) -> (&'static str, &'stati
                             "the endpoints on {c} are Ready in the imports of {}",
                             join(unseen)
                         ),
+                        schedule::NotYet::Copying { from, claims } => format!(
+                            "the data of {} is copied from {from} to {c}",
+                            claims
+                                .iter()
+                                .map(|(n, s)| format!("claim {n} ({})", s.describe()))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
                     })
                     .collect::<Vec<_>>()
                     .join(", and ")

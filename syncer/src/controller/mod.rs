@@ -1,11 +1,12 @@
 //! The syncer's controller, on the runtime of `sluice-kube` ([`sluice_kube::Controller`]):
 //! informers on both sides ([`watched`]) touch the downstream namespace each event
 //! concerns, and one namespace at a time is reconciled — synced down ([`down`]), its
-//! imports reported ([`import_report`]), its pods and claims mirrored ([`mirrors`]) and its Events copied
-//! up ([`event_copy`]) — writing nothing when both sides agree. Syncable custom resource
+//! imports reported ([`import_report`]), its pods and claims mirrored ([`mirrors`]), its Events copied
+//! up ([`event_copy`]) and the movers of its claims' data run ([`copies`]) — writing nothing when both sides agree. Syncable custom resource
 //! definitions ([`crds`]), refused namespace claims ([`warnings`]) and re-lists have keys
 //! of their own ([`Key`]). Nothing runs while nothing changes.
 
+mod copies;
 mod crds;
 mod down;
 mod event_copy;
@@ -83,6 +84,8 @@ pub enum ReconcileError {
     Definitions,
     #[error("reporting a namespace conflict failed")]
     Conflicts,
+    #[error("running a claim's movers failed")]
+    Copies,
 }
 
 /// The syncer's reconciler: the informers, both sides, and what it remembers between keys.
@@ -180,6 +183,7 @@ impl Syncing {
         let imports = import_report::report_imports(s, w, ns, source).await;
         let mirrors = mirrors::mirror_all(s, w, ns, source).await;
         let events = event_copy::copy_events(s, w, &mut self.copied, ns, source).await;
+        let copies = copies::reconcile(s, w, ns, source).await;
         s.syncer.metrics.placed.set(w.placed() as i64);
         if !s.syncer.sources.unreported().is_empty() {
             self.queue.touch(Key::Conflicts);
@@ -189,11 +193,14 @@ impl Syncing {
             (imports, ReconcileError::Imports),
             (mirrors, ReconcileError::Mirrors),
             (events, ReconcileError::Events),
+            (copies != copies::Copies::Failed, ReconcileError::Copies),
         ]
         .into_iter()
         .find(|(ok, _)| !ok);
         match failed {
             Some((_, e)) => Err(e),
+            // A mover waits for its source's address, which no informer here reports.
+            None if copies == copies::Copies::Waiting => Ok(Action::Requeue(RETRY)),
             None => Ok(Action::AwaitChange),
         }
     }

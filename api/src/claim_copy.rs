@@ -1,0 +1,111 @@
+//! How a claim's data follows a move (docs/stateful.md): placement writes on the upstream
+//! claim which cluster the data comes from, which it goes to and which pass is due; the
+//! source's syncer runs a mover serving the claim (behind a Service the clusterset exports,
+//! so the bytes cross in the gateways' tunnel), the target's runs a mover pulling each pass
+//! into its own claim and answers with a condition on that claim, which its status report
+//! carries back up.
+
+use crate::ClusterName;
+
+/// Upstream claim annotation: the cluster whose copy of the claim holds the data.
+pub const SOURCE_ANNOTATION: &str = "copy.sluice.dev/source";
+/// Upstream claim annotation: the cluster the data goes to.
+pub const TARGET_ANNOTATION: &str = "copy.sluice.dev/target";
+/// Upstream claim annotation: the pass due ([`Pass`]).
+pub const PASS_ANNOTATION: &str = "copy.sluice.dev/pass";
+/// Condition type on the target cluster's claim: `False`/[`BULK_COPIED`] after the bulk
+/// pass, `True`/[`COPIED`] once the final pass matched the source's manifest.
+pub const COPIED_CONDITION: &str = "sluice.dev/Copied";
+pub const BULK_COPIED: &str = "BulkCopied";
+pub const COPIED: &str = "Copied";
+/// Label of the movers (Pods and the source's Service): `<id>-<role>`.
+pub const MOVER_LABEL: &str = "copy.sluice.dev/mover";
+/// Annotation of a mover Pod: the claim it serves or fills.
+pub const MOVER_CLAIM_ANNOTATION: &str = "copy.sluice.dev/claim";
+/// The port a source mover serves on.
+pub const MOVER_PORT: u16 = 8080;
+/// The image of the movers (the `sluice` binary's `mover` subcommand).
+pub const MOVER_IMAGE: &str = "sluice/mover";
+
+/// A pass of a copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Pass {
+    /// While the app still runs on the source.
+    Bulk,
+    /// Once the app stopped there: what changed since, then the whole volume checked.
+    Final,
+}
+
+impl Pass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pass::Bulk => "bulk",
+            Pass::Final => "final",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "bulk" => Some(Pass::Bulk),
+            "final" => Some(Pass::Final),
+            _ => None,
+        }
+    }
+}
+
+/// A short name for claim `claim` in its namespace, for the movers' names (a claim's name
+/// may be 253 characters; a label value only 63).
+pub fn mover_id(claim: &str) -> String {
+    // FNV-1a: stable across releases and processes.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in claim.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The name of the source's mover Pod and Service for claim id `id`.
+pub fn source_name(id: &str) -> String {
+    format!("sluice-copy-{id}")
+}
+
+/// The name of the target's mover Pod for pass `pass`.
+pub fn pull_name(id: &str, pass: Pass) -> String {
+    format!("sluice-copy-{}-{id}", pass.as_str())
+}
+
+/// What a claim's annotations ask of the clusters, if anything.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Asked {
+    pub source: ClusterName,
+    pub target: ClusterName,
+    pub pass: Pass,
+}
+
+impl Asked {
+    /// Read from an object's annotations.
+    pub fn of(annotations: Option<&std::collections::BTreeMap<String, String>>) -> Option<Self> {
+        let a = annotations?;
+        Some(Self {
+            source: ClusterName::new(a.get(SOURCE_ANNOTATION)?),
+            target: ClusterName::new(a.get(TARGET_ANNOTATION)?),
+            pass: Pass::parse(a.get(PASS_ANNOTATION)?)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mover_names_are_short_and_stable_for_any_claim_name() {
+        let long = "a".repeat(253);
+        assert_eq!(mover_id(&long).len(), 16);
+        assert_eq!(mover_id("data"), mover_id("data"));
+        assert_ne!(mover_id("data"), mover_id("date"));
+        assert!(pull_name(&mover_id(&long), Pass::Final).len() <= 63);
+        assert_eq!(mover_id("é"), mover_id("é"));
+    }
+}

@@ -1,0 +1,413 @@
+//! Which claims' data follows a move, and where each copy stands (docs/stateful.md). A
+//! namespace moving from one cluster to another copies every claim bound on the old one:
+//! a bulk pass while the app still runs there, then the app's workloads that mount the
+//! claim are scaled to 0 on the old cluster (it stops gracefully and flushes), then a final
+//! pass of what changed, checked whole. Until that is done the new cluster runs none of
+//! those workloads, so it never starts on partial data; the move itself (traffic, removal
+//! of the old cluster) waits for the copies like for anything else not yet available.
+//!
+//! Each step is read back from what the clusters report (the target's claim condition, the
+//! old cluster's Pods), so a restarted placement controller picks the copy up where it was.
+
+use serde_json::Value;
+use sluice_api::ClusterName;
+use sluice_api::claim_copy::{
+    Asked, BULK_COPIED, COPIED, COPIED_CONDITION, MOVER_LABEL, PASS_ANNOTATION, Pass,
+    SOURCE_ANNOTATION, TARGET_ANNOTATION,
+};
+
+use crate::status::report;
+
+/// Where one claim's copy stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    /// The bulk pass runs while the app keeps running on the source.
+    Bulk,
+    /// The bulk pass is done; the app's workloads stop on the source.
+    Stopping,
+    /// Nothing mounts the claim on the source any more: the final pass runs.
+    Final,
+    /// The target's claim holds the source's data, checked.
+    Done,
+}
+
+impl Stage {
+    /// The pass the movers run in this stage.
+    pub fn pass(self) -> Pass {
+        match self {
+            Stage::Bulk | Stage::Stopping => Pass::Bulk,
+            Stage::Final | Stage::Done => Pass::Final,
+        }
+    }
+
+    /// How it reads in the namespace's condition.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stage::Bulk => "bulk copy while the app runs",
+            Stage::Stopping => "stopping the app to copy what changed",
+            Stage::Final => "final copy while the app is stopped",
+            Stage::Done => "copied",
+        }
+    }
+}
+
+/// One claim whose data follows the move.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimCopy {
+    pub claim: String,
+    pub stage: Stage,
+}
+
+/// The copies of a namespace moving from `from` to `to`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub from: ClusterName,
+    pub to: ClusterName,
+    pub claims: Vec<ClaimCopy>,
+}
+
+/// The copies of a namespace on `current` whose target is `wanted` (one cluster each way:
+/// a move), from its `objects`; `mirrored(cluster)`: the labels of the Pods `cluster`
+/// mirrors up (which the workloads' selectors tell apart). `None` when nothing is copied.
+pub fn plan(
+    current: &[ClusterName],
+    wanted: &[ClusterName],
+    objects: &[(&str, &Value)],
+    mirrored: impl Fn(&ClusterName) -> Vec<Labels>,
+) -> Option<Plan> {
+    let [to] = wanted else {
+        return None;
+    };
+    let leaving: Vec<&ClusterName> = current.iter().filter(|c| *c != to).collect();
+    let [from] = leaving[..] else {
+        return None;
+    };
+    let mut claims = Vec::new();
+    for &(kind, v) in objects {
+        if kind != "PersistentVolumeClaim" || !v["metadata"]["deletionTimestamp"].is_null() {
+            continue;
+        }
+        let Some(name) = v["metadata"]["name"].as_str() else {
+            continue;
+        };
+        let done = recorded(v, to);
+        let asked = asked(v);
+        // A move turned back before its copy was done: the data is still whole where the
+        // app ran (it never started on the copy).
+        if asked
+            .as_ref()
+            .is_some_and(|a| &a.source == to && &a.target == from)
+            && recorded(v, from) != Some(Pass::Final)
+        {
+            continue;
+        }
+        let ours = asked
+            .as_ref()
+            .is_some_and(|a| &a.source == from && &a.target == to);
+        let bound_on_source = report(v, from).is_some_and(|r| r.status["phase"] == "Bound");
+        if !ours && !bound_on_source {
+            continue;
+        }
+        let stage = match done {
+            Some(Pass::Final) => Stage::Done,
+            Some(Pass::Bulk) if !stopped(objects, from, name, &mirrored(from)) => Stage::Stopping,
+            Some(Pass::Bulk) => Stage::Final,
+            None => Stage::Bulk,
+        };
+        claims.push(ClaimCopy {
+            claim: name.to_string(),
+            stage,
+        });
+    }
+    (!claims.is_empty()).then(|| Plan {
+        from: from.clone(),
+        to: to.clone(),
+        claims,
+    })
+}
+
+impl Plan {
+    /// The claims not copied yet, with their stage.
+    pub fn waiting(&self) -> Vec<(String, Stage)> {
+        self.claims
+            .iter()
+            .filter(|c| c.stage != Stage::Done)
+            .map(|c| (c.claim.clone(), c.stage))
+            .collect()
+    }
+
+    /// The annotations claim `name` should carry (`None`: not copied).
+    pub fn asked(&self, name: &str) -> Option<Asked> {
+        let c = self.claims.iter().find(|c| c.claim == name)?;
+        Some(Asked {
+            source: self.from.clone(),
+            target: self.to.clone(),
+            pass: c.stage.pass(),
+        })
+    }
+
+    /// The replicas workload `v` is held to on each cluster: 0 on the target while a claim
+    /// it mounts is not copied yet, 0 on the source once a claim it mounts is being
+    /// stopped for (and from then on: the data has left).
+    pub fn held(&self, kind: &str, v: &Value) -> Vec<(ClusterName, i64)> {
+        let mounts = claims_of(kind, v);
+        let stages: Vec<Stage> = self
+            .claims
+            .iter()
+            .filter(|c| mounts.iter().any(|m| *m == c.claim))
+            .map(|c| c.stage)
+            .collect();
+        let mut out = Vec::new();
+        if stages.iter().any(|s| *s >= Stage::Stopping) {
+            out.push((self.from.clone(), 0));
+        }
+        if stages.iter().any(|s| *s != Stage::Done) {
+            out.push((self.to.clone(), 0));
+        }
+        out
+    }
+}
+
+/// The annotations a claim carries now.
+pub fn asked(v: &Value) -> Option<Asked> {
+    let a = &v["metadata"]["annotations"];
+    let s = |k: &str| a[k].as_str().map(str::to_string);
+    let map = [SOURCE_ANNOTATION, TARGET_ANNOTATION, PASS_ANNOTATION]
+        .into_iter()
+        .filter_map(|k| Some((k.to_string(), s(k)?)))
+        .collect();
+    Asked::of(Some(&map))
+}
+
+/// The merge patch of annotations that makes claim `v` ask for `want`; `None` when it does.
+pub fn asked_patch(v: &Value, want: Option<&Asked>) -> Option<Value> {
+    if asked(v).as_ref() == want {
+        return None;
+    }
+    let (source, target, pass) = match want {
+        Some(a) => (
+            Value::from(a.source.as_str()),
+            Value::from(a.target.as_str()),
+            Value::from(a.pass.as_str()),
+        ),
+        None => (Value::Null, Value::Null, Value::Null),
+    };
+    Some(serde_json::json!({"metadata": {"annotations": {
+        SOURCE_ANNOTATION: source, TARGET_ANNOTATION: target, PASS_ANNOTATION: pass,
+    }}}))
+}
+
+/// Labels of a Pod.
+pub type Labels = std::collections::BTreeMap<String, String>;
+
+/// Whether the app has stopped writing to `claim` on `cluster`: every workload of
+/// `objects` that mounts it reports from there that it runs no Pod, none terminating, at
+/// the 0 replicas it was held to, and none of the Pods the cluster mirrors (movers aside)
+/// matches its selector; a bare Pod that mounts it has run to its end there.
+fn stopped(
+    objects: &[(&str, &Value)],
+    cluster: &ClusterName,
+    claim: &str,
+    mirrored: &[Labels],
+) -> bool {
+    objects
+        .iter()
+        .filter(|(kind, v)| claims_of(kind, v).iter().any(|c| c == claim))
+        .all(|(kind, v)| {
+            let Some(r) = report(v, cluster) else {
+                return *kind != "Pod";
+            };
+            if *kind == "Pod" {
+                return matches!(r.status["phase"].as_str(), Some("Succeeded" | "Failed"));
+            }
+            let n = |f: &str| r.status[f].as_i64().unwrap_or(0);
+            let selector = v["spec"]["selector"]["matchLabels"].as_object();
+            let exact = v["spec"]["selector"]["matchExpressions"].is_null();
+            let selects = |l: &Labels| {
+                !l.contains_key(MOVER_LABEL)
+                    && (!exact
+                        || selector.is_some_and(|m| {
+                            m.iter()
+                                .all(|(k, want)| l.get(k).map(String::as_str) == want.as_str())
+                        }))
+            };
+            r.replicas == Some(0)
+                && n("replicas") == 0
+                && n("terminatingReplicas") == 0
+                && !mirrored.iter().any(selects)
+        })
+}
+
+/// The pass the copy of claim `v` on `cluster` reports done.
+fn recorded(v: &Value, cluster: &ClusterName) -> Option<Pass> {
+    let r = report(v, cluster)?;
+    let cond = r.status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == COPIED_CONDITION)?
+        .clone();
+    match (cond["status"].as_str(), cond["reason"].as_str()) {
+        (Some("True"), Some(COPIED)) => Some(Pass::Final),
+        (Some("False"), Some(BULK_COPIED)) => Some(Pass::Bulk),
+        _ => None,
+    }
+}
+
+/// The claims the Pods of workload `v` (of `kind`) mount.
+pub fn claims_of(kind: &str, v: &Value) -> Vec<String> {
+    let spec = if kind == "Pod" {
+        &v["spec"]
+    } else {
+        &v["spec"]["template"]["spec"]
+    };
+    spec["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|vol| vol["persistentVolumeClaim"]["claimName"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+    use sluice_api::sync::{StatusReport, status_annotation};
+
+    fn claim(reports: &[(&str, Value)], annotations: Value) -> Value {
+        let mut a = annotations;
+        for (c, status) in reports {
+            let r = StatusReport {
+                observed_generation: 1,
+                replicas: None,
+                status: status.clone(),
+            };
+            a[status_annotation(&ClusterName::new(*c))] =
+                Value::from(serde_json::to_string(&r).unwrap());
+        }
+        json!({"metadata": {"name": "notes", "annotations": a}})
+    }
+
+    fn copied(reason: &str, status: &str) -> Value {
+        json!({"phase": "Bound", "conditions": [
+            {"type": COPIED_CONDITION, "status": status, "reason": reason}]})
+    }
+
+    #[test]
+    fn a_copy_runs_bulk_then_stops_the_app_then_final_then_done() {
+        let (a, b) = (ClusterName::new("east"), ClusterName::new("west"));
+        let deploy = json!({"metadata": {"name": "writer"}, "spec": {"template": {"spec": {
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "notes"}}]}}}});
+        let pod: Labels = [("app".to_string(), "writer".to_string())].into();
+        let mut stopped_deploy = deploy.clone();
+        stopped_deploy["spec"]["selector"] = json!({"matchLabels": {"app": "writer"}});
+        let r = StatusReport {
+            observed_generation: 1,
+            replicas: Some(0),
+            status: json!({"replicas": 0}),
+        };
+        stopped_deploy["metadata"]["annotations"][status_annotation(&a)] =
+            Value::from(serde_json::to_string(&r).unwrap());
+        let step = |c: &Value, mounted: bool, current: &[ClusterName]| {
+            plan(
+                current,
+                std::slice::from_ref(&b),
+                &[
+                    ("PersistentVolumeClaim", c),
+                    ("Deployment", &stopped_deploy),
+                ],
+                |_| if mounted { vec![pod.clone()] } else { vec![] },
+            )
+        };
+        let bound = json!({"phase": "Bound"});
+        // Asked to move: the bulk pass starts.
+        let c = claim(&[("east", bound.clone())], json!({}));
+        assert_eq!(
+            step(&c, true, std::slice::from_ref(&a)).unwrap().claims[0].stage,
+            Stage::Bulk
+        );
+        let p = step(&c, true, &[a.clone(), b.clone()]).unwrap();
+        assert_eq!(p.held("Deployment", &deploy), vec![(b.clone(), 0)]);
+        assert_eq!(p.asked("notes").unwrap().pass, Pass::Bulk);
+        // Bulk done on west: east's app stops.
+        let c = claim(
+            &[
+                ("east", bound.clone()),
+                ("west", copied(BULK_COPIED, "False")),
+            ],
+            json!({}),
+        );
+        let p = step(&c, true, &[a.clone(), b.clone()]).unwrap();
+        assert_eq!(p.claims[0].stage, Stage::Stopping);
+        assert_eq!(
+            p.held("Deployment", &deploy),
+            vec![(a.clone(), 0), (b.clone(), 0)]
+        );
+        // Stopped: the final pass.
+        let p = step(&c, false, &[a.clone(), b.clone()]).unwrap();
+        assert_eq!(p.claims[0].stage, Stage::Final);
+        assert_eq!(p.asked("notes").unwrap().pass, Pass::Final);
+        // Done: west runs it, east stays stopped until it goes.
+        let c = claim(
+            &[("east", bound.clone()), ("west", copied(COPIED, "True"))],
+            json!({}),
+        );
+        let p = step(&c, false, &[a.clone(), b.clone()]).unwrap();
+        assert!(p.waiting().is_empty());
+        assert_eq!(p.held("Deployment", &deploy), vec![(a.clone(), 0)]);
+        // Moved: nothing asked any more.
+        assert_eq!(step(&c, false, std::slice::from_ref(&b)), None);
+        let asked_now = json!({"metadata": {"annotations": {
+            SOURCE_ANNOTATION: "east", TARGET_ANNOTATION: "west", PASS_ANNOTATION: "final"}}});
+        assert_eq!(
+            asked_patch(&asked_now, None).unwrap()["metadata"]["annotations"][SOURCE_ANNOTATION],
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn claims_not_bound_where_the_app_ran_and_turned_back_moves_copy_nothing() {
+        let (a, b) = (ClusterName::new("east"), ClusterName::new("west"));
+        let pending = claim(&[("east", json!({"phase": "Pending"}))], json!({}));
+        let objs = [("PersistentVolumeClaim", &pending)];
+        assert_eq!(
+            plan(
+                &[a.clone(), b.clone()],
+                std::slice::from_ref(&b),
+                &objs,
+                |_| vec![]
+            ),
+            None
+        );
+        // east → west asked, then turned back to east before the copy was done.
+        let back = claim(
+            &[
+                ("east", json!({"phase": "Bound"})),
+                ("west", copied(BULK_COPIED, "False")),
+            ],
+            json!({SOURCE_ANNOTATION: "east", TARGET_ANNOTATION: "west", PASS_ANNOTATION: "bulk"}),
+        );
+        let objs = [("PersistentVolumeClaim", &back)];
+        assert_eq!(
+            plan(
+                &[a.clone(), b.clone()],
+                std::slice::from_ref(&a),
+                &objs,
+                |_| vec![]
+            ),
+            None
+        );
+        // Spread (two wanted) is not a move.
+        assert_eq!(
+            plan(
+                std::slice::from_ref(&a),
+                &[a.clone(), b.clone()],
+                &objs,
+                |_| vec![]
+            ),
+            None
+        );
+    }
+}

@@ -1,0 +1,318 @@
+//! The movers of this cluster for one namespace (docs/stateful.md): for each upstream claim
+//! whose data placement asks to move ([`Asked`]), the source cluster runs a mover serving
+//! its claim behind a Service (exported like any other, so the target reaches it through the
+//! clusterset's tunnel), and the target runs a mover per pass pulling into its own claim
+//! from that Service's clusterset address. A pass whose mover succeeded is recorded as the
+//! `sluice.dev/Copied` condition on the target's claim, which the claim's status report
+//! carries up to placement. Movers nobody asks for any more go.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+use sluice_api::LogicalClusterPath;
+use sluice_api::claim_copy::{
+    Asked, BULK_COPIED, COPIED, COPIED_CONDITION, MOVER_CLAIM_ANNOTATION, MOVER_IMAGE, MOVER_LABEL,
+    MOVER_PORT, Pass, mover_id, pull_name, source_name,
+};
+
+use super::state::Sides;
+use super::watched::Watched;
+use super::write::{counted, delete};
+
+/// How a namespace's movers stand after a reconcile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Copies {
+    /// Nothing to wait for that an informer here would not report.
+    Settled,
+    /// A target waits for the source's clusterset address (no informer here reports
+    /// ServiceImports): look again shortly.
+    Waiting,
+    /// A write failed.
+    Failed,
+}
+
+/// Run, record and remove the movers of downstream namespace `down_ns`.
+pub async fn reconcile(
+    s: &Sides,
+    w: &Watched,
+    down_ns: &str,
+    source: Option<&(LogicalClusterPath, String)>,
+) -> Copies {
+    let me = &s.config.cluster;
+    let mut asked: Vec<(String, Asked)> = Vec::new();
+    if let (Some((path, up_ns)), Some(k)) = (
+        source,
+        w.kinds
+            .iter()
+            .find(|k| k.kind.kind == "PersistentVolumeClaim" && k.up.is_ready()),
+    ) {
+        for c in k.up.store.in_namespace(path.as_str(), up_ns) {
+            if let (Some(name), Some(a)) = (
+                c.metadata.name.clone(),
+                Asked::of(c.metadata.annotations.as_ref()),
+            ) && (a.source == *me || a.target == *me)
+                && c.metadata.deletion_timestamp.is_none()
+            {
+                asked.push((name, a));
+            }
+        }
+    }
+    let pods = w.pods.store.in_namespace("", down_ns);
+    let movers: BTreeMap<&str, &Pod> = pods
+        .iter()
+        .filter(|p| mover_of(&p.metadata).is_some())
+        .filter_map(|p| Some((p.metadata.name.as_deref()?, &**p)))
+        .collect();
+    if asked.is_empty() && movers.is_empty() {
+        return Copies::Settled;
+    }
+    let claims = w.claims.store.in_namespace("", down_ns);
+    let claim = |name: &str| {
+        claims
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+    };
+    let client = s.config.downstream.clone();
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), down_ns);
+    let services: Api<Service> = Api::namespaced(client.clone(), down_ns);
+    let mut out = Copies::Settled;
+    let mut failed = false;
+    let mut wanted: BTreeSet<String> = BTreeSet::new();
+    for (name, a) in &asked {
+        let id = mover_id(name);
+        if a.source == *me {
+            let mover = source_name(&id);
+            wanted.insert(mover.clone());
+            if !movers.contains_key(mover.as_str()) {
+                failed |= !create(s, &pods_api, "Pod", &source_pod(&id, name)).await;
+            }
+            // Not watched here: created whenever asked (an existing one answers 409).
+            failed |= !create(s, &services, "Service", &source_service(&id)).await;
+        }
+        if a.target != *me {
+            continue;
+        }
+        let done = claim(name).and_then(|c| recorded(c));
+        if done >= Some(a.pass) {
+            continue;
+        }
+        let mover = pull_name(&id, a.pass);
+        match movers.get(mover.as_str()) {
+            Some(p) if phase(p) == Some("Succeeded") => {
+                // The pass is done: said on the claim; its mover goes below.
+                failed |= !record(s, down_ns, name, a).await;
+            }
+            Some(_) => {
+                wanted.insert(mover);
+            }
+            None => match source_address(s, down_ns, &source_name(&id)).await {
+                Some(from) => {
+                    wanted.insert(mover);
+                    let pod = pull_pod(&id, name, a.pass, &from);
+                    failed |= !create(s, &pods_api, "Pod", &pod).await;
+                    tracing::info!(namespace = %down_ns, claim = %name, source = %a.source,
+                        pass = a.pass.as_str(), %from, "pulling a claim's data");
+                }
+                None => out = Copies::Waiting,
+            },
+        }
+    }
+    for (name, p) in &movers {
+        if !wanted.contains(*name) && p.metadata.deletion_timestamp.is_none() {
+            failed |= !delete(&s.syncer, "Pod", &pods_api, down_ns, name).await;
+        }
+    }
+    // The sources' Services nobody asks for any more.
+    let lp = ListParams::default().labels(MOVER_LABEL);
+    match services.list_metadata(&lp).await {
+        Ok(list) => {
+            for svc in list.items {
+                let n = svc.metadata.name.unwrap_or_default();
+                if !wanted.contains(&n) {
+                    failed |= !delete(&s.syncer, "Service", &services, down_ns, &n).await;
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(namespace = %down_ns, error = %e, "listing the movers' services failed");
+            failed = true;
+        }
+    }
+    if failed { Copies::Failed } else { out }
+}
+
+/// The role of a mover (its label), if the object is one.
+fn mover_of(meta: &kube::api::ObjectMeta) -> Option<&String> {
+    meta.labels.as_ref()?.get(MOVER_LABEL)
+}
+
+fn phase(p: &Pod) -> Option<&str> {
+    p.status.as_ref()?.phase.as_deref()
+}
+
+/// The pass the claim's `Copied` condition records as done.
+fn recorded(c: &PersistentVolumeClaim) -> Option<Pass> {
+    let cond = c
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == COPIED_CONDITION)?;
+    match (cond.status.as_str(), cond.reason.as_deref()) {
+        ("True", Some(COPIED)) => Some(Pass::Final),
+        ("False", Some(BULK_COPIED)) => Some(Pass::Bulk),
+        _ => None,
+    }
+}
+
+/// Say on the target's claim that pass `a.pass` is done.
+async fn record(s: &Sides, down_ns: &str, claim: &str, a: &Asked) -> bool {
+    let (status, reason, message) = match a.pass {
+        Pass::Bulk => (
+            "False",
+            BULK_COPIED,
+            format!(
+                "the bulk copy from {} is done; the final one follows once the app stopped there",
+                a.source
+            ),
+        ),
+        Pass::Final => (
+            "True",
+            COPIED,
+            format!("copied from {} and checked against its manifest", a.source),
+        ),
+    };
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let patch = json!({"status": {"conditions": [{
+        "type": COPIED_CONDITION,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now,
+        "lastProbeTime": now,
+    }]}});
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(s.config.downstream.clone(), down_ns);
+    let r = api
+        .patch_status(claim, &PatchParams::default(), &Patch::Merge(&patch))
+        .await;
+    tracing::info!(namespace = %down_ns, %claim, pass = a.pass.as_str(), ok = r.is_ok(),
+        "a pass of a claim's copy is done");
+    counted(&s.syncer, "PersistentVolumeClaim", "status", r).is_ok()
+}
+
+/// Create `obj` unless it is there; false if that failed.
+async fn create<K>(s: &Sides, api: &Api<K>, kind: &'static str, obj: &Value) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let Ok(typed) = serde_json::from_value::<K>(obj.clone()) else {
+        return false;
+    };
+    match api.create(&PostParams::default(), &typed).await {
+        Err(kube::Error::Api(e)) if e.code == 409 => true,
+        r => counted(&s.syncer, kind, "create", r).is_ok(),
+    }
+}
+
+/// The source's address as this cluster reaches it: its ServiceImport's clusterset IP
+/// (through this cluster's dataplane and the gateways' tunnel), once the clusterset has
+/// imported it here.
+async fn source_address(s: &Sides, down_ns: &str, service: &str) -> Option<String> {
+    let ar = ApiResource {
+        group: sluice_api::mcs::GROUP.into(),
+        version: sluice_api::mcs::VERSION.into(),
+        api_version: format!("{}/{}", sluice_api::mcs::GROUP, sluice_api::mcs::VERSION),
+        kind: "ServiceImport".into(),
+        plural: "serviceimports".into(),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(s.config.downstream.clone(), down_ns, &ar);
+    let import = api.get_opt(service).await.ok()??;
+    let ip = import.data["spec"]["ips"][0].as_str()?;
+    Some(format!("{ip}:{MOVER_PORT}"))
+}
+
+fn mover_labels(id: &str, role: &str) -> Value {
+    json!({ MOVER_LABEL: format!("{id}-{role}") })
+}
+
+fn volume(claim: &str) -> Value {
+    json!([{"name": "data", "persistentVolumeClaim": {"claimName": claim}}])
+}
+
+/// The source's mover: serves the claim read-only.
+fn source_pod(id: &str, claim: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": source_name(id), "labels": mover_labels(id, "source"),
+            "annotations": {MOVER_CLAIM_ANNOTATION: claim}},
+        "spec": {
+            "restartPolicy": "Always",
+            "containers": [{"name": "mover", "image": MOVER_IMAGE,
+                "args": ["serve", "--dir", "/data"],
+                "ports": [{"name": "tcp-mover", "containerPort": MOVER_PORT}],
+                "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": true}]}],
+            "volumes": volume(claim),
+        }
+    })
+}
+
+/// The Service in front of the source's mover: plain TCP (the mover's own HTTP is not the
+/// dataplane's to retry or time out).
+fn source_service(id: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": source_name(id), "labels": mover_labels(id, "source")},
+        "spec": {
+            "selector": mover_labels(id, "source"),
+            "ports": [{"name": "tcp-mover", "appProtocol": "tcp", "port": MOVER_PORT,
+                "targetPort": MOVER_PORT}],
+        }
+    })
+}
+
+/// The target's mover for one pass: runs until the claim holds the source's data.
+fn pull_pod(id: &str, claim: &str, pass: Pass, from: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pull_name(id, pass),
+            "labels": mover_labels(id, pass.as_str()),
+            "annotations": {MOVER_CLAIM_ANNOTATION: claim}},
+        "spec": {
+            "restartPolicy": "OnFailure",
+            "containers": [{"name": "mover", "image": MOVER_IMAGE,
+                "args": ["pull", "--dir", "/data", "--from", from, "--pass", pass.as_str()],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+            "volumes": volume(claim),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn movers_are_valid_pods_and_services_that_mount_the_claim() {
+        let id = mover_id("notes");
+        let src: Pod = serde_json::from_value(source_pod(&id, "notes")).unwrap();
+        assert!(sluice_kube::pod::mounts_claim(&src, "notes"));
+        let svc: Service = serde_json::from_value(source_service(&id)).unwrap();
+        assert_eq!(
+            svc.spec.unwrap().selector.unwrap(),
+            src.metadata.labels.unwrap()
+        );
+        let pull: Pod =
+            serde_json::from_value(pull_pod(&id, "notes", Pass::Final, "1.2.3.4:8080")).unwrap();
+        assert_eq!(
+            pull.spec.unwrap().containers[0].args.as_ref().unwrap()[4],
+            "1.2.3.4:8080"
+        );
+    }
+}
