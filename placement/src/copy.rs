@@ -136,9 +136,14 @@ impl Plan {
             .collect()
     }
 
-    /// The annotations claim `name` should carry (`None`: not copied).
+    /// The annotations claim `name` should carry (`None`: not copied, or copied already —
+    /// the movers go at once, and the source's exported mover no longer holds the drain of
+    /// the cluster the app leaves).
     pub fn asked(&self, name: &str) -> Option<Asked> {
-        let c = self.claims.iter().find(|c| c.claim == name)?;
+        let c = self
+            .claims
+            .iter()
+            .find(|c| c.claim == name && c.stage != Stage::Done)?;
         Some(Asked {
             source: self.from.clone(),
             target: self.to.clone(),
@@ -357,6 +362,7 @@ mod tests {
         let p = step(&c, false, &[a.clone(), b.clone()]).unwrap();
         assert!(p.waiting().is_empty());
         assert_eq!(p.held("Deployment", &deploy), vec![(a.clone(), 0)]);
+        assert_eq!(p.asked("notes"), None);
         // Moved: nothing asked any more.
         assert_eq!(step(&c, false, std::slice::from_ref(&b)), None);
         let asked_now = json!({"metadata": {"annotations": {

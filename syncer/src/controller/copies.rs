@@ -102,8 +102,10 @@ pub async fn reconcile(
         let mover = pull_name(&id, a.pass);
         match movers.get(mover.as_str()) {
             Some(p) if phase(p) == Some("Succeeded") => {
-                // The pass is done: said on the claim; its mover goes below.
-                failed |= !record(s, down_ns, name, a).await;
+                // The pass is done: said on the claim, with the mover's own figures; its
+                // mover goes below.
+                let figures = pulled(&pods_api, &mover).await;
+                failed |= !record(s, down_ns, name, a, figures.as_deref()).await;
             }
             Some(_) => {
                 wanted.insert(mover);
@@ -169,21 +171,52 @@ fn recorded(c: &PersistentVolumeClaim) -> Option<Pass> {
     }
 }
 
-/// Say on the target's claim that pass `a.pass` is done.
-async fn record(s: &Sides, down_ns: &str, claim: &str, a: &Asked) -> bool {
+/// What pull mover `pod` reported (the JSON line it prints last), as a phrase: "4 of 5
+/// files (100.0 MiB) fetched in 1.2 s (83.3 MiB/s), 1 kept, 0 removed".
+async fn pulled(api: &Api<Pod>, pod: &str) -> Option<String> {
+    let lp = kube::api::LogParams {
+        container: Some("mover".into()),
+        tail_lines: Some(5),
+        ..Default::default()
+    };
+    let log = api.logs(pod, &lp).await.ok()?;
+    let report: Value = log
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())?;
+    let mib = |b: &Value| b.as_f64().unwrap_or(0.0) / (1024.0 * 1024.0);
+    let secs = report["seconds"].as_f64().unwrap_or(0.0);
+    Some(format!(
+        "{} of {} files ({:.1} MiB) fetched in {:.1} s ({:.1} MiB/s), {} kept, {} removed",
+        report["fetched_files"],
+        report["entries"],
+        mib(&report["fetched_bytes"]),
+        secs,
+        mib(&report["fetched_bytes"]) / secs.max(0.001),
+        report["kept_files"],
+        report["removed"],
+    ))
+}
+
+/// Say on the target's claim that pass `a.pass` is done (with the mover's `figures`).
+async fn record(s: &Sides, down_ns: &str, claim: &str, a: &Asked, figures: Option<&str>) -> bool {
+    let figures = figures.map(|f| format!(" ({f})")).unwrap_or_default();
     let (status, reason, message) = match a.pass {
         Pass::Bulk => (
             "False",
             BULK_COPIED,
             format!(
-                "the bulk copy from {} is done; the final one follows once the app stopped there",
+                "the bulk copy from {}{figures} is done; the final one follows once the app stopped there",
                 a.source
             ),
         ),
         Pass::Final => (
             "True",
             COPIED,
-            format!("copied from {} and checked against its manifest", a.source),
+            format!(
+                "copied from {} and checked against its manifest{figures}",
+                a.source
+            ),
         ),
     };
     let now = k8s_openapi::jiff::Timestamp::now()
