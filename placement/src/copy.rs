@@ -159,7 +159,7 @@ impl Plan {
         let stages: Vec<Stage> = self
             .claims
             .iter()
-            .filter(|c| mounts.iter().any(|m| *m == c.claim))
+            .filter(|c| mounts.contains(&c.claim))
             .map(|c| c.stage)
             .collect();
         let mut out = Vec::new();
