@@ -24,6 +24,13 @@ pub const MOVER_LABEL: &str = "copy.sluice.dev/mover";
 pub const MOVER_CLAIM_ANNOTATION: &str = "copy.sluice.dev/claim";
 /// The port a source mover serves on.
 pub const MOVER_PORT: u16 = 8080;
+/// Namespace annotation, written by placement in the same write that places the namespace
+/// on the target: `{"cluster": "<target>", "claims": [...]}`, the claims whose copy the
+/// target waits for. The target's syncer runs none of the workloads that mount one (0
+/// replicas; a Pod not at all), whatever order it sees the other objects' changes in, so
+/// the app never starts there on partial data.
+pub const HOLDING_ANNOTATION: &str = "copy.sluice.dev/holding";
+
 /// The image of the movers (the `sluice` binary's `mover` subcommand).
 pub const MOVER_IMAGE: &str = "sluice/mover";
 
@@ -95,6 +102,42 @@ impl Asked {
     }
 }
 
+/// What a namespace's [`HOLDING_ANNOTATION`] says.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Holding {
+    pub cluster: ClusterName,
+    pub claims: Vec<String>,
+}
+
+impl Holding {
+    /// Read from a namespace's annotations (a value that does not parse holds nothing).
+    pub fn of(annotations: Option<&std::collections::BTreeMap<String, String>>) -> Option<Self> {
+        serde_json::from_str(annotations?.get(HOLDING_ANNOTATION)?).ok()
+    }
+
+    /// Whether workload `v` (of `kind`) is held on `cluster`: it mounts a claim still being
+    /// copied there.
+    pub fn holds(&self, kind: &str, v: &serde_json::Value, cluster: &ClusterName) -> bool {
+        &self.cluster == cluster && claims_of(kind, v).iter().any(|c| self.claims.contains(c))
+    }
+}
+
+/// The claims the Pods of workload `v` (of `kind`) mount.
+pub fn claims_of(kind: &str, v: &serde_json::Value) -> Vec<String> {
+    let spec = if kind == "Pod" {
+        &v["spec"]
+    } else {
+        &v["spec"]["template"]["spec"]
+    };
+    spec["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|vol| vol["persistentVolumeClaim"]["claimName"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +150,20 @@ mod tests {
         assert_ne!(mover_id("data"), mover_id("date"));
         assert!(pull_name(&mover_id(&long), Pass::Final).len() <= 63);
         assert_eq!(mover_id("é"), mover_id("é"));
+    }
+
+    #[test]
+    fn a_holding_namespace_holds_what_mounts_its_claims_on_its_cluster_only() {
+        let a: std::collections::BTreeMap<String, String> = [(
+            HOLDING_ANNOTATION.to_string(),
+            r#"{"cluster":"west","claims":["data"]}"#.to_string(),
+        )]
+        .into();
+        let h = Holding::of(Some(&a)).unwrap();
+        let d = serde_json::json!({"spec": {"template": {"spec": {"volumes": [
+            {"name": "x", "persistentVolumeClaim": {"claimName": "data"}}]}}}});
+        assert!(h.holds("Deployment", &d, &ClusterName::new("west")));
+        assert!(!h.holds("Deployment", &d, &ClusterName::new("east")));
+        assert!(!h.holds("Pod", &d, &ClusterName::new("west")));
     }
 }

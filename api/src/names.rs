@@ -8,7 +8,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The name of a `Cluster` object in Sluice's registry. Usually equal to the cluster id, but
 /// not always (`spec.clusterId`), and errors are reported on the `Cluster` object.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct ClusterName(String);
 
 impl ClusterName {

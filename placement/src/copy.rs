@@ -12,7 +12,7 @@
 use serde_json::Value;
 use sluice_api::ClusterName;
 use sluice_api::claim_copy::{
-    Asked, BULK_COPIED, COPIED, COPIED_CONDITION, MOVER_LABEL, PASS_ANNOTATION, Pass,
+    Asked, Holding, claims_of, BULK_COPIED, COPIED, COPIED_CONDITION, MOVER_LABEL, PASS_ANNOTATION, Pass,
     SOURCE_ANNOTATION, TARGET_ANNOTATION,
 };
 
@@ -136,6 +136,16 @@ impl Plan {
             .collect()
     }
 
+    /// The namespace annotation that holds the target's workloads (written with its state
+    /// labels, in one write): `None` once nothing is waited for.
+    pub fn holding(&self) -> Option<Holding> {
+        let claims: Vec<String> = self.waiting().into_iter().map(|(c, _)| c).collect();
+        (!claims.is_empty()).then(|| Holding {
+            cluster: self.to.clone(),
+            claims,
+        })
+    }
+
     /// The annotations claim `name` should carry (`None`: not copied, or copied already —
     /// the movers go at once, and the source's exported mover no longer holds the drain of
     /// the cluster the app leaves).
@@ -171,6 +181,23 @@ impl Plan {
         }
         out
     }
+}
+
+/// The change to a namespace's annotations (`ns_annotations`) that makes it hold what
+/// `plan` holds; `None` when it does.
+pub fn holding_patch(
+    ns_annotations: &std::collections::BTreeMap<String, String>,
+    plan: Option<&Plan>,
+) -> Option<Value> {
+    let want = plan.and_then(Plan::holding);
+    let have = Holding::of(Some(ns_annotations));
+    if want == have {
+        return None;
+    }
+    Some(match want {
+        Some(h) => Value::from(serde_json::to_string(&h).unwrap_or_default()),
+        None => Value::Null,
+    })
 }
 
 /// The annotations a claim carries now.
@@ -256,22 +283,6 @@ fn recorded(v: &Value, cluster: &ClusterName) -> Option<Pass> {
         (Some("False"), Some(BULK_COPIED)) => Some(Pass::Bulk),
         _ => None,
     }
-}
-
-/// The claims the Pods of workload `v` (of `kind`) mount.
-pub fn claims_of(kind: &str, v: &Value) -> Vec<String> {
-    let spec = if kind == "Pod" {
-        &v["spec"]
-    } else {
-        &v["spec"]["template"]["spec"]
-    };
-    spec["volumes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|vol| vol["persistentVolumeClaim"]["claimName"].as_str())
-        .map(str::to_string)
-        .collect()
 }
 
 #[cfg(test)]

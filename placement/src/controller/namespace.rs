@@ -318,6 +318,12 @@ impl Placer {
             gate.annotations
                 .insert(DRAINED_ANNOTATION.to_string(), Value::from(c.to_string()));
         }
+        // The target runs nothing that mounts a claim still being copied there: said in
+        // the same write that places the namespace there.
+        if let Some(h) = crate::copy::holding_patch(ns_annotations, copies.as_ref()) {
+            gate.annotations
+                .insert(sluice_api::claim_copy::HOLDING_ANNOTATION.to_string(), h);
+        }
         // Made when this namespace is written to; most reconciles write nothing.
         let client = self
             .roots

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, Patch};
 use serde_json::Value;
 use sluice_api::LogicalClusterPath;
+use sluice_api::claim_copy::Holding;
 use sluice_api::sync::{share_on, sync_finalizer};
 
 use super::report::{report_status, set_finalizer};
@@ -42,6 +43,17 @@ pub async fn sync_namespace(
     let mut to_hold: Vec<(&KindSync, Origin, Arc<DynamicObject>)> = Vec::new();
     let mut deleting: Vec<(&KindSync, Origin, Arc<DynamicObject>)> = Vec::new();
     if let Some((path, up_ns)) = source {
+        // What mounts a claim still being copied here does not run here yet.
+        let holding = w
+            .logical_namespaces
+            .get_in(path.as_str(), "", up_ns)
+            .and_then(|n| Holding::of(n.metadata.annotations.as_ref()))
+            .filter(|h| h.cluster == config.cluster);
+        let held = |kind: &str, v: &Value| {
+            holding
+                .as_ref()
+                .is_some_and(|h| h.holds(kind, v, &config.cluster))
+        };
         for k in w.kinds.iter().filter(|k| k.up.is_ready()) {
             for obj in k.up.store.in_namespace(path.as_str(), up_ns) {
                 let Ok(json) = serde_json::to_value(&*obj) else {
@@ -53,10 +65,16 @@ pub async fn sync_namespace(
                             deleting.push((k, o, obj.clone()));
                         }
                     }
-                    // A Pod runs on one cluster of a spread namespace: not here.
+                    // A Pod runs on one cluster of a spread namespace: not here. Nor here
+                    // while a claim it mounts is being copied here.
                     Ok(_)
-                        if share_on(&json, &config.cluster) == Some(0) && k.kind.kind == "Pod" => {}
+                        if k.kind.kind == "Pod"
+                            && (share_on(&json, &config.cluster) == Some(0)
+                                || held("Pod", &json)) => {}
                     Ok((o, mut d)) => {
+                        if held(k.kind.kind, &json) && d["spec"]["replicas"].is_i64() {
+                            d["spec"]["replicas"] = Value::from(0);
+                        }
                         if k.kind.kind == "Service" {
                             let ns = w.logical_namespaces.get_in(path.as_str(), "", up_ns);
                             let annotations =
