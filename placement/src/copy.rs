@@ -12,8 +12,8 @@
 use serde_json::Value;
 use sluice_api::ClusterName;
 use sluice_api::claim_copy::{
-    Asked, Holding, claims_of, BULK_COPIED, COPIED, COPIED_CONDITION, MOVER_LABEL, PASS_ANNOTATION, Pass,
-    SOURCE_ANNOTATION, TARGET_ANNOTATION,
+    Asked, BULK_COPIED, COPIED, COPIED_CONDITION, Holding, MOVER_LABEL, PASS_ANNOTATION, Pass,
+    SOURCE_ANNOTATION, TARGET_ANNOTATION, claims_of,
 };
 
 use crate::status::report;
