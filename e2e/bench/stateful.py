@@ -73,7 +73,7 @@ def move(kc, size):
     ns = f"s{size}"
     kubectl(kc, "apply", "-f", "-", stdin=APP.format(ns=ns, claim=size * 2 + 50, bytes=size * 1000 * 1000))
     east = wait(BENCH, f"{ns}'s writer on east", lambda: pod_on(kc, ns, "east"), deadline=180)
-    wait(BENCH, f"{ns}'s blob", lambda: "blob" in kubectl(kc, "-n", ns, "exec", east, "--", "ls", "/data"),
+    wait(BENCH, f"{ns}'s blob", lambda: "blob" in kubectl(kc, "-n", ns, "exec", east, "--", "ls", "/data").split(),
          deadline=300)
     start = time.time()
     kubectl(kc, "label", "namespace", ns, "sluice.dev/cluster=west", "--overwrite")
@@ -113,8 +113,8 @@ def local_copies(size):
             f.write(os.urandom(size * 1000 * 1000))
         mib = size * 1000 * 1000 / (1 << 20)
         t = time.time()
+        # Both sides to the page cache, as the mover writes (neither syncs).
         shutil.copytree(src, dst1)
-        os.sync()
         cp = mib / (time.time() - t)
         serve = subprocess.Popen([SLUICE, "mover", "serve", "--dir", src, "--listen", "127.0.0.1:18089"],
                                  stderr=subprocess.DEVNULL)
