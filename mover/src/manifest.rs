@@ -214,6 +214,13 @@ pub fn walk(root: &Path) -> Result<Manifest, MoverError> {
 /// The size and SHA-256 of the file at `path` (the mover opens files without following a
 /// link).
 pub fn hash_file(path: &Path) -> Result<(u64, String), MoverError> {
+    let (size, ctx) = hash_prefix(path)?;
+    Ok((size, hex(ctx.finish().as_ref())))
+}
+
+/// The length of the file at `path` and its SHA-256 so far, to go on hashing what follows
+/// (an interrupted fetch resumed).
+pub fn hash_prefix(path: &Path) -> Result<(u64, Context), MoverError> {
     let mut f = open_nofollow(path)?;
     let mut ctx = Context::new(&SHA256);
     let mut buf = vec![0u8; 256 * 1024];
@@ -221,12 +228,11 @@ pub fn hash_file(path: &Path) -> Result<(u64, String), MoverError> {
     loop {
         let n = f.read(&mut buf).map_err(|e| MoverError::io(path, e))?;
         if n == 0 {
-            break;
+            return Ok((size, ctx));
         }
         size += n as u64;
         ctx.update(&buf[..n]);
     }
-    Ok((size, hex(ctx.finish().as_ref())))
 }
 
 /// Open a file for reading, refusing a symbolic link in its place.

@@ -347,7 +347,7 @@ impl Client {
             && m.len() <= size
         {
             let p = part.to_path_buf();
-            let (n, c) = blocking(move || prefix_hash(&p)).await?;
+            let (n, c) = blocking(move || crate::manifest::hash_prefix(&p)).await?;
             have = n;
             ctx = c;
         } else {
@@ -405,22 +405,5 @@ impl Client {
             });
         }
         Ok(fetched)
-    }
-}
-
-/// The length and running hash of a partial file.
-fn prefix_hash(p: &Path) -> Result<(u64, Context), MoverError> {
-    use std::io::Read;
-    let mut f = crate::manifest::open_nofollow(p)?;
-    let mut ctx = Context::new(&SHA256);
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut n = 0u64;
-    loop {
-        let r = f.read(&mut buf).map_err(|e| MoverError::io(p, e))?;
-        if r == 0 {
-            return Ok((n, ctx));
-        }
-        n += r as u64;
-        ctx.update(&buf[..r]);
     }
 }
