@@ -5,13 +5,15 @@
 //! applied to the logical cluster reports the status it has where it is bound; after a
 //! move the mirrors of the StatefulSet's Pod and claim are the new cluster's. A claim's
 //! data follows a move: every record the app wrote on the old cluster, up to the one it
-//! wrote when stopped, is read on the new one, with the same checksum.
+//! wrote when stopped, is read on the new one, with the same checksum; its clients,
+//! through the clusterset VIP, see no failure during the write pause.
 
 mod support;
 
 use std::sync::Mutex;
 use std::time::Duration;
 
+use support::clusterset::{Load, ds};
 use support::{DevUp, eventually};
 
 /// `dev up` binds the clusterset's fixed loopback ranges: one at a time.
@@ -191,7 +193,19 @@ spec:
           trap 'i=$((i+1)); echo "$i $SLUICE_CLUSTER stopped $(date +%s%N)" >> log; exit 0' TERM
           while :; do i=$((i+1)); echo "$i $SLUICE_CLUSTER $(date +%s%N)" >> log; sleep 0.02; done
         volumeMounts: [{name: data, mountPath: /data}]
+      # What the app's clients talk to: it stops and starts with the writer.
+      - name: echo
+        image: sluice/echo
+        ports: [{name: http, containerPort: 8080}]
+        readinessProbe: {httpGet: {port: http, path: /ready}, periodSeconds: 1}
       volumes: [{name: data, persistentVolumeClaim: {claimName: journal}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: notes}
+spec:
+  selector: {app: writer}
+  ports: [{name: http, port: 80, targetPort: 8080}]
 "#;
 
 /// The writer's Pod on `cluster`, through the logical cluster's mirrors.
@@ -233,6 +247,29 @@ fn a_claims_data_follows_a_move_checked_record_by_record() {
             .parse::<u64>()
             .is_ok_and(|n| n > 50)
     }));
+    // A consumer on west, through west's clusterset VIP of the app's Service, from before
+    // the move to its end: during the write pause its requests are held, not failed.
+    let west_k = dev.kubectl("west");
+    let vip = || {
+        west_k
+            .ok(&[
+                "-n",
+                &ds(&west_k, "notes"),
+                "get",
+                "serviceimport",
+                "web",
+                "-o",
+                "jsonpath={.spec.ips[0]}",
+            ])
+            .trim()
+            .to_string()
+    };
+    assert!(
+        eventually(Duration::from_secs(90), || !vip().is_empty()
+            && support::http_get(&vip(), 80, "/").is_some()),
+        "the app answers through west's VIP"
+    );
+    let load = Load::start_waiting("http1", &format!("{}:80", vip()), 3600, None, 30);
     let blob = in_writer(&k, &east, "sha256sum /data/blob");
     let before: u64 = in_writer(&k, &east, "wc -l < /data/log")
         .trim()
@@ -253,8 +290,15 @@ fn a_claims_data_follows_a_move_checked_record_by_record() {
         k.ok(&["get", "ns", "notes", "-o", "jsonpath={.status.conditions}"])
     );
     let west = writer_on(&k, "west").unwrap();
-    // Give west's writer a few records of its own.
-    std::thread::sleep(Duration::from_secs(1));
+    // Give west's writer a few records of its own, and the consumer a few answers.
+    std::thread::sleep(Duration::from_secs(2));
+    let counted = load.stop();
+    println!(
+        "consumer through west's VIP: {} ok, {} failed {}",
+        counted.ok, counted.failed, counted.failures
+    );
+    assert_eq!(counted.failed, 0, "{}", counted.failures);
+    assert!(counted.ok > 100, "{counted:?}");
     let log = in_writer(&k, &west, "cat /data/log");
     let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
     // Numbered without a gap from 1: nothing east wrote was lost, west went on from there.

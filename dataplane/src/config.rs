@@ -220,6 +220,10 @@ pub struct Timeouts {
     /// A whole HTTP request, until the response headers.
     #[serde(default = "default_request_ms")]
     pub request_ms: u64,
+    /// How long a request that reached no endpoint waits for one to serve (a stateful
+    /// move's write pause, a rollout's gap) before it fails; 0 fails it at once.
+    #[serde(default = "default_hold_ms")]
+    pub hold_ms: u64,
 }
 
 fn default_connect_ms() -> u64 {
@@ -230,11 +234,16 @@ fn default_request_ms() -> u64 {
     15_000
 }
 
+fn default_hold_ms() -> u64 {
+    10_000
+}
+
 impl Default for Timeouts {
     fn default() -> Self {
         Self {
             connect_ms: default_connect_ms(),
             request_ms: default_request_ms(),
+            hold_ms: default_hold_ms(),
         }
     }
 }

@@ -37,6 +37,13 @@ pub struct ServiceLabels {
     pub service: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HoldLabels {
+    pub service: String,
+    /// `served` (an endpoint came in time), `expired` or `refused` (too many held).
+    pub outcome: &'static str,
+}
+
 fn latency_histogram() -> Histogram {
     // 50 µs .. ~13 s.
     Histogram::new(exponential_buckets(0.00005, 2.0, 18))
@@ -53,6 +60,8 @@ pub struct ProxyMetrics {
     pub active: Family<EndpointLabels, Gauge>,
     pub bytes: Family<DirectionLabels, Counter>,
     pub ejections: Family<EndpointLabels, Counter>,
+    pub holds: Family<HoldLabels, Counter>,
+    pub held: Family<ServiceLabels, Gauge>,
     pub reloads: Counter,
 }
 
@@ -66,6 +75,8 @@ impl Default for ProxyMetrics {
             active: Family::default(),
             bytes: Family::default(),
             ejections: Family::default(),
+            holds: Family::default(),
+            held: Family::default(),
             reloads: Counter::default(),
         }
     }
@@ -105,6 +116,16 @@ impl ProxyMetrics {
             self.ejections.clone(),
         );
         r.register(
+            "holds",
+            "Requests held while their service had no endpoint to try, by how the hold ended",
+            self.holds.clone(),
+        );
+        r.register(
+            "held",
+            "Requests waiting for an endpoint now",
+            self.held.clone(),
+        );
+        r.register(
             "config_reloads",
             "Configurations applied",
             self.reloads.clone(),
@@ -132,6 +153,25 @@ impl ProxyMetrics {
                 service: service.to_string(),
             })
             .inc();
+    }
+
+    /// A hold on `service` ended with `outcome`.
+    pub fn hold(&self, service: &str, outcome: &'static str) {
+        self.holds
+            .get_or_create(&HoldLabels {
+                service: service.to_string(),
+                outcome,
+            })
+            .inc();
+    }
+
+    /// The gauge of requests held on `service` now.
+    pub fn held(&self, service: &str) -> Gauge {
+        self.held
+            .get_or_create(&ServiceLabels {
+                service: service.to_string(),
+            })
+            .clone()
     }
 
     /// The series of one endpoint.

@@ -1,6 +1,6 @@
 //! A service as the proxy runs it: its balancer, protocol, timeouts and retry budget.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http::Version;
@@ -20,6 +20,9 @@ pub struct Service {
     /// Read on every request: atomics, not a lock.
     connect_ms: AtomicU64,
     request_ms: AtomicU64,
+    hold_ms: AtomicU64,
+    /// Requests waiting for an endpoint now (held by the HTTP path).
+    pub(crate) held: AtomicUsize,
 }
 
 impl Service {
@@ -34,6 +37,8 @@ impl Service {
             budget: RetryBudget::new(c.retry_ratio),
             connect_ms: AtomicU64::new(c.timeouts.connect_ms),
             request_ms: AtomicU64::new(c.timeouts.request_ms),
+            hold_ms: AtomicU64::new(c.timeouts.hold_ms),
+            held: AtomicUsize::new(0),
         }
     }
 
@@ -46,6 +51,7 @@ impl Service {
             .store(c.timeouts.connect_ms, Ordering::Relaxed);
         self.request_ms
             .store(c.timeouts.request_ms, Ordering::Relaxed);
+        self.hold_ms.store(c.timeouts.hold_ms, Ordering::Relaxed);
         self.budget.set_ratio(c.retry_ratio);
     }
 
@@ -55,6 +61,11 @@ impl Service {
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_ms.load(Ordering::Relaxed))
+    }
+
+    /// How long a request with no endpoint to try waits for one.
+    pub fn hold_timeout(&self) -> Duration {
+        Duration::from_millis(self.hold_ms.load(Ordering::Relaxed))
     }
 
     /// Whether clients speak HTTP/2 only (h2c and gRPC services).

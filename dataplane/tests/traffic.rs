@@ -294,3 +294,75 @@ async fn a_change_to_some_services_leaves_the_others_alone() {
     assert!(get(third, "third", "/").await.contains("echo-2"));
     assert!(allow.contains(&b.http));
 }
+
+/// A stateful move's write pause: the old endpoint drains, goes, and for a second no
+/// endpoint serves before the new one is Ready. Requests arriving then are held and sent
+/// when the new endpoint comes, so HTTP/1.1, HTTP/2 and gRPC clients see no failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_pause_holds_requests_instead_of_failing_them() {
+    let a = backend(0).await;
+    let b = backend(1).await;
+    let config = service(AppProtocol::Http, vec![ep(a.http, 100, false)]);
+    let proxy = sluice_dataplane::build(&config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let target = proxy.proxy.addr_of("shop/web").unwrap();
+    let mut fixed = config.clone();
+    fixed.services[0].listen = target;
+    let pause_proxy = proxy.proxy.clone();
+    let (a_http, b_http) = (a.http, b.http);
+    let pause = tokio::spawn(async move {
+        let step = |endpoints: Vec<EndpointConfig>| {
+            let mut c = fixed.clone();
+            c.services[0].endpoints = endpoints;
+            pause_proxy.apply(&c).unwrap();
+        };
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        step(vec![ep(a_http, 100, true)]);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        step(vec![]);
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        step(vec![ep(b_http, 100, false)]);
+    });
+    let (h1, h2, grpc) = tokio::join!(
+        load(target, Protocol::Http1, 200, 3.0),
+        load(target, Protocol::H2, 200, 3.0),
+        load(target, Protocol::Grpc, 200, 3.0),
+    );
+    pause.await.unwrap();
+    for r in [&h1, &h2, &grpc] {
+        println!("{}", r.to_json());
+        assert_eq!(r.failed, 0, "{}", r.to_json());
+    }
+    let metrics = get(proxy.admin, "x", "/metrics").await;
+    let served: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("sluice_proxy_holds_total") && l.contains("served"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    println!("{served} requests held through the pause");
+    assert!(served > 100, "the pause held requests:\n{metrics}");
+}
+
+/// A hold is bounded: with no endpoint coming, the client gets the 503 after `holdMs`,
+/// saying how long it waited; with `holdMs: 0` at once.
+#[tokio::test]
+async fn a_hold_ends_with_a_503_when_no_endpoint_comes() {
+    for (hold_ms, waited) in [(300, true), (0, false)] {
+        let mut config = service(AppProtocol::Http, vec![]);
+        config.services[0].timeouts.hold_ms = hold_ms;
+        let proxy = sluice_dataplane::build(&config, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let target = proxy.proxy.addr_of("shop/web").unwrap();
+        let start = std::time::Instant::now();
+        let out = get(target, "web", "/").await;
+        let took = start.elapsed();
+        assert!(out.starts_with("HTTP/1.1 503"), "{out}");
+        assert!(out.contains("x-sluice-error: no_endpoint"), "{out}");
+        assert_eq!(out.contains("waited"), waited, "{out}");
+        if waited {
+            assert!(took >= Duration::from_millis(300), "{took:?}");
+        }
+    }
+}

@@ -167,9 +167,22 @@ impl Load {
     /// `protocol` (http1, h2, grpc, tcp) against `target` for `secs`, its requests naming
     /// `host` (an Ingress host) if given.
     pub fn start(protocol: &str, target: &str, secs: u32, host: Option<&str>) -> Self {
+        Self::start_waiting(protocol, target, secs, host, 5)
+    }
+
+    /// As [`Load::start`], each request failing only after `timeout_secs` (a client that
+    /// waits as long as the proxy may hold its request).
+    pub fn start_waiting(
+        protocol: &str,
+        target: &str,
+        secs: u32,
+        host: Option<&str>,
+        timeout_secs: u32,
+    ) -> Self {
         let mut cmd = Command::new(sluice_bin());
         cmd.args(["loadgen", "--protocol", protocol, "--rate", "100"])
-            .args(["--duration", &secs.to_string(), "--target", target]);
+            .args(["--duration", &secs.to_string(), "--target", target])
+            .args(["--timeout", &timeout_secs.to_string()]);
         if let Some(h) = host {
             cmd.args(["--host", h]);
         }

@@ -23,6 +23,8 @@ pub struct Balancer {
     endpoints: RwLock<Arc<[Arc<Endpoint>]>>,
     /// `PreferClose`: endpoints reached directly come first.
     prefer_close: AtomicBool,
+    /// Bumped on every update: requests held for an endpoint wait on it.
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl Balancer {
@@ -37,6 +39,7 @@ impl Balancer {
             metrics,
             endpoints: RwLock::new(Arc::from(Vec::new())),
             prefer_close: AtomicBool::new(false),
+            changed: tokio::sync::watch::Sender::new(0),
         };
         b.update(configs, tunnels);
         b
@@ -90,6 +93,14 @@ impl Balancer {
         }
         let mut w = self.endpoints.write().unwrap_or_else(|p| p.into_inner());
         *w = Arc::from(next);
+        drop(w);
+        self.changed.send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    /// A receiver that sees every update after this call: subscribe, then pick, then wait
+    /// on it, and no update is missed between the pick and the wait.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     /// An endpoint for a new request or connection, not one of `tried`: serving (not

@@ -1,11 +1,12 @@
 //! One request's attempts: which endpoint comes next, whether a failure may be retried,
 //! and the error the client gets when no endpoint served. The hyper path and the
-//! HTTP/1.1 fast path both drive this, so they retry, count and answer alike.
+//! HTTP/1.1 fast path both drive this, so they retry, hold, count and answer alike.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::hold::Held;
 use super::local::LocalError;
 use crate::balance::Endpoint;
 use crate::reason::Reason;
@@ -51,6 +52,8 @@ pub struct Attempts<'a> {
     n: usize,
     last: Option<(Failure, SocketAddr)>,
     stopped: bool,
+    /// How long the request waited for an endpoint before it gave up, if it did.
+    held_out: Option<Duration>,
 }
 
 impl<'a> Attempts<'a> {
@@ -64,12 +67,14 @@ impl<'a> Attempts<'a> {
             n: 0,
             last: None,
             stopped: false,
+            held_out: None,
         }
     }
 
     /// The endpoint for the next attempt: none when the last failure may not be retried,
-    /// the attempts or the retry budget are spent, or no untried endpoint serves.
-    pub fn next_endpoint(&mut self) -> Option<Arc<Endpoint>> {
+    /// the attempts or the retry budget are spent, or no untried endpoint serves within
+    /// the service's hold ([`super::hold`]).
+    pub async fn next_endpoint(&mut self) -> Option<Arc<Endpoint>> {
         if self.stopped || self.n == MAX_ATTEMPTS {
             return None;
         }
@@ -79,10 +84,28 @@ impl<'a> Attempts<'a> {
             }
             self.svc.metrics.retry(&self.svc.name);
         }
-        let ep = self.svc.balancer.pick(&self.tried[..self.n])?;
+        // Subscribed before the pick, so no change between the two is missed.
+        let mut changes = self.svc.balancer.changes();
+        if let Some(ep) = self.svc.balancer.pick(&self.tried[..self.n]) {
+            return Some(self.attempt(ep));
+        }
+        let held = Held::start(self.svc)?;
+        loop {
+            if !held.wait(&mut changes).await {
+                self.held_out = Some(held.elapsed());
+                return None;
+            }
+            if let Some(ep) = self.svc.balancer.pick(&self.tried[..self.n]) {
+                held.served();
+                return Some(self.attempt(ep));
+            }
+        }
+    }
+
+    fn attempt(&mut self, ep: Arc<Endpoint>) -> Arc<Endpoint> {
         self.tried[self.n] = ep.address;
         self.n += 1;
-        Some(ep)
+        ep
     }
 
     /// Whether a 503 from a draining endpoint should be retried rather than passed on.
@@ -122,6 +145,10 @@ impl<'a> Attempts<'a> {
     /// No attempt served: 503 if there was no endpoint to try, else 502 naming the last
     /// failure.
     pub fn exhausted(self) -> LocalError {
+        let waited = self
+            .held_out
+            .map(|d| format!(" (waited {} ms for one)", d.as_millis()))
+            .unwrap_or_default();
         match self.last {
             None => {
                 self.svc
@@ -129,7 +156,7 @@ impl<'a> Attempts<'a> {
                     .failure(&self.svc.name, "", Reason::NoEndpoint);
                 LocalError::new(
                     Reason::NoEndpoint,
-                    format!("no serving endpoint for {}", self.svc.name),
+                    format!("no serving endpoint for {}{waited}", self.svc.name),
                 )
             }
             Some((f, addr)) => LocalError::new(f.reason(), format!("{addr}: {}", f.reason())),

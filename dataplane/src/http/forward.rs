@@ -114,7 +114,7 @@ async fn forward(
     let body = Replay::new(body);
     let h2 = svc.upstream_h2(parts.version);
     let mut attempts = Attempts::new(&svc, idempotent(parts.method.as_str()));
-    while let Some(ep) = attempts.next_endpoint() {
+    while let Some(ep) = attempts.next_endpoint().await {
         if !body.replayable() {
             // An earlier attempt streamed more than the copy holds.
             break;

@@ -4,7 +4,8 @@
 //! A request that could not reach an endpoint (connect error, or refused before any byte
 //! was sent) is retried on another one whatever its method; an idempotent request is also
 //! retried after a reset or a 503 from a draining endpoint. Retries spend a budget so an
-//! outage cannot multiply load ([`attempts`]).
+//! outage cannot multiply load ([`attempts`]). A request with no endpoint to try waits,
+//! bounded, for one to come ([`hold`]) rather than failing during a move's write pause.
 //!
 //! Plain HTTP/1.1 requests take [`h1`], a lean path that forwards heads and bodies
 //! between sockets; [`forward`], the hyper path, serves HTTP/2, gRPC and the HTTP/1.1
@@ -12,13 +13,14 @@
 //!
 //! Layers, each importing only those below it: [`server`] (client-facing hyper server
 //! with its limits), [`headers`], [`local`] (the proxy's own responses), [`idle`] and
-//! [`upstream`] (per-endpoint pools), [`attempts`], then [`forward`] and [`h1`], and this
+//! [`upstream`] (per-endpoint pools), [`hold`], [`attempts`], then [`forward`] and [`h1`], and this
 //! module's [`serve`] on top.
 
 pub mod attempts;
 pub mod forward;
 pub mod h1;
 pub mod headers;
+pub mod hold;
 pub mod idle;
 pub mod local;
 pub mod replay;

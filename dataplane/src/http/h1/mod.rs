@@ -197,7 +197,7 @@ async fn exchange(
 
     let mut attempts = Attempts::new(svc, req.idempotent);
     let picked = loop {
-        let Some(ep) = attempts.next_endpoint() else {
+        let Some(ep) = attempts.next_endpoint().await else {
             break Err(attempts.exhausted());
         };
         let pool = pool_of(&ep, svc.connect_timeout()).lean.clone();
