@@ -14,10 +14,13 @@ pub const TARGET_ANNOTATION: &str = "copy.sluice.dev/target";
 /// Upstream claim annotation: the pass due ([`Pass`]).
 pub const PASS_ANNOTATION: &str = "copy.sluice.dev/pass";
 /// Condition type on the target cluster's claim: `False`/[`BULK_COPIED`] after the bulk
-/// pass, `True`/[`COPIED`] once the final pass matched the source's manifest.
+/// pass, `True`/[`COPIED`] once the final pass matched the source's manifest,
+/// `False`/[`CANNOT_COPY`] while the target cannot run its mover on the claim (its class
+/// missing there, too little room, the mover's image), with the target's own words.
 pub const COPIED_CONDITION: &str = "sluice.dev/Copied";
 pub const BULK_COPIED: &str = "BulkCopied";
 pub const COPIED: &str = "Copied";
+pub const CANNOT_COPY: &str = "CannotCopy";
 /// Label of the movers (Pods and the source's Service): `<id>-<role>`.
 pub const MOVER_LABEL: &str = "copy.sluice.dev/mover";
 /// Annotation of a mover Pod: the claim it serves or fills.

@@ -375,3 +375,343 @@ fn a_claims_data_follows_a_move_checked_record_by_record() {
     );
     assert!(dev.stop());
 }
+
+const FAST: &str = r#"apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: fast}
+provisioner: sluice.dev/local-path
+volumeBindingMode: WaitForFirstConsumer
+"#;
+
+const VAULT: &str = r#"apiVersion: v1
+kind: Namespace
+metadata: {name: vault, labels: {sluice.dev/cluster: east}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: keys, namespace: vault}
+spec:
+  storageClassName: fast
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 10Mi}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: keeper, namespace: vault}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: keeper}}
+  template:
+    metadata: {labels: {app: keeper}}
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        command: ["sh", "-c", "while :; do echo $SLUICE_CLUSTER >> /data/log; sleep 0.1; done"]
+        volumeMounts: [{name: data, mountPath: /data}]
+      volumes: [{name: data, persistentVolumeClaim: {claimName: keys}}]
+"#;
+
+/// A claim whose class the target lacks: the move waits, saying which claim and why on
+/// the namespace's condition and in an Event; the app keeps running where it was, on its
+/// data, and nothing starts on the target; turned back, the namespace stays where it was.
+#[test]
+fn a_claim_the_target_cannot_take_holds_the_move_and_leaves_the_source_alone() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east,west");
+    let k = dev.kubectl_control();
+    dev.kubectl("east").apply_stdin(FAST);
+    k.apply_stdin(VAULT);
+    let keeper_on = |cluster: &str| {
+        let out = k.run(&[
+            "-n",
+            "vault",
+            "get",
+            "pod",
+            "-l",
+            &format!("app=keeper,sluice.dev/cluster={cluster}"),
+            "--field-selector=status.phase=Running",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert!(
+        eventually(Duration::from_secs(90), || !keeper_on("east").is_empty()),
+        "the keeper never ran on east"
+    );
+    let pod = keeper_on("east");
+    let lines = || -> u64 {
+        k.ok(&[
+            "-n",
+            "vault",
+            "exec",
+            &pod,
+            "--",
+            "sh",
+            "-c",
+            "wc -l < /data/log",
+        ])
+        .trim()
+        .parse()
+        .unwrap_or(0)
+    };
+
+    k.ok(&[
+        "label",
+        "namespace",
+        "vault",
+        "sluice.dev/cluster=west",
+        "--overwrite",
+    ]);
+    let placed = || {
+        k.ok(&[
+            "get",
+            "ns",
+            "vault",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Placed\")].message}",
+        ])
+    };
+    let why = "claim keys (cannot be copied: CreateContainerConfigError: storageclass.storage.k8s.io \"fast\" not found)";
+    assert!(
+        eventually(Duration::from_secs(120), || placed().contains(why)),
+        "the move says which claim and why: {}",
+        placed()
+    );
+    assert!(
+        eventually(Duration::from_secs(30), || k
+            .ok(&[
+                "-n",
+                "vault",
+                "get",
+                "events",
+                "-o",
+                "jsonpath={.items[*].message}"
+            ])
+            .contains(why)),
+        "an Event says it too"
+    );
+    // Nothing of east is touched: the same Pod runs on and keeps writing; nothing runs on
+    // west.
+    let before = lines();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(keeper_on("east"), pod);
+    assert!(lines() > before, "east's keeper stopped writing");
+    assert_eq!(keeper_on("west"), "");
+    assert!(placed().contains(why), "{}", placed());
+
+    // Turned back: it stays on east, and the copy's request goes.
+    k.ok(&[
+        "label",
+        "namespace",
+        "vault",
+        "sluice.dev/cluster=east",
+        "--overwrite",
+    ]);
+    assert!(
+        eventually(Duration::from_secs(120), || {
+            let ann = k.ok(&[
+                "-n",
+                "vault",
+                "get",
+                "pvc",
+                "keys",
+                "-o",
+                "jsonpath={.metadata.annotations}",
+            ]);
+            let pods = k.ok(&["-n", "vault", "get", "pods", "-o", "name"]);
+            !ann.contains("copy.sluice.dev") && !pods.contains("sluice-copy")
+        }),
+        "the copy's request and movers go: {}",
+        k.ok(&["-n", "vault", "get", "pods", "-o", "wide"])
+    );
+    assert_eq!(keeper_on("east"), pod);
+    assert!(dev.stop());
+}
+
+const LEDGER: &str = r#"apiVersion: v1
+kind: Namespace
+metadata: {name: ledger, labels: {sluice.dev/cluster: east}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: books, namespace: ledger}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 400Mi}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: writer, namespace: ledger}
+spec:
+  replicas: 1
+  strategy: {type: Recreate}
+  selector: {matchLabels: {app: writer}}
+  template:
+    metadata: {labels: {app: writer}}
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        # A 200 MiB blob written once (long enough to copy that a kill lands mid-copy),
+        # then a numbered record every 50 ms.
+        command:
+        - sh
+        - -c
+        - |
+          cd /data
+          [ -f blob ] || { head -c 209715200 /dev/urandom > blob.part && mv blob.part blob; }
+          i=$(cat log 2>/dev/null | wc -l)
+          trap 'i=$((i+1)); echo "$i $SLUICE_CLUSTER stopped" >> log; exit 0' TERM
+          while :; do i=$((i+1)); echo "$i $SLUICE_CLUSTER" >> log; sleep 0.05; done
+        volumeMounts: [{name: data, mountPath: /data}]
+      volumes: [{name: data, persistentVolumeClaim: {claimName: books}}]
+"#;
+
+/// A process started again by the test, stopped when it ends.
+struct Restarted(std::process::Child);
+
+impl Drop for Restarted {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A copy interrupted twice — the target's mover killed mid-transfer, then the target's
+/// agent (its syncer) killed and started again — resumes, and the app moves whole: the
+/// blob's checksum and every record are the same on the new cluster.
+#[test]
+fn an_interrupted_copy_resumes_and_the_app_moves_whole() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east,west");
+    let k = dev.kubectl_control();
+    k.apply_stdin(LEDGER);
+    let writer = |cluster: &str| {
+        let out = k.run(&[
+            "-n",
+            "ledger",
+            "get",
+            "pod",
+            "-l",
+            &format!("app=writer,sluice.dev/cluster={cluster}"),
+            "--field-selector=status.phase=Running",
+            "-o",
+            "jsonpath={.items[0].metadata.name}",
+        ]);
+        let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (out.status.success() && !name.is_empty()).then_some(name)
+    };
+    let exec =
+        |pod: &str, script: &str| k.ok(&["-n", "ledger", "exec", pod, "--", "sh", "-c", script]);
+    assert!(
+        eventually(Duration::from_secs(90), || writer("east").is_some()),
+        "the writer never ran on east"
+    );
+    let east = writer("east").unwrap();
+    assert!(
+        eventually(Duration::from_secs(60), || exec(&east, "ls /data")
+            .lines()
+            .any(|l| l == "blob")),
+        "the blob was never written"
+    );
+    let blob = exec(&east, "sha256sum /data/blob");
+
+    k.ok(&[
+        "label",
+        "namespace",
+        "ledger",
+        "sluice.dev/cluster=west",
+        "--overwrite",
+    ]);
+    // The target's mover, killed while it pulls.
+    let mut pull = None;
+    assert!(
+        eventually(Duration::from_secs(120), || {
+            pull = support::processes_with_pid("mover pull")
+                .into_iter()
+                .find(|(_, cmd)| cmd.contains("--pass bulk"));
+            pull.is_some()
+        }),
+        "no pull mover ran"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let (pid, cmd) = pull.unwrap();
+    println!("killing the pull mover mid-copy: {cmd}");
+    support::clusterset::kill9(pid);
+
+    // The target's agent, killed and started again as it ran.
+    let (pid, cmd) = support::processes_with_pid(" syncer ")
+        .into_iter()
+        .find(|(_, cmd)| cmd.contains("--cluster west"))
+        .expect("west's syncer");
+    let nul_separated = |what: &str| -> Vec<String> {
+        std::fs::read(format!("/proc/{pid}/{what}"))
+            .map(|b| {
+                b.split(|c| *c == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // The same arguments and environment (the parent pid it stops with included).
+    let argv = nul_separated("cmdline");
+    let env: Vec<(String, String)> = nul_separated("environ")
+        .into_iter()
+        .filter_map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect();
+    support::clusterset::kill9(pid);
+    println!("killed west's syncer: {cmd}");
+    std::thread::sleep(Duration::from_secs(3));
+    let _syncer = Restarted(
+        std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .env_clear()
+            .envs(env)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+
+    assert!(
+        eventually(Duration::from_secs(240), || writer("west").is_some()
+            && writer("east").is_none()),
+        "the writer never moved: {}",
+        k.ok(&["get", "ns", "ledger", "-o", "jsonpath={.status.conditions}"])
+    );
+    let west = writer("west").unwrap();
+    assert_eq!(exec(&west, "sha256sum /data/blob"), blob);
+    std::thread::sleep(Duration::from_millis(500));
+    let log = exec(&west, "cat /data/log");
+    let lines: Vec<&str> = log.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        assert!(
+            l.starts_with(&format!("{} ", i + 1)),
+            "record {} of {}: {l:?}",
+            i + 1,
+            lines.len()
+        );
+    }
+    let stopped = lines
+        .iter()
+        .position(|l| l.ends_with("east stopped"))
+        .unwrap_or_else(|| panic!("east's last record is missing:\n{log}"));
+    assert!(lines[stopped + 1..].iter().all(|l| l.contains(" west")));
+    let copied = k.ok(&[
+        "-n",
+        "ledger",
+        "get",
+        "pvc",
+        "books",
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"sluice.dev/Copied\")].message}",
+    ]);
+    println!("{} records, {stopped} on east; {copied}", lines.len());
+    assert!(dev.stop());
+}

@@ -12,8 +12,8 @@
 use serde_json::Value;
 use sluice_api::ClusterName;
 use sluice_api::claim_copy::{
-    Asked, BULK_COPIED, COPIED, COPIED_CONDITION, Holding, MOVER_LABEL, PASS_ANNOTATION, Pass,
-    SOURCE_ANNOTATION, TARGET_ANNOTATION, claims_of,
+    Asked, BULK_COPIED, CANNOT_COPY, COPIED, COPIED_CONDITION, Holding, MOVER_LABEL,
+    PASS_ANNOTATION, Pass, SOURCE_ANNOTATION, TARGET_ANNOTATION, claims_of,
 };
 
 use crate::status::report;
@@ -51,11 +51,47 @@ impl Stage {
     }
 }
 
+/// Why a claim's data cannot follow a move. The move waits (the target runs none of the
+/// workloads that mount the claim) and nothing of the source is touched: the app keeps
+/// running there, on its data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// `volumeMode: Block`: the mover copies file systems.
+    Block,
+    /// A `dataSource` or `dataSourceRef` (a clone, a snapshot, a populator): the target
+    /// would fill the claim from its own copy of that source, not from the app's data.
+    DataSource(String),
+    /// The target cannot run its mover on the claim, in its own words (the class missing
+    /// there, a claim larger than it has room for, the mover's image).
+    Target(String),
+}
+
+impl Refusal {
+    /// Whether the claim spec itself refuses the copy: then no mover is asked for at all.
+    fn of_spec(&self) -> bool {
+        !matches!(self, Refusal::Target(_))
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Refusal::Block => {
+                "cannot be copied: it is a block-mode claim (volumeMode: Block), and the mover copies file systems".into()
+            }
+            Refusal::DataSource(kind) => format!(
+                "cannot be copied: it is filled from a dataSource ({kind}) the target would fill it from instead"
+            ),
+            Refusal::Target(why) => format!("cannot be copied: {why}"),
+        }
+    }
+}
+
 /// One claim whose data follows the move.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClaimCopy {
     pub claim: String,
     pub stage: Stage,
+    /// Why it cannot be copied, if it cannot: the copy stays in its bulk stage.
+    pub refused: Option<Refusal>,
 }
 
 /// The copies of a namespace moving from `from` to `to`.
@@ -108,8 +144,10 @@ pub fn plan(
         if !ours && !bound_on_source {
             continue;
         }
+        let refused = refused_by_spec(v).or_else(|| refused_by(v, to));
         let stage = match done {
             Some(Pass::Final) => Stage::Done,
+            _ if refused.is_some() => Stage::Bulk,
             Some(Pass::Bulk) if !stopped(objects, from, name, &mirrored(from)) => Stage::Stopping,
             Some(Pass::Bulk) => Stage::Final,
             None => Stage::Bulk,
@@ -117,6 +155,7 @@ pub fn plan(
         claims.push(ClaimCopy {
             claim: name.to_string(),
             stage,
+            refused,
         });
     }
     (!claims.is_empty()).then(|| Plan {
@@ -127,12 +166,19 @@ pub fn plan(
 }
 
 impl Plan {
-    /// The claims not copied yet, with their stage.
-    pub fn waiting(&self) -> Vec<(String, Stage)> {
+    /// The claims not copied yet, each with where it stands, as the namespace's condition
+    /// says it.
+    pub fn waiting(&self) -> Vec<(String, String)> {
         self.claims
             .iter()
             .filter(|c| c.stage != Stage::Done)
-            .map(|c| (c.claim.clone(), c.stage))
+            .map(|c| {
+                let how = match &c.refused {
+                    Some(r) => r.describe(),
+                    None => c.stage.describe().to_string(),
+                };
+                (c.claim.clone(), how)
+            })
             .collect()
     }
 
@@ -150,10 +196,11 @@ impl Plan {
     /// the movers go at once, and the source's exported mover no longer holds the drain of
     /// the cluster the app leaves).
     pub fn asked(&self, name: &str) -> Option<Asked> {
-        let c = self
-            .claims
-            .iter()
-            .find(|c| c.claim == name && c.stage != Stage::Done)?;
+        let c = self.claims.iter().find(|c| {
+            c.claim == name
+                && c.stage != Stage::Done
+                && !c.refused.as_ref().is_some_and(Refusal::of_spec)
+        })?;
         Some(Asked {
             source: self.from.clone(),
             target: self.to.clone(),
@@ -268,6 +315,41 @@ fn stopped(
                 && n("terminatingReplicas") == 0
                 && !mirrored.iter().any(selects)
         })
+}
+
+/// What in claim `v`'s spec keeps its data from being copied.
+fn refused_by_spec(v: &Value) -> Option<Refusal> {
+    let spec = &v["spec"];
+    if spec["volumeMode"] == "Block" {
+        return Some(Refusal::Block);
+    }
+    ["dataSourceRef", "dataSource"]
+        .iter()
+        .map(|f| &spec[*f])
+        .find(|s| s.is_object())
+        .map(|s| {
+            Refusal::DataSource(format!(
+                "{} {}",
+                s["kind"].as_str().unwrap_or("object"),
+                s["name"].as_str().unwrap_or("")
+            ))
+        })
+}
+
+/// What the target `cluster` reports keeps it from copying claim `v`.
+fn refused_by(v: &Value, cluster: &ClusterName) -> Option<Refusal> {
+    let r = report(v, cluster)?;
+    let cond = r.status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == COPIED_CONDITION && c["reason"] == CANNOT_COPY)?
+        .clone();
+    Some(Refusal::Target(
+        cond["message"]
+            .as_str()
+            .unwrap_or("no reason given")
+            .to_string(),
+    ))
 }
 
 /// The pass the copy of claim `v` on `cluster` reports done.
@@ -425,6 +507,63 @@ mod tests {
                 |_| vec![]
             ),
             None
+        );
+    }
+
+    #[test]
+    fn a_claim_that_cannot_be_copied_holds_the_target_and_leaves_the_source_alone() {
+        let (a, b) = (ClusterName::new("east"), ClusterName::new("west"));
+        let deploy = json!({"metadata": {"name": "writer"}, "spec": {"template": {"spec": {
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "notes"}}]}}}});
+        let bound = json!({"phase": "Bound"});
+        let on = [a.clone(), b.clone()];
+        let plan_of = |c: &Value| {
+            plan(
+                &on,
+                std::slice::from_ref(&b),
+                &[("PersistentVolumeClaim", c), ("Deployment", &deploy)],
+                |_| vec![],
+            )
+            .unwrap()
+        };
+        // The spec refuses: no mover is asked for; west holds the app at 0, east keeps it.
+        for (spec, says) in [
+            (json!({"volumeMode": "Block"}), "block-mode claim"),
+            (
+                json!({"dataSource": {"kind": "VolumeSnapshot", "name": "nightly"}}),
+                "dataSource (VolumeSnapshot nightly)",
+            ),
+        ] {
+            let mut c = claim(&[("east", bound.clone())], json!({}));
+            c["spec"] = spec;
+            let p = plan_of(&c);
+            assert_eq!(p.asked("notes"), None);
+            assert_eq!(p.held("Deployment", &deploy), vec![(b.clone(), 0)]);
+            let waiting = p.waiting();
+            assert_eq!(waiting.len(), 1);
+            assert!(waiting[0].1.contains(says), "{waiting:?}");
+        }
+        // The target refuses in its own words: the mover stays asked for (it goes on once
+        // the cause is fixed), nothing stops on east.
+        let c = claim(
+            &[
+                ("east", bound.clone()),
+                (
+                    "west",
+                    json!({"phase": "Pending", "conditions": [{
+                    "type": COPIED_CONDITION, "status": "False", "reason": CANNOT_COPY,
+                    "message": "storageclass.storage.k8s.io \"fast\" not found"}]}),
+                ),
+            ],
+            json!({}),
+        );
+        let p = plan_of(&c);
+        assert_eq!(p.claims[0].stage, Stage::Bulk);
+        assert_eq!(p.asked("notes").unwrap().pass, Pass::Bulk);
+        assert_eq!(p.held("Deployment", &deploy), vec![(b.clone(), 0)]);
+        assert_eq!(
+            p.waiting()[0].1,
+            "cannot be copied: storageclass.storage.k8s.io \"fast\" not found"
         );
     }
 }

@@ -518,7 +518,8 @@ pub enum NotYet {
     /// The data of these claims is still being copied there ([`crate::copy`]).
     Copying {
         from: ClusterName,
-        claims: Vec<(String, crate::copy::Stage)>,
+        /// Each claim with where its copy stands, or why it cannot be copied.
+        claims: Vec<(String, String)>,
     },
 }
 

@@ -98,7 +98,7 @@ fn placed_condition(phase: &Phase, on: &[ClusterName]) -> (&'static str, &'stati
                             "the data of {} is copied from {from} to {c}",
                             claims
                                 .iter()
-                                .map(|(n, s)| format!("claim {n} ({})", s.describe()))
+                                .map(|(n, how)| format!("claim {n} ({how})"))
                                 .collect::<Vec<_>>()
                                 .join(", ")
                         ),

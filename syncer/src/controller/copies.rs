@@ -14,8 +14,8 @@ use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 use sluice_api::claim_copy::{
-    Asked, BULK_COPIED, COPIED, COPIED_CONDITION, MOVER_CLAIM_ANNOTATION, MOVER_IMAGE, MOVER_LABEL,
-    MOVER_PORT, Pass, mover_id, pull_name, source_name,
+    Asked, BULK_COPIED, CANNOT_COPY, COPIED, COPIED_CONDITION, MOVER_CLAIM_ANNOTATION, MOVER_IMAGE,
+    MOVER_LABEL, MOVER_PORT, Pass, mover_id, pull_name, source_name,
 };
 
 use super::state::Sides;
@@ -107,8 +107,16 @@ pub async fn reconcile(
                 let figures = pulled(&pods_api, &mover).await;
                 failed |= !record(s, down_ns, name, a, figures.as_deref()).await;
             }
-            Some(_) => {
+            Some(p) => {
+                // Kept while it waits: it goes on by itself once the cause is fixed.
                 wanted.insert(mover);
+                if let Some(why) = stuck(p)
+                    && claim(name).and_then(|c| refusal(c)) != Some(why.clone())
+                {
+                    tracing::warn!(namespace = %down_ns, claim = %name, reason = %why,
+                        "the claim's data cannot be pulled here");
+                    failed |= !condition(s, down_ns, name, "False", CANNOT_COPY, &why).await;
+                }
             }
             None => match source_address(s, down_ns, &source_name(&id)).await {
                 Some(from) => {
@@ -171,6 +179,61 @@ fn recorded(c: &PersistentVolumeClaim) -> Option<Pass> {
     }
 }
 
+/// Why mover Pod `p` cannot run, in the cluster's own words, when it is for a reason the
+/// mover cannot get past by retrying: its claim cannot be provisioned here (the class
+/// missing, too little room), it cannot be scheduled, or its image is not available.
+fn stuck(p: &Pod) -> Option<String> {
+    const STUCK: [&str; 6] = [
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "ImageNotBuiltIn",
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+    ];
+    let status = p.status.as_ref()?;
+    let waiting = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
+        .find(|w| w.reason.as_deref().is_some_and(|r| STUCK.contains(&r)));
+    if let Some(w) = waiting {
+        let reason = w.reason.as_deref().unwrap_or_default();
+        return Some(match w.message.as_deref() {
+            Some(m) if !m.is_empty() => format!("{reason}: {m}"),
+            _ => reason.to_string(),
+        });
+    }
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
+        .map(|c| {
+            format!(
+                "Unschedulable: {}",
+                c.message.as_deref().unwrap_or_default()
+            )
+        })
+}
+
+/// The refusal the claim's `Copied` condition records, if it records one.
+fn refusal(c: &PersistentVolumeClaim) -> Option<String> {
+    let cond = c
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == COPIED_CONDITION)?;
+    (cond.reason.as_deref() == Some(CANNOT_COPY)).then(|| cond.message.clone().unwrap_or_default())
+}
+
 /// What pull mover `pod` reported (the JSON line it prints last), as a phrase: "4 of 5
 /// files (100.0 MiB) fetched in 1.2 s (83.3 MiB/s), 1 kept, 0 removed".
 async fn pulled(api: &Api<Pod>, pod: &str) -> Option<String> {
@@ -219,6 +282,21 @@ async fn record(s: &Sides, down_ns: &str, claim: &str, a: &Asked, figures: Optio
             ),
         ),
     };
+    let r = condition(s, down_ns, claim, status, reason, &message).await;
+    tracing::info!(namespace = %down_ns, %claim, pass = a.pass.as_str(), ok = r,
+        "a pass of a claim's copy is done");
+    r
+}
+
+/// Set the `Copied` condition of the target's claim; false if that failed.
+async fn condition(
+    s: &Sides,
+    down_ns: &str,
+    claim: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) -> bool {
     let now = k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string();
@@ -234,8 +312,6 @@ async fn record(s: &Sides, down_ns: &str, claim: &str, a: &Asked, figures: Optio
     let r = api
         .patch_status(claim, &PatchParams::default(), &Patch::Merge(&patch))
         .await;
-    tracing::info!(namespace = %down_ns, %claim, pass = a.pass.as_str(), ok = r.is_ok(),
-        "a pass of a claim's copy is done");
     counted(&s.syncer, "PersistentVolumeClaim", "status", r).is_ok()
 }
 
@@ -347,5 +423,40 @@ mod tests {
             pull.spec.unwrap().containers[0].args.as_ref().unwrap()[4],
             "1.2.3.4:8080"
         );
+    }
+
+    #[test]
+    fn a_mover_that_cannot_run_here_says_why_and_one_that_starts_does_not() {
+        let pod = |status: Value| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "m"}, "status": status})).unwrap()
+        };
+        let waiting = |reason: &str, message: &str| {
+            pod(json!({"phase": "Pending", "containerStatuses": [{
+                "name": "mover", "image": MOVER_IMAGE, "imageID": "", "ready": false,
+                "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": message}}}]}))
+        };
+        assert_eq!(
+            stuck(&waiting(
+                "CreateContainerConfigError",
+                "storageclass.storage.k8s.io \"fast\" not found"
+            ))
+            .as_deref(),
+            Some("CreateContainerConfigError: storageclass.storage.k8s.io \"fast\" not found")
+        );
+        assert_eq!(
+            stuck(&waiting("ImageNotBuiltIn", "")).as_deref(),
+            Some("ImageNotBuiltIn")
+        );
+        assert_eq!(stuck(&waiting("ContainerCreating", "")), None);
+        assert_eq!(stuck(&waiting("CrashLoopBackOff", "back-off")), None);
+        let unschedulable = pod(json!({"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 3 Insufficient storage"}]}));
+        assert_eq!(
+            stuck(&unschedulable).as_deref(),
+            Some("Unschedulable: 0/3 nodes are available: 3 Insufficient storage")
+        );
+        assert_eq!(stuck(&pod(json!({"phase": "Running"}))), None);
     }
 }
