@@ -225,6 +225,18 @@ fn writer_on(k: &support::Kubectl, cluster: &str) -> Option<String> {
     (out.status.success() && !name.is_empty()).then_some(name)
 }
 
+/// The `/metrics` text of a dataplane's admin endpoint.
+fn admin_metrics(admin: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(admin).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
 fn in_writer(k: &support::Kubectl, pod: &str, script: &str) -> String {
     k.ok(&["-n", "notes", "exec", pod, "--", "sh", "-c", script])
 }
@@ -299,6 +311,17 @@ fn a_claims_data_follows_a_move_checked_record_by_record() {
     );
     assert_eq!(counted.failed, 0, "{}", counted.failures);
     assert!(counted.ok > 100, "{counted:?}");
+    // West's dataplane held the requests that came while no endpoint served.
+    let metrics = admin_metrics("127.21.0.1:15000");
+    let held: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("sluice_proxy_holds_total"))
+        .collect();
+    println!("west's dataplane: {held:?}");
+    assert!(
+        held.iter().any(|l| l.contains("outcome=\"served\"")),
+        "no request was held: {held:?}"
+    );
     let log = in_writer(&k, &west, "cat /data/log");
     let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
     // Numbered without a gap from 1: nothing east wrote was lost, west went on from there.
