@@ -34,7 +34,8 @@ pub const MOVER_PORT: u16 = 8080;
 /// the app never starts there on partial data.
 pub const HOLDING_ANNOTATION: &str = "copy.sluice.dev/holding";
 
-/// The image of the movers (the `sluice` binary's `mover` subcommand).
+/// The movers' image on the local clusters (their built-in `sluice mover`). On clusters
+/// installed from the charts the syncer runs the `sluice` image itself (`--mover-image`).
 pub const MOVER_IMAGE: &str = "sluice/mover";
 
 /// A pass of a copy.

@@ -86,6 +86,7 @@ impl Clusterset {
                 downstream: downstream.clone(),
                 cluster: ClusterName::new("east"),
                 logs_url: None,
+                mover_image: sluice_api::claim_copy::MOVER_IMAGE.into(),
             },
             stopped,
         ));

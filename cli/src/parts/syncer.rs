@@ -27,6 +27,11 @@ pub struct Args {
     /// certificate is answered).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub logs: SocketAddr,
+    /// The image of the Pods that copy a claim's data when its namespace moves: the local
+    /// clusters' built-in `sluice/mover`, or the `sluice` image on clusters installed from
+    /// the charts.
+    #[arg(long, default_value = sluice_api::claim_copy::MOVER_IMAGE)]
+    pub mover_image: String,
 }
 
 /// Sync until SIGINT or SIGTERM.
@@ -37,6 +42,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         downstream,
         admin,
         logs,
+        mover_image,
     } = args;
     init_tracing();
     let upstream = sluice_kube::client::config_from_kubeconfig(&control, None).await?;
@@ -69,6 +75,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             downstream,
             cluster: sluice_api::ClusterName::new(cluster),
             logs_url,
+            mover_image,
         },
         stopped,
     ));

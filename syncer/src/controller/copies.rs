@@ -14,8 +14,8 @@ use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use sluice_api::LogicalClusterPath;
 use sluice_api::claim_copy::{
-    Asked, BULK_COPIED, CANNOT_COPY, COPIED, COPIED_CONDITION, MOVER_CLAIM_ANNOTATION, MOVER_IMAGE,
-    MOVER_LABEL, MOVER_PORT, Pass, mover_id, pull_name, source_name,
+    Asked, BULK_COPIED, CANNOT_COPY, COPIED, COPIED_CONDITION, MOVER_CLAIM_ANNOTATION, MOVER_LABEL,
+    MOVER_PORT, Pass, mover_id, pull_name, source_name,
 };
 
 use super::state::Sides;
@@ -87,7 +87,13 @@ pub async fn reconcile(
             let mover = source_name(&id);
             wanted.insert(mover.clone());
             if !movers.contains_key(mover.as_str()) {
-                failed |= !create(s, &pods_api, "Pod", &source_pod(&id, name)).await;
+                failed |= !create(
+                    s,
+                    &pods_api,
+                    "Pod",
+                    &source_pod(&id, name, &s.config.mover_image),
+                )
+                .await;
             }
             // Not watched here: created whenever asked (an existing one answers 409).
             failed |= !create(s, &services, "Service", &source_service(&id)).await;
@@ -121,7 +127,7 @@ pub async fn reconcile(
             None => match source_address(s, down_ns, &source_name(&id)).await {
                 Some(from) => {
                     wanted.insert(mover);
-                    let pod = pull_pod(&id, name, a.pass, &from);
+                    let pod = pull_pod(&id, name, a.pass, &from, &s.config.mover_image);
                     failed |= !create(s, &pods_api, "Pod", &pod).await;
                     tracing::info!(namespace = %down_ns, claim = %name, source = %a.source,
                         pass = a.pass.as_str(), %from, "pulling a claim's data");
@@ -355,15 +361,29 @@ fn volume(claim: &str) -> Value {
 }
 
 /// The source's mover: serves the claim read-only.
-fn source_pod(id: &str, claim: &str) -> Value {
+/// The container args of a mover running `image`: the `sluice` image's entrypoint is the
+/// binary itself, so its args name the `mover` subcommand; `sluice/mover` is that
+/// subcommand already.
+fn mover_args(image: &str, args: &[&str]) -> Vec<String> {
+    let repo = image.rsplit_once(':').map_or(image, |(r, _)| r);
+    let whole_binary = repo.rsplit('/').next() == Some("sluice");
+    whole_binary
+        .then_some("mover")
+        .into_iter()
+        .chain(args.iter().copied())
+        .map(str::to_string)
+        .collect()
+}
+
+fn source_pod(id: &str, claim: &str, image: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": source_name(id), "labels": mover_labels(id, "source"),
             "annotations": {MOVER_CLAIM_ANNOTATION: claim}},
         "spec": {
             "restartPolicy": "Always",
-            "containers": [{"name": "mover", "image": MOVER_IMAGE,
-                "args": ["serve", "--dir", "/data"],
+            "containers": [{"name": "mover", "image": image,
+                "args": mover_args(image, &["serve", "--dir", "/data"]),
                 "ports": [{"name": "tcp-mover", "containerPort": MOVER_PORT}],
                 "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": true}]}],
             "volumes": volume(claim),
@@ -386,7 +406,7 @@ fn source_service(id: &str) -> Value {
 }
 
 /// The target's mover for one pass: runs until the claim holds the source's data.
-fn pull_pod(id: &str, claim: &str, pass: Pass, from: &str) -> Value {
+fn pull_pod(id: &str, claim: &str, pass: Pass, from: &str, image: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": pull_name(id, pass),
@@ -394,8 +414,8 @@ fn pull_pod(id: &str, claim: &str, pass: Pass, from: &str) -> Value {
             "annotations": {MOVER_CLAIM_ANNOTATION: claim}},
         "spec": {
             "restartPolicy": "OnFailure",
-            "containers": [{"name": "mover", "image": MOVER_IMAGE,
-                "args": ["pull", "--dir", "/data", "--from", from, "--pass", pass.as_str()],
+            "containers": [{"name": "mover", "image": image,
+                "args": mover_args(image, &["pull", "--dir", "/data", "--from", from, "--pass", pass.as_str()]),
                 "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
             "volumes": volume(claim),
         }
@@ -406,23 +426,38 @@ fn pull_pod(id: &str, claim: &str, pass: Pass, from: &str) -> Value {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use sluice_api::claim_copy::MOVER_IMAGE;
 
     #[test]
     fn movers_are_valid_pods_and_services_that_mount_the_claim() {
         let id = mover_id("notes");
-        let src: Pod = serde_json::from_value(source_pod(&id, "notes")).unwrap();
+        let src: Pod = serde_json::from_value(source_pod(&id, "notes", MOVER_IMAGE)).unwrap();
         assert!(sluice_kube::pod::mounts_claim(&src, "notes"));
         let svc: Service = serde_json::from_value(source_service(&id)).unwrap();
         assert_eq!(
             svc.spec.unwrap().selector.unwrap(),
             src.metadata.labels.unwrap()
         );
-        let pull: Pod =
-            serde_json::from_value(pull_pod(&id, "notes", Pass::Final, "1.2.3.4:8080")).unwrap();
+        let pull: Pod = serde_json::from_value(pull_pod(
+            &id,
+            "notes",
+            Pass::Final,
+            "1.2.3.4:8080",
+            MOVER_IMAGE,
+        ))
+        .unwrap();
         assert_eq!(
             pull.spec.unwrap().containers[0].args.as_ref().unwrap()[4],
             "1.2.3.4:8080"
         );
+        // The `sluice` image (the charts' own) runs the binary: the args name `mover`.
+        let image = "ghcr.io/sluice/sluice:0.1.0";
+        let pull: Pod =
+            serde_json::from_value(pull_pod(&id, "notes", Pass::Bulk, "1.2.3.4:8080", image))
+                .unwrap();
+        let c = &pull.spec.unwrap().containers[0];
+        assert_eq!(c.image.as_deref(), Some(image));
+        assert_eq!(c.args.as_ref().unwrap()[..2], ["mover", "pull"]);
     }
 
     #[test]

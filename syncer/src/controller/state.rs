@@ -23,6 +23,10 @@ pub struct Config {
     /// The URL of this syncer's log endpoint ([`crate::logs`]), published on its heartbeat
     /// Lease; `None`: `kubectl logs` upstream cannot reach this cluster's pods.
     pub logs_url: Option<String>,
+    /// The image the claim movers run: the local clusters' built-in `sluice/mover`, or the
+    /// `sluice` image (whose entrypoint is the binary: the movers' args then start with
+    /// `mover`).
+    pub mover_image: String,
 }
 
 /// Why the syncer stopped before it was told to.
