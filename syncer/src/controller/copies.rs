@@ -80,6 +80,20 @@ pub async fn reconcile(
     let services: Api<Service> = Api::namespaced(client.clone(), down_ns);
     let mut out = Copies::Settled;
     let mut failed = false;
+    // The sources' Services here (an unreadable list: created as if none, 409 tells).
+    let lp = ListParams::default().labels(MOVER_LABEL);
+    let existing_services: BTreeSet<String> = match services.list_metadata(&lp).await {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter_map(|svc| svc.metadata.name)
+            .collect(),
+        Err(e) => {
+            tracing::warn!(namespace = %down_ns, error = %e, "listing the movers' services failed");
+            failed = true;
+            BTreeSet::new()
+        }
+    };
     let mut wanted: BTreeSet<String> = BTreeSet::new();
     for (name, a) in &asked {
         let id = mover_id(name);
@@ -95,8 +109,10 @@ pub async fn reconcile(
                 )
                 .await;
             }
-            // Not watched here: created whenever asked (an existing one answers 409).
-            failed |= !create(s, &services, "Service", &source_service(&id)).await;
+            // Not watched here: listed once per reconcile, below.
+            if !existing_services.contains(&mover) {
+                failed |= !create(s, &services, "Service", &source_service(&id)).await;
+            }
         }
         if a.target != *me {
             continue;
@@ -142,19 +158,9 @@ pub async fn reconcile(
         }
     }
     // The sources' Services nobody asks for any more.
-    let lp = ListParams::default().labels(MOVER_LABEL);
-    match services.list_metadata(&lp).await {
-        Ok(list) => {
-            for svc in list.items {
-                let n = svc.metadata.name.unwrap_or_default();
-                if !wanted.contains(&n) {
-                    failed |= !delete(&s.syncer, "Service", &services, down_ns, &n).await;
-                }
-            }
-        }
-        Err(e) => {
-            tracing::warn!(namespace = %down_ns, error = %e, "listing the movers' services failed");
-            failed = true;
+    for n in &existing_services {
+        if !wanted.contains(n) {
+            failed |= !delete(&s.syncer, "Service", &services, down_ns, n).await;
         }
     }
     if failed { Copies::Failed } else { out }
