@@ -84,7 +84,11 @@ impl<'a> Attempts<'a> {
             }
             self.svc.metrics.retry(&self.svc.name);
         }
-        // Subscribed before the pick, so no change between the two is missed.
+        if let Some(ep) = self.svc.balancer.pick(&self.tried[..self.n]) {
+            return Some(self.attempt(ep));
+        }
+        // None: subscribe, then pick again, so no change between the pick and the wait is
+        // missed (and a request that finds an endpoint pays for no subscription).
         let mut changes = self.svc.balancer.changes();
         if let Some(ep) = self.svc.balancer.pick(&self.tried[..self.n]) {
             return Some(self.attempt(ep));
