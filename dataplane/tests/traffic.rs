@@ -330,11 +330,19 @@ async fn a_write_pause_holds_requests_instead_of_failing_them() {
         load(target, Protocol::Grpc, 200, 3.0),
     );
     pause.await.unwrap();
+    let metrics = get(proxy.admin, "x", "/metrics").await;
+    println!(
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("holds_total") || l.contains("failures_total{"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     for r in [&h1, &h2, &grpc] {
         println!("{}", r.to_json());
         assert_eq!(r.failed, 0, "{}", r.to_json());
     }
-    let metrics = get(proxy.admin, "x", "/metrics").await;
     let served: u64 = metrics
         .lines()
         .filter(|l| l.starts_with("sluice_proxy_holds_total") && l.contains("served"))

@@ -6,6 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rand::Rng;
+use tokio::time::Instant;
+
 use super::hold::Held;
 use super::local::LocalError;
 use crate::balance::Endpoint;
@@ -14,6 +17,10 @@ use crate::service::Service;
 
 /// Attempts per request (the first and two retries).
 pub const MAX_ATTEMPTS: usize = 3;
+
+/// The least wait before an endpoint that refused a connection is tried again when it is
+/// the only one left (up to as much again is added at random).
+pub const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Why an attempt failed, for metrics and the retry decision.
 #[derive(Debug)]
@@ -94,12 +101,25 @@ impl<'a> Attempts<'a> {
             return Some(self.attempt(ep));
         }
         let held = Held::start(self.svc)?;
+        // Every endpoint was tried and the last refused the connection (or dropped it):
+        // nothing was sent, so the same endpoints are tried again after a short, jittered
+        // backoff, not only once the endpoints change. A burst of connects (the requests a
+        // hold releases at once) can overflow an endpoint's queue for a moment.
+        let mut again = matches!(self.last, Some((Failure::Connect, _))).then(|| {
+            let jitter = rand::rng().random_range(0..RECONNECT_BACKOFF.as_millis() as u64);
+            Instant::now() + RECONNECT_BACKOFF + Duration::from_millis(jitter)
+        });
         loop {
-            if !held.wait(&mut changes).await {
+            if !held.wait(&mut changes, again).await {
                 self.held_out = Some(held.elapsed());
                 return None;
             }
-            if let Some(ep) = self.svc.balancer.pick(&self.tried[..self.n]) {
+            let mut ep = self.svc.balancer.pick(&self.tried[..self.n]);
+            if ep.is_none() && again.is_some_and(|t| Instant::now() >= t) {
+                again = None;
+                ep = self.svc.balancer.pick(&[]);
+            }
+            if let Some(ep) = ep {
                 held.served();
                 return Some(self.attempt(ep));
             }

@@ -62,13 +62,14 @@ impl<'a> Held<'a> {
         })
     }
 
-    /// Wait for the next change of the service's endpoints; false when the hold's time
-    /// ran out first.
-    pub async fn wait(&self, changes: &mut watch::Receiver<u64>) -> bool {
-        matches!(
-            tokio::time::timeout_at(self.until, changes.changed()).await,
-            Ok(Ok(()))
-        )
+    /// Wait for the next change of the service's endpoints, or until `or_at`; false when
+    /// the hold's time ran out first.
+    pub async fn wait(&self, changes: &mut watch::Receiver<u64>, or_at: Option<Instant>) -> bool {
+        let until = or_at.map_or(self.until, |t| t.min(self.until));
+        match tokio::time::timeout_at(until, changes.changed()).await {
+            Ok(changed) => changed.is_ok(),
+            Err(_) => Instant::now() < self.until,
+        }
     }
 
     /// An endpoint came in time.
@@ -143,10 +144,15 @@ mod tests {
         let mut changes = svc.balancer.changes();
         let held = Held::start(&svc).unwrap();
         svc.balancer.update(&[], &Tunnels::default());
-        assert!(held.wait(&mut changes).await, "a change wakes it");
+        assert!(held.wait(&mut changes, None).await, "a change wakes it");
+        let soon = Instant::now() + Duration::from_millis(10);
         assert!(
-            !held.wait(&mut changes).await,
-            "no change: its time runs out"
+            held.wait(&mut changes, Some(soon)).await,
+            "its own time wakes it"
+        );
+        assert!(
+            !held.wait(&mut changes, None).await,
+            "no change: the hold's time runs out"
         );
         assert!(held.elapsed() >= Duration::from_millis(100));
     }
