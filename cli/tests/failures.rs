@@ -9,12 +9,12 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use support::clusterset::{
-    Load, available, deployment_exists, imported_ready, kill9, processes_of, vip_of_web,
+    Load, Restarted, available, deployment_exists, imported_ready, kill9, processes_of, vip_of_web,
 };
 use support::{DevUp, eventually, processes_with_pid, sluice_bin};
 
@@ -56,16 +56,6 @@ spec:
   - {{name: h2c, port: 81, targetPort: http, appProtocol: h2c}}
 "#
     )
-}
-
-/// A `sluice control` the test started again where dev up's was; killed on drop.
-struct Restarted(Child);
-
-impl Drop for Restarted {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The address in the `server:` line of a kubeconfig (`host:port`).

@@ -13,7 +13,7 @@ mod support;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use support::clusterset::{Load, ds};
+use support::clusterset::{Load, Restarted, ds};
 use support::{DevUp, eventually};
 
 /// `dev up` binds the clusterset's fixed loopback ranges: one at a time.
@@ -208,21 +208,27 @@ spec:
   ports: [{name: http, port: 80, targetPort: 8080}]
 "#;
 
-/// The writer's Pod on `cluster`, through the logical cluster's mirrors.
-fn writer_on(k: &support::Kubectl, cluster: &str) -> Option<String> {
+/// The Running Pod of `app` in namespace `ns` on `cluster`, through the logical cluster's
+/// mirrors.
+fn running_on(k: &support::Kubectl, ns: &str, app: &str, cluster: &str) -> Option<String> {
     let out = k.run(&[
         "-n",
-        "notes",
+        ns,
         "get",
         "pod",
         "-l",
-        &format!("app=writer,sluice.dev/cluster={cluster}"),
+        &format!("app={app},sluice.dev/cluster={cluster}"),
         "--field-selector=status.phase=Running",
         "-o",
         "jsonpath={.items[0].metadata.name}",
     ]);
     let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (out.status.success() && !name.is_empty()).then_some(name)
+}
+
+/// The writer's Pod on `cluster`.
+fn writer_on(k: &support::Kubectl, cluster: &str) -> Option<String> {
+    running_on(k, "notes", "writer", cluster)
 }
 
 /// The `/metrics` text of a dataplane's admin endpoint.
@@ -445,20 +451,7 @@ fn a_claim_the_target_cannot_take_holds_the_move_and_leaves_the_source_alone() {
     let k = dev.kubectl_control();
     dev.kubectl("east").apply_stdin(FAST);
     k.apply_stdin(VAULT);
-    let keeper_on = |cluster: &str| {
-        let out = k.run(&[
-            "-n",
-            "vault",
-            "get",
-            "pod",
-            "-l",
-            &format!("app=keeper,sluice.dev/cluster={cluster}"),
-            "--field-selector=status.phase=Running",
-            "-o",
-            "jsonpath={.items[*].metadata.name}",
-        ]);
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    let keeper_on = |cluster: &str| running_on(&k, "vault", "keeper", cluster).unwrap_or_default();
     assert!(
         eventually(Duration::from_secs(90), || !keeper_on("east").is_empty()),
         "the keeper never ran on east"
@@ -592,16 +585,6 @@ spec:
       volumes: [{name: data, persistentVolumeClaim: {claimName: books}}]
 "#;
 
-/// A process started again by the test, stopped when it ends.
-struct Restarted(std::process::Child);
-
-impl Drop for Restarted {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A copy interrupted twice — the target's mover killed mid-transfer, then the target's
 /// agent (its syncer) killed and started again — resumes, and the app moves whole: the
 /// blob's checksum and every record are the same on the new cluster.
@@ -611,21 +594,7 @@ fn an_interrupted_copy_resumes_and_the_app_moves_whole() {
     let (mut dev, _) = DevUp::start("east,west");
     let k = dev.kubectl_control();
     k.apply_stdin(LEDGER);
-    let writer = |cluster: &str| {
-        let out = k.run(&[
-            "-n",
-            "ledger",
-            "get",
-            "pod",
-            "-l",
-            &format!("app=writer,sluice.dev/cluster={cluster}"),
-            "--field-selector=status.phase=Running",
-            "-o",
-            "jsonpath={.items[0].metadata.name}",
-        ]);
-        let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        (out.status.success() && !name.is_empty()).then_some(name)
-    };
+    let writer = |cluster: &str| running_on(&k, "ledger", "writer", cluster);
     let exec =
         |pod: &str, script: &str| k.ok(&["-n", "ledger", "exec", pod, "--", "sh", "-c", script]);
     assert!(

@@ -227,3 +227,14 @@ impl Drop for Load {
         }
     }
 }
+
+/// A part of the clusterset the test started again itself (after killing dev up's):
+/// killed when the test ends.
+pub struct Restarted(pub Child);
+
+impl Drop for Restarted {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -175,15 +175,21 @@ fn phase(p: &Pod) -> Option<&str> {
     p.status.as_ref()?.phase.as_deref()
 }
 
-/// The pass the claim's `Copied` condition records as done.
-fn recorded(c: &PersistentVolumeClaim) -> Option<Pass> {
-    let cond = c
-        .status
+/// The claim's `Copied` condition.
+fn copied_condition(
+    c: &PersistentVolumeClaim,
+) -> Option<&k8s_openapi::api::core::v1::PersistentVolumeClaimCondition> {
+    c.status
         .as_ref()?
         .conditions
         .as_ref()?
         .iter()
-        .find(|c| c.type_ == COPIED_CONDITION)?;
+        .find(|c| c.type_ == COPIED_CONDITION)
+}
+
+/// The pass the claim's `Copied` condition records as done.
+fn recorded(c: &PersistentVolumeClaim) -> Option<Pass> {
+    let cond = copied_condition(c)?;
     match (cond.status.as_str(), cond.reason.as_deref()) {
         ("True", Some(COPIED)) => Some(Pass::Final),
         ("False", Some(BULK_COPIED)) => Some(Pass::Bulk),
@@ -236,13 +242,7 @@ fn stuck(p: &Pod) -> Option<String> {
 
 /// The refusal the claim's `Copied` condition records, if it records one.
 fn refusal(c: &PersistentVolumeClaim) -> Option<String> {
-    let cond = c
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == COPIED_CONDITION)?;
+    let cond = copied_condition(c)?;
     (cond.reason.as_deref() == Some(CANNOT_COPY)).then(|| cond.message.clone().unwrap_or_default())
 }
 
