@@ -107,26 +107,37 @@ fn dependents(
     out
 }
 
-/// Remove `finalizer` from the object at `key`; delete it if that was the last one.
-async fn release(state: &SharedState, key: &Key, finalizer: &str) {
-    let Some(entry) = state.store.get(key) else {
-        return;
-    };
-    let Ok(mut obj) = serde_json::from_slice::<Value>(&entry.value) else {
-        return;
-    };
-    if let Some(list) = obj["metadata"]["finalizers"].as_array_mut() {
-        list.retain(|f| f != finalizer);
+/// Remove `finalizer` from the object at `key`; delete it if that was the last one. False
+/// when every try lost a race with another writer (a syncer removing its own finalizer,
+/// a status report): the caller retries later, or the object would keep the finalizer
+/// and never go.
+async fn release(state: &SharedState, key: &Key, finalizer: &str) -> bool {
+    for _ in 0..8 {
+        let Some(entry) = state.store.get(key) else {
+            return true;
+        };
+        let Ok(mut obj) = serde_json::from_slice::<Value>(&entry.value) else {
+            return true;
+        };
+        if let Some(list) = obj["metadata"]["finalizers"].as_array_mut() {
+            list.retain(|f| f != finalizer);
+        }
+        let Ok(op) = replace_or_remove(key, &obj, entry.revision) else {
+            return true;
+        };
+        let deleting = matches!(op, Op::Delete { .. });
+        match commit(&state.store, Writer::GarbageCollector, op).await {
+            Ok(_) if deleting => {
+                collect_dependents(&state.gc, key, &obj);
+                return true;
+            }
+            Ok(_) => return true,
+            Err(e) => {
+                tracing::debug!(%key, error = %e, "gc: releasing finalizer raced; trying again")
+            }
+        }
     }
-    let Ok(op) = replace_or_remove(key, &obj, entry.revision) else {
-        return;
-    };
-    let deleting = matches!(op, Op::Delete { .. });
-    match commit(&state.store, Writer::GarbageCollector, op).await {
-        Ok(_) if deleting => collect_dependents(&state.gc, key, &obj),
-        Ok(_) => {}
-        Err(e) => tracing::debug!(%key, error = %e, "gc: releasing finalizer raced; will retry"),
-    }
+    false
 }
 
 /// Process one task; `Some(task)` asks to be retried later.
@@ -218,14 +229,12 @@ async fn process(state: &SharedState, task: GcTask) -> Option<GcTask> {
                 for (_, k, _) in dependents(state, &cluster, namespace.as_deref(), &uid) {
                     drop_reference(state, &k, &uid).await;
                 }
-                release(state, key, ORPHAN).await;
-                return None;
+                return (!release(state, key, ORPHAN).await).then_some(task);
             }
             if finalizers.iter().any(|f| f == FOREGROUND) {
                 let deps = dependents(state, &cluster, namespace.as_deref(), &uid);
                 if deps.is_empty() {
-                    release(state, key, FOREGROUND).await;
-                    return None;
+                    return (!release(state, key, FOREGROUND).await).then_some(task);
                 }
                 for (t, k, v) in deps {
                     if !object::is_deleting(&v) {
