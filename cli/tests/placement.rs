@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use support::clusterset::{
-    APP, Load, available, condition, deployment_exists, downstream_ns, ds, imported_ready, kill9,
-    vip_of_web,
+    APP, Load, answering_vip, available, condition, deployment_exists, downstream_ns, ds,
+    imported_ready, kill9, vip_of_web,
 };
 use support::{DevUp, Kubectl, eventually};
 
@@ -315,29 +315,6 @@ spec:
   ports: [{{name: http, port: 80, targetPort: 8080}}]
 "#
     )
-}
-
-/// The VIP of `web` in namespace `ns` in `k`'s cluster, once it answers there.
-fn answering_vip(k: &Kubectl, ns: &str) -> String {
-    let vip = || {
-        k.ok(&[
-            "-n",
-            &ds(k, ns),
-            "get",
-            "serviceimport",
-            "web",
-            "-o",
-            "jsonpath={.spec.ips[0]}",
-        ])
-        .trim()
-        .to_string()
-    };
-    assert!(
-        eventually(WITHIN, || !vip().is_empty()
-            && support::http_get(&vip(), 80, "/").is_some()),
-        "{ns}'s web answers through its VIP"
-    );
-    vip()
 }
 
 /// The downstream namespaces of the root logical cluster that hold a Deployment `web`.

@@ -13,7 +13,7 @@ mod support;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use support::clusterset::{Load, Restarted, ds};
+use support::clusterset::{Load, Restarted, answering_vip};
 use support::{DevUp, eventually};
 
 /// `dev up` binds the clusterset's fixed loopback ranges: one at a time.
@@ -267,27 +267,8 @@ fn a_claims_data_follows_a_move_checked_record_by_record() {
     }));
     // A consumer on west, through west's clusterset VIP of the app's Service, from before
     // the move to its end: during the write pause its requests are held, not failed.
-    let west_k = dev.kubectl("west");
-    let vip = || {
-        west_k
-            .ok(&[
-                "-n",
-                &ds(&west_k, "notes"),
-                "get",
-                "serviceimport",
-                "web",
-                "-o",
-                "jsonpath={.spec.ips[0]}",
-            ])
-            .trim()
-            .to_string()
-    };
-    assert!(
-        eventually(Duration::from_secs(90), || !vip().is_empty()
-            && support::http_get(&vip(), 80, "/").is_some()),
-        "the app answers through west's VIP"
-    );
-    let load = Load::start_waiting("http1", &format!("{}:80", vip()), 3600, None, 30);
+    let vip = answering_vip(&dev.kubectl("west"), "notes");
+    let load = Load::start_waiting("http1", &format!("{vip}:80"), 3600, None, 30);
     let blob = in_writer(&k, &east, "sha256sum /data/blob");
     let before: u64 = in_writer(&k, &east, "wc -l < /data/log")
         .trim()

@@ -115,6 +115,29 @@ pub fn vip_of_web(k: &Kubectl) -> String {
     ])
 }
 
+/// The VIP of `web` in namespace `ns` in `k`'s cluster, once it answers there.
+pub fn answering_vip(k: &Kubectl, ns: &str) -> String {
+    let vip = || {
+        k.ok(&[
+            "-n",
+            &ds(k, ns),
+            "get",
+            "serviceimport",
+            "web",
+            "-o",
+            "jsonpath={.spec.ips[0]}",
+        ])
+        .trim()
+        .to_string()
+    };
+    assert!(
+        super::eventually(std::time::Duration::from_secs(120), || !vip().is_empty()
+            && super::http_get(&vip(), 80, "/").is_some()),
+        "{ns}'s web answers through its VIP"
+    );
+    vip()
+}
+
 /// Every process of local cluster `cluster` of the clusterset in `state`: its parts (each
 /// names a path under `<state>/clusters/<cluster>`) and their descendants (the node agent's
 /// Pods).
