@@ -34,6 +34,51 @@ pub const MOVER_PORT: u16 = 8080;
 /// the app never starts there on partial data.
 pub const HOLDING_ANNOTATION: &str = "copy.sluice.dev/holding";
 
+/// Claim annotation a user sets to say what the claim's data does when its namespace moves
+/// or spreads ([`Storage`]): `moves` (the default) or `shared`.
+pub const STORAGE_ANNOTATION: &str = "sluice.dev/storage";
+/// Condition type each cluster's syncer writes on its copy of a claim marked `shared`, once
+/// the claim is bound there: `True`/[`NETWORK_STORAGE`] when the volume is network storage
+/// (every cluster that binds the claim mounts the same data), `False`/[`CLUSTER_LOCAL`]
+/// when it is storage of that cluster alone (the data then moves like a ReadWriteOnce
+/// claim's).
+pub const SHARED_CONDITION: &str = "sluice.dev/Shared";
+pub const NETWORK_STORAGE: &str = "NetworkStorage";
+pub const CLUSTER_LOCAL: &str = "ClusterLocalStorage";
+
+/// What a claim's data does when its namespace moves or spreads, as its
+/// [`STORAGE_ANNOTATION`] says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    /// The data is copied to the cluster the app moves to (docs/stateful.md).
+    Moves,
+    /// The claim is bound to storage every cluster reaches: each cluster where the app
+    /// runs mounts the same data, and nothing is copied.
+    Shared,
+}
+
+impl Storage {
+    /// The values the annotation takes.
+    pub const VALUES: [&'static str; 2] = ["moves", "shared"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "moves" => Some(Storage::Moves),
+            "shared" => Some(Storage::Shared),
+            _ => None,
+        }
+    }
+
+    /// What a claim's annotations ask (an absent annotation: [`Storage::Moves`]; a value
+    /// the API server refused cannot be there).
+    pub fn of(annotations: Option<&std::collections::BTreeMap<String, String>>) -> Self {
+        annotations
+            .and_then(|a| a.get(STORAGE_ANNOTATION))
+            .and_then(|v| Self::parse(v))
+            .unwrap_or(Storage::Moves)
+    }
+}
+
 /// The movers' image on the local clusters (their built-in `sluice mover`). On clusters
 /// installed from the charts the syncer runs the `sluice` image itself (`--mover-image`).
 pub const MOVER_IMAGE: &str = "sluice/mover";

@@ -688,3 +688,163 @@ fn an_interrupted_copy_resumes_and_the_app_moves_whole() {
     println!("{} records, {stopped} on east; {copied}", lines.len());
     assert!(dev.stop());
 }
+
+const BOARD: &str = r#"apiVersion: sluice.dev/v1alpha1
+kind: Placement
+metadata: {name: everywhere}
+spec:
+  namespaceSelector: {matchLabels: {team: board}}
+  locationSelector: {matchLabels: {sluice.dev/local: "true"}}
+  mode: Spread
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: board, labels: {team: board}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: wall
+  namespace: board
+  annotations: {sluice.dev/storage: shared}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: shared
+  resources: {requests: {storage: 10Mi}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: scribe, namespace: board}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: scribe}}
+  template:
+    metadata: {labels: {app: scribe}}
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        # Each Pod signs the wall once, with its cluster and name.
+        command: ["sh", "-c", "echo \"$SLUICE_CLUSTER $HOSTNAME\" >> /data/wall; exec sleep 3600"]
+        volumeMounts: [{name: data, mountPath: /data}]
+      volumes: [{name: data, persistentVolumeClaim: {claimName: wall}}]
+"#;
+
+#[test]
+fn a_shared_claim_is_the_same_data_on_every_cluster_and_a_move_copies_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east,west");
+    let k = dev.kubectl_control();
+    k.apply_stdin(BOARD);
+    let scribe_on = |cluster: &str| running_on(&k, "board", "scribe", cluster);
+    assert!(
+        eventually(Duration::from_secs(120), || scribe_on("east").is_some()
+            && scribe_on("west").is_some()),
+        "the scribes never ran on both clusters: {}",
+        k.ok(&["-n", "board", "get", "pods", "-o", "wide"])
+    );
+    let wall = |pod: &str| k.ok(&["-n", "board", "exec", pod, "--", "cat", "/data/wall"]);
+    // Each Pod reads what the other cluster's Pod wrote: one volume, mounted on both.
+    let (east, west) = (scribe_on("east").unwrap(), scribe_on("west").unwrap());
+    for pod in [&east, &west] {
+        assert!(
+            eventually(Duration::from_secs(30), || {
+                let w = wall(pod);
+                w.contains(&format!("east {east}")) && w.contains(&format!("west {west}"))
+            }),
+            "{pod} reads: {}",
+            wall(pod)
+        );
+    }
+    // The claim says so, as each cluster found it.
+    let shared = || {
+        k.ok(&[
+            "-n",
+            "board",
+            "get",
+            "pvc",
+            "wall",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"sluice.dev/Shared\")].status}/{.status.conditions[?(@.type==\"sluice.dev/Shared\")].reason}",
+        ])
+    };
+    assert!(
+        eventually(Duration::from_secs(60), || shared()
+            == "True/NetworkStorage"),
+        "{}",
+        shared()
+    );
+    // A value that means nothing is refused where it is written.
+    let typo = k.run(&[
+        "-n",
+        "board",
+        "annotate",
+        "pvc",
+        "wall",
+        "sluice.dev/storage=Shared",
+        "--overwrite",
+    ]);
+    let said = String::from_utf8_lossy(&typo.stderr).to_string();
+    assert!(!typo.status.success());
+    assert!(
+        said.contains(r#"metadata.annotations[sluice.dev/storage]: Unsupported value: "Shared": supported values: "moves", "shared""#),
+        "{said}"
+    );
+
+    // Leaving east: nothing to copy, so no mover runs and west's Pods never wait for one;
+    // the wall keeps every signature.
+    k.ok(&[
+        "label",
+        "namespace",
+        "board",
+        "sluice.dev/cluster=west",
+        "--overwrite",
+    ]);
+    let movers = std::sync::Mutex::new(0usize);
+    let placed = || {
+        let m = k.ok(&[
+            "get",
+            "pods",
+            "-A",
+            "-l",
+            "copy.sluice.dev/mover",
+            "-o",
+            "name",
+        ]);
+        let mut seen = movers.lock().unwrap();
+        *seen += m.lines().count();
+        k.ok(&[
+            "get",
+            "ns",
+            "board",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Placed\")].reason} {.status.conditions[?(@.type==\"Placed\")].message}",
+        ])
+    };
+    assert!(
+        eventually(Duration::from_secs(180), || {
+            let p = placed();
+            p.starts_with("Placed ") && !p.contains("east") && scribe_on("east").is_none()
+        }),
+        "{}",
+        placed()
+    );
+    assert_eq!(*movers.lock().unwrap(), 0, "a mover ran for a shared claim");
+    let annotations = k.ok(&[
+        "-n",
+        "board",
+        "get",
+        "pvc",
+        "wall",
+        "-o",
+        "jsonpath={.metadata.annotations}",
+    ]);
+    assert!(!annotations.contains("copy.sluice.dev"), "{annotations}");
+    let last = scribe_on("west").unwrap();
+    let w = wall(&last);
+    assert!(
+        w.contains(&format!("east {east}")) && w.contains(&format!("west {west}")),
+        "{w}"
+    );
+    assert!(dev.stop());
+}

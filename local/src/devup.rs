@@ -464,6 +464,8 @@ fn start_node_agent(
             .arg(&logs)
             .arg("--streaming-socket")
             .arg(cfg.state.join("clusters").join(name).join("node.sock"))
+            .arg("--shared-storage")
+            .arg(cfg.state.join("shared-storage"))
             .args(cfg.builtin_images_only.then_some("--builtin-images-only"))
             .args(["--dns", dns])
             .stdout(Stdio::null()),

@@ -13,7 +13,8 @@ use serde_json::Value;
 use sluice_api::ClusterName;
 use sluice_api::claim_copy::{
     Asked, BULK_COPIED, CANNOT_COPY, COPIED, COPIED_CONDITION, Holding, MOVER_LABEL,
-    PASS_ANNOTATION, Pass, SOURCE_ANNOTATION, TARGET_ANNOTATION, claims_of,
+    PASS_ANNOTATION, Pass, SHARED_CONDITION, SOURCE_ANNOTATION, STORAGE_ANNOTATION, Storage,
+    TARGET_ANNOTATION, claims_of,
 };
 
 use crate::status::report;
@@ -64,6 +65,10 @@ pub enum Refusal {
     /// The target cannot run its mover on the claim, in its own words (the class missing
     /// there, a claim larger than it has room for, the mover's image).
     Target(String),
+    /// The claim is marked shared (`sluice.dev/storage: shared`) and the source has not
+    /// said yet whether the volume it is bound to is network storage (nothing to copy) or
+    /// its own (copied like any claim): nothing is done until it says.
+    SharedUnconfirmed(ClusterName),
 }
 
 impl Refusal {
@@ -81,6 +86,9 @@ impl Refusal {
                 "cannot be copied: it is filled from a dataSource ({kind}) the target would fill it from instead"
             ),
             Refusal::Target(why) => format!("cannot be copied: {why}"),
+            Refusal::SharedUnconfirmed(source) => format!(
+                "is marked shared: waiting for {source} to say whether the storage it is bound to is shared"
+            ),
         }
     }
 }
@@ -144,7 +152,17 @@ pub fn plan(
         if !ours && !bound_on_source {
             continue;
         }
-        let refused = refused_by_spec(v).or_else(|| refused_by(v, to));
+        // A claim on storage every cluster reaches mounts the same data wherever the app
+        // runs: nothing to copy. One on the source's own storage moves like any claim.
+        let shared = storage(v) == Storage::Shared;
+        if shared && shared_on(v, from) == Some(true) {
+            continue;
+        }
+        let unconfirmed = (shared && shared_on(v, from).is_none())
+            .then(|| Refusal::SharedUnconfirmed(from.clone()));
+        let refused = unconfirmed
+            .or_else(|| refused_by_spec(v))
+            .or_else(|| refused_by(v, to));
         let stage = match done {
             Some(Pass::Final) => Stage::Done,
             _ if refused.is_some() => Stage::Bulk,
@@ -315,6 +333,25 @@ fn stopped(
                 && n("terminatingReplicas") == 0
                 && !mirrored.iter().any(selects)
         })
+}
+
+/// What claim `v`'s data does on a move, as its annotation says.
+fn storage(v: &Value) -> Storage {
+    v["metadata"]["annotations"][STORAGE_ANNOTATION]
+        .as_str()
+        .and_then(Storage::parse)
+        .unwrap_or(Storage::Moves)
+}
+
+/// Whether `cluster` reports claim `v` bound to network storage (`None`: not said yet).
+fn shared_on(v: &Value, cluster: &ClusterName) -> Option<bool> {
+    let r = report(v, cluster)?;
+    let cond = r.status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == SHARED_CONDITION)?
+        .clone();
+    Some(cond["status"] == "True")
 }
 
 /// What in claim `v`'s spec keeps its data from being copied.
@@ -564,6 +601,55 @@ mod tests {
         assert_eq!(
             p.waiting()[0].1,
             "cannot be copied: storageclass.storage.k8s.io \"fast\" not found"
+        );
+    }
+
+    #[test]
+    fn a_shared_claim_on_network_storage_copies_nothing_and_one_on_local_storage_moves() {
+        let (a, b) = (ClusterName::new("east"), ClusterName::new("west"));
+        let deploy = json!({"metadata": {"name": "writer"}, "spec": {"template": {"spec": {
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "notes"}}]}}}});
+        let marked = json!({STORAGE_ANNOTATION: "shared"});
+        let on = [a.clone(), b.clone()];
+        let plan_of = |c: &Value| {
+            plan(
+                &on,
+                std::slice::from_ref(&b),
+                &[("PersistentVolumeClaim", c), ("Deployment", &deploy)],
+                |_| vec![],
+            )
+        };
+        let shared = |status: &str, reason: &str| {
+            json!({"phase": "Bound", "conditions": [
+                {"type": SHARED_CONDITION, "status": status, "reason": reason}]})
+        };
+        // Network storage: nothing to copy, nothing held.
+        let c = claim(
+            &[("east", shared("True", "NetworkStorage"))],
+            marked.clone(),
+        );
+        assert_eq!(plan_of(&c), None);
+        // Not said yet: nothing is asked of the movers, west waits, east is untouched.
+        let c = claim(&[("east", json!({"phase": "Bound"}))], marked.clone());
+        let p = plan_of(&c).unwrap();
+        assert_eq!(p.asked("notes"), None);
+        assert_eq!(p.held("Deployment", &deploy), vec![(b.clone(), 0)]);
+        assert_eq!(
+            p.waiting()[0].1,
+            "is marked shared: waiting for east to say whether the storage it is bound to is shared"
+        );
+        // East's own storage: copied like any claim.
+        let c = claim(
+            &[("east", shared("False", "ClusterLocalStorage"))],
+            marked.clone(),
+        );
+        let p = plan_of(&c).unwrap();
+        assert_eq!(p.asked("notes").unwrap().pass, Pass::Bulk);
+        // Unmarked: copied whatever east says.
+        let c = claim(&[("east", shared("True", "NetworkStorage"))], json!({}));
+        assert_eq!(
+            plan_of(&c).unwrap().asked("notes").unwrap().pass,
+            Pass::Bulk
         );
     }
 }

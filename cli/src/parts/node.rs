@@ -36,6 +36,11 @@ pub struct Args {
     /// cluster's API server (its `--node-streaming`); none without it.
     #[arg(long)]
     pub streaming_socket: Option<PathBuf>,
+    /// A directory every cluster of the clusterset reaches (the local clusters' stand-in
+    /// for a network file server): the cluster gets the StorageClass `shared`, whose
+    /// claims mount the same data on every cluster (docs/stateful.md).
+    #[arg(long)]
+    pub shared_storage: Option<PathBuf>,
 }
 
 /// Run the node agent and the controllers until SIGINT or SIGTERM.
@@ -50,6 +55,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         dns,
         admin,
         streaming_socket,
+        shared_storage,
     } = args;
     init_tracing();
     let client = kube_client(Some(&kubeconfig)).await?;
@@ -71,6 +77,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         },
         running: Default::default(),
+        shared_storage,
     };
     let cfg_controllers = cfg.metrics.controllers.clone();
     let (tx, rx) = tokio::sync::watch::channel(false);

@@ -1,6 +1,7 @@
 //! The API server's own admission hooks (see [`crate::pipeline::hooks`]): what
 //! kube-apiserver's registry strategies and admission plugins do for particular resources.
 
+mod claim_storage;
 mod cluster_ip;
 mod crd;
 pub mod downstream_names;
@@ -97,6 +98,11 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
                 hooks.register("", resource, Arc::new(pod::MirroredPods));
             }
             hooks.register("", "services", Arc::new(external_ips::ExternalIps));
+            hooks.register(
+                "",
+                "persistentvolumeclaims",
+                Arc::new(claim_storage::ClaimStorage),
+            );
             hooks.register(
                 "networking.k8s.io",
                 "ingresses",

@@ -5,7 +5,7 @@
 //! Who may is decided by the authenticated identity — the administrators (the placement
 //! controllers run as one), syncers and the clusterset's components — never by a field
 //! manager. The keys meant for users stay theirs: `sluice.dev/cluster` (checked against the
-//! workspace's policy), `sluice.dev/syncable` and `sluice.dev/export`.
+//! workspace's policy), `sluice.dev/syncable`, `sluice.dev/export` and a claim's `sluice.dev/storage`.
 
 use serde_json::Value;
 
@@ -17,6 +17,8 @@ const USER_KEYS: &[&str] = &[
     "sluice.dev/syncable",
     // A Service opts out of the clusterset (docs/mcs.md).
     "sluice.dev/export",
+    // A claim's data is shared by the clusters or moves with the app (docs/stateful.md).
+    sluice_api::claim_copy::STORAGE_ANNOTATION,
 ];
 
 /// Keys the server stamps on every write itself (a client's value is replaced).

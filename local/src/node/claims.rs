@@ -8,6 +8,13 @@
 //! that another provisioner serves, a block volume or one made from a data source is
 //! refused with kube's reason, and its Pod waits. What happens when the claim goes is
 //! [`super::reclaim`]'s part.
+//!
+//! A node started with shared storage (`sluice node --shared-storage DIR`: one directory
+//! every local cluster of the clusterset reaches, the machine's stand-in for a network file
+//! server) also has the class [`SHARED_CLASS`]: a claim of it is an `nfs` volume at
+//! `/<namespace>/<claim>` of that server — the same directory for the same claim on every
+//! cluster, as an NFS subdirectory provisioner with a path pattern gives on real clusters.
+//! Its data is kept when the claim goes (`Retain`): other clusters may still mount it.
 
 use std::path::{Path, PathBuf};
 
@@ -20,27 +27,54 @@ use serde_json::json;
 pub const STORAGE_CLASS: &str = "standard";
 /// The provisioner the class names, and the annotation on what it provisioned.
 pub const PROVISIONER: &str = "sluice.dev/local-path";
+/// The class of storage every local cluster reaches, on nodes started with shared storage.
+pub const SHARED_CLASS: &str = "shared";
+/// The provisioner of [`SHARED_CLASS`], and the annotation on what it provisioned.
+pub const SHARED_PROVISIONER: &str = "sluice.dev/shared-path";
+/// The `nfs` server the shared volumes name: the clusterset's shared storage directory.
+pub const SHARED_SERVER: &str = "shared.sluice.local";
 /// The annotation that makes a StorageClass the default.
 const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
 
-/// Make the default StorageClass unless it exists (an administrator may have changed it:
-/// it is not written over).
-pub async fn ensure_storage_class(client: &kube::Client) -> Result<(), kube::Error> {
+/// Make the default StorageClass, and the shared one when the node has shared storage,
+/// unless they exist (an administrator may have changed them: they are not written over).
+pub async fn ensure_storage_class(client: &kube::Client, shared: bool) -> Result<(), kube::Error> {
     let api: Api<StorageClass> = Api::all(client.clone());
-    let class: StorageClass = serde_json::from_value(json!({
+    let mut classes = vec![json!({
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
         "metadata": {"name": STORAGE_CLASS, "annotations": {DEFAULT_CLASS: "true"}},
         "provisioner": PROVISIONER,
         "reclaimPolicy": "Delete",
         "volumeBindingMode": "WaitForFirstConsumer",
         "allowVolumeExpansion": false,
-    }))
-    .map_err(kube::Error::SerdeError)?;
-    match api.create(&PostParams::default(), &class).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e),
+    })];
+    if shared {
+        classes.push(json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": SHARED_CLASS},
+            "provisioner": SHARED_PROVISIONER,
+            "reclaimPolicy": "Retain",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowVolumeExpansion": false,
+        }));
     }
+    for class in classes {
+        let class: StorageClass = serde_json::from_value(class).map_err(kube::Error::SerdeError)?;
+        match api.create(&PostParams::default(), &class).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The directory of claim `name` of namespace `ns` in the shared storage `root`: the same on
+/// every cluster (a namespace is a DNS label and a claim a DNS subdomain; anything else is
+/// not a directory here).
+pub fn shared_dir(root: &Path, ns: &str, name: &str) -> Option<PathBuf> {
+    let plain = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains('/');
+    (plain(ns) && plain(name)).then(|| root.join(ns).join(name))
 }
 
 /// The directory of the claim's volume under `volumes`.
@@ -60,6 +94,7 @@ pub fn volume_name(claim_uid: &str) -> String {
 pub async fn provision(
     client: &kube::Client,
     volumes: &Path,
+    shared: Option<&Path>,
     node: &str,
     ns: &str,
     name: &str,
@@ -79,7 +114,23 @@ pub async fn provision(
     let spec = claim.spec.clone().unwrap_or_default();
     let bound_here = spec.volume_name.as_deref() == Some(volume_name(&uid).as_str())
         && claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+    let shared_dir = || {
+        let root = shared.ok_or_else(|| {
+            format!("persistentvolumeclaim {name:?} is of shared storage, which this node does not reach")
+        })?;
+        shared_dir(root, ns, name)
+            .ok_or_else(|| format!("persistentvolumeclaim {name:?} cannot name a directory"))
+    };
     if bound_here {
+        let provisioner = claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("volume.kubernetes.io/storage-provisioner"));
+        let dir = match provisioner {
+            Some(p) if p == SHARED_PROVISIONER => shared_dir()?,
+            _ => dir,
+        };
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         return Ok(dir);
     }
@@ -108,6 +159,24 @@ pub async fn provision(
         .unwrap_or("Delete")
         .to_string();
     let class_name = class.metadata.name.clone().unwrap_or_default();
+    let is_shared = class.provisioner == SHARED_PROVISIONER;
+    if is_shared && reclaim != "Retain" {
+        return Err(format!(
+            "storageclass.storage.k8s.io {class_name:?}: shared storage keeps its data when a claim goes (reclaimPolicy: Retain), since other clusters may still mount it; it is {reclaim}"
+        ));
+    }
+    let (dir, room) = if is_shared {
+        let dir = shared_dir()?;
+        let root = shared.unwrap_or(volumes).to_path_buf();
+        (dir, root)
+    } else {
+        (dir, volumes.to_path_buf())
+    };
+    let provisioner = if is_shared {
+        SHARED_PROVISIONER
+    } else {
+        PROVISIONER
+    };
     let storage = spec
         .resources
         .as_ref()
@@ -118,8 +187,8 @@ pub async fn provision(
         .as_deref()
         .and_then(sluice_kube::resources::parse_quantity)
         .unwrap_or(0.0);
-    std::fs::create_dir_all(volumes).map_err(|e| format!("{}: {e}", volumes.display()))?;
-    let free = free_bytes(volumes).map_err(|e| format!("{}: {e}", volumes.display()))?;
+    std::fs::create_dir_all(&room).map_err(|e| format!("{}: {e}", room.display()))?;
+    let free = free_bytes(&room).map_err(|e| format!("{}: {e}", room.display()))?;
     if want > free as f64 {
         return Err(format!(
             "persistentvolumeclaim {name:?} asks for {} but node {node:?} has {} free",
@@ -134,21 +203,26 @@ pub async fn provision(
         .map(|s| json!({"storage": s}))
         .unwrap_or(json!({}));
     let pv_name = volume_name(&uid);
+    let mut pv_spec = json!({
+        "capacity": capacity,
+        "accessModes": access,
+        "persistentVolumeReclaimPolicy": reclaim,
+        "storageClassName": class_name,
+        "volumeMode": "Filesystem",
+        "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "namespace": ns, "name": name, "uid": uid},
+    });
+    if is_shared {
+        pv_spec["nfs"] = json!({"server": SHARED_SERVER, "path": format!("/{ns}/{name}")});
+    } else {
+        pv_spec["local"] = json!({"path": dir.display().to_string()});
+        pv_spec["nodeAffinity"] = json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}});
+    }
     let pv: PersistentVolume = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": pv_name, "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER}},
-        "spec": {
-            "capacity": capacity,
-            "accessModes": access,
-            "persistentVolumeReclaimPolicy": reclaim,
-            "storageClassName": class_name,
-            "volumeMode": "Filesystem",
-            "local": {"path": dir.display().to_string()},
-            "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                "namespace": ns, "name": name, "uid": uid},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
-        }
+        "metadata": {"name": pv_name, "annotations": {"pv.kubernetes.io/provisioned-by": provisioner}},
+        "spec": pv_spec,
     }))
     .map_err(|e| format!("persistentvolume {pv_name:?}: {e}"))?;
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
@@ -166,7 +240,7 @@ pub async fn provision(
             "pv.kubernetes.io/bind-completed": "yes",
             "pv.kubernetes.io/bound-by-controller": "yes",
             "volume.kubernetes.io/selected-node": node,
-            "volume.kubernetes.io/storage-provisioner": PROVISIONER,
+            "volume.kubernetes.io/storage-provisioner": provisioner,
         }},
         "spec": {"volumeName": pv_name, "storageClassName": class_name},
     });
@@ -218,7 +292,7 @@ async fn storage_class(client: &kube::Client, name: Option<&str>) -> Result<Stor
                 })?
         }
     };
-    if class.provisioner != PROVISIONER {
+    if class.provisioner != PROVISIONER && class.provisioner != SHARED_PROVISIONER {
         return Err(format!(
             "waiting for a volume to be created, either by external provisioner {:?} or manually created by system administrator",
             class.provisioner

@@ -36,6 +36,9 @@ pub struct NodeConfig {
     pub api: Option<Arc<service_account::ApiEndpoint>>,
     /// The containers running now, for the streaming endpoint ([`super::streaming`]).
     pub running: Arc<super::running::Running>,
+    /// The directory every cluster of the clusterset reaches, serving the `shared`
+    /// StorageClass ([`super::claims`]); `None`: the node has no such class.
+    pub shared_storage: Option<PathBuf>,
 }
 
 impl NodeConfig {
@@ -54,6 +57,7 @@ impl NodeConfig {
             metrics: Default::default(),
             api: None,
             running: Default::default(),
+            shared_storage: None,
         }
     }
 

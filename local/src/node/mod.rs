@@ -119,7 +119,7 @@ pub async fn run(
         Ok(_) | Err(kube::Error::Api(_)) => {}
         Err(e) => return Err(NodeError::Register(e)),
     }
-    if let Err(e) = claims::ensure_storage_class(&client).await {
+    if let Err(e) = claims::ensure_storage_class(&client, cfg.shared_storage.is_some()).await {
         tracing::warn!(error = %e, "the default StorageClass could not be made");
     }
     let changed = Arc::new(tokio::sync::Notify::new());

@@ -282,9 +282,15 @@ async fn run_container(
             Err(e) => Err(e),
         };
         let env = match env {
-            Ok((env, dir)) => volumes::prepare(&client, &volumes_root, &pod, &c)
-                .await
-                .map(|volumes| (env, dir, volumes)),
+            Ok((env, dir)) => volumes::prepare(
+                &client,
+                &volumes_root,
+                cfg.shared_storage.as_deref(),
+                &pod,
+                &c,
+            )
+            .await
+            .map(|volumes| (env, dir, volumes)),
             Err(e) => Err(e),
         };
         let spawned = match (argv(&cfg, &c), env) {

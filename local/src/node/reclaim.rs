@@ -6,7 +6,8 @@
 //! Pod on this node still mounts the claim (kube's `pvc-protection` keeps the claim itself
 //! until then; here the claim may already be gone, so its volume waits instead). The
 //! directory removed is always the one derived from the claim's uid, never a path read
-//! from the PersistentVolume.
+//! from the PersistentVolume. A volume of shared storage is only ever released: other
+//! clusters may still mount its data.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use sluice_kube::pod::mounts_claim;
 use sluice_kube::{Action, Controller, Informer, Queue, Reconciler};
 use tokio::sync::watch;
 
-use super::claims::{PROVISIONER, claim_dir, volume_name};
+use super::claims::{PROVISIONER, SHARED_PROVISIONER, claim_dir, volume_name};
 
 /// What the reclaimer looks at.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -77,13 +78,17 @@ impl Reconciler for Reclaimer {
         let Some(pv) = self.volumes.get("", name) else {
             return Ok(Action::AwaitChange);
         };
-        let ours = pv
+        let provisioner = pv
             .metadata
             .annotations
             .as_ref()
             .and_then(|a| a.get("pv.kubernetes.io/provisioned-by"))
-            .is_some_and(|p| p == PROVISIONER);
-        if !ours || !pinned_to(&pv, &self.node) || pv.metadata.deletion_timestamp.is_some() {
+            .map(String::as_str);
+        // A shared volume (no node of its own) is released by whichever node sees its
+        // claim go, and its data always kept: other clusters may still mount it.
+        let shared = provisioner == Some(SHARED_PROVISIONER);
+        let ours = shared || (provisioner == Some(PROVISIONER) && pinned_to(&pv, &self.node));
+        if !ours || pv.metadata.deletion_timestamp.is_some() {
             return Ok(Action::AwaitChange);
         }
         let spec = pv.spec.clone().unwrap_or_default();
@@ -119,7 +124,7 @@ impl Reconciler for Reclaimer {
             .persistent_volume_reclaim_policy
             .as_deref()
             .unwrap_or("Retain");
-        if policy == "Delete" {
+        if policy == "Delete" && !shared {
             if let Some(dir) = claim_dir(&self.volumes_root, &uid) {
                 match std::fs::remove_dir_all(&dir) {
                     Ok(()) => {}

@@ -13,10 +13,12 @@ use serde_json::Value;
 
 use super::mounts::Mount;
 
-/// The volumes `container` of `pod` mounts, made ready under `root`.
+/// The volumes `container` of `pod` mounts, made ready under `root` (and, for claims of
+/// shared storage, in `shared`).
 pub async fn prepare(
     client: &kube::Client,
     root: &Path,
+    shared: Option<&Path>,
     pod: &Value,
     container: &Value,
 ) -> Result<Vec<Mount>, String> {
@@ -73,7 +75,8 @@ pub async fn prepare(
         if let Some(claim) = volume["persistentVolumeClaim"].as_object() {
             let claim_name = claim.get("claimName").and_then(Value::as_str).unwrap_or("");
             let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
-            let source = super::claims::provision(client, root, node, ns, claim_name).await?;
+            let source =
+                super::claims::provision(client, root, shared, node, ns, claim_name).await?;
             out.push(Mount {
                 source,
                 target: target.to_string(),

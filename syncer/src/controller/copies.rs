@@ -322,7 +322,7 @@ async fn condition(
     }]}});
     let api: Api<PersistentVolumeClaim> = Api::namespaced(s.config.downstream.clone(), down_ns);
     let r = api
-        .patch_status(claim, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_status(claim, &PatchParams::default(), &Patch::Strategic(&patch))
         .await;
     counted(&s.syncer, "PersistentVolumeClaim", "status", r).is_ok()
 }

@@ -14,6 +14,7 @@ mod import_report;
 mod key;
 mod mirrors;
 mod report;
+mod shared;
 mod state;
 mod warnings;
 mod watched;
@@ -86,6 +87,8 @@ pub enum ReconcileError {
     Conflicts,
     #[error("running a claim's movers failed")]
     Copies,
+    #[error("saying what a shared claim's volume is failed")]
+    Shared,
 }
 
 /// The syncer's reconciler: the informers, both sides, and what it remembers between keys.
@@ -184,6 +187,7 @@ impl Syncing {
         let mirrors = mirrors::mirror_all(s, w, ns, source).await;
         let events = event_copy::copy_events(s, w, &mut self.copied, ns, source).await;
         let copies = copies::reconcile(s, w, ns, source).await;
+        let shared = shared::report(s, w, ns).await;
         s.syncer.metrics.placed.set(w.placed() as i64);
         if !s.syncer.sources.unreported().is_empty() {
             self.queue.touch(Key::Conflicts);
@@ -193,6 +197,7 @@ impl Syncing {
             (imports, ReconcileError::Imports),
             (mirrors, ReconcileError::Mirrors),
             (events, ReconcileError::Events),
+            (shared, ReconcileError::Shared),
             (copies != copies::Copies::Failed, ReconcileError::Copies),
         ]
         .into_iter()
