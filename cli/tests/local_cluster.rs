@@ -639,15 +639,40 @@ spec:
         now.status.success() && !s.starts_with(&uid) && s.ends_with("True")
     }));
     // Scaling down removes the highest ordinal first.
+    let names = || {
+        k.ok(&[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ])
+    };
     k.ok(&["scale", "sts", "web", "--replicas=1"]);
-    assert!(eventually(Duration::from_secs(20), || k.ok(&[
-        "get",
-        "pods",
-        "-l",
-        "app=web",
-        "-o",
-        "jsonpath={.items[*].metadata.name}"
-    ]) == "web-0"));
+    assert!(eventually(Duration::from_secs(20), || names() == "web-0"));
+    // `spec.ordinals.start` (KEP-3335) shifts the ordinals: web-2 and web-3 run, and web-0,
+    // now below the range, goes.
+    k.ok(&[
+        "patch",
+        "sts",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec": {"replicas": 2, "ordinals": {"start": 2}}}"#,
+    ]);
+    assert!(
+        eventually(Duration::from_secs(60), || names() == "web-2 web-3"
+            && k.ok(&[
+                "get",
+                "sts",
+                "web",
+                "-o",
+                "jsonpath={.status.readyReplicas}"
+            ]) == "2"),
+        "{}",
+        names()
+    );
     assert!(dev.stop());
 }
 
@@ -707,15 +732,16 @@ spec:
         claims()
     );
     // Provisioned as kube's local-path provisioners do: the default class, a volume per
-    // claim pinned to the node and bound to it.
+    // claim pinned to the node and bound to it. Beside it, the class of the clusterset's
+    // shared storage (docs/stateful.md), kept when a claim goes.
     assert_eq!(
         k.ok(&[
             "get",
             "storageclass",
             "-o",
-            "jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.storageclass\\.kubernetes\\.io/is-default-class} {.volumeBindingMode} {.reclaimPolicy}{end}",
+            "jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.storageclass\\.kubernetes\\.io/is-default-class} {.provisioner} {.volumeBindingMode} {.reclaimPolicy};{end}",
         ]),
-        "standard true WaitForFirstConsumer Delete"
+        "shared  sluice.dev/shared-path WaitForFirstConsumer Retain;standard true sluice.dev/local-path WaitForFirstConsumer Delete;"
     );
     let volume_of = |claim: &str| {
         let uid = k.ok(&["get", "pvc", claim, "-o", "jsonpath={.metadata.uid}"]);

@@ -2,7 +2,9 @@
 //! Service, started in order (`OrderedReady`: each waits for the previous to be Running and
 //! Ready) or all at once (`Parallel`), scaled down from the highest ordinal, and updated
 //! from the highest ordinal down, one Pod at a time; each ordinal mounts claims of its own
-//! ([`super::statefulset_claims`]).
+//! ([`super::statefulset_claims`]). `spec.ordinals.start` (KEP-3335) shifts the ordinals the
+//! set runs to `start..start+replicas`: Pods below it are scaled away like those above, so
+//! two clusters can each run part of one set's ordinals while it moves between them.
 
 use std::hash::{Hash, Hasher};
 
@@ -32,6 +34,17 @@ fn ordinal(pod: &Pod, name: &str) -> Option<usize> {
         .ok()
 }
 
+/// The ordinals set `v` (as JSON) runs: `replicas` of them from `spec.ordinals.start`.
+pub fn ordinals(v: &Value) -> std::ops::Range<usize> {
+    let n = |x: &Value| usize::try_from(x.as_i64().unwrap_or(0).max(0)).unwrap_or(0);
+    let desired = match &v["spec"]["replicas"] {
+        Value::Null => 1,
+        r => n(r),
+    };
+    let start = n(&v["spec"]["ordinals"]["start"]);
+    start..start.saturating_add(desired)
+}
+
 /// The key of a StatefulSet's expectation.
 pub fn expectation_key(ns: &str, name: &str) -> String {
     format!("sts/{ns}/{name}")
@@ -48,7 +61,8 @@ pub async fn reconcile(
     let name = sts.metadata.name.clone().unwrap_or_default();
     let uid = sts.metadata.uid.clone().unwrap_or_default();
     let v = value(sts);
-    let desired = v["spec"]["replicas"].as_i64().unwrap_or(1).max(0) as usize;
+    let range = ordinals(&v);
+    let desired = range.len();
     let parallel = v["spec"]["podManagementPolicy"] == "Parallel";
     let template = &v["spec"]["template"];
     let update_revision = revision(template, &name);
@@ -67,8 +81,8 @@ pub async fn reconcile(
     let healthy = |p: &Pod| p.metadata.deletion_timestamp.is_none() && pod_ready(p);
     if !expect.pending(&key) {
         let mut acted = false;
-        // Create missing ordinals below `desired`, in order unless Parallel.
-        for i in 0..desired {
+        // Create missing ordinals of the range, in order unless Parallel.
+        for i in range.clone() {
             match pods.iter().find(|(o, _)| *o == i) {
                 Some((_, p)) if healthy(p) => continue,
                 Some(_) if !parallel => break,
@@ -105,9 +119,10 @@ pub async fn reconcile(
                 }
             }
         }
-        // Scale down from the highest ordinal, one at a time unless Parallel.
+        // Scale down from the highest ordinal outside the range, one at a time unless
+        // Parallel.
         if !acted {
-            for (i, p) in pods.iter().rev().filter(|(i, _)| *i >= desired) {
+            for (i, p) in pods.iter().rev().filter(|(i, _)| !range.contains(i)) {
                 if p.metadata.deletion_timestamp.is_none() {
                     let pod = p.metadata.name.as_deref().unwrap_or("");
                     let pod_uid = p.metadata.uid.as_deref().unwrap_or("");
@@ -129,12 +144,12 @@ pub async fn reconcile(
         if !acted && v["spec"]["updateStrategy"]["type"] != "OnDelete" {
             let all_healthy = pods
                 .iter()
-                .filter(|(i, _)| *i < desired)
+                .filter(|(i, _)| range.contains(i))
                 .all(|(_, p)| healthy(p))
-                && pods.len() >= desired;
+                && pods.iter().filter(|(i, _)| range.contains(i)).count() >= desired;
             if all_healthy
                 && let Some((_, p)) = pods.iter().rev().find(|(i, p)| {
-                    *i < desired
+                    range.contains(i)
                         && p.metadata
                             .labels
                             .as_ref()
@@ -158,7 +173,7 @@ pub async fn reconcile(
     }
     let active: Vec<&Pod> = pods
         .iter()
-        .filter(|(i, p)| *i < desired && p.metadata.deletion_timestamp.is_none())
+        .filter(|(i, p)| range.contains(i) && p.metadata.deletion_timestamp.is_none())
         .map(|(_, p)| &**p)
         .collect();
     let ready = active.iter().filter(|p| pod_ready(p)).count();
@@ -203,4 +218,30 @@ pub async fn reconcile(
             .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinals_start_at_spec_ordinals_start() {
+        assert_eq!(ordinals(&json!({"spec": {}})), 0..1);
+        assert_eq!(ordinals(&json!({"spec": {"replicas": 3}})), 0..3);
+        assert_eq!(
+            ordinals(&json!({"spec": {"replicas": 2, "ordinals": {"start": 1}}})),
+            1..3
+        );
+        assert_eq!(
+            ordinals(&json!({"spec": {"replicas": 0, "ordinals": {"start": 5}}})),
+            5..5
+        );
+        assert_eq!(
+            ordinals(&json!({"spec": {"replicas": -4, "ordinals": {"start": -1}}})),
+            0..0
+        );
+        let huge =
+            ordinals(&json!({"spec": {"replicas": i64::MAX, "ordinals": {"start": i64::MAX}}}));
+        assert!(huge.start <= huge.end);
+    }
 }
