@@ -6,7 +6,8 @@
 //! move the mirrors of the StatefulSet's Pod and claim are the new cluster's. A claim's
 //! data follows a move: every record the app wrote on the old cluster, up to the one it
 //! wrote when stopped, is read on the new one, with the same checksum; its clients,
-//! through the clusterset VIP, see no failure during the write pause.
+//! through the clusterset VIP, see no failure during the write pause. A claim on shared
+//! storage is the same data on every cluster and is never copied.
 
 mod support;
 
@@ -730,6 +731,11 @@ spec:
       volumes: [{name: data, persistentVolumeClaim: {claimName: wall}}]
 "#;
 
+/// A claim marked `sluice.dev/storage: shared` of the local clusters' `shared` class is one
+/// volume wherever it is mounted: a Deployment spread on east and west reads, from each
+/// cluster, what the other cluster's Pod wrote; each cluster says so on the claim; a typo
+/// in the annotation is refused; and when the namespace leaves east no mover runs and the
+/// data is whole on west.
 #[test]
 fn a_shared_claim_is_the_same_data_on_every_cluster_and_a_move_copies_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

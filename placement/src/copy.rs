@@ -345,13 +345,17 @@ fn storage(v: &Value) -> Storage {
 
 /// Whether `cluster` reports claim `v` bound to network storage (`None`: not said yet).
 fn shared_on(v: &Value, cluster: &ClusterName) -> Option<bool> {
+    Some(reported(v, cluster, SHARED_CONDITION)?["status"] == "True")
+}
+
+/// The condition of type `kind` that `cluster` reports on claim `v`.
+fn reported(v: &Value, cluster: &ClusterName, kind: &str) -> Option<Value> {
     let r = report(v, cluster)?;
-    let cond = r.status["conditions"]
+    r.status["conditions"]
         .as_array()?
         .iter()
-        .find(|c| c["type"] == SHARED_CONDITION)?
-        .clone();
-    Some(cond["status"] == "True")
+        .find(|c| c["type"] == kind)
+        .cloned()
 }
 
 /// What in claim `v`'s spec keeps its data from being copied.
@@ -375,12 +379,7 @@ fn refused_by_spec(v: &Value) -> Option<Refusal> {
 
 /// What the target `cluster` reports keeps it from copying claim `v`.
 fn refused_by(v: &Value, cluster: &ClusterName) -> Option<Refusal> {
-    let r = report(v, cluster)?;
-    let cond = r.status["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == COPIED_CONDITION && c["reason"] == CANNOT_COPY)?
-        .clone();
+    let cond = reported(v, cluster, COPIED_CONDITION).filter(|c| c["reason"] == CANNOT_COPY)?;
     Some(Refusal::Target(
         cond["message"]
             .as_str()
@@ -391,12 +390,7 @@ fn refused_by(v: &Value, cluster: &ClusterName) -> Option<Refusal> {
 
 /// The pass the copy of claim `v` on `cluster` reports done.
 fn recorded(v: &Value, cluster: &ClusterName) -> Option<Pass> {
-    let r = report(v, cluster)?;
-    let cond = r.status["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == COPIED_CONDITION)?
-        .clone();
+    let cond = reported(v, cluster, COPIED_CONDITION)?;
     match (cond["status"].as_str(), cond["reason"].as_str()) {
         (Some("True"), Some(COPIED)) => Some(Pass::Final),
         (Some("False"), Some(BULK_COPIED)) => Some(Pass::Bulk),
