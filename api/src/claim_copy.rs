@@ -173,10 +173,10 @@ impl Holding {
 
 /// The claims the Pods of workload `v` (of `kind`) mount.
 pub fn claims_of(kind: &str, v: &serde_json::Value) -> Vec<String> {
-    let spec = if kind == "Pod" {
-        &v["spec"]
-    } else {
-        &v["spec"]["template"]["spec"]
+    let spec = match kind {
+        "Pod" => &v["spec"],
+        "CronJob" => &v["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+        _ => &v["spec"]["template"]["spec"],
     };
     spec["volumes"]
         .as_array()
@@ -214,5 +214,21 @@ mod tests {
         assert!(h.holds("Deployment", &d, &ClusterName::new("west")));
         assert!(!h.holds("Deployment", &d, &ClusterName::new("east")));
         assert!(!h.holds("Pod", &d, &ClusterName::new("west")));
+    }
+
+    #[test]
+    fn every_workload_kind_names_the_claims_its_pods_mount() {
+        let vols = serde_json::json!({"volumes": [
+            {"name": "a", "persistentVolumeClaim": {"claimName": "notes"}},
+            {"name": "b", "emptyDir": {}}]});
+        let pod = serde_json::json!({"spec": vols});
+        let deploy = serde_json::json!({"spec": {"template": {"spec": vols}}});
+        let cron =
+            serde_json::json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": vols}}}}});
+        assert_eq!(claims_of("Pod", &pod), ["notes"]);
+        for kind in ["Deployment", "StatefulSet", "Job", "DaemonSet"] {
+            assert_eq!(claims_of(kind, &deploy), ["notes"], "{kind}");
+        }
+        assert_eq!(claims_of("CronJob", &cron), ["notes"]);
     }
 }

@@ -300,7 +300,7 @@ pub type Labels = std::collections::BTreeMap<String, String>;
 /// Whether the app has stopped writing to `claim` on `cluster`: every workload of
 /// `objects` that mounts it reports from there that it runs no Pod, none terminating, at
 /// the 0 replicas it was held to, and none of the Pods the cluster mirrors (movers aside)
-/// matches its selector; a bare Pod that mounts it has run to its end there.
+/// matches its selector; a bare Pod or a Job that mounts it has run to its end there.
 fn stopped(
     objects: &[(&str, &Value)],
     cluster: &ClusterName,
@@ -316,6 +316,15 @@ fn stopped(
             };
             if *kind == "Pod" {
                 return matches!(r.status["phase"].as_str(), Some("Succeeded" | "Failed"));
+            }
+            if *kind == "Job" {
+                let ended = r.status["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        matches!(c["type"].as_str(), Some("Complete" | "Failed"))
+                            && c["status"] == "True"
+                    })
+                });
+                return ended && r.status["active"].as_i64().unwrap_or(0) == 0;
             }
             let n = |f: &str| r.status[f].as_i64().unwrap_or(0);
             let selector = v["spec"]["selector"]["matchLabels"].as_object();
@@ -645,5 +654,42 @@ mod tests {
             plan_of(&c).unwrap().asked("notes").unwrap().pass,
             Pass::Bulk
         );
+    }
+
+    #[test]
+    fn a_job_that_mounts_the_claim_holds_the_final_pass_until_it_ends() {
+        let (a, b) = (ClusterName::new("east"), ClusterName::new("west"));
+        let c = claim(
+            &[
+                ("east", json!({"phase": "Bound"})),
+                ("west", copied(BULK_COPIED, "False")),
+            ],
+            json!({}),
+        );
+        let job = |status: Value| {
+            let r = StatusReport {
+                observed_generation: 1,
+                replicas: None,
+                status,
+            };
+            json!({"metadata": {"name": "compact", "annotations": {
+                status_annotation(&a): serde_json::to_string(&r).unwrap()}},
+                "spec": {"template": {"spec": {"volumes": [
+                    {"name": "d", "persistentVolumeClaim": {"claimName": "notes"}}]}}}})
+        };
+        let stage = |j: &Value| {
+            plan(
+                &[a.clone(), b.clone()],
+                std::slice::from_ref(&b),
+                &[("PersistentVolumeClaim", &c), ("Job", j)],
+                |_| vec![],
+            )
+            .unwrap()
+            .claims[0]
+                .stage
+        };
+        assert_eq!(stage(&job(json!({"active": 1}))), Stage::Stopping);
+        let done = json!({"active": 0, "conditions": [{"type": "Complete", "status": "True"}]});
+        assert_eq!(stage(&job(done)), Stage::Final);
     }
 }

@@ -65,12 +65,13 @@ pub async fn sync_namespace(
                             deleting.push((k, o, obj.clone()));
                         }
                     }
-                    // A Pod runs on one cluster of a spread namespace: not here. Nor here
-                    // while a claim it mounts is being copied here.
+                    // A Pod runs on one cluster of a spread namespace: not here.
                     Ok(_)
-                        if k.kind.kind == "Pod"
-                            && (share_on(&json, &config.cluster) == Some(0)
-                                || held("Pod", &json)) => {}
+                        if k.kind.kind == "Pod" && share_on(&json, &config.cluster) == Some(0) => {}
+                    // While a claim it mounts is being copied here, a workload with
+                    // replicas runs none (below); one without (a Pod, a Job, a CronJob,
+                    // a DaemonSet) is not made here yet.
+                    Ok((_, d)) if held(k.kind.kind, &json) && !d["spec"]["replicas"].is_i64() => {}
                     Ok((o, mut d)) => {
                         if held(k.kind.kind, &json) && d["spec"]["replicas"].is_i64() {
                             d["spec"]["replicas"] = Value::from(0);
