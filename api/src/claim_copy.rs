@@ -45,6 +45,9 @@ pub const STORAGE_ANNOTATION: &str = "sluice.dev/storage";
 pub const SHARED_CONDITION: &str = "sluice.dev/Shared";
 pub const NETWORK_STORAGE: &str = "NetworkStorage";
 pub const CLUSTER_LOCAL: &str = "ClusterLocalStorage";
+/// `False` reason: network storage, but deleted with its claim (`reclaimPolicy: Delete`), so
+/// the app leaving this cluster would delete the data the next one mounts: a move waits.
+pub const DELETED_WITH_CLAIM: &str = "DeletedWithClaim";
 
 /// What a claim's data does when its namespace moves or spreads, as its
 /// [`STORAGE_ANNOTATION`] says.

@@ -12,9 +12,9 @@
 use serde_json::Value;
 use sluice_api::ClusterName;
 use sluice_api::claim_copy::{
-    Asked, BULK_COPIED, CANNOT_COPY, COPIED, COPIED_CONDITION, Holding, MOVER_LABEL,
-    PASS_ANNOTATION, Pass, SHARED_CONDITION, SOURCE_ANNOTATION, STORAGE_ANNOTATION, Storage,
-    TARGET_ANNOTATION, claims_of,
+    Asked, BULK_COPIED, CANNOT_COPY, COPIED, COPIED_CONDITION, DELETED_WITH_CLAIM, Holding,
+    MOVER_LABEL, PASS_ANNOTATION, Pass, SHARED_CONDITION, SOURCE_ANNOTATION, STORAGE_ANNOTATION,
+    Storage, TARGET_ANNOTATION, claims_of,
 };
 
 use crate::status::report;
@@ -69,6 +69,9 @@ pub enum Refusal {
     /// said yet whether the volume it is bound to is network storage (nothing to copy) or
     /// its own (copied like any claim): nothing is done until it says.
     SharedUnconfirmed(ClusterName),
+    /// The claim is marked shared and the source's volume is deleted with its claim: the
+    /// app leaving would delete what the target mounts. In the source's words.
+    SharedDeletedWithClaim(String),
 }
 
 impl Refusal {
@@ -86,6 +89,9 @@ impl Refusal {
                 "cannot be copied: it is filled from a dataSource ({kind}) the target would fill it from instead"
             ),
             Refusal::Target(why) => format!("cannot be copied: {why}"),
+            Refusal::SharedDeletedWithClaim(why) => {
+                format!("is marked shared and cannot leave its cluster: {why}")
+            }
             Refusal::SharedUnconfirmed(source) => format!(
                 "is marked shared: waiting for {source} to say whether the storage it is bound to is shared"
             ),
@@ -155,12 +161,21 @@ pub fn plan(
         // A claim on storage every cluster reaches mounts the same data wherever the app
         // runs: nothing to copy. One on the source's own storage moves like any claim.
         let shared = storage(v) == Storage::Shared;
-        if shared && shared_on(v, from) == Some(true) {
-            continue;
-        }
-        let unconfirmed = (shared && shared_on(v, from).is_none())
-            .then(|| Refusal::SharedUnconfirmed(from.clone()));
-        let refused = unconfirmed
+        let says = shared.then(|| reported(v, from, SHARED_CONDITION));
+        let sharing = match &says {
+            Some(Some(c)) if c["status"] == "True" => continue,
+            Some(Some(c)) if c["reason"] == DELETED_WITH_CLAIM => {
+                Some(Refusal::SharedDeletedWithClaim(
+                    c["message"]
+                        .as_str()
+                        .unwrap_or("no reason given")
+                        .to_string(),
+                ))
+            }
+            Some(None) => Some(Refusal::SharedUnconfirmed(from.clone())),
+            _ => None,
+        };
+        let refused = sharing
             .or_else(|| refused_by_spec(v))
             .or_else(|| refused_by(v, to));
         let stage = match done {
@@ -350,11 +365,6 @@ fn storage(v: &Value) -> Storage {
         .as_str()
         .and_then(Storage::parse)
         .unwrap_or(Storage::Moves)
-}
-
-/// Whether `cluster` reports claim `v` bound to network storage (`None`: not said yet).
-fn shared_on(v: &Value, cluster: &ClusterName) -> Option<bool> {
-    Some(reported(v, cluster, SHARED_CONDITION)?["status"] == "True")
 }
 
 /// The condition of type `kind` that `cluster` reports on claim `v`.
@@ -648,6 +658,23 @@ mod tests {
         );
         let p = plan_of(&c).unwrap();
         assert_eq!(p.asked("notes").unwrap().pass, Pass::Bulk);
+        // Network storage deleted with its claim: the move waits, saying why; no mover.
+        let c = claim(
+            &[(
+                "east",
+                json!({"phase": "Bound", "conditions": [{"type": SHARED_CONDITION,
+                    "status": "False", "reason": DELETED_WITH_CLAIM, "message": "bound to volume pvc-1 (nfs) of reclaimPolicy Delete"}]}),
+            )],
+            marked.clone(),
+        );
+        let p = plan_of(&c).unwrap();
+        assert_eq!(p.asked("notes"), None);
+        assert_eq!(p.held("Deployment", &deploy), vec![(b.clone(), 0)]);
+        assert!(
+            p.waiting()[0].1.contains("reclaimPolicy Delete"),
+            "{:?}",
+            p.waiting()
+        );
         // Unmarked: copied whatever east says.
         let c = claim(&[("east", shared("True", "NetworkStorage"))], json!({}));
         assert_eq!(

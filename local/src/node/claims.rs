@@ -122,15 +122,21 @@ pub async fn provision(
             .ok_or_else(|| format!("persistentvolumeclaim {name:?} cannot name a directory"))
     };
     if bound_here {
-        let provisioner = claim
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("volume.kubernetes.io/storage-provisioner"));
-        let dir = match provisioner {
-            Some(p) if p == SHARED_PROVISIONER => shared_dir()?,
-            _ => dir,
-        };
+        // Which storage it is comes from the volume this node made, never from the claim
+        // (whose annotations the tenant writes).
+        let pvs: Api<PersistentVolume> = Api::all(client.clone());
+        let pv = pvs
+            .get_opt(&volume_name(&uid))
+            .await
+            .map_err(|e| format!("persistentvolume {:?}: {e}", volume_name(&uid)))?;
+        let shared_volume = pv.as_ref().is_some_and(|pv| {
+            pv.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("pv.kubernetes.io/provisioned-by"))
+                .is_some_and(|p| p == SHARED_PROVISIONER)
+        });
+        let dir = if shared_volume { shared_dir()? } else { dir };
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         return Ok(dir);
     }
@@ -163,6 +169,15 @@ pub async fn provision(
     if is_shared && reclaim != "Retain" {
         return Err(format!(
             "storageclass.storage.k8s.io {class_name:?}: shared storage keeps its data when a claim goes (reclaimPolicy: Retain), since other clusters may still mount it; it is {reclaim}"
+        ));
+    }
+    if is_shared
+        && sluice_api::claim_copy::Storage::of(claim.metadata.annotations.as_ref())
+            != sluice_api::claim_copy::Storage::Shared
+    {
+        return Err(format!(
+            "persistentvolumeclaim {name:?}: class {class_name:?} is storage every cluster mounts; annotate the claim {}: shared (a claim whose data moves would be copied onto itself)",
+            sluice_api::claim_copy::STORAGE_ANNOTATION
         ));
     }
     let (dir, room) = if is_shared {

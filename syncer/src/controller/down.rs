@@ -70,8 +70,15 @@ pub async fn sync_namespace(
                         if k.kind.kind == "Pod" && share_on(&json, &config.cluster) == Some(0) => {}
                     // While a claim it mounts is being copied here, a workload with
                     // replicas runs none (below); one without (a Pod, a Job, a CronJob,
-                    // a DaemonSet) is not made here yet.
-                    Ok((_, d)) if held(k.kind.kind, &json) && !d["spec"]["replicas"].is_i64() => {}
+                    // a DaemonSet) is not made here yet (one already here is left as it
+                    // is, not deleted).
+                    Ok((_, d))
+                        if held(k.kind.kind, &json)
+                            && !d["spec"]["replicas"].is_i64()
+                            && k.down
+                                .store
+                                .get(down_ns, obj.metadata.name.as_deref().unwrap_or(""))
+                                .is_none() => {}
                     Ok((o, mut d)) => {
                         if held(k.kind.kind, &json) && d["spec"]["replicas"].is_i64() {
                             d["spec"]["replicas"] = Value::from(0);

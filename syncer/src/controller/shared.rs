@@ -8,7 +8,9 @@
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use sluice_api::claim_copy::{CLUSTER_LOCAL, NETWORK_STORAGE, SHARED_CONDITION, Storage};
+use sluice_api::claim_copy::{
+    CLUSTER_LOCAL, DELETED_WITH_CLAIM, NETWORK_STORAGE, SHARED_CONDITION, Storage,
+};
 
 use super::state::Sides;
 use super::watched::Watched;
@@ -21,6 +23,10 @@ pub enum Where {
     Network(String),
     /// This cluster's own: `local` or `hostPath`, on the node it names.
     ClusterLocal(String),
+    /// Outside this cluster, but deleted with its claim (`reclaimPolicy: Delete`): the
+    /// claim going here, as it does when the app leaves, would delete what the next
+    /// cluster mounts.
+    DeletedWithClaim(String),
 }
 
 /// What `pv`'s source is.
@@ -33,6 +39,7 @@ pub fn classify(pv: &PersistentVolume) -> Where {
     });
     match source {
         Some(k) if k == "local" || k == "hostPath" => Where::ClusterLocal(k),
+        Some(k) if spec["persistentVolumeReclaimPolicy"] == "Delete" => Where::DeletedWithClaim(k),
         Some(k) => Where::Network(k),
         None => Where::ClusterLocal("no volume source".into()),
     }
@@ -55,6 +62,13 @@ pub fn condition(volume: &str, at: &Where) -> (&'static str, &'static str, Strin
             NETWORK_STORAGE,
             format!(
                 "bound to volume {volume} ({kind}), storage outside this cluster: every cluster that binds the claim mounts the same data"
+            ),
+        ),
+        Where::DeletedWithClaim(kind) => (
+            "False",
+            DELETED_WITH_CLAIM,
+            format!(
+                "bound to volume {volume} ({kind}) of reclaimPolicy Delete: the app leaving this cluster would delete the data the next one mounts; give the class reclaimPolicy Retain"
             ),
         ),
         Where::ClusterLocal(kind) => (
@@ -99,7 +113,11 @@ pub async fn report(s: &Sides, w: &Watched, down_ns: &str) -> bool {
         let pvs: Api<PersistentVolume> = Api::all(s.config.downstream.clone());
         let pv = match pvs.get_opt(volume).await {
             Ok(Some(pv)) => pv,
-            Ok(None) => continue,
+            // Not in this cluster's view yet: looked for again.
+            Ok(None) => {
+                ok = false;
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(namespace = %down_ns, claim = %name, %volume, error = %e,
                     "reading a shared claim's volume failed");
@@ -120,8 +138,11 @@ pub async fn report(s: &Sides, w: &Watched, down_ns: &str) -> bool {
         let r = api
             .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
             .await;
-        tracing::info!(namespace = %down_ns, claim = %name, %volume, shared = status, "a shared claim's storage is known");
-        ok &= counted(&s.syncer, "PersistentVolumeClaim", "status", r).is_ok();
+        let written = counted(&s.syncer, "PersistentVolumeClaim", "status", r).is_ok();
+        if written {
+            tracing::info!(namespace = %down_ns, claim = %name, %volume, shared = status, %reason, "a shared claim's storage is known");
+        }
+        ok &= written;
     }
     ok
 }
@@ -148,6 +169,9 @@ mod tests {
         assert_eq!(classify(&host), Where::ClusterLocal("hostPath".into()));
         let csi = pv(json!({"csi": {"driver": "efs.csi.aws.com", "volumeHandle": "fs-1"}}));
         assert_eq!(classify(&csi), Where::Network("csi".into()));
+        let deleted = pv(json!({"persistentVolumeReclaimPolicy": "Delete",
+            "nfs": {"server": "files", "path": "/a"}}));
+        assert_eq!(classify(&deleted), Where::DeletedWithClaim("nfs".into()));
         assert_eq!(
             condition("pvc-1", &Where::Network("nfs".into())).1,
             NETWORK_STORAGE
