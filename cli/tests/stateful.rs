@@ -846,6 +846,27 @@ fn a_shared_claim_is_the_same_data_on_every_cluster_and_a_move_copies_nothing() 
         "jsonpath={.metadata.annotations}",
     ]);
     assert!(!annotations.contains("copy.sluice.dev"), "{annotations}");
+    // Durable traces a copy would have left, whatever the polling above saw: the target's
+    // record of a pass on the claim, and the namespace's Event of waiting for it.
+    let copied = k.ok(&[
+        "-n",
+        "board",
+        "get",
+        "pvc",
+        "wall",
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"sluice.dev/Copied\")].reason}",
+    ]);
+    assert_eq!(copied, "", "the shared claim was copied");
+    let events = k.ok(&[
+        "-n",
+        "board",
+        "get",
+        "events",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(!events.contains("the data of claim wall"), "{events}");
     let last = scribe_on("west").unwrap();
     let w = wall(&last);
     assert!(
