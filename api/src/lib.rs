@@ -35,6 +35,7 @@ pub mod mcs;
 pub mod metrics;
 pub mod names;
 pub mod sluice;
+pub mod statefulset;
 pub mod sync;
 pub mod synced_kinds;
 pub mod tenancy;

@@ -90,6 +90,25 @@ pub fn share_on(obj: &serde_json::Value, cluster: &ClusterName) -> Option<i64> {
         .filter(|n| *n >= 0)
 }
 
+/// Prefix of the annotation by which the placement controller gives a cluster the first
+/// ordinal it runs of a StatefulSet moving one ordinal at a time
+/// (`ordinals.sluice.dev/<cluster>: "1"`, with its `replicas.sluice.dev/<cluster>`); the
+/// syncer writes it downstream as `spec.ordinals.start` (docs/stateful.md).
+pub const ORDINALS_ANNOTATION_PREFIX: &str = "ordinals.sluice.dev/";
+
+/// The first-ordinal annotation key for `cluster`.
+pub fn ordinals_annotation(cluster: &ClusterName) -> String {
+    format!("{ORDINALS_ANNOTATION_PREFIX}{cluster}")
+}
+
+/// The first ordinal of `obj` the placement controller gave `cluster`, when it gave one.
+pub fn start_on(obj: &serde_json::Value, cluster: &ClusterName) -> Option<i64> {
+    obj["metadata"]["annotations"][ordinals_annotation(cluster)]
+        .as_str()
+        .and_then(|n| n.parse::<i64>().ok())
+        .filter(|n| *n >= 0)
+}
+
 /// The status annotation key for `cluster`.
 pub fn status_annotation(cluster: &ClusterName) -> String {
     format!("{STATUS_ANNOTATION_PREFIX}{cluster}")
@@ -128,6 +147,10 @@ pub struct StatusReport {
     /// current only while this is what the cluster is to run now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i64>,
+    /// The first ordinal the cluster was asked to run (a StatefulSet's
+    /// `spec.ordinals.start`), when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<i64>,
     #[serde(default)]
     pub status: serde_json::Value,
 }

@@ -17,6 +17,8 @@ use sluice_api::claim_copy::{
     Storage, TARGET_ANNOTATION, claims_of,
 };
 
+use sluice_api::statefulset::{claim_names, has_templates, ordinal_of, ordinals};
+
 use crate::status::report;
 
 /// Where one claim's copy stands.
@@ -24,6 +26,9 @@ use crate::status::report;
 pub enum Stage {
     /// The bulk pass runs while the app keeps running on the source.
     Bulk,
+    /// Bulk copied: a StatefulSet's ordinal waits for the ordinals before it to run on the
+    /// target before it stops on the source, so a quorum keeps all but one member.
+    Queued,
     /// The bulk pass is done; the app's workloads stop on the source.
     Stopping,
     /// Nothing mounts the claim on the source any more: the final pass runs.
@@ -36,7 +41,7 @@ impl Stage {
     /// The pass the movers run in this stage.
     pub fn pass(self) -> Pass {
         match self {
-            Stage::Bulk | Stage::Stopping => Pass::Bulk,
+            Stage::Bulk | Stage::Queued | Stage::Stopping => Pass::Bulk,
             Stage::Final | Stage::Done => Pass::Final,
         }
     }
@@ -45,6 +50,7 @@ impl Stage {
     pub fn describe(self) -> &'static str {
         match self {
             Stage::Bulk => "bulk copy while the app runs",
+            Stage::Queued => "bulk copied, waiting for the ordinals before it to run on the target",
             Stage::Stopping => "stopping the app to copy what changed",
             Stage::Final => "final copy while the app is stopped",
             Stage::Done => "copied",
@@ -132,6 +138,13 @@ pub fn plan(
     let [from] = leaving[..] else {
         return None;
     };
+    // StatefulSets whose ordinals have claims of their own: those move one at a time.
+    let sets: Vec<&Value> = objects
+        .iter()
+        .filter(|(kind, v)| *kind == "StatefulSet" && has_templates(v))
+        .map(|(_, v)| *v)
+        .collect();
+    let from_pods = mirrored(from);
     let mut claims = Vec::new();
     for &(kind, v) in objects {
         if kind != "PersistentVolumeClaim" || !v["metadata"]["deletionTimestamp"].is_null() {
@@ -178,12 +191,21 @@ pub fn plan(
         let refused = sharing
             .or_else(|| refused_by_spec(v))
             .or_else(|| refused_by(v, to));
-        let stage = match done {
-            Some(Pass::Final) => Stage::Done,
+        let ordinal = sets
+            .iter()
+            .find_map(|set| Some((*set, ordinal_of(set, name)?)));
+        let stage = match (done, ordinal) {
+            (Some(Pass::Final), _) => Stage::Done,
             _ if refused.is_some() => Stage::Bulk,
-            Some(Pass::Bulk) if !stopped(objects, from, name, &mirrored(from)) => Stage::Stopping,
-            Some(Pass::Bulk) => Stage::Final,
-            None => Stage::Bulk,
+            // Its turn is decided below, once every claim's stage is known.
+            (Some(Pass::Bulk), Some((set, i))) if !ordinal_stopped(set, i, from, &from_pods) => {
+                Stage::Queued
+            }
+            (Some(Pass::Bulk), None) if !stopped(objects, from, name, &from_pods) => {
+                Stage::Stopping
+            }
+            (Some(Pass::Bulk), _) => Stage::Final,
+            (None, _) => Stage::Bulk,
         };
         claims.push(ClaimCopy {
             claim: name.to_string(),
@@ -191,12 +213,67 @@ pub fn plan(
             refused,
         });
     }
-    (!claims.is_empty()).then(|| Plan {
+    let mut plan = Plan {
         from: from.clone(),
         to: to.clone(),
         claims,
-    })
+    };
+    // An ordinal stops on the source once every ordinal before it runs on the target, on
+    // its copy, and is Ready there.
+    let turns: Vec<String> = plan
+        .claims
+        .iter()
+        .filter(|c| c.stage == Stage::Queued)
+        .filter(|c| {
+            sets.iter().any(|set| {
+                ordinal_of(set, &c.claim).is_some_and(|i| {
+                    let range = ordinals(set);
+                    let before = range.start..i.min(range.end);
+                    before.clone().all(|j| plan.ordinal_done(set, j))
+                        && ready_on(set, to, before.len())
+                })
+            })
+        })
+        .map(|c| c.claim.clone())
+        .collect();
+    for c in plan.claims.iter_mut().filter(|c| turns.contains(&c.claim)) {
+        c.stage = Stage::Stopping;
+    }
+    (!plan.claims.is_empty()).then_some(plan)
 }
+
+/// Whether set `set` runs its first `n` ordinals on `cluster`, all Ready, as the cluster
+/// reports.
+fn ready_on(set: &Value, cluster: &ClusterName, n: usize) -> bool {
+    if n == 0 {
+        return true;
+    }
+    let Some(r) = report(set, cluster) else {
+        return false;
+    };
+    let n = i64::try_from(n).unwrap_or(i64::MAX);
+    r.replicas == Some(n) && r.status["readyReplicas"].as_i64().unwrap_or(0) >= n
+}
+
+/// Whether ordinal `i` of set `set` has stopped on `cluster`: the cluster runs the set from
+/// a later ordinal now, and none of the Pods it mirrors is that ordinal's.
+fn ordinal_stopped(set: &Value, i: usize, cluster: &ClusterName, mirrored: &[Labels]) -> bool {
+    let moved_on = report(set, cluster)
+        .and_then(|r| r.start)
+        .and_then(|s| usize::try_from(s).ok())
+        .is_some_and(|s| s > i);
+    let pod = format!(
+        "{}-{i}",
+        set["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    moved_on
+        && !mirrored
+            .iter()
+            .any(|l| l.get(POD_NAME_LABEL).map(String::as_str) == Some(pod.as_str()))
+}
+
+/// The label kube's StatefulSet controller gives each Pod: its own name.
+const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
 
 impl Plan {
     /// The claims not copied yet, each with where it stands, as the namespace's condition
@@ -245,6 +322,12 @@ impl Plan {
     /// it mounts is not copied yet, 0 on the source once a claim it mounts is being
     /// stopped for (and from then on: the data has left).
     pub fn held(&self, kind: &str, v: &Value) -> Vec<(ClusterName, i64)> {
+        if let Some(split) = self.split(kind, v) {
+            return vec![
+                (self.from.clone(), split.on_source()),
+                (self.to.clone(), split.on_target()),
+            ];
+        }
         let mounts = claims_of(kind, v);
         let stages: Vec<Stage> = self
             .claims
@@ -260,6 +343,78 @@ impl Plan {
             out.push((self.to.clone(), 0));
         }
         out
+    }
+}
+
+impl Plan {
+    /// How the ordinals of StatefulSet `v` (of `kind`) are split between the clusters while
+    /// their claims move: `None` for anything else.
+    fn split(&self, kind: &str, v: &Value) -> Option<OrdinalSplit> {
+        if kind != "StatefulSet" || !has_templates(v) {
+            return None;
+        }
+        let range = ordinals(v);
+        let copied = |i: usize| {
+            claim_names(v, i)
+                .iter()
+                .any(|c| self.claims.iter().any(|p| &p.claim == c))
+        };
+        if !range.clone().any(copied) {
+            return None;
+        }
+        let left = range
+            .clone()
+            .take_while(|i| self.ordinal_at_least(v, *i, Stage::Stopping))
+            .count();
+        let done = range
+            .clone()
+            .take_while(|i| self.ordinal_done(v, *i))
+            .count();
+        Some(OrdinalSplit { range, left, done })
+    }
+
+    /// The first ordinal StatefulSet `v` runs on each cluster while its claims move.
+    pub fn starts(&self, kind: &str, v: &Value) -> Vec<(ClusterName, i64)> {
+        let Some(split) = self.split(kind, v) else {
+            return Vec::new();
+        };
+        let at = |n: usize| i64::try_from(split.range.start.saturating_add(n)).unwrap_or(i64::MAX);
+        vec![
+            (self.from.clone(), at(split.left)),
+            (self.to.clone(), at(0)),
+        ]
+    }
+
+    /// Whether every claim of ordinal `i` of set `set` is copied (or has nothing to copy).
+    fn ordinal_done(&self, set: &Value, i: usize) -> bool {
+        self.ordinal_at_least(set, i, Stage::Done)
+    }
+
+    fn ordinal_at_least(&self, set: &Value, i: usize, stage: Stage) -> bool {
+        claim_names(set, i).iter().all(|name| {
+            self.claims
+                .iter()
+                .find(|c| &c.claim == name)
+                .is_none_or(|c| c.stage >= stage)
+        })
+    }
+}
+
+/// A StatefulSet's ordinals while they move: the source gave up the first `left` of
+/// `range`, the target runs the first `done` (on their copies).
+struct OrdinalSplit {
+    range: std::ops::Range<usize>,
+    left: usize,
+    done: usize,
+}
+
+impl OrdinalSplit {
+    fn on_source(&self) -> i64 {
+        i64::try_from(self.range.len().saturating_sub(self.left)).unwrap_or(i64::MAX)
+    }
+
+    fn on_target(&self) -> i64 {
+        i64::try_from(self.done).unwrap_or(i64::MAX)
     }
 }
 
@@ -430,6 +585,7 @@ mod tests {
             let r = StatusReport {
                 observed_generation: 1,
                 replicas: None,
+                start: None,
                 status: status.clone(),
             };
             a[status_annotation(&ClusterName::new(*c))] =
@@ -444,6 +600,116 @@ mod tests {
     }
 
     #[test]
+    fn a_statefulset_moves_one_ordinal_at_a_time_each_after_the_one_before_is_ready() {
+        let (a, b) = (ClusterName::new("east"), ClusterName::new("west"));
+        let both = [a.clone(), b.clone()];
+        let report_on =
+            |set: &mut Value, c: &ClusterName, replicas: i64, start: i64, ready: i64| {
+                let r = StatusReport {
+                    observed_generation: 1,
+                    replicas: Some(replicas),
+                    start: Some(start),
+                    status: json!({"readyReplicas": ready}),
+                };
+                set["metadata"]["annotations"][status_annotation(c)] =
+                    Value::from(serde_json::to_string(&r).unwrap());
+            };
+        let mut set = json!({"metadata": {"name": "db", "annotations": {}}, "spec": {"replicas": 3,
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {}}]}});
+        let bound = json!({"phase": "Bound"});
+        let claim_of = |i: usize, west: Option<(&str, &str)>| {
+            let mut reports = vec![("east", bound.clone())];
+            if let Some((reason, status)) = west {
+                reports.push(("west", copied(reason, status)));
+            }
+            let mut c = claim(&reports, json!({}));
+            c["metadata"]["name"] = json!(format!("data-db-{i}"));
+            c
+        };
+        let pods = |names: &[&str]| -> Vec<Labels> {
+            names
+                .iter()
+                .map(|n| [(POD_NAME_LABEL.to_string(), n.to_string())].into())
+                .collect()
+        };
+        let step = |set: &Value, claims: &[Value], east_pods: &[&str]| {
+            let mut objects: Vec<(&str, &Value)> = vec![("StatefulSet", set)];
+            objects.extend(claims.iter().map(|c| ("PersistentVolumeClaim", c)));
+            let east = pods(east_pods);
+            plan(&both, std::slice::from_ref(&b), &objects, |c| {
+                if c == &a { east.clone() } else { vec![] }
+            })
+            .unwrap()
+        };
+        let stages = |p: &Plan| p.claims.iter().map(|c| c.stage).collect::<Vec<_>>();
+        let all = ["db-0", "db-1", "db-2"];
+        // The bulk passes run together while east runs all three.
+        let claims: Vec<Value> = (0..3).map(|i| claim_of(i, None)).collect();
+        let p = step(&set, &claims, &all);
+        assert_eq!(stages(&p), [Stage::Bulk; 3]);
+        assert_eq!(
+            p.held("StatefulSet", &set),
+            vec![(a.clone(), 3), (b.clone(), 0)]
+        );
+        assert_eq!(
+            p.starts("StatefulSet", &set),
+            vec![(a.clone(), 0), (b.clone(), 0)]
+        );
+        // Bulk copied: only db-0 stops; the others wait their turn.
+        let bulk = Some((BULK_COPIED, "False"));
+        let claims: Vec<Value> = (0..3).map(|i| claim_of(i, bulk)).collect();
+        let p = step(&set, &claims, &all);
+        assert_eq!(stages(&p), [Stage::Stopping, Stage::Queued, Stage::Queued]);
+        assert_eq!(
+            p.held("StatefulSet", &set),
+            vec![(a.clone(), 2), (b.clone(), 0)]
+        );
+        assert_eq!(
+            p.starts("StatefulSet", &set),
+            vec![(a.clone(), 1), (b.clone(), 0)]
+        );
+        assert!(
+            p.waiting()
+                .iter()
+                .any(|(c, how)| c == "data-db-1"
+                    && how.contains("waiting for the ordinals before it"))
+        );
+        // East runs from 1 now, but db-0 is still terminating there: not stopped yet.
+        report_on(&mut set, &a, 2, 1, 2);
+        assert_eq!(step(&set, &claims, &all).claims[0].stage, Stage::Stopping);
+        // db-0 gone from east: its final pass.
+        let p = step(&set, &claims, &all[1..]);
+        assert_eq!(stages(&p), [Stage::Final, Stage::Queued, Stage::Queued]);
+        // db-0 copied: west runs it; db-1 waits until west says it is Ready.
+        let mut claims = claims;
+        claims[0] = claim_of(0, Some((COPIED, "True")));
+        let p = step(&set, &claims, &all[1..]);
+        assert_eq!(stages(&p), [Stage::Done, Stage::Queued, Stage::Queued]);
+        assert_eq!(
+            p.held("StatefulSet", &set),
+            vec![(a.clone(), 2), (b.clone(), 1)]
+        );
+        report_on(&mut set, &b, 1, 0, 0);
+        assert_eq!(
+            step(&set, &claims, &all[1..]).claims[1].stage,
+            Stage::Queued
+        );
+        report_on(&mut set, &b, 1, 0, 1);
+        let p = step(&set, &claims, &all[1..]);
+        assert_eq!(stages(&p), [Stage::Done, Stage::Stopping, Stage::Queued]);
+        assert_eq!(
+            p.held("StatefulSet", &set),
+            vec![(a.clone(), 1), (b.clone(), 1)]
+        );
+        assert_eq!(
+            p.starts("StatefulSet", &set),
+            vec![(a.clone(), 2), (b.clone(), 0)]
+        );
+        // Ready counts at every step above: east's running ordinals plus west's Ready ones
+        // never fall below two of three.
+    }
+
+    #[test]
     fn a_copy_runs_bulk_then_stops_the_app_then_final_then_done() {
         let (a, b) = (ClusterName::new("east"), ClusterName::new("west"));
         let deploy = json!({"metadata": {"name": "writer"}, "spec": {"template": {"spec": {
@@ -454,6 +720,7 @@ mod tests {
         let r = StatusReport {
             observed_generation: 1,
             replicas: Some(0),
+            start: None,
             status: json!({"replicas": 0}),
         };
         stopped_deploy["metadata"]["annotations"][status_annotation(&a)] =
@@ -697,6 +964,7 @@ mod tests {
             let r = StatusReport {
                 observed_generation: 1,
                 replicas: None,
+                start: None,
                 status,
             };
             json!({"metadata": {"name": "compact", "annotations": {

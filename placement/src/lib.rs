@@ -14,6 +14,7 @@ pub mod copy;
 pub mod demand;
 pub mod drain;
 pub mod imports;
+pub mod ordinal_claims;
 pub mod rollback;
 pub mod schedule;
 pub mod shift;

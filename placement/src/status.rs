@@ -261,6 +261,7 @@ mod tests {
             let r = StatusReport {
                 observed_generation: *g,
                 replicas: None,
+                start: None,
                 status: status.clone(),
             };
             annotations.insert(
@@ -317,6 +318,7 @@ mod tests {
         let stale = StatusReport {
             observed_generation: 2,
             replicas: Some(2),
+            start: None,
             status: json!({"updatedReplicas": 2, "availableReplicas": 2}),
         };
         half["metadata"]["annotations"]["status.sluice.dev/a"] =

@@ -17,5 +17,6 @@ pub mod imports;
 pub mod logs;
 pub mod metrics;
 pub mod mirror;
+pub mod ordinals;
 pub mod sources;
 pub mod transform;

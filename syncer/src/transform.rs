@@ -8,9 +8,9 @@ use serde_json::{Map, Value};
 use sluice_api::mcs::{ANNOTATION_DRAINING, ANNOTATION_WEIGHT, DEFAULT_WEIGHT};
 use sluice_api::sync::{
     ANNOTATION_LOGICAL_CLUSTER, ANNOTATION_UPSTREAM_GENERATION, ANNOTATION_UPSTREAM_NAMESPACE,
-    INGRESS_HOSTS_ANNOTATION, LABEL_LOGICAL_CLUSTER, LABEL_SYNCED, REPLICAS_ANNOTATION_PREFIX,
-    STATE_LABEL_PREFIX, STATUS_ANNOTATION_PREFIX, draining_annotation, logical_cluster_label_value,
-    parse_ingress_hosts, share_on, weight_annotation,
+    INGRESS_HOSTS_ANNOTATION, LABEL_LOGICAL_CLUSTER, LABEL_SYNCED, ORDINALS_ANNOTATION_PREFIX,
+    REPLICAS_ANNOTATION_PREFIX, STATE_LABEL_PREFIX, STATUS_ANNOTATION_PREFIX, draining_annotation,
+    logical_cluster_label_value, parse_ingress_hosts, share_on, start_on, weight_annotation,
 };
 use sluice_api::{ClusterName, LOGICAL_CLUSTER_ANNOTATION, LogicalClusterPath, PathError};
 
@@ -65,9 +65,13 @@ const UPSTREAM_ANNOTATIONS: [&str; 3] = [
     sluice_api::sync::LAST_APPLIED_ANNOTATION,
 ];
 
-/// Prefixes of annotations Sluice keeps upstream (status reports, replica shares).
-const UPSTREAM_ANNOTATION_PREFIXES: [&str; 2] =
-    [STATUS_ANNOTATION_PREFIX, REPLICAS_ANNOTATION_PREFIX];
+/// Prefixes of annotations Sluice keeps upstream (status reports, replica shares, first
+/// ordinals).
+const UPSTREAM_ANNOTATION_PREFIXES: [&str; 3] = [
+    STATUS_ANNOTATION_PREFIX,
+    REPLICAS_ANNOTATION_PREFIX,
+    ORDINALS_ANNOTATION_PREFIX,
+];
 
 fn stays_upstream(annotation: &str) -> bool {
     UPSTREAM_ANNOTATIONS.contains(&annotation)
@@ -198,6 +202,21 @@ pub fn downstream(
         && spec.contains_key("replicas")
     {
         spec.insert("replicas".into(), Value::from(n));
+    }
+    // A StatefulSet moving one ordinal at a time runs a range of its ordinals here. The
+    // ordinals it gives up are moving, not scaled away: their claims stay (the next
+    // cluster's copy is made from them) whatever `whenScaled` says.
+    if kind_name == "StatefulSet"
+        && let Some(start) = start_on(upstream, cluster)
+        && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        spec.insert("ordinals".into(), serde_json::json!({"start": start}));
+        if let Some(policy) = spec
+            .get_mut("persistentVolumeClaimRetentionPolicy")
+            .and_then(Value::as_object_mut)
+        {
+            policy.insert("whenScaled".into(), Value::from("Retain"));
+        }
     }
     if !annotations.is_empty() {
         m.insert("annotations".into(), Value::Object(annotations));
@@ -490,6 +509,37 @@ mod tests {
         assert_eq!(
             down["spec"],
             json!({"template": {"metadata": {"labels": {"app": "w"}}}})
+        );
+    }
+
+    #[test]
+    fn a_statefulset_moving_by_ordinals_runs_its_range_and_keeps_the_claims_it_gives_up() {
+        let mut d = with_meta(
+            "StatefulSet",
+            json!({"apiVersion": "apps/v1", "spec": {"replicas": 3,
+                "persistentVolumeClaimRetentionPolicy": {"whenScaled": "Delete", "whenDeleted": "Delete"}}}),
+        );
+        d["metadata"]["annotations"]["replicas.sluice.dev/east"] = json!("2");
+        d["metadata"]["annotations"]["ordinals.sluice.dev/east"] = json!("1");
+        let (_, down) = downstream(&d).expect("statefulset");
+        assert_eq!(down["spec"]["replicas"], 2);
+        assert_eq!(down["spec"]["ordinals"], json!({"start": 1}));
+        assert_eq!(
+            down["spec"]["persistentVolumeClaimRetentionPolicy"],
+            json!({"whenScaled": "Retain", "whenDeleted": "Delete"})
+        );
+        assert!(
+            down["metadata"]["annotations"]
+                .get("ordinals.sluice.dev/east")
+                .is_none()
+        );
+        let (_, whole) =
+            super::downstream(&d, kind("StatefulSet"), &ClusterName::new("west"), DOWN_NS)
+                .expect("statefulset");
+        assert!(whole["spec"].get("ordinals").is_none());
+        assert_eq!(
+            whole["spec"]["persistentVolumeClaimRetentionPolicy"]["whenScaled"],
+            "Delete"
         );
     }
 

@@ -21,6 +21,7 @@ fn the_pure_parts_do_not_import_the_controller_and_nothing_is_circular() {
         "events",
         "imports",
         "sources",
+        "ordinals",
     ] {
         assert_eq!(graph.edges_between(pure, "controller"), vec![], "{pure}");
     }

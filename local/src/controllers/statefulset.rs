@@ -34,16 +34,7 @@ fn ordinal(pod: &Pod, name: &str) -> Option<usize> {
         .ok()
 }
 
-/// The ordinals set `v` (as JSON) runs: `replicas` of them from `spec.ordinals.start`.
-pub fn ordinals(v: &Value) -> std::ops::Range<usize> {
-    let n = |x: &Value| usize::try_from(x.as_i64().unwrap_or(0).max(0)).unwrap_or(0);
-    let desired = match &v["spec"]["replicas"] {
-        Value::Null => 1,
-        r => n(r),
-    };
-    let start = n(&v["spec"]["ordinals"]["start"]);
-    start..start.saturating_add(desired)
-}
+use sluice_api::statefulset::ordinals;
 
 /// The key of a StatefulSet's expectation.
 pub fn expectation_key(ns: &str, name: &str) -> String {
@@ -218,30 +209,4 @@ pub async fn reconcile(
             .await?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ordinals_start_at_spec_ordinals_start() {
-        assert_eq!(ordinals(&json!({"spec": {}})), 0..1);
-        assert_eq!(ordinals(&json!({"spec": {"replicas": 3}})), 0..3);
-        assert_eq!(
-            ordinals(&json!({"spec": {"replicas": 2, "ordinals": {"start": 1}}})),
-            1..3
-        );
-        assert_eq!(
-            ordinals(&json!({"spec": {"replicas": 0, "ordinals": {"start": 5}}})),
-            5..5
-        );
-        assert_eq!(
-            ordinals(&json!({"spec": {"replicas": -4, "ordinals": {"start": -1}}})),
-            0..0
-        );
-        let huge =
-            ordinals(&json!({"spec": {"replicas": i64::MAX, "ordinals": {"start": i64::MAX}}}));
-        assert!(huge.start <= huge.end);
-    }
 }

@@ -9,57 +9,7 @@
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-
-/// The claim of `template` for ordinal `ordinal` of set `set`.
-pub fn claim_name(template: &str, set: &str, ordinal: usize) -> String {
-    format!("{template}-{set}-{ordinal}")
-}
-
-fn templates(sts: &Value) -> impl Iterator<Item = (&str, &Value)> {
-    sts["spec"]["volumeClaimTemplates"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| Some((t["metadata"]["name"].as_str()?, t)))
-}
-
-fn owner(api_version: &str, kind: &str, name: &str, uid: &str, controller: bool) -> Value {
-    json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": uid,
-        "controller": controller, "blockOwnerDeletion": true})
-}
-
-/// The claims ordinal `ordinal` of `sts` (the set as JSON) mounts.
-pub fn claims_of(sts: &Value, ordinal: usize) -> Vec<Value> {
-    let set = sts["metadata"]["name"].as_str().unwrap_or_default();
-    let uid = sts["metadata"]["uid"].as_str().unwrap_or_default();
-    let delete_with_set =
-        sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete";
-    templates(sts)
-        .map(|(name, t)| {
-            let mut labels = t["metadata"]["labels"].clone();
-            if !labels.is_object() {
-                labels = json!({});
-            }
-            for (k, v) in sts["spec"]["selector"]["matchLabels"]
-                .as_object()
-                .into_iter()
-                .flatten()
-            {
-                labels[k] = v.clone();
-            }
-            let mut metadata = json!({"name": claim_name(name, set, ordinal), "labels": labels});
-            if let Some(a) = t["metadata"]["annotations"].as_object() {
-                metadata["annotations"] = Value::Object(a.clone());
-            }
-            if delete_with_set {
-                metadata["ownerReferences"] =
-                    json!([owner("apps/v1", "StatefulSet", set, uid, true)]);
-            }
-            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata,
-                "spec": t["spec"]})
-        })
-        .collect()
-}
+use sluice_api::statefulset::{claim_name, ordinal_claims as claims_of, owner, templates};
 
 /// `spec` (a Pod's, from the set's template) with a volume per claim template, naming the
 /// ordinal's claim (in place of a template volume of the same name, as kube does).
@@ -144,31 +94,14 @@ mod tests {
 
     #[test]
     fn each_ordinal_mounts_claims_of_its_own() {
-        let sts = json!({"metadata": {"name": "db", "uid": "u1"},
-            "spec": {"selector": {"matchLabels": {"app": "db"}},
-                "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"},
-                "volumeClaimTemplates": [{"metadata": {"name": "data", "labels": {"tier": "x"}},
-                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}});
-        let claims = claims_of(&sts, 2);
-        assert_eq!(claims[0]["metadata"]["name"], "data-db-2");
-        assert_eq!(
-            claims[0]["metadata"]["labels"],
-            json!({"tier": "x", "app": "db"})
-        );
-        assert_eq!(claims[0]["metadata"]["ownerReferences"][0]["uid"], "u1");
-        assert_eq!(claims[0]["spec"]["accessModes"], json!(["ReadWriteOnce"]));
+        let sts = json!({"metadata": {"name": "db"},
+            "spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {}}]}});
         let mut spec = json!({"volumes": [{"name": "data", "emptyDir": {}}, {"name": "other", "emptyDir": {}}]});
         mount_claims(&mut spec, &sts, 2);
         assert_eq!(
             spec["volumes"],
             json!([{"name": "other", "emptyDir": {}},
                 {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-2"}}])
-        );
-        let retained = json!({"metadata": {"name": "db"}, "spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {}}]}});
-        assert!(
-            claims_of(&retained, 0)[0]["metadata"]
-                .get("ownerReferences")
-                .is_none()
         );
     }
 }

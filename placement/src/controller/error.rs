@@ -13,6 +13,8 @@ pub enum Write {
     ReplicaShares,
     /// A workload's status summed from the clusters.
     Status,
+    /// A claim of a StatefulSet's ordinal, made or deleted in the logical cluster.
+    OrdinalClaim,
     /// A lost cluster's Pod mirror's finalizer.
     MirrorRelease,
     /// A lost cluster's Pod mirror.

@@ -7,14 +7,15 @@
 
 use std::collections::BTreeSet;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use sluice_api::ClusterName;
 use sluice_api::sluice::TrafficShift;
 use sluice_api::sync::{
-    LABEL_CLUSTER, REPLICAS_ANNOTATION_PREFIX, SOFT_FINALIZER_PREFIX, STATE_SYNC,
-    SYNC_FINALIZER_PREFIX, draining_annotation, placed_clusters, replicas_annotation,
-    shift_annotation, state_label, weight_annotation,
+    LABEL_CLUSTER, ORDINALS_ANNOTATION_PREFIX, REPLICAS_ANNOTATION_PREFIX, SOFT_FINALIZER_PREFIX,
+    STATE_SYNC, SYNC_FINALIZER_PREFIX, draining_annotation, ordinals_annotation, placed_clusters,
+    replicas_annotation, shift_annotation, state_label, weight_annotation,
 };
 use sluice_kube::Action;
 use sluice_kube::resources::Resources;
@@ -378,13 +379,20 @@ impl Placer {
                 .as_ref()
                 .map(|p| p.held(k.kind, v))
                 .unwrap_or_default();
+            let starts = copies
+                .as_ref()
+                .map(|p| p.starts(k.kind, v))
+                .unwrap_or_default();
             let patch = if o.metadata.deletion_timestamp.is_some() {
                 None
             } else if k.kind == "PersistentVolumeClaim" {
                 let asked = copies.as_ref().and_then(|p| p.asked(&obj_name));
                 crate::copy::asked_patch(v, asked.as_ref())
             } else {
-                shares_patch(v, &next, shares.as_deref(), &held, &target)
+                merged(
+                    shares_patch(v, &next, shares.as_deref(), &held, &target),
+                    starts_patch(v, &starts),
+                )
             };
             if let Some(patch) = patch
                 && let Err(e) = api()
@@ -406,6 +414,11 @@ impl Placer {
             {
                 failed.get_or_insert(ReconcileError::write(Write::Status, &obj_name, e));
             }
+        }
+        if !ns.deleting
+            && let Err(e) = self.ordinal_claims(client, key, &kinds).await
+        {
+            failed.get_or_insert(e);
         }
         if let Some(e) = failed {
             return Err(e);
@@ -429,6 +442,67 @@ impl Placer {
             .map(|m| labels_of(&m))
             .filter(|l| l.get(LABEL_CLUSTER).map(String::as_str) == Some(cluster.as_str()))
             .collect()
+    }
+
+    /// Make the claims of namespace `key`'s StatefulSets' ordinals that are not there
+    /// yet, and delete those a set scaled away under `whenScaled: Delete`
+    /// ([`crate::ordinal_claims`]).
+    async fn ordinal_claims(
+        &self,
+        client: &kube::Client,
+        key: &NsKey,
+        objects: &[(&str, &Value)],
+    ) -> Result<(), ReconcileError> {
+        let (path, ns) = key;
+        let mirrors = |kind: &str| -> Vec<String> {
+            self.w
+                .mirrors
+                .iter()
+                .filter(|(ar, _)| ar.kind == kind)
+                .flat_map(|(_, i)| i.store.in_namespace(path.as_str(), ns))
+                .filter_map(|m| m.metadata.name.clone())
+                .collect()
+        };
+        let claim_mirrors = mirrors("PersistentVolumeClaim");
+        let exists = |name: &str| {
+            claim_mirrors.iter().any(|m| m == name)
+                || objects
+                    .iter()
+                    .any(|(k, v)| *k == "PersistentVolumeClaim" && v["metadata"]["name"] == name)
+        };
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+        for claim in
+            crate::ordinal_claims::missing(objects, exists, crate::ordinal_claims::MAX_PER_PASS)
+        {
+            let name = claim["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let Ok(claim) = serde_json::from_value::<PersistentVolumeClaim>(claim) else {
+                continue;
+            };
+            match api.create(&PostParams::default(), &claim).await {
+                Ok(_) => {
+                    tracing::info!(logical_cluster = %path, namespace = %ns, claim = %name, "made a StatefulSet ordinal's claim");
+                }
+                // Made meanwhile (by an earlier pass, or a mirror took the name).
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                // Refused as the user wrote the template (its quota, its class): the
+                // ordinal waits for its claim, as in a cluster.
+                Err(kube::Error::Api(e)) if e.code == 422 || e.code == 403 => {
+                    tracing::debug!(logical_cluster = %path, namespace = %ns, claim = %name, error = %e.message, "an ordinal's claim was refused");
+                }
+                Err(e) => return Err(ReconcileError::write(Write::OrdinalClaim, &name, e)),
+            }
+        }
+        let pods = mirrors("Pod");
+        for name in crate::ordinal_claims::scaled_away(objects, |p| pods.iter().any(|m| m == p)) {
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) | Err(kube::Error::Api(_)) => {}
+                Err(e) => return Err(ReconcileError::write(Write::OrdinalClaim, &name, e)),
+            }
+        }
+        Ok(())
     }
 
     /// Delete the Pod and claim mirrors of namespace `key` that a cluster it is no longer
@@ -601,6 +675,44 @@ fn shares_patch(
         return None;
     }
     Some(json!({"metadata": {"annotations": annotations}}))
+}
+
+/// The merge patch that sets StatefulSet `v`'s first ordinal on the clusters of `starts`
+/// and drops it from any other; `None` when it is right already.
+fn starts_patch(v: &Value, starts: &[(ClusterName, i64)]) -> Option<Value> {
+    let have = v["metadata"]["annotations"].as_object();
+    let mut annotations = serde_json::Map::new();
+    for (k, _) in have.into_iter().flatten() {
+        if let Some(c) = k.strip_prefix(ORDINALS_ANNOTATION_PREFIX)
+            && !starts.iter().any(|(s, _)| s.as_str() == c)
+        {
+            annotations.insert(k.clone(), Value::Null);
+        }
+    }
+    for (c, n) in starts {
+        let key = ordinals_annotation(c);
+        let want = n.to_string();
+        if v["metadata"]["annotations"][&key].as_str() != Some(want.as_str()) {
+            annotations.insert(key, Value::from(want));
+        }
+    }
+    (!annotations.is_empty()).then(|| json!({"metadata": {"annotations": annotations}}))
+}
+
+/// Two merge patches of annotations as one.
+fn merged(a: Option<Value>, b: Option<Value>) -> Option<Value> {
+    match (a, b) {
+        (Some(mut a), Some(b)) => {
+            if let (Some(into), Some(from)) = (
+                a["metadata"]["annotations"].as_object_mut(),
+                b["metadata"]["annotations"].as_object(),
+            ) {
+                into.extend(from.clone());
+            }
+            Some(a)
+        }
+        (a, b) => a.or(b),
+    }
 }
 
 /// The patch that drops mirror `v`'s sync finalizers of clusters other than `placed`, on

@@ -83,6 +83,14 @@ pub async fn sync_namespace(
                         if held(k.kind.kind, &json) && d["spec"]["replicas"].is_i64() {
                             d["spec"]["replicas"] = Value::from(0);
                         }
+                        if k.kind.kind == "StatefulSet" {
+                            crate::ordinals::run_ready_ordinals(&mut d, |claim| {
+                                ordinal_claim_ready(w, path, up_ns, down_ns, claim)
+                                    && !holding
+                                        .as_ref()
+                                        .is_some_and(|h| h.claims.iter().any(|c| c == claim))
+                            });
+                        }
                         if k.kind.kind == "Service" {
                             let ns = w.logical_namespaces.get_in(path.as_str(), "", up_ns);
                             let annotations =
@@ -261,4 +269,23 @@ pub async fn sync_namespace(
         ok &= delete(syncer, "Namespace", &ns_api, "", down_ns).await;
     }
     ok
+}
+
+/// Whether claim `claim` of a StatefulSet's ordinal is there for it: made in the logical
+/// cluster (it comes down as any claim), or made by this cluster itself before the logical
+/// cluster made them (a set that ran before then keeps its own).
+fn ordinal_claim_ready(
+    w: &Watched,
+    path: &LogicalClusterPath,
+    up_ns: &str,
+    down_ns: &str,
+    claim: &str,
+) -> bool {
+    let upstream = w
+        .kinds
+        .iter()
+        .find(|k| k.kind.kind == "PersistentVolumeClaim")
+        .and_then(|k| k.up.store.get_in(path.as_str(), up_ns, claim))
+        .is_some_and(|c| c.metadata.deletion_timestamp.is_none());
+    upstream || w.claims.store.get(down_ns, claim).is_some()
 }

@@ -29,6 +29,7 @@ pub fn status_report(have: &Value) -> StatusReport {
     StatusReport {
         observed_generation: if caught_up { applied_from } else { 0 },
         replicas: have["spec"]["replicas"].as_i64(),
+        start: have["spec"]["ordinals"]["start"].as_i64(),
         status,
     }
 }
