@@ -89,42 +89,42 @@ fn claims_show_in_the_logical_cluster_where_they_are_bound() {
         .trim()
         .to_string()
     };
-    // The claim applied upstream reports its status there (it is no mirror); the claims
-    // east's StatefulSet made are mirrored with the cluster's label.
+    // The claim applied upstream reports its status there; so do the StatefulSet's, one per
+    // ordinal, which the logical cluster made from its claim template as a cluster would
+    // (east's controller found them and made none of its own: nothing is mirrored).
     assert!(
         eventually(Duration::from_secs(90), || claims()
-            == "data-db-0=Bound/east/10Mi data-db-1=Bound/east/10Mi notes=Bound//10Mi"),
+            == "data-db-0=Bound//10Mi data-db-1=Bound//10Mi notes=Bound//10Mi"),
         "{}",
         claims()
     );
-    let mirror = k.ok(&[
+    let labels = k.ok(&[
         "-n",
         "shop",
         "get",
         "pvc",
         "data-db-0",
         "-o",
-        "jsonpath={.spec.storageClassName} {.spec.volumeName}",
+        "jsonpath={.metadata.labels}",
     ]);
-    assert!(mirror.starts_with("standard pvc-"), "{mirror}");
-    // Read-only: the cluster's syncer writes it, nobody else.
-    let edit = k.run(&["-n", "shop", "label", "pvc", "data-db-0", "x=y"]);
+    assert!(labels.contains(r#""app":"db""#), "{labels}");
+    // Pods stay read-only mirrors: the cluster's syncer writes them, nobody else.
+    let edit = k.run(&["-n", "shop", "label", "pod", "db-0", "x=y"]);
     assert!(!edit.status.success());
     let said = String::from_utf8_lossy(&edit.stderr);
     assert!(
-        said.contains("persistentvolumeclaims labelled sluice.dev/cluster are read-only mirrors"),
+        said.contains("pods labelled sluice.dev/cluster are read-only mirrors"),
         "{said}"
     );
-    // Scaled down with whenScaled: Delete, east deletes db-1's claim: its mirror goes.
+    // Scaled down with whenScaled: Delete, db-1's claim goes once its Pod has.
     k.ok(&["-n", "shop", "scale", "sts", "db", "--replicas=1"]);
     assert!(
         eventually(Duration::from_secs(90), || claims()
-            == "data-db-0=Bound/east/10Mi notes=Bound//10Mi"),
+            == "data-db-0=Bound//10Mi notes=Bound//10Mi"),
         "{}",
         claims()
     );
-    // Moved to west, the same names pass from east's mirrors to west's: each cluster's
-    // mirror waits for the other's to go instead of taking it over.
+    // Moved to west, db-0 takes its claim's data along.
     k.ok(&[
         "label",
         "namespace",
@@ -132,12 +132,6 @@ fn claims_show_in_the_logical_cluster_where_they_are_bound() {
         "sluice.dev/cluster=west",
         "--overwrite",
     ]);
-    assert!(
-        eventually(Duration::from_secs(120), || claims()
-            == "data-db-0=Bound/west/10Mi notes=Bound//10Mi"),
-        "{}",
-        claims()
-    );
     let pod = || {
         k.ok(&[
             "-n",
@@ -150,10 +144,17 @@ fn claims_show_in_the_logical_cluster_where_they_are_bound() {
         ])
     };
     assert!(
-        eventually(Duration::from_secs(60), || pod() == "west Running"),
+        eventually(Duration::from_secs(120), || pod() == "west Running"),
         "{}",
         pod()
     );
+    let ids = || k.ok(&["-n", "shop", "exec", "db-0", "--", "cat", "/data/id"]);
+    assert!(
+        eventually(Duration::from_secs(30), || ids().lines().count() == 2),
+        "db-0 started on west without east's record: {}",
+        ids()
+    );
+    assert_eq!(ids(), "db-0\ndb-0\n");
     assert!(dev.stop());
 }
 
@@ -872,6 +873,211 @@ fn a_shared_claim_is_the_same_data_on_every_cluster_and_a_move_copies_nothing() 
     assert!(
         w.contains(&format!("east {east}")) && w.contains(&format!("west {west}")),
         "{w}"
+    );
+    assert!(dev.stop());
+}
+
+const QUORUM: &str = r#"apiVersion: v1
+kind: Namespace
+metadata: {name: quorum, labels: {sluice.dev/cluster: east}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: quorum}
+spec:
+  clusterIP: None
+  selector: {app: db}
+  ports: [{name: peer, port: 7000}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: quorum}
+spec:
+  serviceName: db
+  replicas: 3
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      terminationGracePeriodSeconds: 10
+      containers:
+      - name: main
+        image: busybox
+        # Each member: a 1 MiB blob written once, then one numbered record every 50 ms
+        # with its name and cluster, and one when stopped (flushing on SIGTERM).
+        command:
+        - sh
+        - -c
+        - |
+          cd /data
+          [ -f blob ] || head -c 1048576 /dev/urandom > blob
+          i=$(cat log 2>/dev/null | wc -l)
+          trap 'i=$((i+1)); echo "$i $HOSTNAME $SLUICE_CLUSTER stopped" >> log; exit 0' TERM
+          while :; do i=$((i+1)); echo "$i $HOSTNAME $SLUICE_CLUSTER" >> log; sleep 0.05; done
+        volumeMounts: [{name: data, mountPath: /data}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 10Mi}}
+"#;
+
+/// The members of set `db` in namespace `quorum` that are Ready, and where each runs, as
+/// the logical cluster's Pod mirrors say.
+fn ready_members(k: &support::Kubectl) -> Option<Vec<(String, String)>> {
+    let out = k.run(&[
+        "-n",
+        "quorum",
+        "get",
+        "pods",
+        "-l",
+        "app=db",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.metadata.labels.sluice\\.dev/cluster} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+    ]);
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(
+        text.lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                (f.len() == 3 && f[2] == "True").then(|| (f[0].to_string(), f[1].to_string()))
+            })
+            .collect(),
+    )
+}
+
+/// A 3-member StatefulSet moves east → west one ordinal at a time: each member's claim is
+/// copied (bulk while it serves, final once it stopped), it starts on west on its copy, and
+/// only then does the next member stop on east. Watched throughout through the logical
+/// cluster, at least two members are Ready at every look; each member's records from east,
+/// up to the one it wrote when stopped, are on west without a gap, its blob with the same
+/// checksum.
+#[test]
+fn a_statefulset_moves_one_member_at_a_time_and_keeps_its_quorum_and_its_data() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east,west");
+    let k = dev.kubectl_control();
+    k.apply_stdin(QUORUM);
+    let members = ["db-0", "db-1", "db-2"];
+    let on = |cluster: &str| {
+        ready_members(&k).is_some_and(|m| {
+            members
+                .iter()
+                .all(|n| m.iter().any(|(p, c)| p == n && c == cluster))
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(120), || on("east")),
+        "the set never ran on east: {:?}",
+        ready_members(&k)
+    );
+    let exec = |pod: &str, script: &str| {
+        let script = format!("cd /data && {script}");
+        k.ok(&["-n", "quorum", "exec", pod, "--", "sh", "-c", &script])
+    };
+    let mut blobs = Vec::new();
+    let mut before = Vec::new();
+    for m in members {
+        assert!(eventually(Duration::from_secs(30), || {
+            exec(m, "wc -l < log")
+                .trim()
+                .parse::<u64>()
+                .is_ok_and(|n| n > 20)
+        }));
+        blobs.push(exec(m, "sha256sum blob"));
+        before.push(exec(m, "wc -l < log").trim().parse::<usize>().unwrap());
+    }
+
+    // Watch the members from before the move to its end.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (k, stop) = (dev.kubectl_control(), stop.clone());
+        std::thread::spawn(move || {
+            let mut looks = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(m) = ready_members(&k) {
+                    looks.push(m);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            looks
+        })
+    };
+    k.ok(&[
+        "label",
+        "namespace",
+        "quorum",
+        "sluice.dev/cluster=west",
+        "--overwrite",
+    ]);
+    let moved = eventually(Duration::from_secs(300), || on("west"));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let looks = watcher.join().unwrap();
+    assert!(
+        moved,
+        "the set never moved: {:?} {}",
+        ready_members(&k),
+        k.ok(&["get", "ns", "quorum", "-o", "jsonpath={.status.conditions}"])
+    );
+    // Where each member was Ready, look by look: the fewest at once, and the order in which
+    // members came up on west.
+    let fewest = looks.iter().map(Vec::len).min().unwrap_or(0);
+    let mut arrived: Vec<String> = Vec::new();
+    for look in &looks {
+        for (p, c) in look {
+            if c == "west" && !arrived.contains(p) {
+                arrived.push(p.clone());
+            }
+        }
+    }
+    println!(
+        "{} looks during the move; fewest Ready members at once: {fewest}; on west in the order {arrived:?}",
+        looks.len()
+    );
+    assert!(looks.len() > 10, "too few looks: {}", looks.len());
+    assert!(fewest >= 2, "the quorum was lost: {looks:?}");
+    assert_eq!(
+        arrived, members,
+        "members did not move one at a time in order"
+    );
+
+    // Each member's data: east's records up to its stop, then west's, no gap; its blob.
+    for (i, m) in members.iter().enumerate() {
+        let log = exec(m, "cat log");
+        let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
+        for (n, l) in lines.iter().enumerate() {
+            assert_eq!(l[0], (n + 1).to_string(), "{m} record {}: {l:?}", n + 1);
+            assert_eq!(l[1], *m, "{m}: {l:?}");
+        }
+        let stopped = lines
+            .iter()
+            .position(|l| l[2] == "east" && l.get(3) == Some(&"stopped"))
+            .unwrap_or_else(|| panic!("{m}: east's record when stopped is missing:\n{log}"));
+        assert!(stopped >= before[i], "{m}: {stopped} < {}", before[i]);
+        assert!(
+            lines[..stopped].iter().all(|l| l[2] == "east"),
+            "{m}:\n{log}"
+        );
+        assert!(
+            lines[stopped + 1..].iter().all(|l| l[2] == "west"),
+            "{m}: west wrote before east stopped:\n{log}"
+        );
+        assert_eq!(exec(m, "sha256sum blob"), blobs[i], "{m}");
+    }
+    let claims = k.ok(&[
+        "-n",
+        "quorum",
+        "get",
+        "pvc",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"sluice.dev/Copied\")].reason} {end}",
+    ]);
+    assert_eq!(
+        claims.trim(),
+        "data-db-0=Copied data-db-1=Copied data-db-2=Copied"
     );
     assert!(dev.stop());
 }

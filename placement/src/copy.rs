@@ -17,7 +17,10 @@ use sluice_api::claim_copy::{
     Storage, TARGET_ANNOTATION, claims_of,
 };
 
-use sluice_api::statefulset::{claim_names, has_templates, ordinal_of, ordinals};
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use sluice_api::statefulset::{has_templates, ordinal_of, ordinals};
 
 use crate::status::report;
 
@@ -225,14 +228,8 @@ pub fn plan(
         .iter()
         .filter(|c| c.stage == Stage::Queued)
         .filter(|c| {
-            sets.iter().any(|set| {
-                ordinal_of(set, &c.claim).is_some_and(|i| {
-                    let range = ordinals(set);
-                    let before = range.start..i.min(range.end);
-                    before.clone().all(|j| plan.ordinal_done(set, j))
-                        && ready_on(set, to, before.len())
-                })
-            })
+            sets.iter()
+                .any(|set| ordinal_of(set, &c.claim).is_some_and(|i| plan.turn_of(set, i)))
         })
         .map(|c| c.claim.clone())
         .collect();
@@ -242,8 +239,8 @@ pub fn plan(
     (!plan.claims.is_empty()).then_some(plan)
 }
 
-/// Whether set `set` runs its first `n` ordinals on `cluster`, all Ready, as the cluster
-/// reports.
+/// Whether set `set` runs the `n` ordinals it was given on `cluster`, all Ready, as the
+/// cluster reports.
 fn ready_on(set: &Value, cluster: &ClusterName, n: usize) -> bool {
     if n == 0 {
         return true;
@@ -258,10 +255,14 @@ fn ready_on(set: &Value, cluster: &ClusterName, n: usize) -> bool {
 /// Whether ordinal `i` of set `set` has stopped on `cluster`: the cluster runs the set from
 /// a later ordinal now, and none of the Pods it mirrors is that ordinal's.
 fn ordinal_stopped(set: &Value, i: usize, cluster: &ClusterName, mirrored: &[Labels]) -> bool {
-    let moved_on = report(set, cluster)
-        .and_then(|r| r.start)
-        .and_then(|s| usize::try_from(s).ok())
-        .is_some_and(|s| s > i);
+    // The cluster was given a range of the set's ordinals that leaves `i` out.
+    let moved_on = report(set, cluster).is_some_and(|r| {
+        let (Some(start), Some(n)) = (r.start, r.replicas) else {
+            return false;
+        };
+        let i = i64::try_from(i).unwrap_or(i64::MAX);
+        i < start || i >= start.saturating_add(n)
+    });
     let pod = format!(
         "{}-{i}",
         set["metadata"]["name"].as_str().unwrap_or_default()
@@ -347,30 +348,31 @@ impl Plan {
 }
 
 impl Plan {
+    /// The ordinals of StatefulSet `set` whose claims this plan copies, each with the least
+    /// stage of its claims, and the set's ordinals; `None` when it copies none of them.
+    fn moving(&self, set: &Value) -> Option<(Range<usize>, BTreeMap<usize, Stage>)> {
+        if !has_templates(set) {
+            return None;
+        }
+        let range = ordinals(set);
+        let mut moving: BTreeMap<usize, Stage> = BTreeMap::new();
+        for c in &self.claims {
+            if let Some(i) = ordinal_of(set, &c.claim).filter(|i| range.contains(i)) {
+                let least = moving.entry(i).or_insert(c.stage);
+                *least = (*least).min(c.stage);
+            }
+        }
+        (!moving.is_empty()).then_some((range, moving))
+    }
+
     /// How the ordinals of StatefulSet `v` (of `kind`) are split between the clusters while
     /// their claims move: `None` for anything else.
     fn split(&self, kind: &str, v: &Value) -> Option<OrdinalSplit> {
-        if kind != "StatefulSet" || !has_templates(v) {
+        if kind != "StatefulSet" {
             return None;
         }
-        let range = ordinals(v);
-        let copied = |i: usize| {
-            claim_names(v, i)
-                .iter()
-                .any(|c| self.claims.iter().any(|p| &p.claim == c))
-        };
-        if !range.clone().any(copied) {
-            return None;
-        }
-        let left = range
-            .clone()
-            .take_while(|i| self.ordinal_at_least(v, *i, Stage::Stopping))
-            .count();
-        let done = range
-            .clone()
-            .take_while(|i| self.ordinal_done(v, *i))
-            .count();
-        Some(OrdinalSplit { range, left, done })
+        let (range, moving) = self.moving(v)?;
+        Some(OrdinalSplit::of(&range, &moving))
     }
 
     /// The first ordinal StatefulSet `v` runs on each cluster while its claims move.
@@ -378,43 +380,74 @@ impl Plan {
         let Some(split) = self.split(kind, v) else {
             return Vec::new();
         };
-        let at = |n: usize| i64::try_from(split.range.start.saturating_add(n)).unwrap_or(i64::MAX);
+        let at = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         vec![
-            (self.from.clone(), at(split.left)),
-            (self.to.clone(), at(0)),
+            (self.from.clone(), at(split.source.start)),
+            (self.to.clone(), at(split.target.start)),
         ]
     }
 
-    /// Whether every claim of ordinal `i` of set `set` is copied (or has nothing to copy).
-    fn ordinal_done(&self, set: &Value, i: usize) -> bool {
-        self.ordinal_at_least(set, i, Stage::Done)
-    }
-
-    fn ordinal_at_least(&self, set: &Value, i: usize, stage: Stage) -> bool {
-        claim_names(set, i).iter().all(|name| {
-            self.claims
-                .iter()
-                .find(|c| &c.claim == name)
-                .is_none_or(|c| c.stage >= stage)
-        })
+    /// Whether ordinal `i` of set `set` may stop on the source: every ordinal before it
+    /// runs on the target (copied, or with nothing to copy), and the target reports the
+    /// ordinals it runs Ready.
+    fn turn_of(&self, set: &Value, i: usize) -> bool {
+        let Some((range, moving)) = self.moving(set) else {
+            return false;
+        };
+        let before_done = moving.range(range.start..i).all(|(_, s)| *s == Stage::Done);
+        let target = OrdinalSplit::of(&range, &moving).target;
+        before_done && ready_on(set, &self.to, target.len())
     }
 }
 
-/// A StatefulSet's ordinals while they move: the source gave up the first `left` of
-/// `range`, the target runs the first `done` (on their copies).
+/// A StatefulSet's ordinals while they move: those the source still runs (their claims
+/// not yet being stopped for) and those the target runs (copied, or with nothing to
+/// copy), each a contiguous range (`spec.ordinals.start` and `replicas`). An ordinal being
+/// stopped and copied runs nowhere.
 struct OrdinalSplit {
-    range: std::ops::Range<usize>,
-    left: usize,
-    done: usize,
+    source: Range<usize>,
+    target: Range<usize>,
 }
 
 impl OrdinalSplit {
+    /// From the set's ordinals and the least stage of each one being copied; bounded by the
+    /// claims copied, whatever the set's size.
+    fn of(range: &Range<usize>, moving: &BTreeMap<usize, Stage>) -> OrdinalSplit {
+        let running = |s: &Stage| *s < Stage::Stopping;
+        let source = match moving.iter().find(|(_, s)| running(s)) {
+            Some((&first, _)) => {
+                let mut end = first.saturating_add(1);
+                while moving.get(&end).is_some_and(running) {
+                    end = end.saturating_add(1);
+                }
+                first..end
+            }
+            None => range.end..range.end,
+        };
+        let on_target = |i: usize| moving.get(&i).is_none_or(|s| *s == Stage::Done);
+        // Ordinals that are not on the target are all in `moving`: this looks at most
+        // that many.
+        let mut first = range.start;
+        while first < range.end && !on_target(first) {
+            first = first.saturating_add(1);
+        }
+        let end = moving
+            .range(first..)
+            .find(|(_, s)| **s != Stage::Done)
+            .map_or(range.end, |(i, _)| *i)
+            .max(first);
+        OrdinalSplit {
+            source,
+            target: first..end,
+        }
+    }
+
     fn on_source(&self) -> i64 {
-        i64::try_from(self.range.len().saturating_sub(self.left)).unwrap_or(i64::MAX)
+        i64::try_from(self.source.len()).unwrap_or(i64::MAX)
     }
 
     fn on_target(&self) -> i64 {
-        i64::try_from(self.done).unwrap_or(i64::MAX)
+        i64::try_from(self.target.len()).unwrap_or(i64::MAX)
     }
 }
 
@@ -653,7 +686,7 @@ mod tests {
         );
         assert_eq!(
             p.starts("StatefulSet", &set),
-            vec![(a.clone(), 0), (b.clone(), 0)]
+            vec![(a.clone(), 0), (b.clone(), 3)]
         );
         // Bulk copied: only db-0 stops; the others wait their turn.
         let bulk = Some((BULK_COPIED, "False"));
@@ -666,7 +699,7 @@ mod tests {
         );
         assert_eq!(
             p.starts("StatefulSet", &set),
-            vec![(a.clone(), 1), (b.clone(), 0)]
+            vec![(a.clone(), 1), (b.clone(), 3)]
         );
         assert!(
             p.waiting()
@@ -705,8 +738,43 @@ mod tests {
             p.starts("StatefulSet", &set),
             vec![(a.clone(), 2), (b.clone(), 0)]
         );
-        // Ready counts at every step above: east's running ordinals plus west's Ready ones
-        // never fall below two of three.
+        // Turned back to east now: db-0's newest data is on west and comes back first;
+        // db-1 and db-2 never left east (their copies to west stop where they are).
+        let asked_west =
+            json!({SOURCE_ANNOTATION: "east", TARGET_ANNOTATION: "west", PASS_ANNOTATION: "bulk"});
+        let mut back = claims.clone();
+        for c in &mut back[1..] {
+            c["metadata"]["annotations"]
+                .as_object_mut()
+                .unwrap()
+                .extend(asked_west.as_object().unwrap().clone());
+        }
+        let objects: Vec<(&str, &Value)> = std::iter::once(("StatefulSet", &set))
+            .chain(back.iter().map(|c| ("PersistentVolumeClaim", c)))
+            .collect();
+        let p = plan(&both, std::slice::from_ref(&a), &objects, |_| vec![]).unwrap();
+        assert_eq!((p.from.clone(), p.to.clone()), (b.clone(), a.clone()));
+        assert_eq!(p.claims.len(), 1);
+        assert_eq!(
+            p.held("StatefulSet", &set),
+            vec![(b.clone(), 1), (a.clone(), 2)]
+        );
+        assert_eq!(
+            p.starts("StatefulSet", &set),
+            vec![(b.clone(), 0), (a.clone(), 1)]
+        );
+    }
+
+    #[test]
+    fn a_split_looks_only_at_the_ordinals_being_copied_however_large_the_set() {
+        let moving: BTreeMap<usize, Stage> =
+            [(5, Stage::Done), (6, Stage::Queued), (7, Stage::Bulk)].into();
+        let split = OrdinalSplit::of(&(0..usize::MAX), &moving);
+        assert_eq!(split.source, 6..8);
+        assert_eq!(split.target, 0..6);
+        let moving: BTreeMap<usize, Stage> = [(0, Stage::Final), (1, Stage::Queued)].into();
+        let split = OrdinalSplit::of(&(0..3), &moving);
+        assert_eq!((split.source, split.target), (1..2, 2..3));
     }
 
     #[test]
