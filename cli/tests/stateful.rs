@@ -914,8 +914,13 @@ spec:
           cd /data
           [ -f blob ] || head -c 1048576 /dev/urandom > blob
           i=$(cat log 2>/dev/null | wc -l)
-          trap 'i=$((i+1)); echo "$i $HOSTNAME $SLUICE_CLUSTER stopped" >> log; exit 0' TERM
-          while :; do i=$((i+1)); echo "$i $HOSTNAME $SLUICE_CLUSTER" >> log; sleep 0.05; done
+          trap 'i=$((i+1)); echo "$i $HOSTNAME $SLUICE_CLUSTER stopped $(date +%s%N)" >> log; exit 0' TERM
+          while :; do i=$((i+1)); echo "$i $HOSTNAME $SLUICE_CLUSTER $(date +%s%N)" >> log; sleep 0.05; done
+        # Not Ready on a cluster while its claim holds a file named for it (run inside the
+        # container, in its environment, as kubelet runs exec probes).
+        readinessProbe:
+          exec: {command: ["sh", "-c", "test ! -f /data/hold-$SLUICE_CLUSTER"]}
+          periodSeconds: 1
         volumeMounts: [{name: data, mountPath: /data}]
   volumeClaimTemplates:
   - metadata: {name: data}
@@ -1008,6 +1013,10 @@ fn a_statefulset_moves_one_member_at_a_time_and_keeps_its_quorum_and_its_data() 
             looks
         })
     };
+    // db-1 will not be Ready on west until the test says so (its copy carries the file):
+    // the move must wait there, with db-2 still serving on east.
+    exec("db-1", "touch hold-west");
+    let began = std::time::Instant::now();
     k.ok(&[
         "label",
         "namespace",
@@ -1015,7 +1024,55 @@ fn a_statefulset_moves_one_member_at_a_time_and_keeps_its_quorum_and_its_data() 
         "sluice.dev/cluster=west",
         "--overwrite",
     ]);
+    let stalled = || {
+        let pods = k.ok(&[
+            "-n",
+            "quorum",
+            "get",
+            "pods",
+            "-l",
+            "app=db",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}/{.metadata.labels.sluice\\.dev/cluster}/{.status.phase} {end}",
+        ]);
+        pods.contains("db-1/west/Running")
+            && ready_members(&k).is_some_and(|m| {
+                m.contains(&("db-0".to_string(), "west".to_string()))
+                    && m.contains(&("db-2".to_string(), "east".to_string()))
+            })
+    };
+    assert!(
+        eventually(Duration::from_secs(180), stalled),
+        "db-1 never got to west: {:?} {}",
+        ready_members(&k),
+        k.ok(&["get", "ns", "quorum", "-o", "jsonpath={.status.conditions}"])
+    );
+    // However long db-1 is not Ready on west, db-2 stays on east, Ready.
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(500));
+        let m = ready_members(&k).unwrap_or_default();
+        assert!(
+            m.contains(&("db-2".to_string(), "east".to_string())),
+            "db-2 left east before db-1 was Ready on west: {m:?}"
+        );
+        assert!(!m.iter().any(|(p, _)| p == "db-1"), "{m:?}");
+    }
+    let said = k.ok(&["get", "ns", "quorum", "-o", "jsonpath={.status.conditions}"]);
+    assert!(
+        said.contains(
+            "data-db-2 (bulk copied, waiting for the ordinals before it to run on the target)"
+        ),
+        "{said}"
+    );
+    let held_for = began.elapsed();
+    exec("db-1", "rm hold-west");
+    let released = std::time::Instant::now();
     let moved = eventually(Duration::from_secs(300), || on("west"));
+    println!(
+        "move: {:.1} s to the stall at db-1, {:.1} s from its release to all three Ready on west",
+        held_for.as_secs_f64(),
+        released.elapsed().as_secs_f64()
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let looks = watcher.join().unwrap();
     assert!(
@@ -1064,8 +1121,15 @@ fn a_statefulset_moves_one_member_at_a_time_and_keeps_its_quorum_and_its_data() 
             "{m}:\n{log}"
         );
         assert!(
-            lines[stopped + 1..].iter().all(|l| l[2] == "west"),
-            "{m}: west wrote before east stopped:\n{log}"
+            lines[stopped + 1..].iter().all(|l| l[2] == "west") && lines.len() > stopped + 1,
+            "{m}: west wrote before east stopped, or not at all:\n{log}"
+        );
+        // This member's write pause, from its own records: east's last to west's first.
+        let t = |l: &Vec<&str>| l.last().unwrap().parse::<u128>().unwrap();
+        let pause_ms = (t(&lines[stopped + 1]) - t(&lines[stopped])) / 1_000_000;
+        println!(
+            "{m}: write pause {pause_ms} ms ({} records on east, then west)",
+            stopped + 1
         );
         assert_eq!(exec(m, "sha256sum blob"), blobs[i], "{m}");
     }

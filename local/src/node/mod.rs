@@ -4,6 +4,7 @@
 //! gracefully (SIGTERM, the grace period, then SIGKILL) before deleting the Pod for good.
 
 pub mod admin;
+pub mod beside;
 pub mod claims;
 pub mod config;
 pub mod container;

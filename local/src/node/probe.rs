@@ -1,5 +1,7 @@
 //! Container probes as kubelet runs them: `httpGet` (HTTP or HTTPS, 2xx/3xx is success),
-//! `tcpSocket` (connects) and `exec` (exits 0).
+//! `tcpSocket` (connects) and `exec` (exits 0), the command run inside the container
+//! beside its process `pid` ([`super::beside`]): its files and volumes where it sees them,
+//! its environment.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, OnceLock};
@@ -13,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// One probe attempt within its `timeoutSeconds` (at least 1 s); a probe of no known kind
 /// succeeds, as kubelet treats an absent probe.
-pub async fn probe(probe: &Value, c: &Value, ip: Ipv4Addr) -> bool {
+pub async fn probe(probe: &Value, c: &Value, ip: Ipv4Addr, pid: u32) -> bool {
     let timeout = Duration::from_secs(probe["timeoutSeconds"].as_u64().unwrap_or(1).max(1));
     let attempt = async {
         if let Some(h) = probe["httpGet"].as_object() {
@@ -22,16 +24,21 @@ pub async fn probe(probe: &Value, c: &Value, ip: Ipv4Addr) -> bool {
             let port = port_of(c, &t["port"])?;
             Some(tokio::net::TcpStream::connect((ip, port)).await.is_ok())
         } else if let Some(cmd) = probe["exec"]["command"].as_array() {
-            let argv: Vec<&str> = cmd.iter().filter_map(Value::as_str).collect();
-            let (first, rest) = argv.split_first()?;
-            Some(
-                tokio::process::Command::new(first)
-                    .args(rest)
-                    .status()
-                    .await
-                    .map(|s| s.success())
-                    .unwrap_or(false),
-            )
+            // Inside the container, as kubelet runs it: its files, volumes and environment.
+            let argv: Vec<String> = cmd
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect();
+            let Ok((mut command, _)) = crate::node::beside::command(&argv, pid, false) else {
+                return Some(false);
+            };
+            command
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .process_group(0);
+            Some(command.status().await.map(|s| s.success()).unwrap_or(false))
         } else {
             Some(true)
         }
@@ -242,13 +249,27 @@ mod tests {
         let plain_bad = serve(503, None).await;
         let c = json!({"ports": [{"name": "admin", "containerPort": tls_ok}]});
         let get = |port: Value, scheme: &str| json!({"httpGet": {"path": "/readyz", "port": port, "scheme": scheme}});
-        assert!(probe(&get(json!("admin"), "HTTPS"), &c, ip).await);
+        assert!(probe(&get(json!("admin"), "HTTPS"), &c, ip, 0).await);
         // Plain HTTP to a TLS port gets no status line.
-        assert!(!probe(&get(json!(tls_ok), "HTTP"), &c, ip).await);
-        assert!(probe(&get(json!(plain_ok), "HTTP"), &c, ip).await);
-        assert!(!probe(&get(json!(plain_ok), "HTTPS"), &c, ip).await);
-        assert!(!probe(&get(json!(plain_bad), "HTTP"), &c, ip).await);
+        assert!(!probe(&get(json!(tls_ok), "HTTP"), &c, ip, 0).await);
+        assert!(probe(&get(json!(plain_ok), "HTTP"), &c, ip, 0).await);
+        assert!(!probe(&get(json!(plain_ok), "HTTPS"), &c, ip, 0).await);
+        assert!(!probe(&get(json!(plain_bad), "HTTP"), &c, ip, 0).await);
         // An unknown port name fails rather than guessing.
-        assert!(!probe(&get(json!("metrics"), "HTTPS"), &c, ip).await);
+        assert!(!probe(&get(json!("metrics"), "HTTPS"), &c, ip, 0).await);
+    }
+
+    #[tokio::test]
+    async fn an_exec_probe_runs_beside_the_container_in_its_environment() {
+        let ip = Ipv4Addr::LOCALHOST;
+        let c = serde_json::json!({});
+        let me = std::process::id();
+        let exec = |script: &str| serde_json::json!({"exec": {"command": ["sh", "-c", script]}});
+        // The environment the container's process started with (here: this test's).
+        assert!(probe(&exec("test -n \"$PATH\""), &c, ip, me).await);
+        assert!(!probe(&exec("exit 3"), &c, ip, me).await);
+        // No such process: the probe fails, it does not run on the node instead.
+        assert!(!probe(&exec("true"), &c, ip, 0).await);
+        assert!(!probe(&serde_json::json!({"exec": {"command": []}}), &c, ip, me).await);
     }
 }

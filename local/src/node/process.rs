@@ -150,13 +150,13 @@ fn now() -> String {
 }
 
 /// A preStop hook: `sleep`, `exec` or `httpGet`.
-async fn pre_stop(hook: &serde_json::Map<String, Value>, c: &Value, ip: Ipv4Addr) {
+async fn pre_stop(hook: &serde_json::Map<String, Value>, c: &Value, ip: Ipv4Addr, pid: u32) {
     if let Some(secs) = hook.get("sleep").and_then(|s| s["seconds"].as_u64()) {
         tokio::time::sleep(Duration::from_secs(secs)).await;
     } else if hook.contains_key("exec") || hook.contains_key("httpGet") {
         let mut probe_like = Value::Object(hook.clone());
         probe_like["timeoutSeconds"] = json!(30);
-        let _ = probe(&probe_like, c, ip).await;
+        let _ = probe(&probe_like, c, ip, pid).await;
     }
 }
 
@@ -420,7 +420,7 @@ async fn run_container(
                     let hook_started = Instant::now();
                     if let Some(hook) = c["lifecycle"]["preStop"].as_object().filter(|_| !grace.is_zero()) {
                         // The hook runs within the grace period, as kubelet runs it.
-                        let _ = tokio::time::timeout(grace, pre_stop(hook, &c, ip)).await;
+                        let _ = tokio::time::timeout(grace, pre_stop(hook, &c, ip, pid)).await;
                     }
                     let grace = grace.saturating_sub(hook_started.elapsed());
                     let pgid = Pid::from_raw(pid as i32);
@@ -442,7 +442,7 @@ async fn run_container(
                     return;
                 }
                 _ = startup_tick.tick(), if !started_ok && started.elapsed() >= delay(&startup) => {
-                    if probe(startup.as_ref().unwrap_or(&Value::Null), &c, ip).await {
+                    if probe(startup.as_ref().unwrap_or(&Value::Null), &c, ip, pid).await {
                         started_ok = true;
                         let ready = readiness.is_none();
                         set(&|s| {
@@ -460,7 +460,7 @@ async fn run_container(
                     }
                 }
                 _ = ready_tick.tick(), if started_ok && readiness.is_some() && started.elapsed() >= delay(&readiness) => {
-                    let ok = probe(readiness.as_ref().unwrap_or(&Value::Null), &c, ip).await;
+                    let ok = probe(readiness.as_ref().unwrap_or(&Value::Null), &c, ip, pid).await;
                     ready_fails = if ok { 0 } else { ready_fails + 1 };
                     if !ok {
                         cfg.metrics.probe_failures.get_or_create(&super::admin::ProbeLabels { probe: "readiness" }).inc();
@@ -472,7 +472,7 @@ async fn run_container(
                     }
                 }
                 _ = live_tick.tick(), if started_ok && liveness.is_some() && started.elapsed() >= delay(&liveness) => {
-                    let ok = probe(liveness.as_ref().unwrap_or(&Value::Null), &c, ip).await;
+                    let ok = probe(liveness.as_ref().unwrap_or(&Value::Null), &c, ip, pid).await;
                     live_fails = if ok { 0 } else { live_fails + 1 };
                     if !ok {
                         cfg.metrics.probe_failures.get_or_create(&super::admin::ProbeLabels { probe: "liveness" }).inc();

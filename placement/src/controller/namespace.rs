@@ -463,13 +463,17 @@ impl Placer {
                 .filter_map(|m| m.metadata.name.clone())
                 .collect()
         };
-        let claim_mirrors = mirrors("PersistentVolumeClaim");
-        let exists = |name: &str| {
-            claim_mirrors.iter().any(|m| m == name)
-                || objects
+        // Every claim name the namespace holds, mirrors too: looked up once per ordinal.
+        let names: BTreeSet<String> = mirrors("PersistentVolumeClaim")
+            .into_iter()
+            .chain(
+                objects
                     .iter()
-                    .any(|(k, v)| *k == "PersistentVolumeClaim" && v["metadata"]["name"] == name)
-        };
+                    .filter(|(k, _)| *k == "PersistentVolumeClaim")
+                    .filter_map(|(_, v)| v["metadata"]["name"].as_str().map(str::to_string)),
+            )
+            .collect();
+        let exists = |name: &str| names.contains(name);
         let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
         for claim in
             crate::ordinal_claims::missing(objects, exists, crate::ordinal_claims::MAX_PER_PASS)
@@ -495,8 +499,8 @@ impl Placer {
                 Err(e) => return Err(ReconcileError::write(Write::OrdinalClaim, &name, e)),
             }
         }
-        let pods = mirrors("Pod");
-        for name in crate::ordinal_claims::scaled_away(objects, |p| pods.iter().any(|m| m == p)) {
+        let pods: BTreeSet<String> = mirrors("Pod").into_iter().collect();
+        for name in crate::ordinal_claims::scaled_away(objects, |p| pods.contains(p)) {
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) | Err(kube::Error::Api(_)) => {}
                 Err(e) => return Err(ReconcileError::write(Write::OrdinalClaim, &name, e)),

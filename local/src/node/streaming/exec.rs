@@ -5,10 +5,7 @@
 //! the command runs on a terminal of its own ([`super::terminal`]) that the client resizes.
 //! A client that goes away ends the command's whole process group.
 
-use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStringExt;
-use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -22,6 +19,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::channel::{CHUNK, CLOSE, ERROR, RESIZE, STDERR, STDIN, STDOUT, framed, payload};
 use super::refusal::Refusal;
+use crate::node::beside;
 use crate::node::running::ContainerRef;
 use crate::node::terminal::{Size, Terminal};
 
@@ -134,63 +132,14 @@ pub fn status_message(status: &Result<ExitStatus, String>) -> Value {
     })
 }
 
-/// The environment of process `pid`, as it started.
-fn environment_of(pid: u32) -> std::io::Result<Vec<(OsString, OsString)>> {
-    let raw = std::fs::read(format!("/proc/{pid}/environ"))?;
-    Ok(raw
-        .split(|b| *b == 0)
-        .filter_map(|kv| {
-            let at = kv.iter().position(|b| *b == b'=')?;
-            Some((
-                OsString::from_vec(kv[..at].to_vec()),
-                OsString::from_vec(kv[at + 1..].to_vec()),
-            ))
-        })
-        .collect())
-}
-
-/// Whether `pid` lives in a mount namespace other than the agent's.
-fn own_mount_namespace(pid: u32) -> bool {
-    let ns = |p: &str| std::fs::read_link(Path::new(p).join("ns/mnt")).ok();
-    let theirs = ns(&format!("/proc/{pid}"));
-    theirs.is_some() && theirs != ns("/proc/self")
-}
-
-/// The node's path to `tool`, or why it cannot be run.
-fn tool(tool: &str) -> std::io::Result<PathBuf> {
-    crate::node::mounts::which(tool, &std::env::var("PATH").unwrap_or_default())
-        .ok_or_else(|| std::io::Error::other(format!("{tool} is not installed on this node")))
-}
-
-/// The command of `exec` as it runs beside process `pid`: with its environment and
-/// working directory, and inside its mount namespace when it has its own; on `terminal`'s
+/// The command of `exec` as it runs beside process `pid` ([`beside`]): on `terminal`'s
 /// secondary side, as its controlling terminal, when given one.
 fn command_beside(
     exec: &ExecRequest,
     pid: u32,
     terminal: Option<&OwnedFd>,
 ) -> std::io::Result<tokio::process::Command> {
-    let env = environment_of(pid)?;
-    let mut argv: Vec<OsString> = Vec::new();
-    if terminal.is_some() {
-        // A session of its own whose controlling terminal is its stdin.
-        argv.extend([tool("setsid")?.into_os_string(), "--ctty".into()]);
-    }
-    let own_mounts = own_mount_namespace(pid);
-    if own_mounts {
-        argv.push(tool("nsenter")?.into_os_string());
-        argv.extend(["--target".into(), pid.to_string().into(), "--mount".into()]);
-        argv.extend(["--wd".into(), "--".into()]);
-    }
-    argv.extend(exec.command.iter().map(OsString::from));
-    let mut cmd = tokio::process::Command::new(&argv[0]);
-    cmd.args(&argv[1..]);
-    if !own_mounts && let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
-        cmd.current_dir(cwd);
-    }
-    cmd.env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .kill_on_drop(true);
+    let (mut cmd, env) = beside::command(&exec.command, pid, terminal.is_some())?;
     match terminal {
         Some(secondary) => {
             // As container runtimes give a terminal's command one.
