@@ -8,6 +8,8 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
+use super::mounts;
+
 /// The environment of process `pid`, as it started.
 fn environment_of(pid: u32) -> std::io::Result<Vec<(OsString, OsString)>> {
     let raw = std::fs::read(format!("/proc/{pid}/environ"))?;
@@ -23,6 +25,18 @@ fn environment_of(pid: u32) -> std::io::Result<Vec<(OsString, OsString)>> {
         .collect())
 }
 
+/// Whether `pid` is still the setup of a container's mounts ([`mounts::wrap`]), not yet
+/// its command; or has no command line yet (caught in the middle of its exec).
+fn setting_up(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|raw| {
+        raw.is_empty()
+            || raw
+                .split(|b| *b == 0)
+                .skip(1)
+                .any(|arg| arg == mounts::SETTING_UP.as_bytes())
+    })
+}
+
 /// Whether `pid` lives in a mount namespace other than the agent's.
 fn own_mount_namespace(pid: u32) -> bool {
     let ns = |p: &str| std::fs::read_link(Path::new(p).join("ns/mnt")).ok();
@@ -32,7 +46,7 @@ fn own_mount_namespace(pid: u32) -> bool {
 
 /// The node's path to `tool`, or why it cannot be run.
 fn tool(tool: &str) -> std::io::Result<PathBuf> {
-    crate::node::mounts::which(tool, &std::env::var("PATH").unwrap_or_default())
+    mounts::which(tool, &std::env::var("PATH").unwrap_or_default())
         .ok_or_else(|| std::io::Error::other(format!("{tool} is not installed on this node")))
 }
 
@@ -50,6 +64,10 @@ pub fn command(
             "no command",
         ));
     };
+    // Until the container's own command runs, its mounts may not be there yet.
+    if setting_up(pid) {
+        return Err(std::io::Error::other("the container is still starting"));
+    }
     let env = environment_of(pid)?;
     let mut full: Vec<OsString> = Vec::new();
     if session {

@@ -62,6 +62,10 @@ pub fn available() -> bool {
     tools().is_some()
 }
 
+/// The name the mount setup runs under (`$0` of its script) until it execs the
+/// container's command: a process whose command line has it is still being set up.
+pub const SETTING_UP: &str = "sluice-mounts";
+
 /// `argv` run with `mounts` in a mount namespace of its own (the same process: `unshare`
 /// and `sh` exec into it); `None` where that cannot be done. A mount point missing on the
 /// host is made (empty) first, as a container runtime makes it in the image.
@@ -91,7 +95,7 @@ pub fn wrap(argv: Vec<String>, mounts: &[Mount]) -> Option<Vec<String>> {
         t.sh.display().to_string(),
         "-c".into(),
         script,
-        "sluice-mounts".into(),
+        SETTING_UP.into(),
     ];
     for m in mounts {
         out.push(m.source.display().to_string());

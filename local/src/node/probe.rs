@@ -271,5 +271,17 @@ mod tests {
         // No such process: the probe fails, it does not run on the node instead.
         assert!(!probe(&exec("true"), &c, ip, 0).await);
         assert!(!probe(&serde_json::json!({"exec": {"command": []}}), &c, ip, me).await);
+        // A container whose mounts are still being set up is not probed yet: its volumes
+        // may not be there.
+        let mut setup = std::process::Command::new("sh")
+            .args(["-c", "sleep 5; true", crate::node::mounts::SETTING_UP])
+            .spawn()
+            .unwrap();
+        for _ in 0..3 {
+            assert!(!probe(&exec("true"), &c, ip, setup.id()).await);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = setup.kill();
+        let _ = setup.wait();
     }
 }
