@@ -1147,3 +1147,125 @@ fn a_statefulset_moves_one_member_at_a_time_and_keeps_its_quorum_and_its_data() 
     );
     assert!(dev.stop());
 }
+
+const ROOMY: &str = r#"apiVersion: v1
+kind: Namespace
+metadata: {name: attic, labels: {sluice.dev/cluster: east}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: boxes, namespace: attic}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 64Mi}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: keeper, namespace: attic}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: keeper}}
+  template:
+    metadata: {labels: {app: keeper}}
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        command: ["sh", "-c", "while :; do echo $SLUICE_CLUSTER >> /data/log; sleep 0.1; done"]
+        volumeMounts: [{name: data, mountPath: /data}]
+      volumes: [{name: data, persistentVolumeClaim: {claimName: boxes}}]
+"#;
+
+/// A file system mounted for a test, unmounted when it ends, however it ends.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A claim larger than the room the target has: the move waits, saying which claim and
+/// why in the target's own words, and the app keeps running on east, on its data.
+#[test]
+fn a_claim_larger_than_the_target_has_room_for_holds_the_move() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east,west");
+    // West's node keeps its volumes on a 16 MiB file system (nothing of west uses it yet).
+    let volumes = dev.state.join("clusters").join("west").join("volumes");
+    std::fs::create_dir_all(&volumes).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m", "sluice-test-small"])
+        .arg(&volumes)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mounting a small file system needs root");
+    let small = Mounted(volumes);
+    let k = dev.kubectl_control();
+    k.apply_stdin(ROOMY);
+    let keeper_on = |cluster: &str| running_on(&k, "attic", "keeper", cluster).unwrap_or_default();
+    assert!(
+        eventually(Duration::from_secs(90), || !keeper_on("east").is_empty()),
+        "the keeper never ran on east"
+    );
+    let pod = keeper_on("east");
+    k.ok(&[
+        "label",
+        "namespace",
+        "attic",
+        "sluice.dev/cluster=west",
+        "--overwrite",
+    ]);
+    let placed = || {
+        k.ok(&[
+            "get",
+            "ns",
+            "attic",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Placed\")].message}",
+        ])
+    };
+    let why = "claim boxes (cannot be copied: CreateContainerConfigError: persistentvolumeclaim \"boxes\" asks for 64Mi but node";
+    assert!(
+        eventually(Duration::from_secs(120), || placed().contains(why)),
+        "the move says which claim and why: {}",
+        placed()
+    );
+    assert!(
+        eventually(Duration::from_secs(30), || k
+            .ok(&[
+                "-n",
+                "attic",
+                "get",
+                "events",
+                "-o",
+                "jsonpath={.items[*].message}"
+            ])
+            .contains(why)),
+        "an Event says it too"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(keeper_on("east"), pod);
+    assert_eq!(keeper_on("west"), "");
+    assert!(placed().contains(why), "{}", placed());
+    // Turned back before the copy could start: it stays on east.
+    k.ok(&[
+        "label",
+        "namespace",
+        "attic",
+        "sluice.dev/cluster=east",
+        "--overwrite",
+    ]);
+    assert!(
+        eventually(Duration::from_secs(120), || !k
+            .ok(&["-n", "attic", "get", "pods", "-o", "name"])
+            .contains("sluice-copy")),
+        "the movers go"
+    );
+    assert_eq!(keeper_on("east"), pod);
+    assert!(dev.stop());
+    drop(small);
+}
