@@ -519,6 +519,24 @@ fn waits_saying(k: &support::Kubectl, ns: &str, why: &str) {
         k.ok(&["-n", ns, "get", "pods", "-o", "wide"])
     );
     assert_eq!(keeper_on("east"), pod);
+    // West, which may hold part of a copy, never runs the app, and lets the namespace go.
+    let on_west = || {
+        k.ok(&[
+            "-n",
+            ns,
+            "get",
+            "pods",
+            "-l",
+            "sluice.dev/cluster=west",
+            "-o",
+            "name",
+        ])
+    };
+    assert!(
+        eventually(Duration::from_secs(120), || on_west().is_empty()),
+        "west still runs: {}",
+        on_west()
+    );
 }
 
 /// A claim whose class the target lacks: the move waits, saying which claim and why on
@@ -1215,4 +1233,144 @@ fn a_claim_larger_than_the_target_has_room_for_holds_the_move() {
     waits_saying(&k, "attic", why);
     assert!(dev.stop());
     drop(small);
+}
+
+const SEEDED: &str = r#"apiVersion: v1
+kind: Namespace
+metadata: {name: nursery, labels: {sluice.dev/cluster: east}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: seed, namespace: nursery}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 10Mi}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: planter, namespace: nursery}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: planter}}
+  template:
+    metadata: {labels: {app: planter}}
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        command: ["sh", "-c", "echo hello from the seed > /seed/greeting; while :; do sleep 1; done"]
+        volumeMounts: [{name: seed, mountPath: /seed}]
+      volumes: [{name: seed, persistentVolumeClaim: {claimName: seed}}]
+"#;
+
+const SPROUT: &str = r#"apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: sprout, namespace: nursery}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 10Mi}}
+  dataSource: {kind: PersistentVolumeClaim, name: seed}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: keeper, namespace: nursery}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: keeper}}
+  template:
+    metadata: {labels: {app: keeper}}
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        command: ["sh", "-c", "while :; do echo $SLUICE_CLUSTER >> /data/log; sleep 0.1; done"]
+        volumeMounts: [{name: data, mountPath: /data}]
+      volumes: [{name: data, persistentVolumeClaim: {claimName: sprout}}]
+"#;
+
+const RESTORED: &str = r#"apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: restored, namespace: nursery}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 10Mi}}
+  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: nightly}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: restorer, namespace: nursery}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: restorer}}
+  template:
+    metadata: {labels: {app: restorer}}
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        command: ["sleep", "3600"]
+        volumeMounts: [{name: data, mountPath: /data}]
+      volumes: [{name: data, persistentVolumeClaim: {claimName: restored}}]
+"#;
+
+/// A claim filled from another claim (a clone, which local clusters make) runs on east
+/// with the seed's files; moving its namespace waits, saying the clone cannot be copied,
+/// and nothing of east stops — not even the app of the seed claim, whose copy could go on.
+/// A claim filled from a VolumeSnapshot, which local clusters cannot serve, leaves its Pod
+/// waiting with the node's reason, shown in the logical cluster.
+#[test]
+fn a_claim_filled_from_a_data_source_holds_the_move() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut dev, _) = DevUp::start("east,west");
+    let k = dev.kubectl_control();
+    k.apply_stdin(SEEDED);
+    let in_pod = |app: &str, script: &str| {
+        let pod = running_on(&k, "nursery", app, "east").unwrap_or_default();
+        if pod.is_empty() {
+            return String::new();
+        }
+        let out = k.run(&["-n", "nursery", "exec", &pod, "--", "sh", "-c", script]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert!(
+        eventually(Duration::from_secs(90), || in_pod(
+            "planter",
+            "cat /seed/greeting"
+        ) == "hello from the seed"),
+        "the planter never wrote the seed"
+    );
+    let planter = running_on(&k, "nursery", "planter", "east").unwrap();
+    k.apply_stdin(SPROUT);
+    assert!(
+        eventually(Duration::from_secs(90), || in_pod(
+            "keeper",
+            "cat /data/greeting"
+        ) == "hello from the seed"),
+        "the clone never had the seed's files: {}",
+        k.ok(&["-n", "nursery", "get", "events"])
+    );
+    let why = "claim sprout (cannot be copied: it is filled from a dataSource (PersistentVolumeClaim seed)";
+    waits_saying(&k, "nursery", why);
+    // The seed's copy was held too: its app never stopped on east.
+    assert_eq!(
+        running_on(&k, "nursery", "planter", "east").as_deref(),
+        Some(planter.as_str())
+    );
+    k.apply_stdin(RESTORED);
+    let refused = "a dataSource of kind \"VolumeSnapshot\" (volumesnapshot.snapshot.storage.k8s.io \"nightly\") is not supported by local clusters";
+    assert!(
+        eventually(Duration::from_secs(90), || k
+            .ok(&[
+                "-n",
+                "nursery",
+                "get",
+                "events",
+                "-o",
+                "jsonpath={.items[*].message}"
+            ])
+            .contains(refused)),
+        "the node's reason shows in the logical cluster: {}",
+        k.ok(&["-n", "nursery", "get", "events"])
+    );
+    assert!(dev.stop());
 }

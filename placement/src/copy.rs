@@ -29,6 +29,10 @@ use crate::status::report;
 pub enum Stage {
     /// The bulk pass runs while the app keeps running on the source.
     Bulk,
+    /// Bulk copied, while another claim of the move cannot be copied: the whole move
+    /// waits, so nothing of the app stops on the source (half an app on each cluster is
+    /// not what was asked for).
+    Waiting,
     /// Bulk copied: a StatefulSet's ordinal waits for the ordinals before it to run on the
     /// target before it stops on the source, so a quorum keeps all but one member.
     Queued,
@@ -44,7 +48,7 @@ impl Stage {
     /// The pass the movers run in this stage.
     pub fn pass(self) -> Pass {
         match self {
-            Stage::Bulk | Stage::Queued | Stage::Stopping => Pass::Bulk,
+            Stage::Bulk | Stage::Waiting | Stage::Queued | Stage::Stopping => Pass::Bulk,
             Stage::Final | Stage::Done => Pass::Final,
         }
     }
@@ -53,6 +57,7 @@ impl Stage {
     pub fn describe(self) -> &'static str {
         match self {
             Stage::Bulk => "bulk copy while the app runs",
+            Stage::Waiting => "bulk copied, waiting for the claims that cannot be copied",
             Stage::Queued => "bulk copied, waiting for the ordinals before it to run on the target",
             Stage::Stopping => "stopping the app to copy what changed",
             Stage::Final => "final copy while the app is stopped",
@@ -123,6 +128,10 @@ pub struct Plan {
     pub from: ClusterName,
     pub to: ClusterName,
     pub claims: Vec<ClaimCopy>,
+    /// Claims whose copy to `from` was given up when the move was turned back before it was
+    /// done: `from` runs none of the workloads that mount them (it would start them on part
+    /// of the data) until it lets the namespace go, and their movers go.
+    pub given_up: Vec<String>,
 }
 
 /// The copies of a namespace on `current` whose target is `wanted` (one cluster each way:
@@ -149,6 +158,7 @@ pub fn plan(
         .collect();
     let from_pods = mirrored(from);
     let mut claims = Vec::new();
+    let mut given_up = Vec::new();
     for &(kind, v) in objects {
         if kind != "PersistentVolumeClaim" || !v["metadata"]["deletionTimestamp"].is_null() {
             continue;
@@ -159,12 +169,16 @@ pub fn plan(
         let done = recorded(v, to);
         let asked = asked(v);
         // A move turned back before its copy was done: the data is still whole where the
-        // app ran (it never started on the copy).
-        if asked
+        // app ran (it never started on the copy). Told by the request while it is there,
+        // and by the copy's own report once the request is gone (the first pass after the
+        // turn removes it).
+        let copy_unfinished = recorded(v, from) != Some(Pass::Final);
+        let was_copied_to_from = asked
             .as_ref()
             .is_some_and(|a| &a.source == to && &a.target == from)
-            && recorded(v, from) != Some(Pass::Final)
-        {
+            || reported(v, from, COPIED_CONDITION).is_some();
+        if was_copied_to_from && copy_unfinished {
+            given_up.push(name.to_string());
             continue;
         }
         let ours = asked
@@ -172,6 +186,12 @@ pub fn plan(
             .is_some_and(|a| &a.source == from && &a.target == to);
         let bound_on_source = report(v, from).is_some_and(|r| r.status["phase"] == "Bound");
         if !ours && !bound_on_source {
+            // Bound where the namespace goes and not where it leaves (a move turned back
+            // before the claim's copy was asked for): the cluster it leaves never had the
+            // data, and starts nothing on it.
+            if report(v, to).is_some_and(|r| r.status["phase"] == "Bound") {
+                given_up.push(name.to_string());
+            }
             continue;
         }
         // A claim on storage every cluster reaches mounts the same data wherever the app
@@ -220,6 +240,7 @@ pub fn plan(
         from: from.clone(),
         to: to.clone(),
         claims,
+        given_up,
     };
     // An ordinal stops on the source once every ordinal before it runs on the target, on
     // its copy, and is Ready there.
@@ -236,7 +257,18 @@ pub fn plan(
     for c in plan.claims.iter_mut().filter(|c| turns.contains(&c.claim)) {
         c.stage = Stage::Stopping;
     }
-    (!plan.claims.is_empty()).then_some(plan)
+    // A claim that cannot be copied holds the whole move: nothing more stops on the source
+    // (a copy already past its stop is finished: that app is stopped there already).
+    if plan.claims.iter().any(|c| c.refused.is_some()) {
+        for c in plan
+            .claims
+            .iter_mut()
+            .filter(|c| matches!(c.stage, Stage::Queued | Stage::Stopping))
+        {
+            c.stage = Stage::Waiting;
+        }
+    }
+    (!plan.claims.is_empty() || !plan.given_up.is_empty()).then_some(plan)
 }
 
 /// Whether set `set` runs the `n` ordinals it was given on `cluster`, all Ready, as the
@@ -337,7 +369,11 @@ impl Plan {
             .map(|c| c.stage)
             .collect();
         let mut out = Vec::new();
-        if stages.iter().any(|s| *s >= Stage::Stopping) {
+        let on_given_up = self
+            .given_up
+            .iter()
+            .any(|c| mounts.contains(c) || (kind == "StatefulSet" && ordinal_of(v, c).is_some()));
+        if on_given_up || stages.iter().any(|s| *s >= Stage::Stopping) {
             out.push((self.from.clone(), 0));
         }
         if stages.iter().any(|s| *s != Stage::Done) {
@@ -852,7 +888,7 @@ mod tests {
     }
 
     #[test]
-    fn claims_not_bound_where_the_app_ran_and_turned_back_moves_copy_nothing() {
+    fn claims_not_bound_where_the_app_ran_copy_nothing_and_a_turned_back_copy_is_given_up() {
         let (a, b) = (ClusterName::new("east"), ClusterName::new("west"));
         let pending = claim(&[("east", json!({"phase": "Pending"}))], json!({}));
         let objs = [("PersistentVolumeClaim", &pending)];
@@ -873,16 +909,65 @@ mod tests {
             ],
             json!({SOURCE_ANNOTATION: "east", TARGET_ANNOTATION: "west", PASS_ANNOTATION: "bulk"}),
         );
-        let objs = [("PersistentVolumeClaim", &back)];
-        assert_eq!(
-            plan(
-                &[a.clone(), b.clone()],
-                std::slice::from_ref(&a),
-                &objs,
-                |_| vec![]
-            ),
-            None
+        let writer = json!({"metadata": {"name": "writer"}, "spec": {"template": {"spec": {
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "notes"}}]}}}});
+        let objs = [("PersistentVolumeClaim", &back), ("Deployment", &writer)];
+        let p = plan(
+            &[a.clone(), b.clone()],
+            std::slice::from_ref(&a),
+            &objs,
+            |_| vec![],
+        )
+        .unwrap();
+        // Nothing is copied or waited for; west, which has part of the data, runs none of
+        // the claim's workloads while it still has the namespace; east runs them.
+        assert!(p.claims.is_empty());
+        assert_eq!(p.given_up, vec!["notes".to_string()]);
+        assert_eq!(p.asked("notes"), None);
+        assert!(p.waiting().is_empty());
+        assert_eq!(p.holding(), None);
+        assert_eq!(p.held("Deployment", &writer), vec![(b.clone(), 0)]);
+        // The same once that pass has removed the request, west's part of a copy Bound
+        // there: it is not copied back.
+        let mut removed = claim(
+            &[
+                ("east", json!({"phase": "Bound"})),
+                (
+                    "west",
+                    json!({"phase": "Bound", "conditions": [{"type": COPIED_CONDITION,
+                        "status": "False", "reason": BULK_COPIED}]}),
+                ),
+            ],
+            json!({}),
         );
+        removed["metadata"]["name"] = json!("notes");
+        let objs = [("PersistentVolumeClaim", &removed), ("Deployment", &writer)];
+        let p = plan(
+            &[a.clone(), b.clone()],
+            std::slice::from_ref(&a),
+            &objs,
+            |_| vec![],
+        )
+        .unwrap();
+        assert!(p.claims.is_empty());
+        assert_eq!(p.given_up, vec!["notes".to_string()]);
+        // A claim bound only on east, whose copy was never asked for (it could not be):
+        // west never had its data either.
+        let mut fresh = claim(&[("east", json!({"phase": "Bound"}))], json!({}));
+        fresh["metadata"]["name"] = json!("fresh");
+        let objs = [
+            ("PersistentVolumeClaim", &back),
+            ("PersistentVolumeClaim", &fresh),
+        ];
+        let p = plan(
+            &[a.clone(), b.clone()],
+            std::slice::from_ref(&a),
+            &objs,
+            |_| vec![],
+        )
+        .unwrap();
+        assert_eq!(p.given_up, vec!["notes".to_string(), "fresh".to_string()]);
+        let objs = [("PersistentVolumeClaim", &back)];
         // Spread (two wanted) is not a move.
         assert_eq!(
             plan(
@@ -949,6 +1034,65 @@ mod tests {
         assert_eq!(
             p.waiting()[0].1,
             "cannot be copied: storageclass.storage.k8s.io \"fast\" not found"
+        );
+    }
+
+    #[test]
+    fn a_claim_that_cannot_be_copied_keeps_the_others_from_stopping_the_app() {
+        let (a, b) = (ClusterName::new("east"), ClusterName::new("west"));
+        let mounting = |name: &str, claim: &str| {
+            json!({"metadata": {"name": name}, "spec": {"template": {"spec": {
+                "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]}}}})
+        };
+        let (mut planter, keeper) = (mounting("planter", "seed"), mounting("keeper", "sprout"));
+        // The planter runs on east.
+        let running = StatusReport {
+            observed_generation: 1,
+            replicas: Some(1),
+            start: None,
+            status: json!({"replicas": 1}),
+        };
+        planter["metadata"]["annotations"][status_annotation(&a)] =
+            Value::from(serde_json::to_string(&running).unwrap());
+        let mut seed = claim(
+            &[
+                ("east", json!({"phase": "Bound"})),
+                ("west", copied(BULK_COPIED, "False")),
+            ],
+            json!({}),
+        );
+        seed["metadata"]["name"] = json!("seed");
+        let mut sprout = claim(&[("east", json!({"phase": "Bound"}))], json!({}));
+        sprout["metadata"]["name"] = json!("sprout");
+        sprout["spec"] = json!({"dataSource": {"kind": "PersistentVolumeClaim", "name": "seed"}});
+        let p = plan(
+            &[a.clone(), b.clone()],
+            std::slice::from_ref(&b),
+            &[
+                ("PersistentVolumeClaim", &seed),
+                ("PersistentVolumeClaim", &sprout),
+                ("Deployment", &planter),
+                ("Deployment", &keeper),
+            ],
+            |_| vec![[("app".to_string(), "planter".to_string())].into()],
+        )
+        .unwrap();
+        // Seed is bulk copied, but its app does not stop on east while sprout cannot move.
+        assert_eq!(p.claims[0].stage, Stage::Waiting);
+        assert_eq!(p.held("Deployment", &planter), vec![(b.clone(), 0)]);
+        assert_eq!(p.held("Deployment", &keeper), vec![(b.clone(), 0)]);
+        assert_eq!(
+            p.waiting(),
+            vec![
+                (
+                    "seed".to_string(),
+                    "bulk copied, waiting for the claims that cannot be copied".to_string()
+                ),
+                (
+                    "sprout".to_string(),
+                    "cannot be copied: it is filled from a dataSource (PersistentVolumeClaim seed) the target would fill it from instead".to_string()
+                ),
+            ]
         );
     }
 

@@ -5,8 +5,8 @@
 //! Pods that mount it, a PersistentVolume `pvc-<claim uid>` pinned to this node and bound to
 //! the claim, and the claim `Bound` to it with the access modes and capacity it asked for.
 //! A claim larger than what the node's disk has free, of a class that does not exist or
-//! that another provisioner serves, a block volume or one made from a data source is
-//! refused with kube's reason, and its Pod waits. What happens when the claim goes is
+//! that another provisioner serves, a block volume or one made from a data source other
+//! than another claim ([`super::clone`]) is refused with kube's reason, and its Pod waits. What happens when the claim goes is
 //! [`super::reclaim`]'s part.
 //!
 //! A node started with shared storage (`sluice node --shared-storage DIR`: one directory
@@ -153,11 +153,7 @@ pub async fn provision(
             "persistentvolumeclaim {name:?}: block volumes are not supported by local clusters"
         ));
     }
-    if spec.data_source.is_some() || spec.data_source_ref.is_some() {
-        return Err(format!(
-            "persistentvolumeclaim {name:?}: a dataSource (clone or snapshot) is not supported by local clusters"
-        ));
-    }
+    let clone_of = super::clone::source(&claim, name)?;
     let class = storage_class(client, spec.storage_class_name.as_deref()).await?;
     let reclaim = class
         .reclaim_policy
@@ -211,7 +207,17 @@ pub async fn provision(
             human_bytes(free)
         ));
     }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    match &clone_of {
+        Some(_) if is_shared => {
+            return Err(format!(
+                "persistentvolumeclaim {name:?}: class {class_name:?} is storage every cluster mounts, which local clusters do not clone"
+            ));
+        }
+        Some(from) => {
+            super::clone::fill(client, volumes, &claim, &class_name, want, from, &dir).await?;
+        }
+        None => std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?,
+    }
     let access = spec.access_modes.clone().unwrap_or_default();
     let capacity = storage
         .as_ref()

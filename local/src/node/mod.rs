@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod beside;
 pub mod claims;
+pub mod clone;
 pub mod config;
 pub mod container;
 pub mod mounts;
