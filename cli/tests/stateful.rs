@@ -1026,8 +1026,20 @@ fn a_statefulset_moves_one_member_at_a_time_and_keeps_its_quorum_and_its_data() 
     let watcher = {
         let (k, stop) = (dev.kubectl_control(), stop.clone());
         std::thread::spawn(move || {
-            let mut looks = Vec::new();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // Told to stop once the test sees the set on west, it still looks until it sees
+            // that itself (or a minute has passed), so its looks end with the last arrival.
+            let mut looks: Vec<Vec<(String, String)>> = Vec::new();
+            let mut stopping_since = None;
+            loop {
+                let all_west = looks
+                    .last()
+                    .is_some_and(|l| l.len() == 3 && l.iter().all(|(_, c)| c == "west"));
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let since = *stopping_since.get_or_insert_with(std::time::Instant::now);
+                    if all_west || since.elapsed() > Duration::from_secs(60) {
+                        break;
+                    }
+                }
                 if let Some(m) = ready_members(&k) {
                     looks.push(m);
                 }
@@ -1313,11 +1325,36 @@ spec:
       volumes: [{name: data, persistentVolumeClaim: {claimName: restored}}]
 "#;
 
+const RAW: &str = r#"apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: raw, namespace: nursery}
+spec:
+  accessModes: [ReadWriteOnce]
+  volumeMode: Block
+  resources: {requests: {storage: 10Mi}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: formatter, namespace: nursery}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: formatter}}
+  template:
+    metadata: {labels: {app: formatter}}
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        command: ["sleep", "3600"]
+        volumeDevices: [{name: disk, devicePath: /dev/xvda}]
+      volumes: [{name: disk, persistentVolumeClaim: {claimName: raw}}]
+"#;
+
 /// A claim filled from another claim (a clone, which local clusters make) runs on east
 /// with the seed's files; moving its namespace waits, saying the clone cannot be copied,
 /// and nothing of east stops — not even the app of the seed claim, whose copy could go on.
-/// A claim filled from a VolumeSnapshot, which local clusters cannot serve, leaves its Pod
-/// waiting with the node's reason, shown in the logical cluster.
+/// A claim filled from a VolumeSnapshot and a block device, which local clusters cannot
+/// serve, leave their Pods waiting with the node's reason, shown in the logical cluster.
 #[test]
 fn a_claim_filled_from_a_data_source_holds_the_move() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -1357,20 +1394,25 @@ fn a_claim_filled_from_a_data_source_holds_the_move() {
         Some(planter.as_str())
     );
     k.apply_stdin(RESTORED);
-    let refused = "a dataSource of kind \"VolumeSnapshot\" (volumesnapshot.snapshot.storage.k8s.io \"nightly\") is not supported by local clusters";
-    assert!(
-        eventually(Duration::from_secs(90), || k
-            .ok(&[
-                "-n",
-                "nursery",
-                "get",
-                "events",
-                "-o",
-                "jsonpath={.items[*].message}"
-            ])
-            .contains(refused)),
-        "the node's reason shows in the logical cluster: {}",
-        k.ok(&["-n", "nursery", "get", "events"])
-    );
+    k.apply_stdin(RAW);
+    for refused in [
+        "a dataSource of kind \"VolumeSnapshot\" (volumesnapshot.snapshot.storage.k8s.io \"nightly\") is not supported by local clusters",
+        "volume device \"disk\" at \"/dev/xvda\": block volumes are not supported by local clusters",
+    ] {
+        assert!(
+            eventually(Duration::from_secs(90), || k
+                .ok(&[
+                    "-n",
+                    "nursery",
+                    "get",
+                    "events",
+                    "-o",
+                    "jsonpath={.items[*].message}"
+                ])
+                .contains(refused)),
+            "the node's reason shows in the logical cluster: {refused}: {}",
+            k.ok(&["-n", "nursery", "get", "events"])
+        );
+    }
     assert!(dev.stop());
 }

@@ -2,7 +2,8 @@
 //! `<root>/<pod uid>/<volume>`, and `persistentVolumeClaim` ([`super::claims`]), mounted
 //! where each container's `volumeMounts` say ([`super::mounts`]). Secrets and ConfigMaps
 //! are read again at every container start, so a restart sees their current data. Other
-//! volume types, and `subPath`, are refused with a reason rather than left out.
+//! volume types, `subPath` and `volumeDevices` are refused with a reason rather than left
+//! out.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -22,6 +23,17 @@ pub async fn prepare(
     pod: &Value,
     container: &Value,
 ) -> Result<Vec<Mount>, String> {
+    // A raw block device is refused, not quietly left out of the container.
+    if let Some(d) = container["volumeDevices"]
+        .as_array()
+        .and_then(|d| d.first())
+    {
+        return Err(format!(
+            "volume device {:?} at {:?}: block volumes are not supported by local clusters",
+            d["name"].as_str().unwrap_or_default(),
+            d["devicePath"].as_str().unwrap_or_default()
+        ));
+    }
     let mounts = container["volumeMounts"]
         .as_array()
         .cloned()
