@@ -23,6 +23,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use super::claim_volume::{claim_dir, volume_name};
+
 /// The name of the local clusters' default StorageClass (kind's and k3s's name for theirs).
 pub const STORAGE_CLASS: &str = "standard";
 /// The provisioner the class names, and the annotation on what it provisioned.
@@ -75,18 +77,6 @@ pub async fn ensure_storage_class(client: &kube::Client, shared: bool) -> Result
 pub fn shared_dir(root: &Path, ns: &str, name: &str) -> Option<PathBuf> {
     let plain = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains('/');
     (plain(ns) && plain(name)).then(|| root.join(ns).join(name))
-}
-
-/// The directory of the claim's volume under `volumes`.
-pub fn claim_dir(volumes: &Path, claim_uid: &str) -> Option<PathBuf> {
-    let plain =
-        !claim_uid.is_empty() && claim_uid != "." && claim_uid != ".." && !claim_uid.contains('/');
-    plain.then(|| volumes.join("claims").join(claim_uid))
-}
-
-/// The PersistentVolume provisioned for the claim of `uid`.
-pub fn volume_name(claim_uid: &str) -> String {
-    format!("pvc-{claim_uid}")
 }
 
 /// The directory of claim `name` in `ns`, for a Pod on `node`: provisioned and bound if it
@@ -343,15 +333,6 @@ fn human_bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_claim_dir_is_one_plain_component() {
-        let root = Path::new("/v");
-        assert_eq!(claim_dir(root, "abc"), Some(PathBuf::from("/v/claims/abc")));
-        for bad in ["", ".", "..", "a/b", "../x"] {
-            assert_eq!(claim_dir(root, bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn bytes_read_in_binary_units() {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, TypedLocalObjectReference};
 use kube::api::Api;
 
-use super::claims::{claim_dir, volume_name};
+use super::claim_volume::{claim_dir, volume_name};
 
 /// The claim a new claim is cloned from, if its spec names one; an error for a source that
 /// local clusters cannot fill a claim from.

@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod beside;
+pub mod claim_volume;
 pub mod claims;
 pub mod clone;
 pub mod config;

@@ -23,7 +23,8 @@ use sluice_kube::pod::mounts_claim;
 use sluice_kube::{Action, Controller, Informer, Queue, Reconciler};
 use tokio::sync::watch;
 
-use super::claims::{PROVISIONER, SHARED_PROVISIONER, claim_dir, volume_name};
+use super::claim_volume::{claim_dir, volume_name};
+use super::claims::{PROVISIONER, SHARED_PROVISIONER};
 
 /// What the reclaimer looks at.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
