@@ -184,12 +184,12 @@ pub fn plan(
         let ours = asked
             .as_ref()
             .is_some_and(|a| &a.source == from && &a.target == to);
-        let bound_on_source = report(v, from).is_some_and(|r| r.status["phase"] == "Bound");
-        if !ours && !bound_on_source {
+        let bound_on = |c: &ClusterName| report(v, c).is_some_and(|r| r.status["phase"] == "Bound");
+        if !ours && !bound_on(from) {
             // Bound where the namespace goes and not where it leaves (a move turned back
             // before the claim's copy was asked for): the cluster it leaves never had the
             // data, and starts nothing on it.
-            if report(v, to).is_some_and(|r| r.status["phase"] == "Bound") {
+            if bound_on(to) {
                 given_up.push(name.to_string());
             }
             continue;
@@ -911,14 +911,17 @@ mod tests {
         );
         let writer = json!({"metadata": {"name": "writer"}, "spec": {"template": {"spec": {
             "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "notes"}}]}}}});
-        let objs = [("PersistentVolumeClaim", &back), ("Deployment", &writer)];
-        let p = plan(
-            &[a.clone(), b.clone()],
-            std::slice::from_ref(&a),
-            &objs,
-            |_| vec![],
-        )
-        .unwrap();
+        // On both clusters, wanted back on east.
+        let turned_back = |objs: &[(&str, &Value)]| {
+            plan(
+                &[a.clone(), b.clone()],
+                std::slice::from_ref(&a),
+                objs,
+                |_| vec![],
+            )
+            .unwrap()
+        };
+        let p = turned_back(&[("PersistentVolumeClaim", &back), ("Deployment", &writer)]);
         // Nothing is copied or waited for; west, which has part of the data, runs none of
         // the claim's workloads while it still has the namespace; east runs them.
         assert!(p.claims.is_empty());
@@ -941,31 +944,17 @@ mod tests {
             json!({}),
         );
         removed["metadata"]["name"] = json!("notes");
-        let objs = [("PersistentVolumeClaim", &removed), ("Deployment", &writer)];
-        let p = plan(
-            &[a.clone(), b.clone()],
-            std::slice::from_ref(&a),
-            &objs,
-            |_| vec![],
-        )
-        .unwrap();
+        let p = turned_back(&[("PersistentVolumeClaim", &removed), ("Deployment", &writer)]);
         assert!(p.claims.is_empty());
         assert_eq!(p.given_up, vec!["notes".to_string()]);
         // A claim bound only on east, whose copy was never asked for (it could not be):
         // west never had its data either.
         let mut fresh = claim(&[("east", json!({"phase": "Bound"}))], json!({}));
         fresh["metadata"]["name"] = json!("fresh");
-        let objs = [
+        let p = turned_back(&[
             ("PersistentVolumeClaim", &back),
             ("PersistentVolumeClaim", &fresh),
-        ];
-        let p = plan(
-            &[a.clone(), b.clone()],
-            std::slice::from_ref(&a),
-            &objs,
-            |_| vec![],
-        )
-        .unwrap();
+        ]);
         assert_eq!(p.given_up, vec!["notes".to_string(), "fresh".to_string()]);
         let objs = [("PersistentVolumeClaim", &back)];
         // Spread (two wanted) is not a move.
