@@ -1325,36 +1325,11 @@ spec:
       volumes: [{name: data, persistentVolumeClaim: {claimName: restored}}]
 "#;
 
-const RAW: &str = r#"apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: raw, namespace: nursery}
-spec:
-  accessModes: [ReadWriteOnce]
-  volumeMode: Block
-  resources: {requests: {storage: 10Mi}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: formatter, namespace: nursery}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: formatter}}
-  template:
-    metadata: {labels: {app: formatter}}
-    spec:
-      containers:
-      - name: main
-        image: busybox
-        command: ["sleep", "3600"]
-        volumeDevices: [{name: disk, devicePath: /dev/xvda}]
-      volumes: [{name: disk, persistentVolumeClaim: {claimName: raw}}]
-"#;
-
 /// A claim filled from another claim (a clone, which local clusters make) runs on east
 /// with the seed's files; moving its namespace waits, saying the clone cannot be copied,
 /// and nothing of east stops — not even the app of the seed claim, whose copy could go on.
-/// A claim filled from a VolumeSnapshot and a block device, which local clusters cannot
-/// serve, leave their Pods waiting with the node's reason, shown in the logical cluster.
+/// A claim filled from a VolumeSnapshot, which local clusters cannot serve, leaves its Pod
+/// waiting with the node's reason, shown in the logical cluster.
 #[test]
 fn a_claim_filled_from_a_data_source_holds_the_move() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -1394,25 +1369,109 @@ fn a_claim_filled_from_a_data_source_holds_the_move() {
         Some(planter.as_str())
     );
     k.apply_stdin(RESTORED);
-    k.apply_stdin(RAW);
-    for refused in [
-        "a dataSource of kind \"VolumeSnapshot\" (volumesnapshot.snapshot.storage.k8s.io \"nightly\") is not supported by local clusters",
-        "volume device \"disk\" at \"/dev/xvda\": block volumes are not supported by local clusters",
-    ] {
-        assert!(
-            eventually(Duration::from_secs(90), || k
-                .ok(&[
-                    "-n",
-                    "nursery",
-                    "get",
-                    "events",
-                    "-o",
-                    "jsonpath={.items[*].message}"
-                ])
-                .contains(refused)),
-            "the node's reason shows in the logical cluster: {refused}: {}",
-            k.ok(&["-n", "nursery", "get", "events"])
-        );
+    let refused = "a dataSource of kind \"VolumeSnapshot\" (volumesnapshot.snapshot.storage.k8s.io \"nightly\") is not supported by local clusters";
+    assert!(
+        eventually(Duration::from_secs(90), || k
+            .ok(&[
+                "-n",
+                "nursery",
+                "get",
+                "events",
+                "-o",
+                "jsonpath={.items[*].message}"
+            ])
+            .contains(refused)),
+        "the node's reason shows in the logical cluster: {refused}: {}",
+        k.ok(&["-n", "nursery", "get", "events"])
+    );
+    assert!(dev.stop());
+}
+
+/// Where the block test's container sees its device. Like a mount point, the node makes
+/// it on the machine (an empty file); the test removes it.
+const RAW_DEVICE: &str = "/dev/sluice-test-raw";
+
+const RAW: &str = r#"apiVersion: v1
+kind: Namespace
+metadata: {name: vault, labels: {sluice.dev/cluster: east}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: raw, namespace: vault}
+spec:
+  accessModes: [ReadWriteOnce]
+  volumeMode: Block
+  resources: {requests: {storage: 16Mi}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: keeper, namespace: vault}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: keeper}}
+  template:
+    metadata: {labels: {app: keeper}}
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        command: ["sh", "-c", "test -b /dev/sluice-test-raw && printf 'raw bytes' | dd of=/dev/sluice-test-raw conv=notrunc,fsync && while :; do echo $SLUICE_CLUSTER >> /data/log; sleep 0.1; done"]
+        volumeDevices: [{name: disk, devicePath: /dev/sluice-test-raw}]
+        volumeMounts: [{name: log, mountPath: /data}]
+      volumes:
+      - {name: disk, persistentVolumeClaim: {claimName: raw}}
+      - {name: log, emptyDir: {}}
+"#;
+
+/// The device of the block test, removed from the machine however the test ends.
+struct RawDevice;
+
+impl Drop for RawDevice {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(RAW_DEVICE);
     }
+}
+
+/// A block-mode claim, which local clusters serve as a loop device: the app writes raw
+/// bytes to it and reads them back on east; moving its namespace waits, saying the mover
+/// copies file systems, and nothing of east stops.
+#[test]
+fn a_block_claim_holds_the_move() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _device = RawDevice;
+    let (mut dev, _) = DevUp::start("east,west");
+    let k = dev.kubectl_control();
+    k.apply_stdin(RAW);
+    let read = || {
+        let pod = running_on(&k, "vault", "keeper", "east").unwrap_or_default();
+        if pod.is_empty() {
+            return String::new();
+        }
+        k.ok(&[
+            "-n",
+            "vault",
+            "exec",
+            &pod,
+            "--",
+            "sh",
+            "-c",
+            "dd if=/dev/sluice-test-raw bs=9 count=1 2>/dev/null",
+        ])
+    };
+    assert!(
+        eventually(Duration::from_secs(90), || read() == "raw bytes"),
+        "the keeper never wrote its device: {}",
+        k.ok(&["-n", "vault", "get", "events"])
+    );
+    let bound = dev.kubectl("east").ok(&[
+        "get",
+        "pv",
+        "-o",
+        "jsonpath={range .items[*]}{.spec.claimRef.name}={.spec.volumeMode} {end}",
+    ]);
+    assert!(bound.contains("raw=Block"), "{bound}");
+    let why = "claim raw (cannot be copied: it is a block-mode claim (volumeMode: Block), and the mover copies file systems)";
+    waits_saying(&k, "vault", why);
+    assert_eq!(read(), "raw bytes", "the device keeps its bytes on east");
     assert!(dev.stop());
 }

@@ -4,10 +4,11 @@
 //! when a Pod first mounts it — a directory `<volumes>/claims/<claim uid>` that outlives the
 //! Pods that mount it, a PersistentVolume `pvc-<claim uid>` pinned to this node and bound to
 //! the claim, and the claim `Bound` to it with the access modes and capacity it asked for.
-//! A claim larger than what the node's disk has free, of a class that does not exist or
-//! that another provisioner serves, a block volume or one made from a data source other
-//! than another claim ([`super::clone`]) is refused with kube's reason, and its Pod waits. What happens when the claim goes is
-//! [`super::reclaim`]'s part.
+//! A claim of `volumeMode: Block` is an image file `<volumes>/claims/<claim uid>.img`
+//! served as a loop device ([`super::block`]). A claim larger than what the node's disk has
+//! free, of a class that does not exist or that another provisioner serves, or made from a
+//! data source other than another claim ([`super::clone`]) is refused with kube's reason,
+//! and its Pod waits. What happens when the claim goes is [`super::reclaim`]'s part.
 //!
 //! A node started with shared storage (`sluice node --shared-storage DIR`: one directory
 //! every local cluster of the clusterset reaches, the machine's stand-in for a network file
@@ -79,8 +80,17 @@ pub fn shared_dir(root: &Path, ns: &str, name: &str) -> Option<PathBuf> {
     (plain(ns) && plain(name)).then(|| root.join(ns).join(name))
 }
 
-/// The directory of claim `name` in `ns`, for a Pod on `node`: provisioned and bound if it
-/// is not yet.
+/// How a container asks for a claim; it must agree with the claim's `volumeMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Use {
+    /// In `volumeMounts`: a file system (a directory here).
+    Mount,
+    /// In `volumeDevices`: a raw block device ([`super::block`]).
+    Device,
+}
+
+/// The volume of claim `name` in `ns`, for a Pod on `node`: a directory, or for a block
+/// claim its image file; provisioned and bound if it is not yet.
 pub async fn provision(
     client: &kube::Client,
     volumes: &Path,
@@ -88,6 +98,7 @@ pub async fn provision(
     node: &str,
     ns: &str,
     name: &str,
+    used: Use,
 ) -> Result<PathBuf, String> {
     let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
     let claim = match api.get_opt(name).await {
@@ -102,6 +113,22 @@ pub async fn provision(
     let dir = claim_dir(volumes, &uid)
         .ok_or_else(|| format!("persistentvolumeclaim {name:?} has no usable uid"))?;
     let spec = claim.spec.clone().unwrap_or_default();
+    // kubelet's check: a claim is a file system or a device, never the other.
+    let block = spec.volume_mode.as_deref() == Some("Block");
+    match (block, used) {
+        (true, Use::Mount) => {
+            return Err(format!(
+                "volume {name:?} has volumeMode Block, but is specified in volumeMounts"
+            ));
+        }
+        (false, Use::Device) => {
+            return Err(format!(
+                "volume {name:?} has volumeMode Filesystem, but is specified in volumeDevices"
+            ));
+        }
+        _ => {}
+    }
+    let image = || super::block::image(volumes, &uid).map_err(|e| e.to_string());
     let bound_here = spec.volume_name.as_deref() == Some(volume_name(&uid).as_str())
         && claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
     let shared_dir = || {
@@ -111,6 +138,16 @@ pub async fn provision(
         shared_dir(root, ns, name)
             .ok_or_else(|| format!("persistentvolumeclaim {name:?} cannot name a directory"))
     };
+    if bound_here && block {
+        let image = image()?;
+        if !image.is_file() {
+            return Err(format!(
+                "persistentvolumeclaim {name:?}: its block volume {} is gone from this node",
+                image.display()
+            ));
+        }
+        return Ok(image);
+    }
     if bound_here {
         // Which storage it is comes from the volume this node made, never from the claim
         // (whose annotations the tenant writes).
@@ -137,13 +174,12 @@ pub async fn provision(
             "persistentvolumeclaim {name:?} names volume {volume:?}: local clusters bind only the volumes they provision"
         ));
     }
-    // What a directory cannot be is refused, not quietly made an empty directory.
-    if spec.volume_mode.as_deref() == Some("Block") {
+    let clone_of = super::clone::source(&claim, name)?;
+    if block && clone_of.is_some() {
         return Err(format!(
-            "persistentvolumeclaim {name:?}: block volumes are not supported by local clusters"
+            "persistentvolumeclaim {name:?}: local clusters do not clone block volumes"
         ));
     }
-    let clone_of = super::clone::source(&claim, name)?;
     let class = storage_class(client, spec.storage_class_name.as_deref()).await?;
     let reclaim = class
         .reclaim_policy
@@ -164,6 +200,11 @@ pub async fn provision(
         return Err(format!(
             "persistentvolumeclaim {name:?}: class {class_name:?} is storage every cluster mounts; annotate the claim {}: shared (a claim whose data moves would be copied onto itself)",
             sluice_api::claim_copy::STORAGE_ANNOTATION
+        ));
+    }
+    if is_shared && block {
+        return Err(format!(
+            "persistentvolumeclaim {name:?}: class {class_name:?} is shared file storage, which has no block volumes"
         ));
     }
     let (dir, room) = if is_shared {
@@ -197,7 +238,20 @@ pub async fn provision(
             human_bytes(free)
         ));
     }
+    let dir = if block {
+        if want < 1.0 {
+            return Err(format!(
+                "persistentvolumeclaim {name:?}: a block volume needs a storage request"
+            ));
+        }
+        let image = image()?;
+        super::block::create(&image, want as u64).map_err(|e| e.to_string())?;
+        image
+    } else {
+        dir
+    };
     match &clone_of {
+        _ if block => {}
         Some(_) if is_shared => {
             return Err(format!(
                 "persistentvolumeclaim {name:?}: class {class_name:?} is storage every cluster mounts, which local clusters do not clone"
@@ -219,7 +273,7 @@ pub async fn provision(
         "accessModes": access,
         "persistentVolumeReclaimPolicy": reclaim,
         "storageClassName": class_name,
-        "volumeMode": "Filesystem",
+        "volumeMode": if block { "Block" } else { "Filesystem" },
         "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
             "namespace": ns, "name": name, "uid": uid},
     });

@@ -247,6 +247,7 @@ pub fn with_mounts_argv(
             source: dir.clone(),
             target: service_account::MOUNT.to_string(),
             read_only: true,
+            kind: mounts::MountKind::Directory,
         });
     }
     if mounts.is_empty() {

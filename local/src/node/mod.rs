@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod beside;
+pub mod block;
 pub mod claim_volume;
 pub mod claims;
 pub mod clone;
@@ -340,6 +341,8 @@ pub async fn run(
         tracing::warn!(node = %cfg.node_name, "pods still stopping at the bound; killed");
     }
     reclaimer.abort();
+    // Loop devices go back to the machine; the images stay for the next start.
+    block::detach_node(&cfg.volumes_dir());
     drop(informer);
     Ok(())
 }

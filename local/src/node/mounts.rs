@@ -1,17 +1,28 @@
 //! A container's own mount namespace: the directories a Pod's volumes and ServiceAccount
 //! credentials were written to, bind-mounted where the container expects them, as kubelet
-//! mounts volumes. The host's files stay as they were; only the container sees the mounts.
+//! mounts volumes — and the block devices of its `volumeDevices`, bind-mounted at their
+//! `devicePath`. The host's files stay as they were; only the container sees the mounts.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// One directory of the node mounted into a container.
+/// One directory (or block device) of the node mounted into a container.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mount {
     pub source: PathBuf,
     /// Where the container sees it (an absolute path).
     pub target: String,
     pub read_only: bool,
+    pub kind: MountKind,
+}
+
+/// What is mounted: it decides what the mount point is made as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MountKind {
+    /// A directory, mounted on a directory.
+    Directory,
+    /// A block device (`volumeDevices`), mounted on a file at its `devicePath`.
+    Device,
 }
 
 /// The programs that give a process its own mount namespace, by absolute path (a Pod's
@@ -21,6 +32,7 @@ struct Tools {
     sh: PathBuf,
     mount: PathBuf,
     mkdir: PathBuf,
+    touch: PathBuf,
 }
 
 /// Find `name` in the agent's `PATH`.
@@ -45,6 +57,7 @@ fn tools() -> Option<&'static Tools> {
                 sh: which("sh", &path)?,
                 mount: which("mount", &path)?,
                 mkdir: which("mkdir", &path)?,
+                touch: which("touch", &path)?,
             };
             let works = std::process::Command::new(&tools.unshare)
                 .args(["--mount", "--propagation", "private", "true"])
@@ -68,19 +81,25 @@ pub const SETTING_UP: &str = "sluice-mounts";
 
 /// `argv` run with `mounts` in a mount namespace of its own (the same process: `unshare`
 /// and `sh` exec into it); `None` where that cannot be done. A mount point missing on the
-/// host is made (empty) first, as a container runtime makes it in the image.
+/// host is made (empty) first, as a container runtime makes it in the image: a directory,
+/// or for a device an empty file in its directory.
 pub fn wrap(argv: Vec<String>, mounts: &[Mount]) -> Option<Vec<String>> {
     if mounts.is_empty() {
         return Some(argv);
     }
     let t = tools()?;
     // Paths travel as positional parameters, never inside the script: any byte is safe.
-    let (mkdir, mount) = (t.mkdir.display(), t.mount.display());
+    let (mkdir, mount, touch) = (t.mkdir.display(), t.mount.display(), t.touch.display());
     let mut script = String::new();
     for m in mounts {
-        script.push_str(&format!(
-            "{mkdir} -p \"$2\" && {mount} --bind \"$1\" \"$2\" && "
-        ));
+        match m.kind {
+            MountKind::Directory => script.push_str(&format!("{mkdir} -p \"$2\" && ")),
+            // `${2%/*}/` is the device path's directory ("/" for "/name").
+            MountKind::Device => {
+                script.push_str(&format!("{mkdir} -p \"${{2%/*}}/\" && {touch} \"$2\" && "))
+            }
+        }
+        script.push_str(&format!("{mount} --bind \"$1\" \"$2\" && "));
         if m.read_only {
             script.push_str(&format!("{mount} -o remount,bind,ro \"$2\" && "));
         }
@@ -130,6 +149,7 @@ mod tests {
                 source: src.clone(),
                 target: target.display().to_string(),
                 read_only: true,
+                kind: MountKind::Directory,
             }],
         )
         .unwrap();

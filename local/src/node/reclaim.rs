@@ -1,7 +1,8 @@
 //! What happens to a volume this node provisioned ([`super::claims`]) once its claim is
 //! gone — the part of kube's PersistentVolume controller and a local-path provisioner that
 //! acts on reclaim: with `persistentVolumeReclaimPolicy: Delete` (the default class's) the
-//! directory is removed and the PersistentVolume deleted; with `Retain` the volume is
+//! directory (or a block volume's loop device and image) is removed and the
+//! PersistentVolume deleted; with `Retain` the volume is
 //! marked `Released` and its data kept for an administrator. Nothing is removed while a
 //! Pod on this node still mounts the claim (kube's `pvc-protection` keeps the claim itself
 //! until then; here the claim may already be gone, so its volume waits instead). The
@@ -50,6 +51,8 @@ struct Reclaimer {
 enum ReclaimError {
     #[error("{0}")]
     Api(#[from] kube::Error),
+    #[error("removing a block volume: {0}")]
+    Block(#[from] super::block::BlockError),
     #[error("removing {path}: {source}")]
     Remove {
         path: String,
@@ -126,7 +129,10 @@ impl Reconciler for Reclaimer {
             .as_deref()
             .unwrap_or("Retain");
         if policy == "Delete" && !shared {
-            if let Some(dir) = claim_dir(&self.volumes_root, &uid) {
+            if spec.volume_mode.as_deref() == Some("Block") {
+                super::block::image(&self.volumes_root, &uid)
+                    .and_then(|image| super::block::remove(&image))?;
+            } else if let Some(dir) = claim_dir(&self.volumes_root, &uid) {
                 match std::fs::remove_dir_all(&dir) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

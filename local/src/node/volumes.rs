@@ -1,9 +1,9 @@
 //! A Pod's volumes on the node: `secret`, `configMap` and `emptyDir`, written under
 //! `<root>/<pod uid>/<volume>`, and `persistentVolumeClaim` ([`super::claims`]), mounted
-//! where each container's `volumeMounts` say ([`super::mounts`]). Secrets and ConfigMaps
-//! are read again at every container start, so a restart sees their current data. Other
-//! volume types, `subPath` and `volumeDevices` are refused with a reason rather than left
-//! out.
+//! where each container's `volumeMounts` say ([`super::mounts`]), and block claims at their
+//! `volumeDevices` paths ([`super::block`]). Secrets and ConfigMaps are read again at every
+//! container start, so a restart sees their current data. Other volume types and `subPath`
+//! are refused with a reason rather than left out.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
 use serde_json::Value;
 
-use super::mounts::Mount;
+use super::mounts::{Mount, MountKind};
 
 /// The volumes `container` of `pod` mounts, made ready under `root` (and, for claims of
 /// shared storage, in `shared`).
@@ -23,22 +23,15 @@ pub async fn prepare(
     pod: &Value,
     container: &Value,
 ) -> Result<Vec<Mount>, String> {
-    // A raw block device is refused, not quietly left out of the container.
-    if let Some(d) = container["volumeDevices"]
-        .as_array()
-        .and_then(|d| d.first())
-    {
-        return Err(format!(
-            "volume device {:?} at {:?}: block volumes are not supported by local clusters",
-            d["name"].as_str().unwrap_or_default(),
-            d["devicePath"].as_str().unwrap_or_default()
-        ));
-    }
     let mounts = container["volumeMounts"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    if mounts.is_empty() {
+    let devices = container["volumeDevices"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if mounts.is_empty() && devices.is_empty() {
         return Ok(Vec::new());
     }
     let ns = pod["metadata"]["namespace"].as_str().unwrap_or("default");
@@ -50,7 +43,47 @@ pub async fn prepare(
         .as_array()
         .cloned()
         .unwrap_or_default();
+    let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
     let mut out = Vec::new();
+    for d in &devices {
+        let name = d["name"].as_str().unwrap_or_default();
+        let target = d["devicePath"].as_str().unwrap_or_default();
+        if !target.starts_with('/') || target.ends_with('/') {
+            return Err(format!(
+                "volume device {name:?}: devicePath {target:?} is not an absolute file path"
+            ));
+        }
+        let volume = volumes
+            .iter()
+            .find(|v| v["name"] == name)
+            .ok_or_else(|| format!("volume device {name:?}: the pod has no such volume"))?;
+        let Some(claim) = volume["persistentVolumeClaim"].as_object() else {
+            return Err(format!(
+                "volume device {name:?}: only a persistentVolumeClaim of volumeMode Block can be a device"
+            ));
+        };
+        let claim_name = claim.get("claimName").and_then(Value::as_str).unwrap_or("");
+        let image = super::claims::provision(
+            client,
+            root,
+            shared,
+            node,
+            ns,
+            claim_name,
+            super::claims::Use::Device,
+        )
+        .await?;
+        let device = super::block::attach(&image).map_err(|e| e.to_string())?;
+        out.push(Mount {
+            source: device,
+            target: target.to_string(),
+            read_only: claim
+                .get("readOnly")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            kind: MountKind::Device,
+        });
+    }
     for m in &mounts {
         let name = m["name"].as_str().unwrap_or_default();
         let target = m["mountPath"].as_str().unwrap_or_default();
@@ -81,14 +114,22 @@ pub async fn prepare(
                 source: dir,
                 target: target.to_string(),
                 read_only,
+                kind: MountKind::Directory,
             });
             continue;
         }
         if let Some(claim) = volume["persistentVolumeClaim"].as_object() {
             let claim_name = claim.get("claimName").and_then(Value::as_str).unwrap_or("");
-            let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
-            let source =
-                super::claims::provision(client, root, shared, node, ns, claim_name).await?;
+            let source = super::claims::provision(
+                client,
+                root,
+                shared,
+                node,
+                ns,
+                claim_name,
+                super::claims::Use::Mount,
+            )
+            .await?;
             out.push(Mount {
                 source,
                 target: target.to_string(),
@@ -97,6 +138,7 @@ pub async fn prepare(
                         .get("readOnly")
                         .and_then(Value::as_bool)
                         .unwrap_or(false),
+                kind: MountKind::Directory,
             });
             continue;
         }
@@ -167,6 +209,7 @@ pub async fn prepare(
             source: dir,
             target: target.to_string(),
             read_only: true,
+            kind: MountKind::Directory,
         });
     }
     Ok(out)
