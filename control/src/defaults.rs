@@ -88,8 +88,20 @@ fn job_spec(spec: &mut Value) {
 }
 
 /// What kube-apiserver sets on create once the object has its uid: a Job's selector (unless
-/// `manualSelector`), and the labels on its pod template that the selector matches.
+/// `manualSelector`), and the labels on its pod template that the selector matches; and
+/// an APIService's status, which says it is not served.
 pub fn on_create(kind: &str, obj: &mut Value) {
+    if kind == "APIService" {
+        // Stored and listed, never proxied: its status says so rather than leave it blank.
+        obj["status"] = json!({"conditions": [{
+            "type": "Available",
+            "status": "False",
+            "reason": "NotServed",
+            "message": "Sluice stores APIServices but does not proxy aggregated APIs: requests for this group and version are not served",
+            "lastTransitionTime": sluice_kube::time::now_rfc3339(),
+        }]});
+        return;
+    }
     if kind != "Job" || obj["spec"]["manualSelector"] == true || !obj["spec"].is_object() {
         return;
     }

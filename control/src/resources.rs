@@ -15,6 +15,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::conversion::Conversion;
 use crate::errors::GroupResource;
 use crate::jsonpath::JsonPath;
 use crate::storage::ResourcePrefix;
@@ -144,6 +145,8 @@ pub struct ResourceType {
     pub gr: GroupResource,
     /// What discovery says it serves: [`CRUD_VERBS`], or [`CREATE_ONLY`] for a review.
     pub verbs: &'static [&'static str],
+    /// A built-in served in this version but stored in another: how the two convert.
+    pub conversion: Option<&'static Conversion>,
 }
 
 impl ResourceType {
@@ -230,6 +233,36 @@ fn rt<T: JsonSchema + DeserializeOwned>(
             resource: resource.to_string(),
         },
         verbs: CRUD_VERBS,
+        conversion: None,
+    }
+}
+
+/// A built-in served as `group`/`version` and stored as `conversion` says: it shares the
+/// stored type's keys (its objects are the same objects).
+#[allow(clippy::too_many_arguments)]
+fn converted<T: JsonSchema + DeserializeOwned>(
+    group: &'static str,
+    version: &'static str,
+    resource: &'static str,
+    kind: &'static str,
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    subresources: &'static [Subresource],
+    conversion: &'static Conversion,
+) -> ResourceType {
+    ResourceType {
+        prefix: ResourcePrefix::new(conversion.storage_group, resource),
+        conversion: Some(conversion),
+        ..rt::<T>(
+            group,
+            version,
+            resource,
+            kind,
+            true,
+            short_names,
+            categories,
+            subresources,
+        )
     }
 }
 
@@ -513,6 +546,36 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
             true,
             &["hpa"],
             ALL,
+            STATUS,
+        ),
+        converted::<k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler>(
+            "autoscaling",
+            "v1",
+            "horizontalpodautoscalers",
+            "HorizontalPodAutoscaler",
+            &["hpa"],
+            ALL,
+            STATUS,
+            &crate::conversion::hpa::HPA_V1,
+        ),
+        converted::<k8s_openapi::api::events::v1::Event>(
+            "events.k8s.io",
+            "v1",
+            "events",
+            "Event",
+            &["ev"],
+            &[],
+            &[],
+            &crate::conversion::events::EVENTS_V1,
+        ),
+        rt::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>(
+            "apiregistration.k8s.io",
+            "v1",
+            "apiservices",
+            "APIService",
+            false,
+            &[],
+            &["api-extensions"],
             STATUS,
         ),
         rt::<policy::PodDisruptionBudget>(

@@ -18,13 +18,20 @@ pub enum NameRule {
     Dns1123Subdomain,
     Dns1123Label,
     Dns1035Label,
+    /// Any name that is one URL path segment (RBAC's rule: `system:kube-dns-autoscaler`).
+    PathSegment,
 }
 
 impl NameRule {
-    pub fn for_resource(resource: &str) -> Self {
-        match resource {
-            "namespaces" | "workspaces" => NameRule::Dns1123Label,
-            "services" => NameRule::Dns1035Label,
+    /// The rule kube validates names of `group`/`resource` by.
+    pub fn for_resource(group: &str, resource: &str) -> Self {
+        match (group, resource) {
+            (
+                crate::rbac::policy::GROUP,
+                "roles" | "rolebindings" | "clusterroles" | "clusterrolebindings",
+            ) => NameRule::PathSegment,
+            (_, "namespaces" | "workspaces") => NameRule::Dns1123Label,
+            ("", "services") => NameRule::Dns1035Label,
             _ => NameRule::Dns1123Subdomain,
         }
     }
@@ -33,6 +40,18 @@ impl NameRule {
     pub fn check(self, name: &str) -> Vec<String> {
         let mut out = Vec::new();
         match self {
+            // apimachinery's `IsValidPathSegmentName`, word for word.
+            NameRule::PathSegment => {
+                if name == "." || name == ".." {
+                    out.push(format!("may not be '{name}'"));
+                } else {
+                    for bad in ["/", "%"] {
+                        if name.contains(bad) {
+                            out.push(format!("may not contain '{bad}'"));
+                        }
+                    }
+                }
+            }
             NameRule::Dns1123Subdomain => {
                 if name.len() > 253 {
                     out.push("must be no more than 253 characters".to_string());
@@ -193,6 +212,35 @@ fn selector_matches_labels(selector: &Value, labels: &Value) -> bool {
 pub fn check_spec(kind: &str, obj: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     match kind {
+        // kube-aggregator: an APIService is named `<version>.<group>`.
+        "APIService" => {
+            let spec = &obj["spec"];
+            let (group, version) = (
+                spec["group"].as_str().unwrap_or_default(),
+                spec["version"].as_str().unwrap_or_default(),
+            );
+            if version.is_empty() {
+                causes.push(Cause::required("spec.version"));
+            }
+            let want = format!("{version}.{group}");
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+            if !version.is_empty() && name != want {
+                causes.push(Cause::invalid(
+                    "metadata.name",
+                    name,
+                    format!("must be `spec.version+\".\"+spec.group`: {want:?}"),
+                ));
+            }
+            for field in ["groupPriorityMinimum", "versionPriority"] {
+                if spec[field].as_i64().is_none_or(|p| p <= 0) {
+                    causes.push(Cause::invalid(
+                        format!("spec.{field}"),
+                        &spec[field].to_string(),
+                        "must be positive and less than 1000000",
+                    ));
+                }
+            }
+        }
         "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" => {
             let spec = &obj["spec"];
             let selector = &spec["selector"];
@@ -439,6 +487,18 @@ mod tests {
     #[test]
     fn names() {
         assert!(NameRule::Dns1123Subdomain.check("web.v1").is_empty());
+        let rbac = NameRule::for_resource("rbac.authorization.k8s.io", "clusterroles");
+        assert!(rbac.check("system:kube-dns-autoscaler").is_empty());
+        assert!(rbac.check("Ünïcode Name").is_empty());
+        assert_eq!(rbac.check(".."), vec!["may not be '..'"]);
+        assert_eq!(
+            rbac.check("a/b%c"),
+            vec!["may not contain '/'", "may not contain '%'"]
+        );
+        assert_eq!(
+            NameRule::for_resource("example.com", "roles"),
+            NameRule::Dns1123Subdomain
+        );
         assert!(!NameRule::Dns1123Subdomain.check("Web").is_empty());
         assert!(
             !NameRule::Dns1123Subdomain

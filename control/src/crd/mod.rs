@@ -205,6 +205,7 @@ pub fn types_from_crd(crd: &Value) -> Vec<Arc<ResourceType>> {
                     resource: plural.clone(),
                 },
                 verbs: crate::resources::CRUD_VERBS,
+                conversion: None,
             })
         })
         .collect()

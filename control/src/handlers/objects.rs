@@ -63,6 +63,7 @@ pub(super) fn get(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) ->
         .get(&scope.key(name)?)
         .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
     if let Some(version) = crate::table::wants_table(ctx.accept()) {
+        // Cells come from the stored form, which the columns are written for.
         let obj = parse_json(&entry.value)?;
         let rv = obj["metadata"]["resourceVersion"].clone();
         let t = crate::table::table(

@@ -81,8 +81,18 @@ pub fn collection_prefix(scope: &Scope<'_>) -> String {
 }
 
 /// Objects of a custom type are stored in the CRD's storage version; a read through
-/// another served version shows that version (conversion strategy `None`).
+/// another served version shows that version (conversion strategy `None`). A built-in
+/// with a [`crate::conversion::Conversion`] is converted from the form it is stored in.
 pub fn present(t: &ResourceType, bytes: Bytes) -> Bytes {
+    if let Some(conversion) = t.conversion {
+        // A built-in served in another version than it is stored in (autoscaling/v1).
+        return match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) => serde_json::to_vec(&(conversion.from_storage)(v))
+                .map(Bytes::from)
+                .unwrap_or(bytes),
+            Err(_) => bytes,
+        };
+    }
     let Some(c) = t.custom() else { return bytes };
     if c.storage_version == t.version {
         return bytes;

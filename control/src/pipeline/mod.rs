@@ -23,6 +23,7 @@ pub use decode::{check_decoded, decode_body};
 use hooks::{Committed, Deletion, HookCx};
 pub use params::{FieldValidation, Write, parse_json};
 
+use crate::conversion::Conversion;
 use crate::errors::{ApiError, ApiResult, Cause};
 use crate::object;
 use crate::patch::{self, PatchError, PatchType};
@@ -47,6 +48,44 @@ impl Target {
             .prefix
             .key(&self.cluster, self.namespace.as_deref(), name)
     }
+}
+
+/// Where a write through a converted view goes (an `autoscaling/v1` HPA is written as the
+/// `autoscaling/v2` one it is stored as), and how it converts; `None` for a type stored as
+/// it is served.
+fn stored_target(target: &Target) -> ApiResult<Option<(Target, &'static Conversion)>> {
+    let Some(c) = target.t.conversion else {
+        return Ok(None);
+    };
+    let t = crate::catalog::Catalog::builtin()
+        .lookup(c.storage_group, c.storage_version, &target.t.resource)
+        .ok_or_else(|| {
+            ApiError::Internal(format!(
+                "{} is stored as {}/{}, which is not served",
+                target.t.resource, c.storage_group, c.storage_version
+            ))
+        })?;
+    Ok(Some((
+        Target {
+            t: t.clone(),
+            cluster: target.cluster.clone(),
+            namespace: target.namespace.clone(),
+        },
+        c,
+    )))
+}
+
+/// The type a stored object of `t` is handled as (itself, or the type it is stored as).
+fn stored_type(t: &ResourceType) -> &ResourceType {
+    t.conversion
+        .and_then(|c| {
+            crate::catalog::Catalog::builtin().lookup(
+                c.storage_group,
+                c.storage_version,
+                &t.resource,
+            )
+        })
+        .map_or(t, |s| &**s)
 }
 
 /// The outcome of a write.
@@ -145,8 +184,11 @@ pub fn invalid(t: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
 /// The generic checks (metadata, the type's own rules, a custom type's schema) and the
 /// hooks' checks.
 fn validate(state: &ApiState, t: &ResourceType, obj: &Value) -> ApiResult<()> {
-    let mut causes =
-        validation::check_metadata(obj, NameRule::for_resource(&t.resource), t.namespaced);
+    let mut causes = validation::check_metadata(
+        obj,
+        NameRule::for_resource(&t.group, &t.resource),
+        t.namespaced,
+    );
     causes.extend(validation::check_spec(&t.kind, obj));
     if let Some(schema) = t.custom().and_then(|c| c.schema.as_ref()) {
         let mut body = obj.clone();
@@ -218,10 +260,15 @@ pub fn ownership_schema<'a>(state: &'a ApiState, t: &'a ResourceType) -> crate::
 pub async fn create(
     state: &ApiState,
     target: &Target,
-    mut obj: Value,
+    obj: Value,
     ownership: Ownership,
     w: &mut Write,
 ) -> ApiResult<Written> {
+    let converted = stored_target(target)?;
+    let (target, mut obj) = match &converted {
+        Some((stored, c)) => (stored, (c.to_storage)(obj)),
+        None => (target, obj),
+    };
     let t = &*target.t;
     let cluster = target.cluster.clone();
     if let (Some(ns), Some(body_ns)) = (&target.namespace, obj["metadata"]["namespace"].as_str())
@@ -464,6 +511,13 @@ pub async fn modify(
     change: Change<'_>,
     w: &mut Write,
 ) -> ApiResult<Written> {
+    // A change is read in the version it was sent in; what is written is the stored form.
+    let view = target.t.clone();
+    let converted = stored_target(target)?;
+    let (target, conversion) = match &converted {
+        Some((stored, c)) => (stored, Some(*c)),
+        None => (target, None),
+    };
     let t = &*target.t;
     let cluster = target.cluster.clone();
     let key = target.key(name);
@@ -480,11 +534,15 @@ pub async fn modify(
     let hooks = state.hooks.of(t);
     for _ in 0..WRITE_RETRIES {
         let (entry, old) = current(state, t, &key, name)?;
+        let old_view = match conversion {
+            Some(c) => std::borrow::Cow::Owned((c.from_storage)(old.clone())),
+            None => std::borrow::Cow::Borrowed(&old),
+        };
         let (mut new, sub) = match &change {
             Change::Replace { new, sub } => (new.clone(), *sub),
             Change::Patch { pt, body, sub } => {
-                let mut patched = apply_patch(state, t, &old, *pt, body)?;
-                check_decoded(state, t, &mut patched, w)?;
+                let mut patched = apply_patch(state, &view, &old_view, *pt, body)?;
+                check_decoded(state, &view, &mut patched, w)?;
                 (patched, *sub)
             }
             Change::Apply {
@@ -493,17 +551,20 @@ pub async fn modify(
                 force,
             } => {
                 let merged = crate::apply::apply(
-                    &ownership_schema(state, t),
-                    Some(&old),
+                    &ownership_schema(state, &view),
+                    Some(&old_view),
                     applied,
                     manager,
-                    &t.api_version(),
+                    &view.api_version(),
                     *force,
                 )
-                .map_err(|c| apply_conflict(t, name, &c))?;
+                .map_err(|c| apply_conflict(&view, name, &c))?;
                 (merged, None)
             }
         };
+        if let Some(c) = conversion {
+            new = (c.to_storage)(new);
+        }
         let pinned = requested_version(&change, &old, &new);
         if let Some(rv) = &pinned
             && *rv != entry.revision.to_string()
@@ -548,6 +609,12 @@ pub async fn modify(
                 &t.api_version(),
                 subresource,
             );
+        }
+        if sub.is_none() {
+            let causes = crate::immutable::check(&t.group, &t.kind, &old, &mut new);
+            if !causes.is_empty() {
+                return Err(invalid(t, name, causes));
+            }
         }
         validate(state, t, &new)?;
         check_reserved(state, t, &cluster, user.as_ref(), Some(&old), &new)?;
@@ -810,6 +877,7 @@ pub async fn delete(
     options: &Value,
     dry_run: bool,
 ) -> ApiResult<Bytes> {
+    let t = stored_type(t);
     let cluster: LogicalClusterPath = key
         .cluster()
         .and_then(|c| c.parse().ok())
