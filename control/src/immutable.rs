@@ -35,10 +35,10 @@ fn invalid(path: &[&str], new: &Value) -> Cause {
 pub fn check(group: &str, kind: &str, old: &Value, new: &mut Value) -> Vec<Cause> {
     let mut out = Vec::new();
     match (group, kind) {
-        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") => {
-            if changed(old, new, &["spec", "selector"]) {
-                out.push(invalid(&["spec", "selector"], new));
-            }
+        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet")
+            if changed(old, new, &["spec", "selector"]) =>
+        {
+            out.push(invalid(&["spec", "selector"], new));
         }
         ("apps", "StatefulSet") => {
             let frozen = |v: &Value| -> Vec<(String, Value)> {
