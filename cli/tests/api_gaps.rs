@@ -19,6 +19,17 @@ fn apply_fails(k: &Kubectl, manifest: &str) -> String {
 
 /// `kubectl VERB -f -` of `manifest`, expected to fail: its stderr.
 fn fails_with(k: &Kubectl, verb: &str, manifest: &str) -> String {
+    let out = fed(k, verb, manifest);
+    assert!(
+        !out.status.success(),
+        "{verb}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `kubectl VERB -f -` with `manifest` on its standard input.
+fn fed(k: &Kubectl, verb: &str, manifest: &str) -> std::process::Output {
     let mut child = k
         .command(&[verb, "-f", "-"])
         .stdin(Stdio::piped())
@@ -32,13 +43,7 @@ fn fails_with(k: &Kubectl, verb: &str, manifest: &str) -> String {
         .unwrap()
         .write_all(manifest.as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        !out.status.success(),
-        "applied: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    child.wait_with_output().unwrap()
 }
 
 fn json_of(k: &Kubectl, args: &[&str]) -> Value {
@@ -102,20 +107,7 @@ fn autoscaling_v1(k: &Kubectl) {
     // Written back whole through v1 (a read-modify-write by a v1 client): nothing lost.
     let mut changed = v1.clone();
     changed["spec"]["maxReplicas"] = 7.into();
-    let mut child = k
-        .command(&["replace", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(changed.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = fed(k, "replace", &changed.to_string());
     assert!(
         out.status.success(),
         "{}",
