@@ -36,7 +36,8 @@ command -v etcd >/dev/null || need_apt+=(etcd-server)
 for tool in unshare setsid nsenter; do command -v "$tool" >/dev/null || { need_apt+=(util-linux); break; }; done
 # The debug tests give kubectl a terminal with `script`.
 command -v script >/dev/null || need_apt+=(bsdutils)
-command -v mount >/dev/null || need_apt+=(mount)
+# Block-mode claims are loop devices (losetup, in Debian's mount package).
+for tool in mount losetup; do command -v "$tool" >/dev/null || { need_apt+=(mount); break; }; done
 if [ ${#need_apt[@]} -gt 0 ]; then
   step "installing Debian packages: ${need_apt[*]}"
   if [ "$(id -u)" -eq 0 ]; then sudo=(); elif command -v sudo >/dev/null; then sudo=(sudo); else

@@ -6,9 +6,6 @@
 
 mod support;
 
-use std::io::Write;
-use std::process::Stdio;
-
 use serde_json::Value;
 use support::{Control, Kubectl, kubectls};
 
@@ -19,31 +16,13 @@ fn apply_fails(k: &Kubectl, manifest: &str) -> String {
 
 /// `kubectl VERB -f -` of `manifest`, expected to fail: its stderr.
 fn fails_with(k: &Kubectl, verb: &str, manifest: &str) -> String {
-    let out = fed(k, verb, manifest);
+    let out = k.fed(&[verb, "-f", "-"], manifest);
     assert!(
         !out.status.success(),
         "{verb}: {}",
         String::from_utf8_lossy(&out.stdout)
     );
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// `kubectl VERB -f -` with `manifest` on its standard input.
-fn fed(k: &Kubectl, verb: &str, manifest: &str) -> std::process::Output {
-    let mut child = k
-        .command(&[verb, "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(manifest.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
 }
 
 fn json_of(k: &Kubectl, args: &[&str]) -> Value {
@@ -62,19 +41,16 @@ spec:
   targetCPUUtilizationPercentage: 50
 "#;
 
+/// HPA `web` read through `version` of autoscaling.
+fn hpa(k: &Kubectl, version: &str) -> Value {
+    let resource = format!("horizontalpodautoscalers.{version}.autoscaling");
+    json_of(k, &["-n", "gaps", "get", &resource, "web"])
+}
+
 /// An HPA written through v1 is the v2 object; what v2 adds survives a v1 round trip.
 fn autoscaling_v1(k: &Kubectl) {
     k.apply_stdin(HPA_V1);
-    let v2 = json_of(
-        k,
-        &[
-            "-n",
-            "gaps",
-            "get",
-            "horizontalpodautoscalers.v2.autoscaling",
-            "web",
-        ],
-    );
+    let v2 = hpa(k, "v2");
     assert_eq!(v2["apiVersion"], "autoscaling/v2");
     let cpu = &v2["spec"]["metrics"][0]["resource"];
     assert_eq!(cpu["name"], "cpu");
@@ -91,38 +67,20 @@ fn autoscaling_v1(k: &Kubectl) {
         "-p",
         r#"[{"op":"add","path":"/spec/metrics/-","value":{"type":"Resource","resource":{"name":"memory","target":{"type":"AverageValue","averageValue":"100Mi"}}}}]"#,
     ]);
-    let v1 = json_of(
-        k,
-        &[
-            "-n",
-            "gaps",
-            "get",
-            "horizontalpodautoscalers.v1.autoscaling",
-            "web",
-        ],
-    );
+    let v1 = hpa(k, "v1");
     assert_eq!(v1["apiVersion"], "autoscaling/v1");
     assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
     assert!(v1["spec"].get("metrics").is_none());
     // Written back whole through v1 (a read-modify-write by a v1 client): nothing lost.
     let mut changed = v1.clone();
     changed["spec"]["maxReplicas"] = 7.into();
-    let out = fed(k, "replace", &changed.to_string());
+    let out = k.fed(&["replace", "-f", "-"], &changed.to_string());
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v2 = json_of(
-        k,
-        &[
-            "-n",
-            "gaps",
-            "get",
-            "horizontalpodautoscalers.v2.autoscaling",
-            "web",
-        ],
-    );
+    let v2 = hpa(k, "v2");
     assert_eq!(v2["spec"]["maxReplicas"], 7);
     let names: Vec<&str> = v2["spec"]["metrics"]
         .as_array()

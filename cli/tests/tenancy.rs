@@ -11,7 +11,7 @@
 
 mod support;
 
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -109,22 +109,7 @@ impl Tenant {
 
     /// `kubectl apply -f -`: its output (stdout and stderr) and whether it succeeded.
     fn apply(&self, manifest: &str) -> (bool, String) {
-        use std::io::Write;
-        let mut child = self
-            .k
-            .command(&self.args(&["apply", "-f", "-"]))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(manifest.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = self.k.fed(&self.args(&["apply", "-f", "-"]), manifest);
         (
             out.status.success(),
             format!(

@@ -197,22 +197,27 @@ impl Kubectl {
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
-    pub fn apply_stdin(&self, manifest: &str) -> String {
+    /// Run with `input` on standard input.
+    pub fn fed(&self, args: &[&str], input: &str) -> Output {
         use std::io::Write;
         let mut child = self
-            .command(&["apply", "-f", "-"])
+            .command(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn kubectl apply");
+            .unwrap_or_else(|e| panic!("running {} {args:?}: {e}", self.bin));
         child
             .stdin
             .take()
             .expect("stdin")
-            .write_all(manifest.as_bytes())
-            .expect("write manifest");
-        let out = child.wait_with_output().expect("kubectl apply");
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+        child.wait_with_output().expect("kubectl")
+    }
+
+    pub fn apply_stdin(&self, manifest: &str) -> String {
+        let out = self.fed(&["apply", "-f", "-"], manifest);
         assert!(
             out.status.success(),
             "apply failed: {}",

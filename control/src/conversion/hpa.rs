@@ -38,8 +38,27 @@ fn take_typed<T: DeserializeOwned>(v: &mut Value, key: &str) -> Option<Value> {
     Some(parsed)
 }
 
-fn is_cpu(m: &Value, target: &str) -> bool {
-    m["type"] == "Resource" && m["resource"]["name"] == "cpu" && m["resource"][target].is_object()
+/// The first CPU utilization percentage among `metrics` (its `side`: `target` of a spec
+/// metric, `current` of a status one), and every other metric in order.
+fn split_cpu(metrics: Option<Value>, side: &str) -> (Option<Value>, Vec<Value>) {
+    let Some(Value::Array(metrics)) = metrics else {
+        return (None, Vec::new());
+    };
+    let mut cpu = None;
+    let mut rest = Vec::new();
+    for m in metrics {
+        let at = &m["resource"][side];
+        let utilization = m["type"] == "Resource"
+            && m["resource"]["name"] == "cpu"
+            && at["averageUtilization"].is_number()
+            && (side == "current" || at["type"] == "Utilization");
+        if utilization && cpu.is_none() {
+            cpu = Some(at["averageUtilization"].clone());
+        } else {
+            rest.push(m);
+        }
+    }
+    (cpu, rest)
 }
 
 fn to_storage(mut v: Value) -> Value {
@@ -87,20 +106,10 @@ fn from_storage(mut v: Value) -> Value {
     v["apiVersion"] = json!("autoscaling/v1");
     let mut notes = Vec::new();
     if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
-        let metrics = match spec.remove("metrics") {
-            Some(Value::Array(m)) => m,
-            _ => Vec::new(),
-        };
-        let (cpu, rest): (Vec<Value>, Vec<Value>) = metrics
-            .into_iter()
-            .partition(|m| is_cpu(m, "target") && m["resource"]["target"]["type"] == "Utilization");
-        if let Some(c) = cpu.first() {
-            spec.insert(
-                "targetCPUUtilizationPercentage".into(),
-                c["resource"]["target"]["averageUtilization"].clone(),
-            );
+        let (cpu, rest) = split_cpu(spec.remove("metrics"), "target");
+        if let Some(c) = cpu {
+            spec.insert("targetCPUUtilizationPercentage".into(), c);
         }
-        let rest: Vec<Value> = rest.into_iter().chain(cpu.into_iter().skip(1)).collect();
         if !rest.is_empty() {
             notes.push((METRICS, Value::Array(rest)));
         }
@@ -109,20 +118,10 @@ fn from_storage(mut v: Value) -> Value {
         }
     }
     if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
-        let metrics = match status.remove("currentMetrics") {
-            Some(Value::Array(m)) => m,
-            _ => Vec::new(),
-        };
-        let (cpu, rest): (Vec<Value>, Vec<Value>) = metrics.into_iter().partition(|m| {
-            is_cpu(m, "current") && m["resource"]["current"]["averageUtilization"].is_number()
-        });
-        if let Some(c) = cpu.first() {
-            status.insert(
-                "currentCPUUtilizationPercentage".into(),
-                c["resource"]["current"]["averageUtilization"].clone(),
-            );
+        let (cpu, rest) = split_cpu(status.remove("currentMetrics"), "current");
+        if let Some(c) = cpu {
+            status.insert("currentCPUUtilizationPercentage".into(), c);
         }
-        let rest: Vec<Value> = rest.into_iter().chain(cpu.into_iter().skip(1)).collect();
         if !rest.is_empty() {
             notes.push((CURRENT_METRICS, Value::Array(rest)));
         }

@@ -11,6 +11,7 @@ pub mod decode;
 pub mod hooks;
 pub mod params;
 pub mod reserved;
+pub mod stored;
 
 use std::sync::Arc;
 
@@ -22,8 +23,8 @@ use commit::Writer;
 pub use decode::{check_decoded, decode_body};
 use hooks::{Committed, Deletion, HookCx};
 pub use params::{FieldValidation, Write, parse_json};
+use stored::{stored_as, stored_type};
 
-use crate::conversion::Conversion;
 use crate::errors::{ApiError, ApiResult, Cause};
 use crate::object;
 use crate::patch::{self, PatchError, PatchType};
@@ -50,42 +51,21 @@ impl Target {
     }
 }
 
-/// Where a write through a converted view goes (an `autoscaling/v1` HPA is written as the
-/// `autoscaling/v2` one it is stored as), and how it converts; `None` for a type stored as
-/// it is served.
-fn stored_target(target: &Target) -> ApiResult<Option<(Target, &'static Conversion)>> {
-    let Some(c) = target.t.conversion else {
-        return Ok(None);
-    };
-    let t = crate::catalog::Catalog::builtin()
-        .lookup(c.storage_group, c.storage_version, &target.t.resource)
-        .ok_or_else(|| {
-            ApiError::Internal(format!(
-                "{} is stored as {}/{}, which is not served",
-                target.t.resource, c.storage_group, c.storage_version
-            ))
-        })?;
-    Ok(Some((
-        Target {
-            t: t.clone(),
-            cluster: target.cluster.clone(),
-            namespace: target.namespace.clone(),
-        },
-        c,
-    )))
-}
-
-/// The type a stored object of `t` is handled as (itself, or the type it is stored as).
-fn stored_type(t: &ResourceType) -> &ResourceType {
-    t.conversion
-        .and_then(|c| {
-            crate::catalog::Catalog::builtin().lookup(
-                c.storage_group,
-                c.storage_version,
-                &t.resource,
-            )
-        })
-        .map_or(t, |s| &**s)
+/// Where a write to `target` goes: itself, or for a converted view the type it is stored
+/// as in the same cluster and namespace, with the conversion.
+fn stored_target(
+    target: &Target,
+) -> ApiResult<Option<(Target, &'static crate::conversion::Conversion)>> {
+    Ok(stored_as(&target.t)?.map(|(t, c)| {
+        (
+            Target {
+                t,
+                cluster: target.cluster.clone(),
+                namespace: target.namespace.clone(),
+            },
+            c,
+        )
+    }))
 }
 
 /// The outcome of a write.

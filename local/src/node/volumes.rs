@@ -53,15 +53,19 @@ pub async fn prepare(
                 "volume device {name:?}: devicePath {target:?} is not an absolute file path"
             ));
         }
-        let volume = volumes
-            .iter()
-            .find(|v| v["name"] == name)
-            .ok_or_else(|| format!("volume device {name:?}: the pod has no such volume"))?;
+        let volume = volume_named(&volumes, name, "volume device")?;
         let Some(claim) = volume["persistentVolumeClaim"].as_object() else {
             return Err(format!(
                 "volume device {name:?}: only a persistentVolumeClaim of volumeMode Block can be a device"
             ));
         };
+        // A read-only bind mount does not keep writes off a device node: refused rather
+        // than handed over writable.
+        if claim.get("readOnly").and_then(Value::as_bool) == Some(true) {
+            return Err(format!(
+                "volume device {name:?}: read-only block devices are not supported by local clusters"
+            ));
+        }
         let claim_name = claim.get("claimName").and_then(Value::as_str).unwrap_or("");
         let image = super::claims::provision(
             client,
@@ -77,10 +81,7 @@ pub async fn prepare(
         out.push(Mount {
             source: device,
             target: target.to_string(),
-            read_only: claim
-                .get("readOnly")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+            read_only: false,
             kind: MountKind::Device,
         });
     }
@@ -99,10 +100,7 @@ pub async fn prepare(
                 "volume mount {name:?}: subPath is not supported by local clusters"
             ));
         }
-        let volume = volumes
-            .iter()
-            .find(|v| v["name"] == name)
-            .ok_or_else(|| format!("volume mount {name:?}: the pod has no such volume"))?;
+        let volume = volume_named(&volumes, name, "volume mount")?;
         if !is_plain_name(name) {
             return Err(format!("volume {name:?} cannot name a directory"));
         }
@@ -260,6 +258,14 @@ fn relative(path: &str, volume: &str) -> Result<PathBuf, String> {
             "volume {volume:?}: path {path:?} must stay inside the volume"
         ))
     }
+}
+
+/// The pod's volume `name`, which a container's `what` (a mount, a device) names.
+fn volume_named<'a>(volumes: &'a [Value], name: &str, what: &str) -> Result<&'a Value, String> {
+    volumes
+        .iter()
+        .find(|v| v["name"] == name)
+        .ok_or_else(|| format!("{what} {name:?}: the pod has no such volume"))
 }
 
 fn is_plain_name(s: &str) -> bool {
