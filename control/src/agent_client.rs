@@ -46,7 +46,26 @@ pub enum AgentError {
     Request(#[from] http::Error),
     #[error("{0}")]
     Http(#[from] hyper::Error),
+    #[error("refused: {0}")]
+    Refused(String),
 }
+
+/// The endpoint URL `cluster`'s syncer publishes on its heartbeat Lease (in `root`).
+pub fn syncer_url(store: &crate::storage::Store, cluster: &ClusterName) -> Option<String> {
+    use sluice_api::liveness::{ANNOTATION_SYNCER_LOGS, SYNCER_LEASE_NAMESPACE, syncer_lease_name};
+    let key = crate::storage::ResourcePrefix::new("coordination.k8s.io", "leases").key(
+        &sluice_api::LogicalClusterPath::root(),
+        Some(SYNCER_LEASE_NAMESPACE),
+        &syncer_lease_name(cluster),
+    );
+    let lease: serde_json::Value = serde_json::from_slice(&store.get(&key)?.value).ok()?;
+    lease["metadata"]["annotations"][ANNOTATION_SYNCER_LOGS]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The upgrade protocol of a byte stream to a Service's endpoint through a syncer.
+pub const SERVICE_STREAM_PROTOCOL: &str = "sluice-tcp";
 
 /// The control plane's TLS client toward agents (its identity: [`CONTROL_PLANE_USER`]).
 #[derive(Clone)]
@@ -93,6 +112,39 @@ impl AgentClient {
             Bytes::new(),
         )
         .await
+    }
+
+    /// A byte stream to a ready endpoint of Service `service` (port `port`) in downstream
+    /// namespace `namespace` of `cluster`, which its syncer dials (an admission webhook's
+    /// Service: the caller runs TLS to the webhook over it).
+    pub async fn dial_service(
+        &self,
+        url: &str,
+        cluster: &ClusterName,
+        namespace: &str,
+        service: &str,
+        port: u16,
+    ) -> Result<hyper::upgrade::Upgraded, AgentError> {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(header::CONNECTION, http::HeaderValue::from_static("Upgrade"));
+        headers.insert(
+            header::UPGRADE,
+            http::HeaderValue::from_static(SERVICE_STREAM_PROTOCOL),
+        );
+        let path = format!("/services/{namespace}/{service}/{port}");
+        let resp = self.get_with(url, cluster, &path, &headers).await?;
+        if resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+            use http_body_util::BodyExt;
+            let status = resp.status();
+            let body = http_body_util::Limited::new(resp.into_body(), 4096)
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let text = String::from_utf8_lossy(&body).trim().to_string();
+            return Err(AgentError::Refused(format!("{status}: {text}")));
+        }
+        Ok(hyper::upgrade::on(resp).await?)
     }
 
     /// `method path_and_query` of `cluster`'s syncer with `headers` and `body` (a write the

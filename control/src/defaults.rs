@@ -177,6 +177,10 @@ fn secret(obj: &mut Value) {
 
 /// Apply defaults for `kind` (on create and update).
 pub fn apply(kind: &str, obj: &mut Value) {
+    if let Some(phase) = crate::webhooks::config::Phase::of_kind(kind) {
+        crate::webhooks::config::apply_defaults(obj, phase);
+        return;
+    }
     match kind {
         "Pod" => {
             if obj["spec"].is_object() {

@@ -132,6 +132,14 @@ pub enum ApiError {
     /// `Retry-After`.
     #[error("{0}")]
     TooManyRequests(#[from] crate::fairness::TooManyRequests),
+    /// An admission webhook refused the request: its code (400–599) and reason, and kube's
+    /// message (`admission webhook "<name>" denied the request: ...`).
+    #[error("{message}")]
+    Denied {
+        code: u16,
+        reason: String,
+        message: String,
+    },
 }
 
 fn causes_summary(causes: &[Cause]) -> String {
@@ -171,6 +179,7 @@ impl ApiError {
             ApiError::RequestEntityTooLarge(_) => 413,
             ApiError::TooManyRequests(_) => 429,
             ApiError::Internal(_) => 500,
+            ApiError::Denied { code, .. } => *code,
         }
     }
 
@@ -191,6 +200,7 @@ impl ApiError {
             ApiError::RequestEntityTooLarge(_) => "RequestEntityTooLarge",
             ApiError::TooManyRequests(_) => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
+            ApiError::Denied { .. } => "",
         }
     }
 
@@ -230,6 +240,16 @@ impl ApiError {
         };
         if let Some(d) = details {
             status["details"] = d;
+        }
+        // A webhook's denial carries the webhook's own reason, or none.
+        if let ApiError::Denied { reason, .. } = self
+            && let Some(s) = status.as_object_mut()
+        {
+            if reason.is_empty() {
+                s.remove("reason");
+            } else {
+                s.insert("reason".into(), json!(reason));
+            }
         }
         status
     }

@@ -40,6 +40,7 @@ pub mod storage;
 pub mod table;
 pub mod tenancy;
 pub mod validation;
+pub mod webhooks;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

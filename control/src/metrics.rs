@@ -25,6 +25,20 @@ pub struct ResourceLabels {
     pub resource: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    pub webhook: String,
+    pub phase: &'static str,
+    /// `allowed`, `denied` or `error`.
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookNameLabels {
+    pub webhook: String,
+    pub phase: &'static str,
+}
+
 /// The API server's metrics; register once with [`ApiMetrics::register`].
 #[derive(Clone)]
 pub struct ApiMetrics {
@@ -33,6 +47,9 @@ pub struct ApiMetrics {
     pub open_watches: Family<ResourceLabels, Gauge>,
     pub storage_objects: Gauge,
     pub storage_revision: Gauge,
+    /// Admission webhook calls by webhook, phase and result.
+    pub webhook_calls: Family<WebhookLabels, Counter>,
+    pub webhook_latency: Family<WebhookNameLabels, Histogram>,
 }
 
 impl Default for ApiMetrics {
@@ -45,12 +62,49 @@ impl Default for ApiMetrics {
             open_watches: Family::default(),
             storage_objects: Gauge::default(),
             storage_revision: Gauge::default(),
+            webhook_calls: Family::default(),
+            webhook_latency: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+            }),
         }
     }
 }
 
 impl ApiMetrics {
+    /// One admission webhook call and how long it took.
+    pub fn record_webhook(
+        &self,
+        webhook: &str,
+        phase: &'static str,
+        result: &'static str,
+        took: std::time::Duration,
+    ) {
+        self.webhook_calls
+            .get_or_create(&WebhookLabels {
+                webhook: webhook.to_string(),
+                phase,
+                result,
+            })
+            .inc();
+        self.webhook_latency
+            .get_or_create(&WebhookNameLabels {
+                webhook: webhook.to_string(),
+                phase,
+            })
+            .observe(took.as_secs_f64());
+    }
+
     pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "admission_webhook_calls",
+            "Admission webhook calls by webhook, phase (mutating, validating) and result (allowed, denied, error)",
+            self.webhook_calls.clone(),
+        );
+        registry.register(
+            "admission_webhook_duration_seconds",
+            "How long admission webhook calls took, by webhook and phase",
+            self.webhook_latency.clone(),
+        );
         registry.register(
             "requests",
             "API requests by verb, resource and HTTP code",

@@ -10,6 +10,7 @@
 
 pub mod connect;
 pub mod controller;
+pub mod dial;
 pub mod drift;
 pub mod ephemeral;
 pub mod events;

@@ -7,7 +7,9 @@
 //! upgrades, go on to the cluster's `pods/exec`, `pods/attach` and `pods/portforward`
 //! ([`crate::connect`]); `PATCH /ephemeralcontainers/<namespace>/<pod>` adds ephemeral
 //! containers there ([`crate::ephemeral`]); `GET /metrics/<namespace>` answers the cluster's own
-//! `metrics.k8s.io` Pod metrics of the namespace (`kubectl top pod`). Its URL is published
+//! `metrics.k8s.io` Pod metrics of the namespace (`kubectl top pod`); an upgraded
+//! `GET /services/<namespace>/<service>/<port>` becomes a byte stream to one of the
+//! Service's ready endpoints (an admission webhook's, [`crate::dial`]). Its URL is published
 //! on the syncer's heartbeat Lease.
 //!
 //! Both ends prove who they are per cluster, with certificates the control plane's CA
@@ -214,6 +216,17 @@ async fn handle(req: Request<hyper::body::Incoming>, downstream: kube::Client) -
             return not_synced(ns);
         }
         return crate::ephemeral::relay(req, &downstream, ns, pod).await;
+    }
+    if req.method() == http::Method::GET
+        && let Some((ns, service, port)) = crate::dial::target(&path)
+    {
+        if !(is_name(ns) && is_name(service)) {
+            return plain(StatusCode::NOT_FOUND, "not found: no such service\n");
+        }
+        if !synced(&downstream, ns).await {
+            return not_synced(ns);
+        }
+        return crate::dial::relay(req, &downstream, ns, service, port).await;
     }
     if req.method() != http::Method::GET {
         return plain(

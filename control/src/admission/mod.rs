@@ -16,6 +16,7 @@ mod rbac;
 pub mod restamp;
 pub mod sluice_kinds;
 pub mod storage_class;
+mod webhook_configs;
 mod workspace;
 
 use std::sync::Arc;
@@ -39,6 +40,13 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
         Arc::new(workspace::WorkspaceHook),
     );
     hooks.register("", "namespaces", Arc::new(namespace::NamespaceLifecycle));
+    let webhooks = Arc::new(webhook_configs::WebhookConfigurations);
+    for resource in [
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+    ] {
+        hooks.register("admissionregistration.k8s.io", resource, webhooks.clone());
+    }
     hooks.register("", "pods", Arc::new(pod::GracefulPods));
     hooks.register(
         "",

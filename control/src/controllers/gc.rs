@@ -163,6 +163,7 @@ async fn process(state: &SharedState, task: GcTask) -> Option<GcTask> {
                     &name,
                     &json!({"propagationPolicy": "Background"}),
                     false,
+                    None,
                 )
                 .await
                 {
@@ -207,6 +208,7 @@ async fn process(state: &SharedState, task: GcTask) -> Option<GcTask> {
                 &name,
                 &json!({"propagationPolicy": "Background"}),
                 false,
+                None,
             )
             .await
             {
@@ -246,6 +248,7 @@ async fn process(state: &SharedState, task: GcTask) -> Option<GcTask> {
                             &name,
                             &json!({"propagationPolicy": "Foreground"}),
                             false,
+                            None,
                         )
                         .await;
                     }

@@ -157,7 +157,7 @@ async fn terminate(state: &SharedState, container: Container, key: &Key) -> bool
         for k in keys {
             remaining += 1;
             let n = k.parts().map(|p| p.name.to_string()).unwrap_or_default();
-            if let Err(e) = delete_object(state, t, &k, &n, &json!({}), false).await
+            if let Err(e) = delete_object(state, t, &k, &n, &json!({}), false, None).await
                 && !matches!(e, crate::errors::ApiError::NotFound { .. })
             {
                 tracing::warn!(key = %k, error = %e, "terminating: delete failed");

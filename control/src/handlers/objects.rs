@@ -358,7 +358,16 @@ pub(super) async fn delete(
 ) -> ApiResult<Resp> {
     let (options, dry_run) = delete_options(ctx, body)?;
     let bytes =
-        pipeline::delete(state, scope.t, &scope.key(name)?, name, &options, dry_run).await?;
+        pipeline::delete(
+        state,
+        scope.t,
+        &scope.key(name)?,
+        name,
+        &options,
+        dry_run,
+        Some(&ctx.user),
+    )
+    .await?;
     Ok(json(StatusCode::OK, bytes))
 }
 
@@ -380,7 +389,9 @@ pub(super) async fn delete_collection(
     let mut items = Vec::new();
     for key in targets {
         let name = key.parts().map(|p| p.name.to_string()).unwrap_or_default();
-        match pipeline::delete(state, scope.t, &key, &name, &options, dry_run).await {
+        match pipeline::delete(state, scope.t, &key, &name, &options, dry_run, Some(&ctx.user))
+            .await
+        {
             Ok(b) => items.push(b),
             Err(ApiError::NotFound { .. }) => {}
             Err(e) => return Err(e),

@@ -7,13 +7,11 @@
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use serde_json::Value;
-use sluice_api::liveness::{ANNOTATION_SYNCER_LOGS, SYNCER_LEASE_NAMESPACE, syncer_lease_name};
 use sluice_api::{ClusterName, LogicalClusterPath};
 
 use super::respond::{Ctx, Resp};
 use crate::errors::{ApiError, ApiResult};
 use crate::state::ApiState;
-use crate::storage::ResourcePrefix;
 
 /// The query parameters of `pods/log` that travel.
 const LOG_PARAMETERS: [&str; 8] = [
@@ -29,24 +27,11 @@ const LOG_PARAMETERS: [&str; 8] = [
 
 /// The log endpoint of `cluster`'s syncer.
 pub(super) fn endpoint(state: &ApiState, cluster: &ClusterName) -> ApiResult<String> {
-    let key = ResourcePrefix::new("coordination.k8s.io", "leases").key(
-        &LogicalClusterPath::root(),
-        Some(SYNCER_LEASE_NAMESPACE),
-        &syncer_lease_name(cluster),
-    );
-    let lease: Value = state
-        .store
-        .get(&key)
-        .and_then(|e| serde_json::from_slice(&e.value).ok())
-        .unwrap_or(Value::Null);
-    lease["metadata"]["annotations"][ANNOTATION_SYNCER_LOGS]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| {
-            ApiError::BadRequest(format!(
-                "the logs of pods on cluster {cluster} are not reachable: its syncer has not published a log endpoint"
-            ))
-        })
+    crate::agent_client::syncer_url(&state.store, cluster).ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "the logs of pods on cluster {cluster} are not reachable: its syncer has not published a log endpoint"
+        ))
+    })
 }
 
 pub async fn serve(

@@ -32,6 +32,7 @@ use crate::resources::{ResourceType, Subresource};
 use crate::state::ApiState;
 use crate::storage::{Expect, Key, Op, Revision, StorageError, cache::with_resource_version};
 use crate::validation::{self, NameRule};
+use crate::webhooks::{self, matching::Operation};
 
 /// How many times an unconditional update or a patch is retried on a write race.
 const WRITE_RETRIES: usize = 16;
@@ -141,6 +142,25 @@ fn check_reserved(
             ),
         }),
     }
+}
+
+/// A mutating webhook may change an object but not which object it is (kube refuses a
+/// patch of the name or namespace the same way).
+fn unchanged_identity(
+    t: &ResourceType,
+    name: &str,
+    namespace: Option<&str>,
+    obj: &Value,
+) -> ApiResult<()> {
+    let ns = obj["metadata"]["namespace"].as_str();
+    if object::name(obj).unwrap_or("") != name || (t.namespaced && ns.is_some() && ns != namespace)
+    {
+        return Err(ApiError::Internal(format!(
+            "an admission webhook changed the name or namespace of {} {name:?}",
+            t.kind
+        )));
+    }
+    Ok(())
 }
 
 /// Hand the hooks' warnings to the client, once each (a retried write admits again).
@@ -268,6 +288,23 @@ pub async fn create(
         object::meta_mut(&mut obj).insert("name".into(), json!(name));
     }
     crate::defaults::apply(&t.kind, &mut obj);
+    let name = object::name(&obj).unwrap_or("").to_string();
+    let admission = webhooks::Admission {
+        cluster: &cluster,
+        t,
+        sub: None,
+        operation: Operation::Create,
+        name: &name,
+        namespace: target.namespace.as_deref(),
+        user: w.user.as_ref(),
+        manager: Some(&w.manager),
+        dry_run: w.dry_run,
+    };
+    if webhooks::mutate(state, &admission, &mut obj, None, &mut w.warnings).await? {
+        // What the webhooks set is defaulted as a decoded object would be.
+        crate::defaults::apply(&t.kind, &mut obj);
+        unchanged_identity(t, &name, target.namespace.as_deref(), &obj)?;
+    }
     object::prepare_create(
         &mut obj,
         t,
@@ -316,7 +353,10 @@ pub async fn create(
     }
     add_warnings(w, &cx);
     let release = |obj: &Value| hooks.iter().for_each(|h| h.release(obj));
-    let name = object::name(&obj).unwrap_or("").to_string();
+    if let Err(e) = webhooks::validate(state, &admission, Some(&obj), None, &mut w.warnings).await {
+        release(&obj);
+        return Err(e);
+    }
     let bytes = encode(state, &obj).inspect_err(|_| release(&obj))?;
     if w.dry_run {
         release(&obj);
@@ -557,6 +597,20 @@ pub async fn modify(
                 object::name(&new).unwrap_or("")
             )));
         }
+        let admission = webhooks::Admission {
+            cluster: &cluster,
+            t,
+            sub,
+            operation: Operation::Update,
+            name,
+            namespace: target.namespace.as_deref(),
+            user: user.as_ref(),
+            manager: Some(&manager),
+            dry_run: w.dry_run,
+        };
+        if webhooks::mutate(state, &admission, &mut new, Some(&old), &mut w.warnings).await? {
+            unchanged_identity(t, name, target.namespace.as_deref(), &new)?;
+        }
         if sub == Some(Subresource::EphemeralContainers) {
             new = object::ephemeral_update(&old, &new);
             crate::defaults::apply(&t.kind, &mut new);
@@ -611,6 +665,7 @@ pub async fn modify(
             hook.admit_update(&cx, &old, &mut new, sub)?;
         }
         add_warnings(w, &cx);
+        webhooks::validate(state, &admission, Some(&new), Some(&old), &mut w.warnings).await?;
         if object::spec_changed(&new, &old)
             || new["metadata"] != old["metadata"]
             || new.get("status") != old.get("status")
@@ -856,6 +911,7 @@ pub async fn delete(
     name: &str,
     options: &Value,
     dry_run: bool,
+    user: Option<&crate::auth::User>,
 ) -> ApiResult<Bytes> {
     let t = stored_type(t);
     let cluster: LogicalClusterPath = key
@@ -875,6 +931,18 @@ pub async fn delete(
         for hook in state.hooks.of(t) {
             hook.admit_delete(&cx, name, &obj)?;
         }
+        let admission = webhooks::Admission {
+            cluster: &cluster,
+            t,
+            sub: None,
+            operation: Operation::Delete,
+            name,
+            namespace: key.parts().map(|p| p.namespace).filter(|n| !n.is_empty()),
+            user,
+            manager: None,
+            dry_run,
+        };
+        webhooks::validate(state, &admission, None, Some(&obj), &mut Vec::new()).await?;
         let pre = &options["preconditions"];
         if let Some(uid) = pre["uid"].as_str()
             && obj["metadata"]["uid"].as_str() != Some(uid)

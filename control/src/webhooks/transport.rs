@@ -1,0 +1,343 @@
+//! How a webhook is reached. A `url` is called directly. A `service` names a Service of
+//! the webhook's own cluster: in a physical cluster's server its ready endpoints are dialled
+//! directly; in a logical cluster the Service runs on some physical cluster, and the
+//! control plane asks that cluster's syncer (mutual TLS, the cluster's identity) for a
+//! byte stream to one of its ready endpoints — clusters the Service is placed on, the ones
+//! not draining first, so a webhook keeps answering while its namespace moves. TLS runs end
+//! to end over that stream: the webhook proves the name `<service>.<namespace>.svc` with a
+//! certificate its `caBundle` signed (the system's roots without one), so neither the
+//! syncer nor anything between reads or changes a review.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::Value;
+use sluice_api::{ClusterName, LogicalClusterPath};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::config::{Client, Webhook};
+use super::review::MAX_RESPONSE_BYTES;
+use crate::state::ApiState;
+use crate::storage::ResourcePrefix;
+
+/// How long connecting to one endpoint may take before the next is tried (within the
+/// webhook's own timeout).
+const CONNECT_WITHIN: Duration = Duration::from_secs(3);
+
+/// Why a webhook was not called (kube's `failed to call webhook`).
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("context deadline exceeded")]
+    Timeout,
+    #[error("dial tcp {addr}: {source}")]
+    Dial {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("tls: {0}")]
+    Tls(String),
+    #[error("the caBundle: {0}")]
+    Bundle(String),
+    #[error("{0}")]
+    Http(String),
+    #[error("the server responded with status code {code}: {body}")]
+    Status { code: u16, body: String },
+    #[error("the response is larger than {MAX_RESPONSE_BYTES} bytes")]
+    TooLarge,
+    #[error("service {service:?} in namespace {namespace:?}: {why}")]
+    NoRoute {
+        namespace: String,
+        service: String,
+        why: String,
+    },
+    #[error("cluster {cluster}'s syncer: {why}")]
+    Syncer { cluster: ClusterName, why: String },
+}
+
+/// The system's trust roots, read once (for webhooks without a `caBundle`).
+fn system_roots() -> &'static rustls::RootCertStore {
+    static ROOTS: OnceLock<rustls::RootCertStore> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(cert);
+        }
+        roots
+    })
+}
+
+fn tls_config(ca_bundle: &[u8]) -> Result<Arc<rustls::ClientConfig>, CallError> {
+    let roots = if ca_bundle.is_empty() {
+        system_roots().clone()
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_pemfile::certs(&mut &ca_bundle[..]) {
+            let cert: CertificateDer<'static> =
+                cert.map_err(|e| CallError::Bundle(e.to_string()))?;
+            roots
+                .add(cert)
+                .map_err(|e| CallError::Bundle(e.to_string()))?;
+        }
+        roots
+    };
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| CallError::Tls(e.to_string()))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// POST `body` to `path` over `io`, after a TLS handshake proving `server_name`.
+async fn post<IO>(
+    io: IO,
+    tls: Arc<rustls::ClientConfig>,
+    server_name: &str,
+    host: &str,
+    path: &str,
+    body: Bytes,
+) -> Result<Bytes, CallError>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let name = ServerName::try_from(server_name.to_string())
+        .map_err(|e| CallError::Tls(format!("{server_name:?}: {e}")))?;
+    let stream = tokio_rustls::TlsConnector::from(tls)
+        .connect(name, io)
+        .await
+        .map_err(|e| CallError::Tls(e.to_string()))?;
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| CallError::Http(e.to_string()))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let request = Request::post(path)
+        .header(header::HOST, host)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, */*")
+        .header(header::USER_AGENT, "sluice-control/admission")
+        .body(Full::new(body))
+        .map_err(|e| CallError::Http(e.to_string()))?;
+    let resp = send
+        .send_request(request)
+        .await
+        .map_err(|e| CallError::Http(e.to_string()))?;
+    let status = resp.status();
+    let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                CallError::TooLarge
+            } else {
+                CallError::Http(e.to_string())
+            }
+        })?
+        .to_bytes();
+    if status != StatusCode::OK {
+        let text: String = String::from_utf8_lossy(&bytes).chars().take(256).collect();
+        return Err(CallError::Status {
+            code: status.as_u16(),
+            body: text.trim().to_string(),
+        });
+    }
+    Ok(bytes)
+}
+
+async fn dial(addr: &str) -> Result<tokio::net::TcpStream, CallError> {
+    match tokio::time::timeout(CONNECT_WITHIN, tokio::net::TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(source)) => Err(CallError::Dial {
+            addr: addr.to_string(),
+            source,
+        }),
+        Err(_) => Err(CallError::Dial {
+            addr: addr.to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::TimedOut, "i/o timeout"),
+        }),
+    }
+}
+
+fn stored(state: &ApiState, group: &str, resource: &str, cluster: &LogicalClusterPath, ns: &str, name: &str) -> Option<Value> {
+    let key = ResourcePrefix::new(group, resource).key(cluster, Some(ns), name);
+    serde_json::from_slice(&state.store.get(&key)?.value).ok()
+}
+
+/// The ready endpoints of Service `name` for its port `port`, from this server's own
+/// EndpointSlices (a physical cluster's server).
+fn local_endpoints(
+    state: &ApiState,
+    cluster: &LogicalClusterPath,
+    namespace: &str,
+    name: &str,
+    port: u16,
+) -> Result<Vec<SocketAddr>, String> {
+    let service = stored(state, "", "services", cluster, namespace, name)
+        .ok_or_else(|| format!("service \"{name}\" not found"))?;
+    let port_name = service["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["port"].as_u64() == Some(u64::from(port)))
+        .map(|p| p["name"].as_str().unwrap_or_default().to_string())
+        .ok_or_else(|| format!("service \"{name}\" has no port {port}"))?;
+    let prefix = ResourcePrefix::new("discovery.k8s.io", "endpointslices")
+        .scope(Some(cluster), Some(namespace));
+    let mut out = Vec::new();
+    state.store.scan(&prefix, None, |_, e| {
+        let Ok(slice) = serde_json::from_slice::<Value>(&e.value) else {
+            return true;
+        };
+        if slice["metadata"]["labels"]["kubernetes.io/service-name"] != name {
+            return true;
+        }
+        let Some(target) = slice["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"].as_str().unwrap_or_default() == port_name)
+            .and_then(|p| p["port"].as_u64())
+            .and_then(|p| u16::try_from(p).ok())
+        else {
+            return true;
+        };
+        for ep in slice["endpoints"].as_array().into_iter().flatten() {
+            if ep["conditions"]["ready"] == false {
+                continue;
+            }
+            for a in ep["addresses"].as_array().into_iter().flatten() {
+                if let Some(ip) = a.as_str().and_then(|s| s.parse().ok()) {
+                    out.push(SocketAddr::new(ip, target));
+                }
+            }
+        }
+        true
+    });
+    if out.is_empty() {
+        return Err(format!("service \"{name}\" has no ready endpoints"));
+    }
+    Ok(out)
+}
+
+/// The physical clusters Service `name` of logical `cluster` runs on, the ones its
+/// namespace is not draining from first.
+fn placed_on(
+    state: &ApiState,
+    cluster: &LogicalClusterPath,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<ClusterName>, String> {
+    let service = stored(state, "", "services", cluster, namespace, name)
+        .ok_or_else(|| format!("service \"{name}\" not found"))?;
+    let labels: std::collections::BTreeMap<String, String> =
+        super::matching::labels_of(&service).into_iter().collect();
+    let mut clusters = sluice_api::sync::placed_clusters(&labels);
+    if clusters.is_empty() {
+        return Err("it runs on no cluster yet".into());
+    }
+    let ns = crate::admission::downstream_names::stored_namespace(state, cluster, namespace)
+        .unwrap_or(Value::Null);
+    clusters.sort_by_key(|c| {
+        ns["metadata"]["annotations"][sluice_api::sync::draining_annotation(c)] == "true"
+    });
+    Ok(clusters)
+}
+
+/// Send `body` to `hook` of logical (or physical) `cluster` and return its answer, all
+/// within the webhook's timeout.
+pub async fn call(
+    state: &ApiState,
+    cluster: &LogicalClusterPath,
+    hook: &Webhook,
+    body: Bytes,
+) -> Result<Bytes, CallError> {
+    tokio::time::timeout(hook.timeout, call_within(state, cluster, hook, body))
+        .await
+        .map_err(|_| CallError::Timeout)?
+}
+
+async fn call_within(
+    state: &ApiState,
+    cluster: &LogicalClusterPath,
+    hook: &Webhook,
+    body: Bytes,
+) -> Result<Bytes, CallError> {
+    let tls = tls_config(&hook.ca_bundle)?;
+    let server_name = hook.client.server_name();
+    let query = format!("?timeout={}s", hook.timeout.as_secs());
+    match &hook.client {
+        Client::Url {
+            authority, path, ..
+        } => {
+            let tcp = dial(authority).await?;
+            post(tcp, tls, &server_name, authority, &format!("{path}{query}"), body).await
+        }
+        Client::Service {
+            namespace,
+            name,
+            port,
+            path,
+        } => {
+            let path = format!("{path}{query}");
+            let host = format!("{server_name}:{port}");
+            let no_route = |why: String| CallError::NoRoute {
+                namespace: namespace.clone(),
+                service: name.clone(),
+                why,
+            };
+            let mut last = None;
+            if state.ips.is_some() {
+                for addr in local_endpoints(state, cluster, namespace, name, *port).map_err(no_route)? {
+                    match dial(&addr.to_string()).await {
+                        Ok(tcp) => {
+                            return post(tcp, tls, &server_name, &host, &path, body).await;
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+            } else {
+                let downstream =
+                    crate::admission::downstream_names::of_namespace(state, cluster, namespace);
+                for physical in placed_on(state, cluster, namespace, name).map_err(no_route)? {
+                    let Some(base) = crate::agent_client::syncer_url(&state.store, &physical)
+                    else {
+                        last = Some(CallError::Syncer {
+                            cluster: physical.clone(),
+                            why: "it has not published an endpoint".into(),
+                        });
+                        continue;
+                    };
+                    match state
+                        .agents
+                        .dial_service(&base, &physical, &downstream, name, *port)
+                        .await
+                    {
+                        Ok(stream) => {
+                            return post(TokioIo::new(stream), tls, &server_name, &host, &path, body)
+                                .await;
+                        }
+                        Err(e) => {
+                            tracing::debug!(cluster = %physical, error = %e,
+                                "a webhook's cluster did not give a stream");
+                            last = Some(CallError::Syncer {
+                                cluster: physical.clone(),
+                                why: e.to_string(),
+                            });
+                        }
+                    }
+                }
+            }
+            Err(last.unwrap_or_else(|| no_route("no endpoint answered".into())))
+        }
+    }
+}
