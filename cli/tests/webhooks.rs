@@ -1,0 +1,490 @@
+#![allow(clippy::unwrap_used)]
+//! Admission webhooks of a logical cluster, through the real kubectl: a sample operator's
+//! validating and mutating webhooks served from a Pod placed on east, called through the
+//! control plane wherever the Pod runs (it keeps answering after its namespace moves to
+//! west), and a `failurePolicy` pair once its Pod is gone; webhooks by URL, each way a
+//! webhook can fail (garbage, a 500, too slow, a patch that does not apply, the wrong uid,
+//! nothing listening, an unknown CA) handled as its policy says with kube's words, dry runs,
+//! warnings, and configurations refused as kube refuses them.
+
+mod support;
+mod webhooks {
+    pub mod server;
+}
+
+use std::time::Duration;
+
+use base64::Engine;
+use support::{Control, DevUp, Kubectl, eventually, kubectls};
+use webhooks::server;
+
+/// Not a test: the sample operator's webhook server, which the node agent runs as a Pod's
+/// process (this binary with `SAMPLE_WEBHOOK_SERVE` set).
+#[test]
+#[ignore = "run as a Pod's process by a_webhook_served_from_a_pod_follows_its_namespace"]
+fn serve_admission_webhook() {
+    if std::env::var_os(server::SERVE_ENV).is_some() {
+        server::serve_from_env();
+    }
+}
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// A webhook configuration of `kind` named `name` with one webhook.
+#[allow(clippy::too_many_arguments)]
+fn configuration(
+    kind: &str,
+    name: &str,
+    client: &str,
+    ca: &str,
+    policy: &str,
+    namespace_label: &str,
+    timeout: u32,
+) -> String {
+    format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: {kind}
+metadata: {{name: {name}}}
+webhooks:
+- name: {name}.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: {policy}
+  timeoutSeconds: {timeout}
+  clientConfig:
+    {client}
+    caBundle: {ca}
+  namespaceSelector: {{matchLabels: {{webhooks: {namespace_label}}}}}
+  rules:
+  - {{operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}}
+"#,
+        ca = b64(ca)
+    )
+}
+
+fn namespace(k: &Kubectl, name: &str, label: &str) {
+    k.apply_stdin(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {{webhooks: {label}}}}}\n"
+    ));
+}
+
+/// `kubectl create configmap` in `ns`; its output (stdout + stderr) and whether it worked.
+fn create_configmap(k: &Kubectl, ns: &str, name: &str, data: &str) -> (bool, String) {
+    let literal = format!("--from-literal={data}");
+    let out = k.run(&["-n", ns, "create", "configmap", name, &literal]);
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn set_policy(k: &Kubectl, kind: &str, name: &str, policy: &str) {
+    k.ok(&[
+        "patch",
+        kind,
+        name,
+        "--type=json",
+        "-p",
+        &format!(r#"[{{"op":"replace","path":"/webhooks/0/failurePolicy","value":"{policy}"}}]"#),
+    ]);
+}
+
+/// The in-process webhook server on 127.0.0.1 (an ephemeral port), its CA.
+fn local_server() -> (u16, String) {
+    let (ca, cert, key) = server::certificates(&["127.0.0.1"]);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            server::serve(listener, cert, key).await;
+        });
+    });
+    (port, ca)
+}
+
+/// Webhooks by URL against one control plane, with each kubectl the suite has: what they
+/// allow, deny, warn and patch; each way of failing under `Fail` and `Ignore`; dry runs;
+/// configurations kube refuses.
+#[test]
+fn webhooks_by_url_answer_deny_patch_and_fail_as_kubes_do() {
+    let (port, ca) = local_server();
+    let (_, other_ca, _) = server::certificates(&["127.0.0.1"]);
+    let url = |path: &str| format!("url: https://127.0.0.1:{port}{path}");
+    for (i, bin) in kubectls().iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Control::start(dir.path(), &[]);
+        let k = Kubectl::new(bin, &c.kubeconfig, &dir.path().join("cache"));
+
+        // Allowed, denied with the webhook's words and code, warned, patched.
+        namespace(&k, "checked", "on");
+        k.apply_stdin(&configuration(
+            "ValidatingWebhookConfiguration",
+            "validate",
+            &url("/validate"),
+            &ca,
+            "Fail",
+            "on",
+            10,
+        ));
+        k.apply_stdin(&configuration(
+            "MutatingWebhookConfiguration",
+            "mutate",
+            &url("/mutate"),
+            &ca,
+            "Fail",
+            "on",
+            10,
+        ));
+        let (ok, out) = create_configmap(&k, "checked", "fine", "a=b");
+        assert!(ok, "{bin}: {out}");
+        assert!(
+            out.contains("Warning: checked by sample-operator on the test"),
+            "{bin}: {out}"
+        );
+        let labels = k.ok(&[
+            "-n",
+            "checked",
+            "get",
+            "configmap",
+            "fine",
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ]);
+        assert!(labels.contains("sample.example.com/mutated"), "{labels}");
+        let (ok, out) = create_configmap(&k, "checked", "bad", "forbidden=1");
+        assert!(!ok);
+        assert!(
+            out.contains(
+                "Error from server (Forbidden): admission webhook \"validate.example.com\" denied the request: the key \"forbidden\" is not allowed"
+            ) || out.contains(
+                "admission webhook \"validate.example.com\" denied the request: the key \"forbidden\" is not allowed"
+            ),
+            "{bin}: {out}"
+        );
+        // A server-side dry run is sent to webhooks without side effects, and denied alike.
+        let out = k.fails(&[
+            "-n",
+            "checked",
+            "create",
+            "configmap",
+            "dry",
+            "--from-literal=forbidden=1",
+            "--dry-run=server",
+        ]);
+        assert!(out.contains("denied the request"), "{out}");
+        // Updates are checked too.
+        let out = k.fails(&[
+            "-n",
+            "checked",
+            "patch",
+            "configmap",
+            "fine",
+            "-p",
+            r#"{"data":{"forbidden":"now"}}"#,
+        ]);
+        assert!(out.contains("denied the request"), "{out}");
+        // A namespace the selector leaves out is not sent.
+        namespace(&k, "unchecked", "off");
+        let (ok, out) = create_configmap(&k, "unchecked", "any", "forbidden=1");
+        assert!(ok, "{out}");
+
+        // Each way of failing: refused under Fail with kube's words, skipped under Ignore.
+        let failures = [
+            ("garbage", url("/garbage"), ca.clone(), 10, "received invalid webhook response"),
+            (
+                "status500",
+                url("/status500"),
+                ca.clone(),
+                10,
+                "the server responded with status code 500",
+            ),
+            ("slow", url("/slow"), ca.clone(), 1, "context deadline exceeded"),
+            (
+                "wronguid",
+                url("/wronguid"),
+                ca.clone(),
+                10,
+                "received invalid webhook response: expected response.uid=",
+            ),
+            (
+                "nothing",
+                "url: https://127.0.0.1:1/x".to_string(),
+                ca.clone(),
+                10,
+                "dial tcp 127.0.0.1:1",
+            ),
+            ("stranger", url("/validate"), other_ca.clone(), 10, "tls: "),
+        ];
+        for (name, client, bundle, timeout, says) in &failures {
+            namespace(&k, name, name);
+            k.apply_stdin(&configuration(
+                "ValidatingWebhookConfiguration",
+                name,
+                client,
+                bundle,
+                "Fail",
+                name,
+                *timeout,
+            ));
+            let (ok, out) = create_configmap(&k, name, "c1", "a=b");
+            assert!(!ok, "{name}: {out}");
+            let expect = format!("Internal error occurred: failed calling webhook \"{name}.example.com\": ");
+            assert!(out.contains(&expect), "{name}: {out}");
+            assert!(out.contains(says), "{name}: {out}");
+            set_policy(&k, "validatingwebhookconfiguration", name, "Ignore");
+            let (ok, out) = create_configmap(&k, name, "c2", "a=b");
+            assert!(ok, "{name} under Ignore: {out}");
+        }
+        // A patch that does not apply is the server's error whatever the policy (as kube's).
+        namespace(&k, "badpatch", "badpatch");
+        k.apply_stdin(&configuration(
+            "MutatingWebhookConfiguration",
+            "badpatch",
+            &url("/badpatch"),
+            &ca,
+            "Ignore",
+            "badpatch",
+            10,
+        ));
+        let (ok, out) = create_configmap(&k, "badpatch", "c1", "a=b");
+        assert!(!ok, "{out}");
+        assert!(
+            out.contains("admission webhook \"badpatch.example.com\" returned a patch that does not apply"),
+            "{out}"
+        );
+
+        // The configurations themselves are exempt: a webhook that catches everything and
+        // cannot be reached does not keep its own configuration from being removed.
+        k.apply_stdin(&format!(
+            r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: catch-all}}
+webhooks:
+- name: all.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {{url: "https://127.0.0.1:1/", caBundle: {ca}}}
+  rules: [{{operations: ["*"], apiGroups: ["*"], apiVersions: ["*"], resources: ["*/*"]}}]
+"#,
+            ca = b64(&ca)
+        ));
+        let (ok, out) = create_configmap(&k, "unchecked", "blocked", "a=b");
+        assert!(!ok && out.contains("failed calling webhook \"all.example.com\""), "{out}");
+        k.ok(&["delete", "validatingwebhookconfiguration", "catch-all"]);
+        let (ok, out) = create_configmap(&k, "unchecked", "unblocked", "a=b");
+        assert!(ok, "{out}");
+
+        // Configurations kube refuses are refused with its fields and words.
+        let out = k.fed(
+            &["apply", "-f", "-"],
+            &configuration(
+                "ValidatingWebhookConfiguration",
+                "too-slow",
+                &url("/validate"),
+                &ca,
+                "Sometimes",
+                "x",
+                31,
+            ),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            err.contains("webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds"),
+            "{err}"
+        );
+        assert!(
+            err.contains("webhooks[0].failurePolicy: Unsupported value: \"Sometimes\""),
+            "{err}"
+        );
+        let listed = k.ok(&["get", "validatingwebhookconfigurations", "-o", "name"]);
+        assert!(listed.contains("validatingwebhookconfiguration.admissionregistration.k8s.io/validate"), "{listed}");
+        let defaults = k.ok(&[
+            "get",
+            "mutatingwebhookconfiguration",
+            "mutate",
+            "-o",
+            "jsonpath={.webhooks[0].matchPolicy} {.webhooks[0].reinvocationPolicy} {.webhooks[0].objectSelector}",
+        ]);
+        assert_eq!(defaults, "Equivalent Never {}", "kube's defaults");
+        drop(c);
+        eprintln!("kubectl {i}: {bin} done");
+    }
+}
+
+/// The sample operator's Deployment and Service in namespace `hooks`, serving with `cert`.
+fn sample_operator(cert: &str, key: &str) -> String {
+    let exe = std::env::current_exe().unwrap();
+    let indent = |pem: &str| pem.trim().replace('\n', "\n            ");
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: sample-operator, namespace: hooks}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: sample-operator}}}}
+  template:
+    metadata: {{labels: {{app: sample-operator}}}}
+    spec:
+      containers:
+      - name: webhooks
+        image: example.com/sample-operator:1
+        command: ["{exe}", "serve_admission_webhook", "--exact", "--ignored", "--nocapture"]
+        env:
+        - {{name: {serve}, value: "1"}}
+        - name: {cert_env}
+          value: |
+            {cert}
+        - name: {key_env}
+          value: |
+            {key}
+        ports: [{{containerPort: {port}}}]
+        readinessProbe:
+          tcpSocket: {{port: {port}}}
+          periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: sample-webhook, namespace: hooks}}
+spec:
+  selector: {{app: sample-operator}}
+  ports: [{{name: https, port: 443, targetPort: {port}}}]
+"#,
+        exe = exe.display(),
+        serve = server::SERVE_ENV,
+        cert_env = server::CERT_ENV,
+        key_env = server::KEY_ENV,
+        cert = indent(cert),
+        key = indent(key),
+        port = server::PORT,
+    )
+}
+
+/// The Running Pod of the sample operator on `cluster`, if any.
+fn operator_on(k: &Kubectl, cluster: &str) -> Option<String> {
+    let out = k.run(&[
+        "-n",
+        "hooks",
+        "get",
+        "pod",
+        "-l",
+        &format!("app=sample-operator,sluice.dev/cluster={cluster}"),
+        "--field-selector=status.phase=Running",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
+    let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !name.is_empty()).then_some(name)
+}
+
+/// A webhook whose Service runs on a physical cluster is reached there through the
+/// control plane, keeps answering after its namespace moves to another cluster, and, once
+/// its Pod is gone, `Fail` refuses what `Ignore` lets through.
+#[test]
+fn a_webhook_served_from_a_pod_follows_its_namespace() {
+    let (ca, cert, key) = server::certificates(&["sample-webhook.hooks.svc"]);
+    let (mut dev, _) = DevUp::start("east,west");
+    let k = dev.kubectl_control();
+    k.apply_stdin("apiVersion: v1\nkind: Namespace\nmetadata: {name: hooks, labels: {sluice.dev/cluster: east}}\n");
+    k.apply_stdin(&sample_operator(&cert, &key));
+    let service = "service: {namespace: hooks, name: sample-webhook, path: /validate}";
+    k.apply_stdin(&configuration(
+        "ValidatingWebhookConfiguration",
+        "sample-validate",
+        service,
+        &ca,
+        "Fail",
+        "on",
+        10,
+    ));
+    k.apply_stdin(&configuration(
+        "MutatingWebhookConfiguration",
+        "sample-mutate",
+        &service.replace("/validate", "/mutate"),
+        &ca,
+        "Ignore",
+        "on",
+        10,
+    ));
+    // The apps it checks run on west.
+    k.apply_stdin("apiVersion: v1\nkind: Namespace\nmetadata: {name: apps, labels: {webhooks: \"on\", sluice.dev/cluster: west}}\n");
+    let mut n = 0;
+    let mut attempt = |want_cluster: &str| {
+        n += 1;
+        let (ok, out) = create_configmap(&k, "apps", &format!("c{n}"), "a=b");
+        ok && out.contains(&format!("checked by sample-operator on {want_cluster}"))
+    };
+    assert!(
+        eventually(Duration::from_secs(120), || attempt("east")),
+        "the webhook on east never answered: {}",
+        k.ok(&["-n", "hooks", "get", "pods,events"])
+    );
+    let labels = k.ok(&[
+        "-n",
+        "apps",
+        "get",
+        "configmap",
+        &format!("c{n}"),
+        "-o",
+        "jsonpath={.metadata.labels}",
+    ]);
+    assert!(labels.contains("sample.example.com/mutated"), "{labels}");
+    let (ok, out) = create_configmap(&k, "apps", "refused", "forbidden=yes");
+    assert!(!ok);
+    assert!(
+        out.contains("admission webhook \"sample-validate.example.com\" denied the request: the key \"forbidden\" is not allowed"),
+        "{out}"
+    );
+
+    // The webhook's namespace moves to west; the webhook goes on answering from there.
+    k.ok(&["label", "namespace", "hooks", "sluice.dev/cluster=west", "--overwrite"]);
+    assert!(
+        eventually(Duration::from_secs(180), || operator_on(&k, "west").is_some()
+            && operator_on(&k, "east").is_none()),
+        "the operator did not move: {}",
+        k.ok(&["-n", "hooks", "get", "pods", "-o", "wide"])
+    );
+    assert!(
+        eventually(Duration::from_secs(60), || attempt("west")),
+        "the webhook did not answer from west"
+    );
+    let (ok, out) = create_configmap(&k, "apps", "refused-again", "forbidden=yes");
+    assert!(!ok && out.contains("denied the request"), "{out}");
+
+    // Its Pod gone: the Fail webhook refuses, in kube's words; as Ignore, it lets through
+    // (and the Ignore mutating webhook is skipped).
+    k.ok(&["-n", "hooks", "scale", "deployment", "sample-operator", "--replicas=0"]);
+    assert!(
+        eventually(Duration::from_secs(90), || {
+            let (ok, out) = create_configmap(&k, "apps", "while-gone", "a=b");
+            !ok && out.contains("Internal error occurred: failed calling webhook \"sample-validate.example.com\": failed to call webhook: Post \"https://sample-webhook.hooks.svc:443/validate?timeout=10s\"")
+        }),
+        "the Fail webhook did not refuse with its Pod gone"
+    );
+    set_policy(&k, "validatingwebhookconfiguration", "sample-validate", "Ignore");
+    let (ok, out) = create_configmap(&k, "apps", "let-through", "a=b");
+    assert!(ok, "{out}");
+    let labels = k.ok(&[
+        "-n",
+        "apps",
+        "get",
+        "configmap",
+        "let-through",
+        "-o",
+        "jsonpath={.metadata.labels}",
+    ]);
+    assert!(!labels.contains("sample.example.com/mutated"), "{labels}");
+    assert!(dev.stop());
+}
