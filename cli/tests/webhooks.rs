@@ -14,9 +14,8 @@ mod webhooks {
 
 use std::time::Duration;
 
-use base64::Engine;
 use support::{Control, DevUp, Kubectl, eventually, kubectls};
-use webhooks::server;
+use webhooks::server::{self, configuration};
 
 /// Not a test: the sample operator's webhook server, which the node agent runs as a Pod's
 /// process (this binary with `SAMPLE_WEBHOOK_SERVE` set).
@@ -26,42 +25,6 @@ fn serve_admission_webhook() {
     if std::env::var_os(server::SERVE_ENV).is_some() {
         server::serve_from_env();
     }
-}
-
-fn b64(s: &str) -> String {
-    base64::engine::general_purpose::STANDARD.encode(s)
-}
-
-/// A webhook configuration of `kind` named `name` with one webhook.
-#[allow(clippy::too_many_arguments)]
-fn configuration(
-    kind: &str,
-    name: &str,
-    client: &str,
-    ca: &str,
-    policy: &str,
-    namespace_label: &str,
-    timeout: u32,
-) -> String {
-    format!(
-        r#"apiVersion: admissionregistration.k8s.io/v1
-kind: {kind}
-metadata: {{name: {name}}}
-webhooks:
-- name: {name}.example.com
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: {policy}
-  timeoutSeconds: {timeout}
-  clientConfig:
-    {client}
-    caBundle: {ca}
-  namespaceSelector: {{matchLabels: {{webhooks: {namespace_label}}}}}
-  rules:
-  - {{operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}}
-"#,
-        ca = b64(ca)
-    )
 }
 
 fn namespace(k: &Kubectl, name: &str, label: &str) {
@@ -278,7 +241,7 @@ webhooks:
   clientConfig: {{url: "https://127.0.0.1:1/", caBundle: {ca}}}
   rules: [{{operations: ["*"], apiGroups: ["*"], apiVersions: ["*"], resources: ["*/*"]}}]
 "#,
-            ca = b64(&ca)
+            ca = server::b64(&ca)
         ));
         let (ok, out) = create_configmap(&k, "unchecked", "blocked", "a=b");
         assert!(!ok && out.contains("failed calling webhook \"all.example.com\""), "{out}");
@@ -324,54 +287,6 @@ webhooks:
     }
 }
 
-/// The sample operator's Deployment and Service in namespace `hooks`, serving with `cert`.
-fn sample_operator(cert: &str, key: &str) -> String {
-    let exe = std::env::current_exe().unwrap();
-    let indent = |pem: &str| pem.trim().replace('\n', "\n            ");
-    format!(
-        r#"apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: sample-operator, namespace: hooks}}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: sample-operator}}}}
-  template:
-    metadata: {{labels: {{app: sample-operator}}}}
-    spec:
-      containers:
-      - name: webhooks
-        image: example.com/sample-operator:1
-        command: ["{exe}", "serve_admission_webhook", "--exact", "--ignored", "--nocapture"]
-        env:
-        - {{name: {serve}, value: "1"}}
-        - name: {cert_env}
-          value: |
-            {cert}
-        - name: {key_env}
-          value: |
-            {key}
-        ports: [{{containerPort: {port}}}]
-        readinessProbe:
-          tcpSocket: {{port: {port}}}
-          periodSeconds: 1
----
-apiVersion: v1
-kind: Service
-metadata: {{name: sample-webhook, namespace: hooks}}
-spec:
-  selector: {{app: sample-operator}}
-  ports: [{{name: https, port: 443, targetPort: {port}}}]
-"#,
-        exe = exe.display(),
-        serve = server::SERVE_ENV,
-        cert_env = server::CERT_ENV,
-        key_env = server::KEY_ENV,
-        cert = indent(cert),
-        key = indent(key),
-        port = server::PORT,
-    )
-}
-
 /// The Running Pod of the sample operator on `cluster`, if any.
 fn operator_on(k: &Kubectl, cluster: &str) -> Option<String> {
     let out = k.run(&[
@@ -398,7 +313,12 @@ fn a_webhook_served_from_a_pod_follows_its_namespace() {
     let (mut dev, _) = DevUp::start("east,west");
     let k = dev.kubectl_control();
     k.apply_stdin("apiVersion: v1\nkind: Namespace\nmetadata: {name: hooks, labels: {sluice.dev/cluster: east}}\n");
-    k.apply_stdin(&sample_operator(&cert, &key));
+    let exe = std::env::current_exe().unwrap().display().to_string();
+    k.apply_stdin(&server::sample_operator(
+        &cert,
+        &key,
+        &[&exe, "serve_admission_webhook", "--exact", "--ignored", "--nocapture"],
+    ));
     let service = "service: {namespace: hooks, name: sample-webhook, path: /validate}";
     k.apply_stdin(&configuration(
         "ValidatingWebhookConfiguration",

@@ -7,6 +7,8 @@
 //! - `/garbage`, `/status500`, `/slow` (3 s), `/badpatch`, `/wronguid`: the ways a webhook
 //!   can fail.
 
+#![allow(dead_code)]
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -169,3 +171,88 @@ pub fn serve_from_env() {
         serve(listener, cert, key).await;
     });
 }
+
+pub fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// A webhook configuration of `kind` named `name` with one webhook.
+#[allow(clippy::too_many_arguments)]
+pub fn configuration(
+    kind: &str,
+    name: &str,
+    client: &str,
+    ca: &str,
+    policy: &str,
+    namespace_label: &str,
+    timeout: u32,
+) -> String {
+    format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: {kind}
+metadata: {{name: {name}}}
+webhooks:
+- name: {name}.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: {policy}
+  timeoutSeconds: {timeout}
+  clientConfig:
+    {client}
+    caBundle: {ca}
+  namespaceSelector: {{matchLabels: {{webhooks: {namespace_label}}}}}
+  rules:
+  - {{operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}}
+"#,
+        ca = b64(ca)
+    )
+}
+
+/// The sample operator's Deployment and Service in namespace `hooks`, serving with `cert`;
+/// `command` runs this server (a binary that calls [`serve_from_env`]).
+pub fn sample_operator(cert: &str, key: &str, command: &[&str]) -> String {
+    let indent = |pem: &str| pem.trim().replace('\n', "\n            ");
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: sample-operator, namespace: hooks}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: sample-operator}}}}
+  template:
+    metadata: {{labels: {{app: sample-operator}}}}
+    spec:
+      containers:
+      - name: webhooks
+        image: example.com/sample-operator:1
+        command: {command}
+        env:
+        - {{name: {serve}, value: "1"}}
+        - name: {cert_env}
+          value: |
+            {cert}
+        - name: {key_env}
+          value: |
+            {key}
+        ports: [{{containerPort: {port}}}]
+        readinessProbe:
+          tcpSocket: {{port: {port}}}
+          periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: sample-webhook, namespace: hooks}}
+spec:
+  selector: {{app: sample-operator}}
+  ports: [{{name: https, port: 443, targetPort: {port}}}]
+"#,
+        command = serde_json::to_string(command).unwrap(),
+        serve = SERVE_ENV,
+        cert_env = CERT_ENV,
+        key_env = KEY_ENV,
+        cert = indent(cert),
+        key = indent(key),
+        port = PORT,
+    )
+}
+
