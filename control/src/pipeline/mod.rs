@@ -289,6 +289,8 @@ pub async fn create(
     }
     crate::defaults::apply(&t.kind, &mut obj);
     let name = object::name(&obj).unwrap_or("").to_string();
+    let manager = w.manager.clone();
+    let user = w.user.clone();
     let admission = webhooks::Admission {
         cluster: &cluster,
         t,
@@ -296,8 +298,8 @@ pub async fn create(
         operation: Operation::Create,
         name: &name,
         namespace: target.namespace.as_deref(),
-        user: w.user.as_ref(),
-        manager: Some(&w.manager),
+        user: user.as_ref(),
+        manager: Some(&manager),
         dry_run: w.dry_run,
     };
     if webhooks::mutate(state, &admission, &mut obj, None, &mut w.warnings).await? {
@@ -312,8 +314,6 @@ pub async fn create(
         target.namespace.as_deref(),
     );
     crate::defaults::on_create(&t.kind, &mut obj);
-    let manager = w.manager.clone();
-    let user = w.user.clone();
     let cx = HookCx {
         state,
         t,

@@ -327,17 +327,17 @@ fn rule(r: &Value, field: &str, causes: &mut Vec<Cause>) -> Rule {
         causes.push(Cause::required(format!("{field}.apiGroups")));
     }
     for (i, res) in resources.iter().enumerate() {
-        let (main, sub) = res.split_once('/').unwrap_or((res, ""));
-        if main.is_empty() || sub.contains('/') || (main == "*" && !sub.is_empty() && sub != "*")
-        {
-            // kube accepts `*/scale`; `a/b/c` and `/x` are not resources.
-            if !(main == "*" && !sub.is_empty() && !sub.contains('/')) {
-                causes.push(Cause::invalid(
-                    format!("{field}.resources[{i}]"),
-                    res,
-                    "must be a resource, a resource/subresource, '*', '*/*' or '*/<subresource>'",
-                ));
-            }
+        // `*`, `*/*`, `*/<sub>`, `<res>`, `<res>/*`, `<res>/<sub>`.
+        let valid = match res.split_once('/') {
+            None => !res.is_empty(),
+            Some((main, sub)) => !main.is_empty() && !sub.is_empty() && !sub.contains('/'),
+        };
+        if !valid {
+            causes.push(Cause::invalid(
+                format!("{field}.resources[{i}]"),
+                res,
+                "must be a resource, a resource/subresource, '*', '*/*' or '*/<subresource>'",
+            ));
         }
     }
     let scope = match r["scope"].as_str().unwrap_or("*") {
@@ -370,8 +370,9 @@ pub fn parse(obj: &Value, phase: Phase) -> Result<Vec<Webhook>, Vec<Cause>> {
         .as_str()
         .unwrap_or_default()
         .to_string();
+    static NONE: Vec<Value> = Vec::new();
     let list = match &obj["webhooks"] {
-        Value::Null => &Vec::new(),
+        Value::Null => &NONE,
         Value::Array(a) => a,
         other => {
             return Err(vec![Cause::invalid(
