@@ -7,10 +7,10 @@
 //!
 //!     cargo bench -p sluice --bench webhooks      (SLUICE_BENCH_OPS, default 500)
 
-#[path = "../tests/support/mod.rs"]
-mod support;
 #[path = "../tests/webhooks/server.rs"]
 mod server;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::time::{Duration, Instant};
 
@@ -55,7 +55,9 @@ fn main() {
 
     // The loopback webhook, served by this process.
     let (local_ca, local_cert, local_key) = server::certificates(&["127.0.0.1"]);
-    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
     let port = listener.local_addr().unwrap().port();
     rt.spawn(server::serve(listener, local_cert, local_key));
 

@@ -165,7 +165,13 @@ fn webhooks_by_url_answer_deny_patch_and_fail_as_kubes_do() {
 
         // Each way of failing: refused under Fail with kube's words, skipped under Ignore.
         let failures = [
-            ("garbage", url("/garbage"), ca.clone(), 10, "received invalid webhook response"),
+            (
+                "garbage",
+                url("/garbage"),
+                ca.clone(),
+                10,
+                "received invalid webhook response",
+            ),
             (
                 "status500",
                 url("/status500"),
@@ -173,7 +179,13 @@ fn webhooks_by_url_answer_deny_patch_and_fail_as_kubes_do() {
                 10,
                 "the server responded with status code 500",
             ),
-            ("slow", url("/slow"), ca.clone(), 1, "context deadline exceeded"),
+            (
+                "slow",
+                url("/slow"),
+                ca.clone(),
+                1,
+                "context deadline exceeded",
+            ),
             (
                 "wronguid",
                 url("/wronguid"),
@@ -203,7 +215,8 @@ fn webhooks_by_url_answer_deny_patch_and_fail_as_kubes_do() {
             ));
             let (ok, out) = create_configmap(&k, name, "c1", "a=b");
             assert!(!ok, "{name}: {out}");
-            let expect = format!("Internal error occurred: failed calling webhook \"{name}.example.com\": ");
+            let expect =
+                format!("Internal error occurred: failed calling webhook \"{name}.example.com\": ");
             assert!(out.contains(&expect), "{name}: {out}");
             assert!(out.contains(says), "{name}: {out}");
             set_policy(&k, "validatingwebhookconfiguration", name, "Ignore");
@@ -224,7 +237,9 @@ fn webhooks_by_url_answer_deny_patch_and_fail_as_kubes_do() {
         let (ok, out) = create_configmap(&k, "badpatch", "c1", "a=b");
         assert!(!ok, "{out}");
         assert!(
-            out.contains("admission webhook \"badpatch.example.com\" returned a patch that does not apply"),
+            out.contains(
+                "admission webhook \"badpatch.example.com\" returned a patch that does not apply"
+            ),
             "{out}"
         );
 
@@ -244,7 +259,10 @@ webhooks:
             ca = server::b64(&ca)
         ));
         let (ok, out) = create_configmap(&k, "unchecked", "blocked", "a=b");
-        assert!(!ok && out.contains("failed calling webhook \"all.example.com\""), "{out}");
+        assert!(
+            !ok && out.contains("failed calling webhook \"all.example.com\""),
+            "{out}"
+        );
         k.ok(&["delete", "validatingwebhookconfiguration", "catch-all"]);
         let (ok, out) = create_configmap(&k, "unchecked", "unblocked", "a=b");
         assert!(ok, "{out}");
@@ -273,7 +291,10 @@ webhooks:
             "{err}"
         );
         let listed = k.ok(&["get", "validatingwebhookconfigurations", "-o", "name"]);
-        assert!(listed.contains("validatingwebhookconfiguration.admissionregistration.k8s.io/validate"), "{listed}");
+        assert!(
+            listed.contains("validatingwebhookconfiguration.admissionregistration.k8s.io/validate"),
+            "{listed}"
+        );
         let defaults = k.ok(&[
             "get",
             "mutatingwebhookconfiguration",
@@ -317,7 +338,13 @@ fn a_webhook_served_from_a_pod_follows_its_namespace() {
     k.apply_stdin(&server::sample_operator(
         &cert,
         &key,
-        &[&exe, "serve_admission_webhook", "--exact", "--ignored", "--nocapture"],
+        &[
+            &exe,
+            "serve_admission_webhook",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ],
     ));
     let service = "service: {namespace: hooks, name: sample-webhook, path: /validate}";
     k.apply_stdin(&configuration(
@@ -369,9 +396,16 @@ fn a_webhook_served_from_a_pod_follows_its_namespace() {
     );
 
     // The webhook's namespace moves to west; the webhook goes on answering from there.
-    k.ok(&["label", "namespace", "hooks", "sluice.dev/cluster=west", "--overwrite"]);
+    k.ok(&[
+        "label",
+        "namespace",
+        "hooks",
+        "sluice.dev/cluster=west",
+        "--overwrite",
+    ]);
     assert!(
-        eventually(Duration::from_secs(180), || operator_on(&k, "west").is_some()
+        eventually(Duration::from_secs(180), || operator_on(&k, "west")
+            .is_some()
             && operator_on(&k, "east").is_none()),
         "the operator did not move: {}",
         k.ok(&["-n", "hooks", "get", "pods", "-o", "wide"])
@@ -385,7 +419,14 @@ fn a_webhook_served_from_a_pod_follows_its_namespace() {
 
     // Its Pod gone: the Fail webhook refuses, in kube's words; as Ignore, it lets through
     // (and the Ignore mutating webhook is skipped).
-    k.ok(&["-n", "hooks", "scale", "deployment", "sample-operator", "--replicas=0"]);
+    k.ok(&[
+        "-n",
+        "hooks",
+        "scale",
+        "deployment",
+        "sample-operator",
+        "--replicas=0",
+    ]);
     assert!(
         eventually(Duration::from_secs(90), || {
             let (ok, out) = create_configmap(&k, "apps", "while-gone", "a=b");
@@ -393,7 +434,12 @@ fn a_webhook_served_from_a_pod_follows_its_namespace() {
         }),
         "the Fail webhook did not refuse with its Pod gone"
     );
-    set_policy(&k, "validatingwebhookconfiguration", "sample-validate", "Ignore");
+    set_policy(
+        &k,
+        "validatingwebhookconfiguration",
+        "sample-validate",
+        "Ignore",
+    );
     let (ok, out) = create_configmap(&k, "apps", "let-through", "a=b");
     assert!(ok, "{out}");
     let labels = k.ok(&[

@@ -126,7 +126,10 @@ impl AgentClient {
         port: u16,
     ) -> Result<hyper::upgrade::Upgraded, AgentError> {
         let mut headers = http::HeaderMap::new();
-        headers.insert(header::CONNECTION, http::HeaderValue::from_static("Upgrade"));
+        headers.insert(
+            header::CONNECTION,
+            http::HeaderValue::from_static("Upgrade"),
+        );
         headers.insert(
             header::UPGRADE,
             http::HeaderValue::from_static(SERVICE_STREAM_PROTOCOL),

@@ -147,8 +147,10 @@ pub async fn relay(
         span,
     ));
     let mut back = answer(StatusCode::SWITCHING_PROTOCOLS, String::new());
-    back.headers_mut()
-        .insert(header::CONNECTION, http::HeaderValue::from_static("Upgrade"));
+    back.headers_mut().insert(
+        header::CONNECTION,
+        http::HeaderValue::from_static("Upgrade"),
+    );
     back.headers_mut()
         .insert(header::UPGRADE, http::HeaderValue::from_static(PROTOCOL));
     back

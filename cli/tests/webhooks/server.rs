@@ -255,4 +255,3 @@ spec:
         port = PORT,
     )
 }
-

@@ -357,8 +357,7 @@ pub(super) async fn delete(
     body: &[u8],
 ) -> ApiResult<Resp> {
     let (options, dry_run) = delete_options(ctx, body)?;
-    let bytes =
-        pipeline::delete(
+    let bytes = pipeline::delete(
         state,
         scope.t,
         &scope.key(name)?,
@@ -389,8 +388,16 @@ pub(super) async fn delete_collection(
     let mut items = Vec::new();
     for key in targets {
         let name = key.parts().map(|p| p.name.to_string()).unwrap_or_default();
-        match pipeline::delete(state, scope.t, &key, &name, &options, dry_run, Some(&ctx.user))
-            .await
+        match pipeline::delete(
+            state,
+            scope.t,
+            &key,
+            &name,
+            &options,
+            dry_run,
+            Some(&ctx.user),
+        )
+        .await
         {
             Ok(b) => items.push(b),
             Err(ApiError::NotFound { .. }) => {}

@@ -260,7 +260,10 @@ fn parse_url(url: &str) -> Result<(String, String, String), String> {
     if host.is_empty() {
         return Err("host must be specified".into());
     }
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
     let path = match uri.path() {
         "" => "/".to_string(),
         p => p.to_string(),
@@ -499,7 +502,10 @@ pub fn parse(obj: &Value, phase: Phase) -> Result<Vec<Webhook>, Vec<Cause>> {
         };
         // Conditions are CEL expressions, which this server does not evaluate yet: a
         // webhook that relies on them is refused rather than called for more than it asked.
-        if h["matchConditions"].as_array().is_some_and(|m| !m.is_empty()) {
+        if h["matchConditions"]
+            .as_array()
+            .is_some_and(|m| !m.is_empty())
+        {
             causes.push(Cause::forbidden(
                 field("matchConditions"),
                 "match conditions are CEL expressions, which Sluice does not evaluate yet; leave them out and filter in the webhook",
@@ -574,7 +580,10 @@ pub fn parse(obj: &Value, phase: Phase) -> Result<Vec<Webhook>, Vec<Cause>> {
                 }
                 let port = match &s["port"] {
                     Value::Null => Some(443),
-                    v => v.as_u64().and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0),
+                    v => v
+                        .as_u64()
+                        .and_then(|p| u16::try_from(p).ok())
+                        .filter(|p| *p > 0),
                 };
                 if port.is_none() {
                     causes.push(Cause::invalid(
@@ -600,8 +609,11 @@ pub fn parse(obj: &Value, phase: Phase) -> Result<Vec<Webhook>, Vec<Cause>> {
             .enumerate()
             .map(|(j, r)| rule(r, &field(&format!("rules[{j}]")), &mut causes))
             .collect();
-        let namespace_selector =
-            selector(&h["namespaceSelector"], &field("namespaceSelector"), &mut causes);
+        let namespace_selector = selector(
+            &h["namespaceSelector"],
+            &field("namespaceSelector"),
+            &mut causes,
+        );
         let object_selector = selector(&h["objectSelector"], &field("objectSelector"), &mut causes);
         if let Some(client) = client {
             hooks.push(Webhook {
@@ -655,10 +667,7 @@ mod tests {
         assert_eq!(h["clientConfig"]["service"]["port"], 443);
         assert_eq!(h["rules"][0]["scope"], "*");
         let hooks = parse(&obj, Phase::Mutating).unwrap();
-        assert_eq!(
-            hooks[0].client.describe(),
-            "https://svc.hooks.svc:443/"
-        );
+        assert_eq!(hooks[0].client.describe(), "https://svc.hooks.svc:443/");
         assert_eq!(hooks[0].client.server_name(), "svc.hooks.svc");
     }
 

@@ -162,17 +162,35 @@ mod tests {
             json!({}),
         );
         let o = json!({"metadata": {}});
-        assert!(matches(&h, &attrs(Operation::Create, "deployments", None, &o, &[])));
-        assert!(!matches(&h, &attrs(Operation::Delete, "deployments", None, &o, &[])));
-        assert!(!matches(&h, &attrs(Operation::Update, "deployments", Some("status"), &o, &[])));
-        assert!(matches(&h, &attrs(Operation::Update, "statefulsets", Some("status"), &o, &[])));
-        assert!(!matches(&h, &attrs(Operation::Update, "statefulsets", None, &o, &[])));
+        assert!(matches(
+            &h,
+            &attrs(Operation::Create, "deployments", None, &o, &[])
+        ));
+        assert!(!matches(
+            &h,
+            &attrs(Operation::Delete, "deployments", None, &o, &[])
+        ));
+        assert!(!matches(
+            &h,
+            &attrs(Operation::Update, "deployments", Some("status"), &o, &[])
+        ));
+        assert!(matches(
+            &h,
+            &attrs(Operation::Update, "statefulsets", Some("status"), &o, &[])
+        ));
+        assert!(!matches(
+            &h,
+            &attrs(Operation::Update, "statefulsets", None, &o, &[])
+        ));
         let all = hook(
             json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*/*"], "scope": "Cluster"}]),
             json!({}),
             json!({}),
         );
-        assert!(!matches(&all, &attrs(Operation::Create, "deployments", None, &o, &[])));
+        assert!(!matches(
+            &all,
+            &attrs(Operation::Create, "deployments", None, &o, &[])
+        ));
         assert!(resource_matches("*", "pods", None));
         assert!(!resource_matches("*", "pods", Some("status")));
         assert!(resource_matches("*/status", "pods", Some("status")));
@@ -188,10 +206,37 @@ mod tests {
         );
         let plain = json!({"metadata": {"labels": {"app": "a"}}});
         let skipped = json!({"metadata": {"labels": {"skip": "yes"}}});
-        assert!(matches(&h, &attrs(Operation::Create, "deployments", None, &plain, &[("webhooks", "on")])));
-        assert!(!matches(&h, &attrs(Operation::Create, "deployments", None, &plain, &[])));
-        assert!(!matches(&h, &attrs(Operation::Create, "deployments", None, &skipped, &[("webhooks", "on")])));
-        let mut update = attrs(Operation::Update, "deployments", None, &skipped, &[("webhooks", "on")]);
+        assert!(matches(
+            &h,
+            &attrs(
+                Operation::Create,
+                "deployments",
+                None,
+                &plain,
+                &[("webhooks", "on")]
+            )
+        ));
+        assert!(!matches(
+            &h,
+            &attrs(Operation::Create, "deployments", None, &plain, &[])
+        ));
+        assert!(!matches(
+            &h,
+            &attrs(
+                Operation::Create,
+                "deployments",
+                None,
+                &skipped,
+                &[("webhooks", "on")]
+            )
+        ));
+        let mut update = attrs(
+            Operation::Update,
+            "deployments",
+            None,
+            &skipped,
+            &[("webhooks", "on")],
+        );
         update.old_object = Some(&plain);
         assert!(matches(&h, &update));
     }

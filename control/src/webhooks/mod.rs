@@ -49,9 +49,7 @@ pub struct Admission<'a> {
 fn exempt(a: &Admission<'_>) -> bool {
     let system = a.user.is_none_or(|u| {
         u.is_controller()
-            || u.groups
-                .iter()
-                .any(|g| g.starts_with("system:sluice:"))
+            || u.groups.iter().any(|g| g.starts_with("system:sluice:"))
             || u.name.starts_with("system:sluice:")
     });
     system
@@ -88,8 +86,8 @@ fn namespace_labels(
         return object.map(matching::labels_of);
     }
     let ns = a.namespace?;
-    let stored =
-        crate::admission::downstream_names::stored_namespace(state, a.cluster, ns).unwrap_or_default();
+    let stored = crate::admission::downstream_names::stored_namespace(state, a.cluster, ns)
+        .unwrap_or_default();
     Some(matching::labels_of(&stored))
 }
 
@@ -121,7 +119,12 @@ enum Outcome {
 }
 
 /// Call `hook` with the review of `attrs`.
-async fn call(state: &ApiState, a: &Admission<'_>, hook: &Webhook, attrs: &Attributes<'_>) -> Outcome {
+async fn call(
+    state: &ApiState,
+    a: &Admission<'_>,
+    hook: &Webhook,
+    attrs: &Attributes<'_>,
+) -> Outcome {
     let uid = uuid::Uuid::new_v4().to_string();
     let groups = a.user.map(|u| u.groups.clone()).unwrap_or_default();
     let user = review::UserInfo {
@@ -383,6 +386,9 @@ mod tests {
         };
         let e = denial("p.example.com", &bare);
         assert_eq!(e.code(), 400);
-        assert!(e.to_string().ends_with("denied the request without explanation"));
+        assert!(
+            e.to_string()
+                .ends_with("denied the request without explanation")
+        );
     }
 }

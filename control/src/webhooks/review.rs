@@ -97,7 +97,9 @@ pub enum BadResponse {
     Uid { want: String, got: String },
     #[error("received invalid webhook response: expected response.patchType to be set")]
     PatchTypeMissing,
-    #[error("received invalid webhook response: expected response.patchType=\"JSONPatch\", got {0:?}")]
+    #[error(
+        "received invalid webhook response: expected response.patchType=\"JSONPatch\", got {0:?}"
+    )]
     PatchType(String),
     #[error("received invalid webhook response: the patch is not base64: {0}")]
     PatchEncoding(String),
@@ -107,8 +109,7 @@ pub enum BadResponse {
 
 /// Read a webhook's answer to the review with `uid`.
 pub fn response(body: &[u8], uid: &str, mutating: bool) -> Result<Verdict, BadResponse> {
-    let v: Value =
-        serde_json::from_slice(body).map_err(|e| BadResponse::Decode(e.to_string()))?;
+    let v: Value = serde_json::from_slice(body).map_err(|e| BadResponse::Decode(e.to_string()))?;
     let (api_version, kind) = (
         v["apiVersion"].as_str().unwrap_or_default(),
         v["kind"].as_str().unwrap_or_default(),
@@ -223,8 +224,10 @@ mod tests {
     #[test]
     fn answers_are_checked_as_kube_checks_them() {
         let ok = response(
-            &answer(json!({"uid": "u", "allowed": true, "patchType": "JSONPatch",
-                "patch": "W10=", "warnings": ["w"]})),
+            &answer(
+                json!({"uid": "u", "allowed": true, "patchType": "JSONPatch",
+                "patch": "W10=", "warnings": ["w"]}),
+            ),
             "u",
             true,
         )
@@ -233,7 +236,9 @@ mod tests {
         assert_eq!(ok.patch.as_deref(), Some(b"[]".as_slice()));
         assert_eq!(ok.warnings, vec!["w".to_string()]);
         let denied = response(
-            &answer(json!({"uid": "u", "allowed": false, "status": {"code": 403, "message": "no"}})),
+            &answer(
+                json!({"uid": "u", "allowed": false, "status": {"code": 403, "message": "no"}}),
+            ),
             "u",
             false,
         )
@@ -246,14 +251,23 @@ mod tests {
                 got: "x".into()
             })
         );
-        assert!(matches!(response(b"garbage", "u", false), Err(BadResponse::Decode(_))));
+        assert!(matches!(
+            response(b"garbage", "u", false),
+            Err(BadResponse::Decode(_))
+        ));
         assert_eq!(
-            response(&answer(json!({"uid": "u", "allowed": true, "patch": "W10="})), "u", true),
+            response(
+                &answer(json!({"uid": "u", "allowed": true, "patch": "W10="})),
+                "u",
+                true
+            ),
             Err(BadResponse::PatchTypeMissing)
         );
         assert_eq!(
             response(
-                &answer(json!({"uid": "u", "allowed": true, "patch": "W10=", "patchType": "JSONPatch"})),
+                &answer(
+                    json!({"uid": "u", "allowed": true, "patch": "W10=", "patchType": "JSONPatch"})
+                ),
                 "u",
                 false
             ),

@@ -168,7 +168,14 @@ async fn dial(addr: &str) -> Result<tokio::net::TcpStream, CallError> {
     }
 }
 
-fn stored(state: &ApiState, group: &str, resource: &str, cluster: &LogicalClusterPath, ns: &str, name: &str) -> Option<Value> {
+fn stored(
+    state: &ApiState,
+    group: &str,
+    resource: &str,
+    cluster: &LogicalClusterPath,
+    ns: &str,
+    name: &str,
+) -> Option<Value> {
     let key = ResourcePrefix::new(group, resource).key(cluster, Some(ns), name);
     serde_json::from_slice(&state.store.get(&key)?.value).ok()
 }
@@ -280,7 +287,15 @@ async fn call_within(
             authority, path, ..
         } => {
             let tcp = dial(authority).await?;
-            post(tcp, tls, &server_name, authority, &format!("{path}{query}"), body).await
+            post(
+                tcp,
+                tls,
+                &server_name,
+                authority,
+                &format!("{path}{query}"),
+                body,
+            )
+            .await
         }
         Client::Service {
             namespace,
@@ -297,7 +312,9 @@ async fn call_within(
             };
             let mut last = None;
             if state.ips.is_some() {
-                for addr in local_endpoints(state, cluster, namespace, name, *port).map_err(no_route)? {
+                for addr in
+                    local_endpoints(state, cluster, namespace, name, *port).map_err(no_route)?
+                {
                     match dial(&addr.to_string()).await {
                         Ok(tcp) => {
                             return post(tcp, tls, &server_name, &host, &path, body).await;
@@ -323,8 +340,15 @@ async fn call_within(
                         .await
                     {
                         Ok(stream) => {
-                            return post(TokioIo::new(stream), tls, &server_name, &host, &path, body)
-                                .await;
+                            return post(
+                                TokioIo::new(stream),
+                                tls,
+                                &server_name,
+                                &host,
+                                &path,
+                                body,
+                            )
+                            .await;
                         }
                         Err(e) => {
                             tracing::debug!(cluster = %physical, error = %e,
