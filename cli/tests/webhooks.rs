@@ -454,3 +454,87 @@ fn a_webhook_served_from_a_pod_follows_its_namespace() {
     assert!(!labels.contains("sample.example.com/mutated"), "{labels}");
     assert!(dev.stop());
 }
+
+/// Kopf, a Python operator framework, registers its own webhooks by URL (its managed
+/// `auto.kopf.dev` configurations) and they are called: a refusal in its words, a warning,
+/// a label patched in; objects its selector leaves out are not sent.
+#[test]
+fn a_python_operator_registers_its_own_webhooks_by_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Control::start(dir.path(), &[]);
+    let k = Kubectl::new(&kubectls()[0], &c.kubeconfig, &dir.path().join("cache"));
+    let (ca, cert, key) = server::certificates(&["127.0.0.1"]);
+    for (name, pem) in [("ca.pem", &ca), ("cert.pem", &cert), ("key.pem", &key)] {
+        std::fs::write(dir.path().join(name), pem).unwrap();
+    }
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/kopf_webhooks.py");
+    let log = std::fs::File::create(dir.path().join("kopf.log")).unwrap();
+    let mut kopf = KillOnDrop(
+        std::process::Command::new("python3")
+            .args(["-m", "kopf", "run", "--standalone", "--all-namespaces", script])
+            .env("KUBECONFIG", &c.kubeconfig)
+            .env("KOPF_WEBHOOK_PORT", port.to_string())
+            .env("KOPF_WEBHOOK_CA", dir.path().join("ca.pem"))
+            .env("KOPF_WEBHOOK_CERT", dir.path().join("cert.pem"))
+            .env("KOPF_WEBHOOK_KEY", dir.path().join("key.pem"))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("python3 -m kopf (./test.sh installs kopf into .venv/)"),
+    );
+    let kopf_log = || std::fs::read_to_string(dir.path().join("kopf.log")).unwrap_or_default();
+    namespace(&k, "kopf", "any");
+    let mut n = 0;
+    assert!(
+        eventually(Duration::from_secs(90), || {
+            assert!(kopf.0.try_wait().unwrap().is_none(), "kopf exited: {}", kopf_log());
+            n += 1;
+            let out = k.fed(
+                &["apply", "-f", "-"],
+                &format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: probe-{n}, namespace: kopf, labels: {{kopf-checked: \"yes\"}}}}\ndata: {{forbidden: \"1\"}}\n"
+                ),
+            );
+            String::from_utf8_lossy(&out.stderr).contains("kopf says no")
+        }),
+        "kopf's webhook never refused: {}\n{}",
+        k.run(&["get", "validatingwebhookconfigurations", "-o", "yaml"]).stdout.len(),
+        kopf_log()
+    );
+    let registered = k.ok(&[
+        "get",
+        "validatingwebhookconfiguration",
+        "auto.kopf.dev",
+        "-o",
+        "jsonpath={.webhooks[0].clientConfig.url}",
+    ]);
+    assert!(registered.starts_with(&format!("https://127.0.0.1:{port}/")), "{registered}");
+    let out = k.fed(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine, namespace: kopf, labels: {kopf-checked: \"yes\"}}\ndata: {a: b}\n",
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("Warning: checked by kopf"), "{said}");
+    let labels = k.ok(&["-n", "kopf", "get", "configmap", "fine", "-o", "jsonpath={.metadata.labels}"]);
+    assert!(labels.contains("kopf.example.com/mutated"), "{labels}");
+    // Not labelled for kopf: not sent.
+    let (ok, out) = create_configmap(&k, "kopf", "unlabelled", "forbidden=1");
+    assert!(ok, "{out}");
+    drop(kopf);
+    drop(c);
+}
+
+/// A child process killed (and reaped) on drop.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
