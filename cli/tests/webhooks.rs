@@ -29,7 +29,7 @@ fn serve_admission_webhook() {
 
 fn namespace(k: &Kubectl, name: &str, label: &str) {
     k.apply_stdin(&format!(
-        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {{webhooks: {label}}}}}\n"
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {{webhooks: \"{label}\"}}}}\n"
     ));
 }
 
@@ -367,10 +367,10 @@ fn a_webhook_served_from_a_pod_follows_its_namespace() {
     ));
     // The apps it checks run on west.
     k.apply_stdin("apiVersion: v1\nkind: Namespace\nmetadata: {name: apps, labels: {webhooks: \"on\", sluice.dev/cluster: west}}\n");
-    let mut n = 0;
-    let mut attempt = |want_cluster: &str| {
-        n += 1;
-        let (ok, out) = create_configmap(&k, "apps", &format!("c{n}"), "a=b");
+    let n = std::cell::Cell::new(0);
+    let attempt = |want_cluster: &str| {
+        n.set(n.get() + 1);
+        let (ok, out) = create_configmap(&k, "apps", &format!("c{}", n.get()), "a=b");
         ok && out.contains(&format!("checked by sample-operator on {want_cluster}"))
     };
     assert!(
@@ -383,7 +383,7 @@ fn a_webhook_served_from_a_pod_follows_its_namespace() {
         "apps",
         "get",
         "configmap",
-        &format!("c{n}"),
+        &format!("c{}", n.get()),
         "-o",
         "jsonpath={.metadata.labels}",
     ]);
@@ -475,7 +475,14 @@ fn a_python_operator_registers_its_own_webhooks_by_url() {
     let log = std::fs::File::create(dir.path().join("kopf.log")).unwrap();
     let mut kopf = KillOnDrop(
         std::process::Command::new("python3")
-            .args(["-m", "kopf", "run", "--standalone", "--all-namespaces", script])
+            .args([
+                "-m",
+                "kopf",
+                "run",
+                "--standalone",
+                "--all-namespaces",
+                script,
+            ])
             .env("KUBECONFIG", &c.kubeconfig)
             .env("KOPF_WEBHOOK_PORT", port.to_string())
             .env("KOPF_WEBHOOK_CA", dir.path().join("ca.pem"))
@@ -491,7 +498,11 @@ fn a_python_operator_registers_its_own_webhooks_by_url() {
     let mut n = 0;
     assert!(
         eventually(Duration::from_secs(90), || {
-            assert!(kopf.0.try_wait().unwrap().is_none(), "kopf exited: {}", kopf_log());
+            assert!(
+                kopf.0.try_wait().unwrap().is_none(),
+                "kopf exited: {}",
+                kopf_log()
+            );
             n += 1;
             let out = k.fed(
                 &["apply", "-f", "-"],
@@ -502,7 +513,9 @@ fn a_python_operator_registers_its_own_webhooks_by_url() {
             String::from_utf8_lossy(&out.stderr).contains("kopf says no")
         }),
         "kopf's webhook never refused: {}\n{}",
-        k.run(&["get", "validatingwebhookconfigurations", "-o", "yaml"]).stdout.len(),
+        k.run(&["get", "validatingwebhookconfigurations", "-o", "yaml"])
+            .stdout
+            .len(),
         kopf_log()
     );
     let registered = k.ok(&[
@@ -512,7 +525,10 @@ fn a_python_operator_registers_its_own_webhooks_by_url() {
         "-o",
         "jsonpath={.webhooks[0].clientConfig.url}",
     ]);
-    assert!(registered.starts_with(&format!("https://127.0.0.1:{port}/")), "{registered}");
+    assert!(
+        registered.starts_with(&format!("https://127.0.0.1:{port}/")),
+        "{registered}"
+    );
     let out = k.fed(
         &["apply", "-f", "-"],
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine, namespace: kopf, labels: {kopf-checked: \"yes\"}}\ndata: {a: b}\n",
@@ -520,7 +536,15 @@ fn a_python_operator_registers_its_own_webhooks_by_url() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("Warning: checked by kopf"), "{said}");
-    let labels = k.ok(&["-n", "kopf", "get", "configmap", "fine", "-o", "jsonpath={.metadata.labels}"]);
+    let labels = k.ok(&[
+        "-n",
+        "kopf",
+        "get",
+        "configmap",
+        "fine",
+        "-o",
+        "jsonpath={.metadata.labels}",
+    ]);
     assert!(labels.contains("kopf.example.com/mutated"), "{labels}");
     // Not labelled for kopf: not sent.
     let (ok, out) = create_configmap(&k, "kopf", "unlabelled", "forbidden=1");

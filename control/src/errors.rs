@@ -51,6 +51,20 @@ impl Cause {
         }
     }
 
+    /// [`Cause::invalid`] of a value that is not a string (kube prints numbers, booleans
+    /// and objects as they are, without quotes).
+    pub fn invalid_value(
+        field: impl Into<String>,
+        value: &Value,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {value}: {}", detail.into()),
+        }
+    }
+
     pub fn required(field: impl Into<String>) -> Self {
         Self {
             reason: "FieldValueRequired",

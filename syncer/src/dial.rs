@@ -73,7 +73,7 @@ async fn endpoints(
         else {
             continue;
         };
-        for ep in slice.endpoints {
+        for ep in slice.endpoints.into_iter().flatten() {
             if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
                 continue;
             }

@@ -200,7 +200,7 @@ webhooks:
   clientConfig:
     {client}
     caBundle: {ca}
-  namespaceSelector: {{matchLabels: {{webhooks: {namespace_label}}}}}
+  namespaceSelector: {{matchLabels: {{webhooks: "{namespace_label}"}}}}
   rules:
   - {{operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}}
 "#,

@@ -491,9 +491,9 @@ pub fn parse(obj: &Value, phase: Phase) -> Result<Vec<Webhook>, Vec<Cause>> {
             v => match v.as_i64() {
                 Some(t) if (MIN_TIMEOUT_SECONDS..=MAX_TIMEOUT_SECONDS).contains(&t) => t,
                 _ => {
-                    causes.push(Cause::invalid(
+                    causes.push(Cause::invalid_value(
                         field("timeoutSeconds"),
-                        &v.to_string(),
+                        v,
                         "the timeout value must be between 1 and 30 seconds",
                     ));
                     DEFAULT_TIMEOUT_SECONDS
