@@ -253,6 +253,7 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
         node_streaming: config.node_streaming.clone(),
         audit,
         agents: agent_client::AgentClient::new(pki.agent_client_config()?),
+        webhook_connections: Default::default(),
         hooks: admission::builtin(ips),
     });
     let url = format!("https://{host}:{}", addr.port());

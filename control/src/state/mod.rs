@@ -41,6 +41,8 @@ pub struct ApiState {
     /// How the control plane reaches into a cluster, through its syncer (mutual TLS, a
     /// per-cluster identity on both ends).
     pub agents: crate::agent_client::AgentClient,
+    /// Connections to admission webhooks kept between calls.
+    pub webhook_connections: crate::webhooks::pool::Pool,
 }
 
 pub type SharedState = Arc<ApiState>;

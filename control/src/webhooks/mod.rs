@@ -13,6 +13,7 @@
 
 pub mod config;
 pub mod matching;
+pub mod pool;
 pub mod review;
 pub mod transport;
 

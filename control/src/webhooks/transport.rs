@@ -22,6 +22,7 @@ use sluice_api::{ClusterName, LogicalClusterPath};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::config::{Client, Webhook};
+use super::pool::{Pool, Sender};
 use super::review::MAX_RESPONSE_BYTES;
 use crate::state::ApiState;
 use crate::storage::ResourcePrefix;
@@ -97,15 +98,12 @@ fn tls_config(ca_bundle: &[u8]) -> Result<Arc<rustls::ClientConfig>, CallError> 
     Ok(Arc::new(config))
 }
 
-/// POST `body` to `path` over `io`, after a TLS handshake proving `server_name`.
-async fn post<IO>(
+/// An HTTP/1.1 connection over `io`, after a TLS handshake proving `server_name`.
+async fn handshake<IO>(
     io: IO,
     tls: Arc<rustls::ClientConfig>,
     server_name: &str,
-    host: &str,
-    path: &str,
-    body: Bytes,
-) -> Result<Bytes, CallError>
+) -> Result<Sender, CallError>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -115,12 +113,26 @@ where
         .connect(name, io)
         .await
         .map_err(|e| CallError::Tls(e.to_string()))?;
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| CallError::Http(e.to_string()))?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
+    Ok(send)
+}
+
+/// POST `body` to `path` on `sender`'s connection; the answer's body if it is a 200.
+async fn post(
+    sender: &mut Sender,
+    host: &str,
+    path: &str,
+    body: Bytes,
+) -> Result<Bytes, CallError> {
+    sender
+        .ready()
+        .await
+        .map_err(|e| CallError::Http(e.to_string()))?;
     let request = Request::post(path)
         .header(header::HOST, host)
         .header(header::CONTENT_TYPE, "application/json")
@@ -128,7 +140,7 @@ where
         .header(header::USER_AGENT, "sluice-control/admission")
         .body(Full::new(body))
         .map_err(|e| CallError::Http(e.to_string()))?;
-    let resp = send
+    let resp = sender
         .send_request(request)
         .await
         .map_err(|e| CallError::Http(e.to_string()))?;
@@ -152,6 +164,41 @@ where
         });
     }
     Ok(bytes)
+}
+
+/// Whether the connection still carries requests after `result` (the webhook answered).
+fn reusable(result: &Result<Bytes, CallError>) -> bool {
+    matches!(result, Ok(_) | Err(CallError::Status { .. }))
+}
+
+/// One call over route `key`: a kept connection when there is one (a fresh one if it turns
+/// out to be closed), else one `connect` opens; kept again after an answer.
+async fn over<F, Fut>(
+    pool: &Pool,
+    key: String,
+    host: &str,
+    path: &str,
+    body: Bytes,
+    connect: F,
+) -> Result<Bytes, CallError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<Sender, CallError>>,
+{
+    if let Some(mut sender) = pool.take(&key) {
+        let result = post(&mut sender, host, path, body.clone()).await;
+        if reusable(&result) {
+            pool.put(key, sender);
+            return result;
+        }
+        tracing::debug!(route = %key, "a kept webhook connection failed; opening another");
+    }
+    let mut sender = connect().await?;
+    let result = post(&mut sender, host, path, body).await;
+    if reusable(&result) {
+        pool.put(key, sender);
+    }
+    result
 }
 
 async fn dial(addr: &str) -> Result<tokio::net::TcpStream, CallError> {
@@ -279,21 +326,25 @@ async fn call_within(
     hook: &Webhook,
     body: Bytes,
 ) -> Result<Bytes, CallError> {
-    let tls = tls_config(&hook.ca_bundle)?;
+    let pool = &state.webhook_connections;
     let server_name = hook.client.server_name();
     let query = format!("?timeout={}s", hook.timeout.as_secs());
+    let key = |to: String| Pool::key(&to, &server_name, &hook.ca_bundle);
     match &hook.client {
         Client::Url {
             authority, path, ..
         } => {
-            let tcp = dial(authority).await?;
-            post(
-                tcp,
-                tls,
-                &server_name,
+            let path = format!("{path}{query}");
+            over(
+                pool,
+                key(format!("url:{authority}")),
                 authority,
-                &format!("{path}{query}"),
+                &path,
                 body,
+                || async {
+                    let tcp = dial(authority).await?;
+                    handshake(tcp, tls_config(&hook.ca_bundle)?, &server_name).await
+                },
             )
             .await
         }
@@ -315,49 +366,58 @@ async fn call_within(
                 for addr in
                     local_endpoints(state, cluster, namespace, name, *port).map_err(no_route)?
                 {
-                    match dial(&addr.to_string()).await {
-                        Ok(tcp) => {
-                            return post(tcp, tls, &server_name, &host, &path, body).await;
-                        }
-                        Err(e) => last = Some(e),
+                    let result = over(
+                        pool,
+                        key(format!("endpoint:{addr}")),
+                        &host,
+                        &path,
+                        body.clone(),
+                        || async {
+                            let tcp = dial(&addr.to_string()).await?;
+                            handshake(tcp, tls_config(&hook.ca_bundle)?, &server_name).await
+                        },
+                    )
+                    .await;
+                    match result {
+                        Err(e @ CallError::Dial { .. }) => last = Some(e),
+                        other => return other,
                     }
                 }
             } else {
                 let downstream =
                     crate::admission::downstream_names::of_namespace(state, cluster, namespace);
                 for physical in placed_on(state, cluster, namespace, name).map_err(no_route)? {
-                    let Some(base) = crate::agent_client::syncer_url(&state.store, &physical)
-                    else {
-                        last = Some(CallError::Syncer {
-                            cluster: physical.clone(),
-                            why: "it has not published an endpoint".into(),
-                        });
-                        continue;
-                    };
-                    match state
-                        .agents
-                        .dial_service(&base, &physical, &downstream, name, *port)
-                        .await
-                    {
-                        Ok(stream) => {
-                            return post(
-                                TokioIo::new(stream),
-                                tls,
-                                &server_name,
-                                &host,
-                                &path,
-                                body,
-                            )
-                            .await;
-                        }
-                        Err(e) => {
-                            tracing::debug!(cluster = %physical, error = %e,
-                                "a webhook's cluster did not give a stream");
-                            last = Some(CallError::Syncer {
+                    let route = format!("service:{cluster}/{namespace}/{name}:{port}@{physical}");
+                    let result = over(pool, key(route), &host, &path, body.clone(), || async {
+                        let base = crate::agent_client::syncer_url(&state.store, &physical)
+                            .ok_or_else(|| CallError::Syncer {
                                 cluster: physical.clone(),
-                                why: e.to_string(),
-                            });
-                        }
+                                why: "it has not published an endpoint".into(),
+                            })?;
+                        let stream = state
+                            .agents
+                            .dial_service(&base, &physical, &downstream, name, *port)
+                            .await
+                            .map_err(|e| {
+                                tracing::debug!(cluster = %physical, error = %e,
+                                    "a webhook's cluster did not give a stream");
+                                CallError::Syncer {
+                                    cluster: physical.clone(),
+                                    why: e.to_string(),
+                                }
+                            })?;
+                        handshake(
+                            TokioIo::new(stream),
+                            tls_config(&hook.ca_bundle)?,
+                            &server_name,
+                        )
+                        .await
+                    })
+                    .await;
+                    match result {
+                        // This cluster gave no stream: the next one may.
+                        Err(e @ CallError::Syncer { .. }) => last = Some(e),
+                        other => return other,
                     }
                 }
             }
