@@ -1,6 +1,7 @@
 //! CustomResourceDefinitions: each served version of a CRD becomes a [`ResourceType`] in
 //! the catalog of the logical cluster that holds the CRD, and only there.
 
+pub mod cel;
 pub mod registry;
 pub mod structural;
 
@@ -73,6 +74,14 @@ pub fn validate_crd(crd: &Value) -> Vec<Cause> {
         ));
     }
     for (i, v) in versions.iter().enumerate() {
+        let schema = &v["schema"]["openAPIV3Schema"];
+        if schema.is_object() {
+            cel::check_schema(
+                schema,
+                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                &mut causes,
+            );
+        }
         for (j, c) in v["additionalPrinterColumns"]
             .as_array()
             .into_iter()

@@ -183,7 +183,7 @@ pub fn invalid(t: &ResourceType, name: &str, causes: Vec<Cause>) -> ApiError {
 
 /// The generic checks (metadata, the type's own rules, a custom type's schema) and the
 /// hooks' checks.
-fn validate(state: &ApiState, t: &ResourceType, obj: &Value) -> ApiResult<()> {
+fn validate(state: &ApiState, t: &ResourceType, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
     let mut causes = validation::check_metadata(
         obj,
         NameRule::for_resource(&t.group, &t.resource),
@@ -198,6 +198,19 @@ fn validate(state: &ApiState, t: &ResourceType, obj: &Value) -> ApiResult<()> {
             o.remove("kind");
         }
         crate::crd::structural::validate(schema, &body, "", &mut causes, 0);
+        // CEL rules run on objects that are otherwise valid (kube's order).
+        if causes.is_empty() && crate::crd::cel::has_rules(schema) {
+            let before = old.map(|o| {
+                let mut o = o.clone();
+                if let Some(m) = o.as_object_mut() {
+                    m.remove("metadata");
+                    m.remove("apiVersion");
+                    m.remove("kind");
+                }
+                o
+            });
+            crate::crd::cel::validate(schema, &body, before.as_ref(), "", &mut causes, 0);
+        }
     }
     for hook in state.hooks.of(t) {
         causes.extend(hook.validate(obj));
@@ -332,7 +345,7 @@ pub async fn create(
             None,
         );
     }
-    validate(state, t, &obj)?;
+    validate(state, t, &obj, None)?;
     check_namespace(state, target)?;
     check_reserved(state, t, &cluster, w.user.as_ref(), None, &obj)?;
     if let Some(synced) = w.user.as_ref().and_then(crate::rbac::syncer::cluster_of) {
@@ -650,7 +663,7 @@ pub async fn modify(
                 return Err(invalid(t, name, causes));
             }
         }
-        validate(state, t, &new)?;
+        validate(state, t, &new, Some(&old))?;
         check_reserved(state, t, &cluster, user.as_ref(), Some(&old), &new)?;
         if let Some(synced) = user.as_ref().and_then(crate::rbac::syncer::cluster_of) {
             crate::rbac::syncer::may_change(&synced, &t.group, &t.resource, &old, &new).map_err(

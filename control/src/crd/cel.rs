@@ -1,0 +1,428 @@
+//! CRD validation rules (`x-kubernetes-validations`) in CEL, with the `cel` crate and its
+//! strings, lists and math extensions: each rule is compiled when its CRD is written (a rule
+//! that does not compile, or names a variable other than `self` and `oldSelf`, refuses the
+//! CRD with the compiler's message) and evaluated at its node of every object written, with
+//! `self` the node's value and, for transition rules (those that name `oldSelf`), `oldSelf`
+//! the node's value in the object being replaced — transition rules are skipped on create,
+//! as kube skips them. A failed rule is kube's cause: the node's path (plus the rule's
+//! `fieldPath`), `Invalid value: "<type>": <message>` (or the rule's `reason`), the message
+//! being `message`, `messageExpression` evaluated, or `failed rule: <rule>`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cel::{Context, Env, Program};
+use serde_json::Value;
+
+use crate::errors::Cause;
+
+/// Deepest node a rule is looked for at (as the structural walk).
+const MAX_DEPTH: usize = 64;
+
+/// Rules at most in one CRD version's schema, and characters at most in one rule: kube
+/// bounds rules by their estimated cost; Sluice bounds their number and length.
+pub const MAX_RULES: usize = 256;
+pub const MAX_RULE_CHARS: usize = 4096;
+
+thread_local! {
+    static ENV: Arc<Env> = {
+        let mut env = Env::stdlib();
+        let _ = env.add_extension(cel::extensions::strings);
+        let _ = env.add_extension(cel::extensions::lists);
+        let _ = env.add_extension(cel::extensions::math);
+        Arc::new(env)
+    };
+}
+
+fn env() -> Arc<Env> {
+    ENV.with(Arc::clone)
+}
+
+/// Compile `source`; its errors in the compiler's words, and a reference to anything but
+/// `self` and `oldSelf` refused as kube's type check refuses it.
+pub fn compile(source: &str) -> Result<Program, String> {
+    if source.chars().count() > MAX_RULE_CHARS {
+        return Err(format!(
+            "the rule is longer than {MAX_RULE_CHARS} characters"
+        ));
+    }
+    let program = env()
+        .compile(source)
+        .map_err(|e| format!("compilation failed: {e}"))?;
+    // The variables a macro binds (`self.all(x, ...)`) are declared by it.
+    let bound = comprehension_variables(source);
+    let undeclared: Vec<String> = program
+        .references()
+        .variables()
+        .into_iter()
+        .filter(|v| {
+            *v != "self"
+                && *v != "oldSelf"
+                && !v.starts_with('@')
+                && !v.starts_with("__")
+                && !bound.iter().any(|b| b == v)
+        })
+        .map(str::to_string)
+        .collect();
+    if let Some(v) = undeclared.first() {
+        return Err(format!(
+            "compilation failed: ERROR: <input>: undeclared reference to '{v}' (in container '')"
+        ));
+    }
+    Ok(program)
+}
+
+/// The names macros bind in `source`: `x` of `.all(x, ...)`, `.exists(x, ...)`,
+/// `.exists_one(x, ...)`, `.map(x, ...)`, `.filter(x, ...)` (and a map's `k, v` forms).
+fn comprehension_variables(source: &str) -> Vec<String> {
+    static RE: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let Some(re) = RE
+        .get_or_init(|| {
+            regex::Regex::new(
+                r"\.(?:all|exists|exists_one|existsOne|map|filter|transformList|transformMap)\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,(?:\s*([A-Za-z_][A-Za-z0-9_]*)\s*,)?",
+            )
+            .ok()
+        })
+        .as_ref()
+    else {
+        return Vec::new();
+    };
+    re.captures_iter(source)
+        .flat_map(|c| [c.get(1), c.get(2)])
+        .flatten()
+        .map(|m| m.as_str().to_string())
+        .collect()
+}
+
+/// Whether `rule` is a transition rule (it names `oldSelf`).
+fn is_transition(program: &Program) -> bool {
+    program.references().has_variable("oldSelf")
+}
+
+/// A JSON value as CEL sees it: integers as `int`, other numbers as `double`, objects as
+/// maps with string keys.
+fn to_cel(v: &Value) -> cel::Value {
+    match v {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => cel::Value::Int(i),
+            None => cel::Value::Float(n.as_f64().unwrap_or(0.0)),
+        },
+        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::Array(a) => cel::Value::List(Arc::new(a.iter().map(to_cel).collect())),
+        Value::Object(m) => {
+            let map: HashMap<String, cel::Value> =
+                m.iter().map(|(k, v)| (k.clone(), to_cel(v))).collect();
+            cel::Value::from(map)
+        }
+    }
+}
+
+/// The schema type name kube shows in a rule's cause.
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn rules(schema: &Value) -> impl Iterator<Item = &Value> {
+    schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// The causes of a CRD version's schema whose rules do not compile, under `path` (the
+/// schema's own field path in the CRD).
+pub fn check_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let mut count = 0;
+    check_node(schema, path, causes, &mut count, 0);
+    if count > MAX_RULES {
+        causes.push(Cause::invalid(
+            path.to_string(),
+            "",
+            format!("{count} validation rules: at most {MAX_RULES} are allowed per schema"),
+        ));
+    }
+}
+
+fn check_node(
+    schema: &Value,
+    path: &str,
+    causes: &mut Vec<Cause>,
+    count: &mut usize,
+    depth: usize,
+) {
+    if depth > MAX_DEPTH || !schema.is_object() {
+        return;
+    }
+    for (i, r) in rules(schema).enumerate() {
+        *count += 1;
+        let field = format!("{path}.x-kubernetes-validations[{i}]");
+        match r["rule"].as_str() {
+            None | Some("") => causes.push(Cause::required(format!("{field}.rule"))),
+            Some(rule) => {
+                if let Err(e) = compile(rule) {
+                    causes.push(Cause::invalid(format!("{field}.rule"), rule, e));
+                }
+            }
+        }
+        if let Some(m) = r["messageExpression"].as_str()
+            && let Err(e) = compile(m)
+        {
+            causes.push(Cause::invalid(format!("{field}.messageExpression"), m, e));
+        }
+        if let Some(reason) = r["reason"].as_str()
+            && !matches!(
+                reason,
+                "FieldValueInvalid"
+                    | "FieldValueForbidden"
+                    | "FieldValueRequired"
+                    | "FieldValueDuplicate"
+            )
+        {
+            causes.push(Cause {
+                reason: "FieldValueNotSupported",
+                field: format!("{field}.reason"),
+                message: format!(
+                    "Unsupported value: {reason:?}: supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""
+                ),
+            });
+        }
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, sub) in props {
+            check_node(
+                sub,
+                &format!("{path}.properties[{k}]"),
+                causes,
+                count,
+                depth + 1,
+            );
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(sub) = schema.get(key).filter(|s| s.is_object()) {
+            check_node(sub, &format!("{path}.{key}"), causes, count, depth + 1);
+        }
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Evaluate every rule of `schema` on `value` (`old`: the value it replaces, for
+/// transition rules), adding a cause for each that fails.
+pub fn validate(
+    schema: &Value,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<Cause>,
+    depth: usize,
+) {
+    if depth > MAX_DEPTH || value.is_null() {
+        return;
+    }
+    let has_rules = rules(schema).next().is_some();
+    if has_rules {
+        let env = env();
+        let this = to_cel(value);
+        let before = old.map(to_cel);
+        for r in rules(schema) {
+            let Some(rule) = r["rule"].as_str() else {
+                continue;
+            };
+            let Ok(program) = compile(rule) else {
+                continue;
+            };
+            if is_transition(&program) && before.is_none() {
+                continue;
+            }
+            let mut cx = Context::with_env(env.clone());
+            cx.add_variable_from_value("self", this.clone());
+            if let Some(b) = &before {
+                cx.add_variable_from_value("oldSelf", b.clone());
+            }
+            let failed = match program.execute(&cx) {
+                Ok(cel::Value::Bool(true)) => continue,
+                Ok(cel::Value::Bool(false)) => None,
+                Ok(other) => Some(format!(
+                    "rule evaluated to {:?}, not a boolean",
+                    other.type_of()
+                )),
+                Err(e) => Some(format!("rule evaluation error: {e}")),
+            };
+            let message = match failed {
+                Some(error) => error,
+                None => r["messageExpression"]
+                    .as_str()
+                    .and_then(|m| compile(m).ok())
+                    .and_then(|m| match m.execute(&cx) {
+                        Ok(cel::Value::String(s)) if !s.trim().is_empty() => Some(s.to_string()),
+                        _ => None,
+                    })
+                    .or_else(|| r["message"].as_str().map(str::to_string))
+                    .unwrap_or_else(|| format!("failed rule: {rule}")),
+            };
+            let mut field = path.to_string();
+            if let Some(fp) = r["fieldPath"].as_str() {
+                field.push_str(fp);
+            }
+            let field = field.trim_start_matches('.').to_string();
+            let field = if field.is_empty() {
+                "<nil>".to_string()
+            } else {
+                field
+            };
+            causes.push(match r["reason"].as_str().unwrap_or("FieldValueInvalid") {
+                "FieldValueForbidden" => Cause::forbidden(field, message),
+                "FieldValueRequired" => Cause {
+                    reason: "FieldValueRequired",
+                    field,
+                    message: format!("Required value: {message}"),
+                },
+                "FieldValueDuplicate" => Cause {
+                    reason: "FieldValueDuplicate",
+                    field,
+                    message: format!("Duplicate value: {message}"),
+                },
+                _ => Cause::invalid(field, type_name(value), message),
+            });
+        }
+    }
+    match value {
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let add = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (k, v) in map {
+                let sub = props.and_then(|p| p.get(k)).or(add);
+                if let Some(sub) = sub {
+                    let before = old.and_then(|o| o.get(k));
+                    validate(sub, v, before, &join(path, k), causes, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(sub) = schema.get("items").filter(|s| s.is_object()) {
+                for (i, v) in items.iter().enumerate() {
+                    validate(sub, v, None, &format!("{path}[{i}]"), causes, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether `schema` holds any rule (objects of a CRD without rules skip the walk).
+pub fn has_rules(schema: &Value) -> bool {
+    fn walk(s: &Value, depth: usize) -> bool {
+        if depth > MAX_DEPTH || !s.is_object() {
+            return false;
+        }
+        rules(s).next().is_some()
+            || s.get("properties")
+                .and_then(Value::as_object)
+                .is_some_and(|p| p.values().any(|v| walk(v, depth + 1)))
+            || ["items", "additionalProperties"]
+                .iter()
+                .any(|k| s.get(*k).is_some_and(|v| walk(v, depth + 1)))
+    }
+    walk(schema, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn schema() -> Value {
+        json!({"type": "object", "properties": {"spec": {
+            "type": "object",
+            "x-kubernetes-validations": [
+                {"rule": "self.replicas <= self.maxReplicas", "message": "replicas must not exceed maxReplicas"},
+                {"rule": "self.name.startsWith('app-')", "fieldPath": ".name", "reason": "FieldValueForbidden", "messageExpression": "'name ' + self.name + ' must start with app-'"},
+                {"rule": "self.mode == oldSelf.mode", "message": "mode is immutable"},
+            ],
+            "properties": {"replicas": {"type": "integer"}, "maxReplicas": {"type": "integer"},
+                "name": {"type": "string"}, "mode": {"type": "string"},
+                "tags": {"type": "array", "items": {"type": "string", "x-kubernetes-validations": [{"rule": "size(self) < 8"}]}}}
+        }}})
+    }
+
+    fn causes(new: Value, old: Option<Value>) -> Vec<Cause> {
+        let mut out = Vec::new();
+        validate(&schema(), &new, old.as_ref(), "", &mut out, 0);
+        out
+    }
+
+    #[test]
+    fn rules_refuse_with_kubes_causes() {
+        let ok = json!({"spec": {"replicas": 1, "maxReplicas": 3, "name": "app-a", "mode": "x", "tags": ["a"]}});
+        assert!(causes(ok.clone(), None).is_empty());
+        let bad = json!({"spec": {"replicas": 5, "maxReplicas": 3, "name": "web", "mode": "y", "tags": ["muchtoolong"]}});
+        let c = causes(bad.clone(), None);
+        assert_eq!(c.len(), 3, "{c:?}");
+        assert_eq!(c[0].field, "spec");
+        assert_eq!(
+            c[0].message,
+            "Invalid value: \"object\": replicas must not exceed maxReplicas"
+        );
+        assert_eq!(c[1].field, "spec.name");
+        assert_eq!(c[1].message, "Forbidden: name web must start with app-");
+        assert_eq!(c[2].field, "spec.tags[0]");
+        assert_eq!(
+            c[2].message,
+            "Invalid value: \"string\": failed rule: size(self) < 8"
+        );
+        // The transition rule runs on update only.
+        let c = causes(bad, Some(ok));
+        assert!(
+            c.iter().any(|c| c.message.ends_with("mode is immutable")),
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn rules_that_do_not_compile_refuse_their_crd() {
+        let mut c = Vec::new();
+        check_schema(
+            &json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.a <"}, {"rule": "other > 1"}, {"rule": "self.a > 1"}]}),
+            "spec.versions[0].schema.openAPIV3Schema",
+            &mut c,
+        );
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert_eq!(
+            c[0].field,
+            "spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[0].rule"
+        );
+        assert!(c[0].message.contains("compilation failed"), "{c:?}");
+        assert!(
+            c[1].message.contains("undeclared reference to 'other'"),
+            "{c:?}"
+        );
+        let mut ok = Vec::new();
+        check_schema(
+            &json!({"type": "array", "x-kubernetes-validations": [{"rule": "self.all(x, x > 0) && self.exists(y, y == 2)"}]}),
+            "s",
+            &mut ok,
+        );
+        assert!(ok.is_empty(), "{ok:?}");
+        assert!(has_rules(&schema()));
+        assert!(!has_rules(&json!({"type": "object"})));
+    }
+}
