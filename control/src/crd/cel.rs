@@ -38,6 +38,42 @@ fn env() -> Arc<Env> {
     ENV.with(Arc::clone)
 }
 
+/// Compiled rules kept per thread (a program is not shared across threads), at most this
+/// many; the cache starts over when full.
+const MAX_CACHED: usize = 4096;
+
+thread_local! {
+    static COMPILED: std::cell::RefCell<HashMap<String, std::rc::Rc<Compiled>>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
+/// A rule compiled, and whether it is a transition rule.
+struct Compiled {
+    program: Program,
+    transition: bool,
+}
+
+/// [`compile`], kept: rules are compiled once per thread, not once per object.
+fn compiled(source: &str) -> Option<std::rc::Rc<Compiled>> {
+    if let Some(p) = COMPILED.with(|c| c.borrow().get(source).cloned()) {
+        return Some(p);
+    }
+    let program = compile(source).ok()?;
+    let transition = is_transition(&program);
+    let program = std::rc::Rc::new(Compiled {
+        program,
+        transition,
+    });
+    COMPILED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= MAX_CACHED {
+            c.clear();
+        }
+        c.insert(source.to_string(), program.clone());
+    });
+    Some(program)
+}
+
 /// Compile `source`; its errors in the compiler's words, and a reference to anything but
 /// `self` and `oldSelf` refused as kube's type check refuses it.
 pub fn compile(source: &str) -> Result<Program, String> {
@@ -239,24 +275,22 @@ pub fn validate(
     }
     let has_rules = rules(schema).next().is_some();
     if has_rules {
-        let env = env();
-        let this = to_cel(value);
-        let before = old.map(to_cel);
+        let mut cx = Context::with_env(env());
+        cx.add_variable_from_value("self", to_cel(value));
+        if let Some(o) = old {
+            cx.add_variable_from_value("oldSelf", to_cel(o));
+        }
         for r in rules(schema) {
             let Some(rule) = r["rule"].as_str() else {
                 continue;
             };
-            let Ok(program) = compile(rule) else {
+            let Some(this_rule) = compiled(rule) else {
                 continue;
             };
-            if is_transition(&program) && before.is_none() {
+            if this_rule.transition && old.is_none() {
                 continue;
             }
-            let mut cx = Context::with_env(env.clone());
-            cx.add_variable_from_value("self", this.clone());
-            if let Some(b) = &before {
-                cx.add_variable_from_value("oldSelf", b.clone());
-            }
+            let program = &this_rule.program;
             let failed = match program.execute(&cx) {
                 Ok(cel::Value::Bool(true)) => continue,
                 Ok(cel::Value::Bool(false)) => None,
@@ -270,8 +304,8 @@ pub fn validate(
                 Some(error) => error,
                 None => r["messageExpression"]
                     .as_str()
-                    .and_then(|m| compile(m).ok())
-                    .and_then(|m| match m.execute(&cx) {
+                    .and_then(compiled)
+                    .and_then(|m| match m.program.execute(&cx) {
                         Ok(cel::Value::String(s)) if !s.trim().is_empty() => Some(s.to_string()),
                         _ => None,
                     })
