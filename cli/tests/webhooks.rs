@@ -163,6 +163,41 @@ fn webhooks_by_url_answer_deny_patch_and_fail_as_kubes_do() {
         let (ok, out) = create_configmap(&k, "unchecked", "any", "forbidden=1");
         assert!(ok, "{out}");
 
+        // Match conditions (CEL): a false one skips the webhook.
+        namespace(&k, "conditional", "cond");
+        let conditional = configuration(
+            "ValidatingWebhookConfiguration",
+            "conditional",
+            &url("/validate"),
+            &ca,
+            "Fail",
+            "cond",
+            10,
+        )
+        .replace(
+            "  rules:\n",
+            "  matchConditions:\n  - {name: not-skipped, expression: \"object.metadata.name != 'skip-me'\"}\n  rules:\n",
+        );
+        k.apply_stdin(&conditional);
+        let (ok, out) = create_configmap(&k, "conditional", "skip-me", "forbidden=1");
+        assert!(ok, "{bin}: {out}");
+        let (ok, out) = create_configmap(&k, "conditional", "checked", "forbidden=1");
+        assert!(
+            !ok && out.contains("admission webhook \"conditional.example.com\" denied the request"),
+            "{bin}: {out}"
+        );
+        let bad_condition = conditional
+            .replace("name: conditional", "name: bad-condition")
+            .replace("!= 'skip-me'", "!=");
+        let out = k.fed(&["apply", "-f", "-"], &bad_condition);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains("webhooks[0].matchConditions[0].expression")
+                && err.contains("compilation failed"),
+            "{bin}: {err}"
+        );
+
         // Each way of failing: refused under Fail with kube's words, skipped under Ignore.
         let failures = [
             (

@@ -10,6 +10,7 @@ pub mod audit;
 pub mod auth;
 pub mod bootstrap;
 pub mod catalog;
+pub mod cel;
 pub mod codec;
 pub mod controllers;
 pub mod conversion;

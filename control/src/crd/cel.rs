@@ -8,151 +8,29 @@
 //! `fieldPath`), `Invalid value: "<type>": <message>` (or the rule's `reason`), the message
 //! being `message`, `messageExpression` evaluated, or `failed rule: <rule>`.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use cel::{Context, Env, Program};
+use cel::Context;
 use serde_json::Value;
 
+use crate::cel::{env, to_cel};
 use crate::errors::Cause;
 
 /// Deepest node a rule is looked for at (as the structural walk).
 const MAX_DEPTH: usize = 64;
 
-/// Rules at most in one CRD version's schema, and characters at most in one rule: kube
-/// bounds rules by their estimated cost; Sluice bounds their number and length.
+/// Rules at most in one CRD version's schema: kube bounds rules by their estimated cost;
+/// Sluice bounds their number and length ([`crate::cel::MAX_CHARS`]).
 pub const MAX_RULES: usize = 256;
-pub const MAX_RULE_CHARS: usize = 4096;
 
-thread_local! {
-    static ENV: Arc<Env> = {
-        let mut env = Env::stdlib();
-        let _ = env.add_extension(cel::extensions::strings);
-        let _ = env.add_extension(cel::extensions::lists);
-        let _ = env.add_extension(cel::extensions::math);
-        Arc::new(env)
-    };
+/// The variables a rule may name.
+const VARIABLES: [&str; 2] = ["self", "oldSelf"];
+
+/// Compile rule `source` (see [`crate::cel::compile`]).
+pub fn compile(source: &str) -> Result<cel::Program, String> {
+    crate::cel::compile(source, &VARIABLES)
 }
 
-fn env() -> Arc<Env> {
-    ENV.with(Arc::clone)
-}
-
-/// Compiled rules kept per thread (a program is not shared across threads), at most this
-/// many; the cache starts over when full.
-const MAX_CACHED: usize = 4096;
-
-thread_local! {
-    static COMPILED: std::cell::RefCell<HashMap<String, std::rc::Rc<Compiled>>> =
-        std::cell::RefCell::new(HashMap::new());
-}
-
-/// A rule compiled, and whether it is a transition rule.
-struct Compiled {
-    program: Program,
-    transition: bool,
-}
-
-/// [`compile`], kept: rules are compiled once per thread, not once per object.
-fn compiled(source: &str) -> Option<std::rc::Rc<Compiled>> {
-    if let Some(p) = COMPILED.with(|c| c.borrow().get(source).cloned()) {
-        return Some(p);
-    }
-    let program = compile(source).ok()?;
-    let transition = is_transition(&program);
-    let program = std::rc::Rc::new(Compiled {
-        program,
-        transition,
-    });
-    COMPILED.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.len() >= MAX_CACHED {
-            c.clear();
-        }
-        c.insert(source.to_string(), program.clone());
-    });
-    Some(program)
-}
-
-/// Compile `source`; its errors in the compiler's words, and a reference to anything but
-/// `self` and `oldSelf` refused as kube's type check refuses it.
-pub fn compile(source: &str) -> Result<Program, String> {
-    if source.chars().count() > MAX_RULE_CHARS {
-        return Err(format!(
-            "the rule is longer than {MAX_RULE_CHARS} characters"
-        ));
-    }
-    let program = env()
-        .compile(source)
-        .map_err(|e| format!("compilation failed: {e}"))?;
-    // The variables a macro binds (`self.all(x, ...)`) are declared by it.
-    let bound = comprehension_variables(source);
-    let undeclared: Vec<String> = program
-        .references()
-        .variables()
-        .into_iter()
-        .filter(|v| {
-            *v != "self"
-                && *v != "oldSelf"
-                && !v.starts_with('@')
-                && !v.starts_with("__")
-                && !bound.iter().any(|b| b == v)
-        })
-        .map(str::to_string)
-        .collect();
-    if let Some(v) = undeclared.first() {
-        return Err(format!(
-            "compilation failed: ERROR: <input>: undeclared reference to '{v}' (in container '')"
-        ));
-    }
-    Ok(program)
-}
-
-/// The names macros bind in `source`: `x` of `.all(x, ...)`, `.exists(x, ...)`,
-/// `.exists_one(x, ...)`, `.map(x, ...)`, `.filter(x, ...)` (and a map's `k, v` forms).
-fn comprehension_variables(source: &str) -> Vec<String> {
-    static RE: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
-    let Some(re) = RE
-        .get_or_init(|| {
-            regex::Regex::new(
-                r"\.(?:all|exists|exists_one|existsOne|map|filter|transformList|transformMap)\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,(?:\s*([A-Za-z_][A-Za-z0-9_]*)\s*,)?",
-            )
-            .ok()
-        })
-        .as_ref()
-    else {
-        return Vec::new();
-    };
-    re.captures_iter(source)
-        .flat_map(|c| [c.get(1), c.get(2)])
-        .flatten()
-        .map(|m| m.as_str().to_string())
-        .collect()
-}
-
-/// Whether `rule` is a transition rule (it names `oldSelf`).
-fn is_transition(program: &Program) -> bool {
-    program.references().has_variable("oldSelf")
-}
-
-/// A JSON value as CEL sees it: integers as `int`, other numbers as `double`, objects as
-/// maps with string keys.
-fn to_cel(v: &Value) -> cel::Value {
-    match v {
-        Value::Null => cel::Value::Null,
-        Value::Bool(b) => cel::Value::Bool(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => cel::Value::Int(i),
-            None => cel::Value::Float(n.as_f64().unwrap_or(0.0)),
-        },
-        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
-        Value::Array(a) => cel::Value::List(Arc::new(a.iter().map(to_cel).collect())),
-        Value::Object(m) => {
-            let map: HashMap<String, cel::Value> =
-                m.iter().map(|(k, v)| (k.clone(), to_cel(v))).collect();
-            cel::Value::from(map)
-        }
-    }
+fn compiled(source: &str) -> Option<std::rc::Rc<crate::cel::Compiled>> {
+    crate::cel::compiled(source, &VARIABLES)
 }
 
 /// The schema type name kube shows in a rule's cause.
@@ -287,7 +165,7 @@ pub fn validate(
             let Some(this_rule) = compiled(rule) else {
                 continue;
             };
-            if this_rule.transition && old.is_none() {
+            if this_rule.names("oldSelf") && old.is_none() {
                 continue;
             }
             let program = &this_rule.program;

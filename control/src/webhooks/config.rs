@@ -178,6 +178,8 @@ pub struct Webhook {
     pub side_effects: SideEffects,
     pub timeout: Duration,
     pub reinvocation: Reinvocation,
+    /// `matchConditions`: (name, CEL expression), all of which must hold for a call.
+    pub match_conditions: Vec<(String, String)>,
 }
 
 /// kube's defaults, written into a configuration as it is stored (clients read them back).
@@ -293,6 +295,61 @@ fn selector(v: &Value, field: &str, causes: &mut Vec<Cause>) -> Selector {
             Selector::default()
         }
     }
+}
+
+/// The variables a match condition may name (kube's `authorizer` is not offered).
+pub const CONDITION_VARIABLES: [&str; 3] = ["object", "oldObject", "request"];
+
+/// kube's bound on a webhook's match conditions.
+pub const MAX_MATCH_CONDITIONS: usize = 64;
+
+/// A webhook's `matchConditions`: each named once with a qualified name, its expression
+/// compiled (the compiler's message when it does not).
+fn match_conditions(v: &Value, field: &str, causes: &mut Vec<Cause>) -> Vec<(String, String)> {
+    let list = v.as_array().map(Vec::as_slice).unwrap_or_default();
+    if list.len() > MAX_MATCH_CONDITIONS {
+        causes.push(Cause {
+            reason: "FieldValueTooMany",
+            field: field.to_string(),
+            message: format!(
+                "Too many: {}: must have at most {MAX_MATCH_CONDITIONS} items",
+                list.len()
+            ),
+        });
+        return Vec::new();
+    }
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (i, c) in list.iter().enumerate() {
+        let name = c["name"].as_str().unwrap_or_default();
+        let expression = c["expression"].as_str().unwrap_or_default();
+        let problems = crate::validation::check_qualified_name(name);
+        if name.is_empty() {
+            causes.push(Cause::required(format!("{field}[{i}].name")));
+        } else if !problems.is_empty() {
+            causes.push(Cause::invalid(
+                format!("{field}[{i}].name"),
+                name,
+                problems.join(", "),
+            ));
+        } else if out.iter().any(|(n, _)| n == name) {
+            causes.push(Cause {
+                reason: "FieldValueDuplicate",
+                field: format!("{field}[{i}].name"),
+                message: format!("Duplicate value: {name:?}"),
+            });
+        }
+        if expression.is_empty() {
+            causes.push(Cause::required(format!("{field}[{i}].expression")));
+        } else if let Err(e) = crate::cel::compile(expression, &CONDITION_VARIABLES) {
+            causes.push(Cause::invalid(
+                format!("{field}[{i}].expression"),
+                expression,
+                e,
+            ));
+        }
+        out.push((name.to_string(), expression.to_string()));
+    }
+    out
 }
 
 const OPERATIONS: [&str; 5] = ["*", "CREATE", "UPDATE", "DELETE", "CONNECT"];
@@ -500,17 +557,11 @@ pub fn parse(obj: &Value, phase: Phase) -> Result<Vec<Webhook>, Vec<Cause>> {
                 }
             },
         };
-        // Conditions are CEL expressions, which this server does not evaluate yet: a
-        // webhook that relies on them is refused rather than called for more than it asked.
-        if h["matchConditions"]
-            .as_array()
-            .is_some_and(|m| !m.is_empty())
-        {
-            causes.push(Cause::forbidden(
-                field("matchConditions"),
-                "match conditions are CEL expressions, which Sluice does not evaluate yet; leave them out and filter in the webhook",
-            ));
-        }
+        let match_conditions = match_conditions(
+            &h["matchConditions"],
+            &field("matchConditions"),
+            &mut causes,
+        );
         let cc = &h["clientConfig"];
         let ca_bundle = match cc["caBundle"].as_str() {
             None => Vec::new(),
@@ -630,6 +681,7 @@ pub fn parse(obj: &Value, phase: Phase) -> Result<Vec<Webhook>, Vec<Cause>> {
                 side_effects,
                 timeout: Duration::from_secs(timeout.unsigned_abs()),
                 reinvocation,
+                match_conditions,
             });
         }
     }
@@ -679,7 +731,7 @@ mod tests {
             "sideEffects": "Some",
             "timeoutSeconds": 31,
             "failurePolicy": "Maybe",
-            "matchConditions": [{"name": "x", "expression": "true"}],
+            "matchConditions": [{"name": "x", "expression": "object.metadata.name == "}],
             "clientConfig": {"url": "http://example.com/x?y=1"},
             "rules": [{"operations": ["CREATE", "*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["a/b/c"]}],
         }));
@@ -691,7 +743,7 @@ mod tests {
             "webhooks[0].sideEffects",
             "webhooks[0].timeoutSeconds",
             "webhooks[0].failurePolicy",
-            "webhooks[0].matchConditions",
+            "webhooks[0].matchConditions[0].expression",
             "webhooks[0].clientConfig.url",
             "webhooks[0].rules[0].operations",
             "webhooks[0].rules[0].resources[0]",

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::config::{Rule, Scope, Webhook};
+use super::config::{CONDITION_VARIABLES, Rule, Scope, Webhook};
 
 /// The operation of an admission request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +113,39 @@ pub fn matches(hook: &Webhook, a: &Attributes<'_>) -> bool {
         || (a.object.is_none() && a.old_object.is_none())
 }
 
+/// Whether every match condition of `hook` holds for `request` (the review's
+/// `AdmissionRequest`, whose `object` and `oldObject` the conditions also see by name), as
+/// kube decides: a false one skips the webhook; otherwise an error is returned (the
+/// webhook's `failurePolicy` decides).
+pub fn conditions_hold(hook: &Webhook, request: &Value) -> Result<bool, String> {
+    if hook.match_conditions.is_empty() {
+        return Ok(true);
+    }
+    let mut cx = cel::Context::with_env(crate::cel::env());
+    cx.add_variable_from_value("object", crate::cel::to_cel(&request["object"]));
+    cx.add_variable_from_value("oldObject", crate::cel::to_cel(&request["oldObject"]));
+    cx.add_variable_from_value("request", crate::cel::to_cel(request));
+    let mut error = None;
+    for (name, expression) in &hook.match_conditions {
+        let Some(c) = crate::cel::compiled(expression, &CONDITION_VARIABLES) else {
+            error = Some(format!("matchCondition {name:?} does not compile"));
+            continue;
+        };
+        match c.program.execute(&cx) {
+            Ok(cel::Value::Bool(true)) => {}
+            Ok(cel::Value::Bool(false)) => return Ok(false),
+            Ok(other) => {
+                error = Some(format!(
+                    "matchCondition {name:?} evaluated to {:?}, not a bool",
+                    other.type_of()
+                ));
+            }
+            Err(e) => error = Some(format!("matchCondition {name:?}: {e}")),
+        }
+    }
+    error.map_or(Ok(true), Err)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -195,6 +228,25 @@ mod tests {
         assert!(!resource_matches("*", "pods", Some("status")));
         assert!(resource_matches("*/status", "pods", Some("status")));
         assert!(resource_matches("pods/*", "pods", Some("exec")));
+    }
+
+    #[test]
+    fn match_conditions_skip_or_err_as_kubes_do() {
+        let c = json!({"metadata": {"name": "c"}, "webhooks": [{
+            "name": "v.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "clientConfig": {"url": "https://127.0.0.1:1/"},
+            "matchConditions": [
+                {"name": "not-skipped", "expression": "object.metadata.name != 'skip-me'"},
+                {"name": "creates", "expression": "request.operation == 'CREATE'"},
+            ],
+        }]});
+        let h = parse(&c, Phase::Validating).unwrap().remove(0);
+        let req = |name: &str, op: &str| json!({"operation": op, "object": {"metadata": {"name": name}}, "oldObject": null});
+        assert_eq!(conditions_hold(&h, &req("a", "CREATE")), Ok(true));
+        assert_eq!(conditions_hold(&h, &req("skip-me", "CREATE")), Ok(false));
+        assert_eq!(conditions_hold(&h, &req("a", "UPDATE")), Ok(false));
+        let broken = json!({"operation": "CREATE", "object": null, "oldObject": null});
+        assert!(conditions_hold(&h, &broken).is_err());
     }
 
     #[test]

@@ -215,6 +215,40 @@ fn failed(hook: &Webhook, why: String) -> ApiResult<()> {
     }
 }
 
+/// The `AdmissionRequest` the webhook would be sent, as its match conditions see it.
+fn request_view(a: &Admission<'_>, attrs: &Attributes<'_>) -> Value {
+    let groups = a.user.map(|u| u.groups.clone()).unwrap_or_default();
+    let user = review::UserInfo {
+        name: a.user.map_or("", |u| u.name.as_str()),
+        groups: &groups,
+    };
+    let mut review = review::request(
+        "",
+        attrs,
+        &a.t.kind,
+        a.name,
+        a.namespace,
+        &user,
+        a.dry_run,
+        review::options(a.operation, a.manager, a.dry_run),
+    );
+    review["request"].take()
+}
+
+/// Whether `hook`'s match conditions let it be called; one that cannot be evaluated fails
+/// the request under `Fail` and skips the webhook under `Ignore`.
+fn conditions(a: &Admission<'_>, hook: &Webhook, attrs: &Attributes<'_>) -> ApiResult<bool> {
+    if hook.match_conditions.is_empty() {
+        return Ok(true);
+    }
+    match matching::conditions_hold(hook, &request_view(a, attrs)) {
+        Ok(hold) => Ok(hold),
+        Err(why) => {
+            failed(hook, format!("failed to evaluate match conditions: {why}")).map(|()| false)
+        }
+    }
+}
+
 /// A dry run may only call webhooks without side effects (kube's refusal otherwise).
 fn dry_run_allowed(a: &Admission<'_>, hook: &Webhook) -> ApiResult<()> {
     if a.dry_run && !hook.side_effects.dry_run_safe() {
@@ -258,7 +292,7 @@ pub async fn mutate(
     let mut step = 0usize;
     for (i, hook) in hooks.iter().enumerate() {
         let attrs = attributes(a, Some(obj), old, ns_labels.clone());
-        if !matching::matches(hook, &attrs) {
+        if !matching::matches(hook, &attrs) || !conditions(a, hook, &attrs)? {
             continue;
         }
         dry_run_allowed(a, hook)?;
@@ -344,6 +378,9 @@ pub async fn validate(
     let attrs = attributes(a, obj, old, ns_labels);
     let mut chosen = Vec::new();
     for hook in hooks.iter().filter(|h| matching::matches(h, &attrs)) {
+        if !conditions(a, hook, &attrs)? {
+            continue;
+        }
         dry_run_allowed(a, hook)?;
         chosen.push(hook);
     }
