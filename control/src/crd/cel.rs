@@ -11,6 +11,7 @@
 use cel::Context;
 use serde_json::Value;
 
+use super::structural::type_name;
 use crate::cel::{env, to_cel};
 use crate::errors::Cause;
 
@@ -31,19 +32,6 @@ pub fn compile(source: &str) -> Result<cel::Program, String> {
 
 fn compiled(source: &str) -> Option<std::rc::Rc<crate::cel::Compiled>> {
     crate::cel::compiled(source, &VARIABLES)
-}
-
-/// The schema type name kube shows in a rule's cause.
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 fn rules(schema: &Value) -> impl Iterator<Item = &Value> {

@@ -104,7 +104,8 @@ pub fn prune(
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
+/// The schema type of a JSON value, as kube names it in causes.
+pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

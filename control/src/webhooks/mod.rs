@@ -127,22 +127,7 @@ async fn call(
     attrs: &Attributes<'_>,
 ) -> Outcome {
     let uid = uuid::Uuid::new_v4().to_string();
-    let groups = a.user.map(|u| u.groups.clone()).unwrap_or_default();
-    let user = review::UserInfo {
-        name: a.user.map_or("", |u| u.name.as_str()),
-        groups: &groups,
-    };
-    let body = review::request(
-        &uid,
-        attrs,
-        &a.t.kind,
-        a.name,
-        a.namespace,
-        &user,
-        a.dry_run,
-        review::options(a.operation, a.manager, a.dry_run),
-    );
-    let body = match serde_json::to_vec(&body) {
+    let body = match serde_json::to_vec(&review_of(a, attrs, &uid)) {
         Ok(b) => Bytes::from(b),
         Err(e) => return Outcome::Failed(e.to_string()),
     };
@@ -215,15 +200,15 @@ fn failed(hook: &Webhook, why: String) -> ApiResult<()> {
     }
 }
 
-/// The `AdmissionRequest` the webhook would be sent, as its match conditions see it.
-fn request_view(a: &Admission<'_>, attrs: &Attributes<'_>) -> Value {
+/// The `AdmissionReview` of request `a` with `uid`.
+fn review_of(a: &Admission<'_>, attrs: &Attributes<'_>, uid: &str) -> Value {
     let groups = a.user.map(|u| u.groups.clone()).unwrap_or_default();
     let user = review::UserInfo {
         name: a.user.map_or("", |u| u.name.as_str()),
         groups: &groups,
     };
-    let mut review = review::request(
-        "",
+    review::request(
+        uid,
         attrs,
         &a.t.kind,
         a.name,
@@ -231,8 +216,12 @@ fn request_view(a: &Admission<'_>, attrs: &Attributes<'_>) -> Value {
         &user,
         a.dry_run,
         review::options(a.operation, a.manager, a.dry_run),
-    );
-    review["request"].take()
+    )
+}
+
+/// The `AdmissionRequest` the webhook would be sent, as its match conditions see it.
+fn request_view(a: &Admission<'_>, attrs: &Attributes<'_>) -> Value {
+    review_of(a, attrs, "")["request"].take()
 }
 
 /// Whether `hook`'s match conditions let it be called; one that cannot be evaluated fails
