@@ -10,21 +10,36 @@ use crate::resources::Subresource;
 
 pub struct CrdHook;
 
+/// Conversion webhooks are not called: a CRD that asks for one is told, in a warning, that
+/// its versions convert as with strategy `None` (only `apiVersion` changes).
+fn warn_conversion(cx: &HookCx<'_>, crd: &Value) {
+    let served = crd["spec"]["versions"]
+        .as_array()
+        .map_or(0, |v| v.iter().filter(|v| v["served"] == true).count());
+    if crd["spec"]["conversion"]["strategy"] == "Webhook" && served > 1 {
+        cx.warn(
+            "spec.conversion.strategy: Webhook is not called by Sluice: objects are converted between versions as with strategy None (apiVersion only)".into(),
+        );
+    }
+}
+
 impl Hook for CrdHook {
-    fn admit_create(&self, _cx: &HookCx<'_>, obj: &mut Value) -> ApiResult<()> {
+    fn admit_create(&self, cx: &HookCx<'_>, obj: &mut Value) -> ApiResult<()> {
         obj["status"] = crate::crd::accepted_status(obj);
+        warn_conversion(cx, obj);
         Ok(())
     }
 
     fn admit_update(
         &self,
-        _cx: &HookCx<'_>,
+        cx: &HookCx<'_>,
         _old: &Value,
         new: &mut Value,
         sub: Option<Subresource>,
     ) -> ApiResult<()> {
         if sub.is_none() {
             new["status"] = crate::crd::accepted_status(new);
+            warn_conversion(cx, new);
         }
         Ok(())
     }
