@@ -3,7 +3,8 @@
 //! version the suite has): objects that break a rule are refused with kube's causes (the
 //! rule's message, `messageExpression`, `reason`, `fieldPath`, `failed rule: ...`),
 //! transition rules (`oldSelf`) hold on update and not on create, and a CRD whose rule does
-//! not compile is refused with the compiler's message.
+//! not compile is refused with the compiler's message; a CRD asking for a conversion webhook
+//! is told it is not called.
 
 mod support;
 
@@ -123,6 +124,30 @@ fn crd_rules_refuse_bad_objects_in_kubes_words() {
         assert!(out.contains("compilation failed"), "{bin}: {out}");
         assert!(
             out.contains("undeclared reference to 'other'"),
+            "{bin}: {out}"
+        );
+
+        // A conversion webhook is not called, and the CRD's writer is told so.
+        let two_versions = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: things, singular: thing, kind: Thing}
+  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: [v1]
+      clientConfig: {url: "https://127.0.0.1:1/convert"}
+  versions:
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+  - {name: v2, served: true, storage: false, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+"#;
+        let (ok, out) = apply(&k, two_versions);
+        assert!(ok, "{bin}: {out}");
+        assert!(
+            out.contains("Warning: spec.conversion.strategy: Webhook is not called by Sluice"),
             "{bin}: {out}"
         );
         drop(c);
