@@ -338,6 +338,43 @@ webhooks:
             "jsonpath={.webhooks[0].matchPolicy} {.webhooks[0].reinvocationPolicy} {.webhooks[0].objectSelector}",
         ]);
         assert_eq!(defaults, "Equivalent Never {}", "kube's defaults");
+
+        // A workspace's webhooks are reached through their Service: a URL is refused.
+        k.apply_stdin("apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: tenant}\n");
+        let tenant = Kubectl::new(
+            bin,
+            &c.workspace_kubeconfig("root:tenant"),
+            &dir.path().join("cache-tenant"),
+        );
+        let by_url = configuration(
+            "ValidatingWebhookConfiguration",
+            "tenant-url",
+            &url("/validate"),
+            &ca,
+            "Fail",
+            "on",
+            10,
+        );
+        assert!(
+            eventually(Duration::from_secs(30), || tenant.run(&["get", "ns"]).status.success()),
+            "the workspace never served"
+        );
+        let out = tenant.fed(&["apply", "-f", "-"], &by_url);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains("webhooks[0].clientConfig.url: Forbidden: a webhook of logical cluster root:tenant is reached through its Service"),
+            "{bin}: {err}"
+        );
+        tenant.apply_stdin(&configuration(
+            "ValidatingWebhookConfiguration",
+            "tenant-service",
+            "service: {namespace: hooks, name: sample-webhook, path: /validate}",
+            &ca,
+            "Ignore",
+            "on",
+            10,
+        ));
         drop(c);
         eprintln!("kubectl {i}: {bin} done");
     }
