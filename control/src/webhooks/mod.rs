@@ -48,10 +48,15 @@ pub struct Admission<'a> {
 
 /// Whether no webhook may see this request (see the module's doc).
 fn exempt(a: &Admission<'_>) -> bool {
+    // Exactly the identities no tenant can take (only system:masters may impersonate them).
     let system = a.user.is_none_or(|u| {
+        use crate::rbac::{clusterset, syncer};
         u.is_controller()
-            || u.groups.iter().any(|g| g.starts_with("system:sluice:"))
-            || u.name.starts_with("system:sluice:")
+            || u.groups
+                .iter()
+                .any(|g| g == syncer::GROUP || g == clusterset::GROUP)
+            || u.name.starts_with(syncer::USER_PREFIX)
+            || u.name.starts_with(clusterset::USER_PREFIX)
     });
     system
         || a.t.group == "admissionregistration.k8s.io"
