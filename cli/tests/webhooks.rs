@@ -340,7 +340,9 @@ webhooks:
         assert_eq!(defaults, "Equivalent Never {}", "kube's defaults");
 
         // A workspace's webhooks are reached through their Service: a URL is refused.
-        k.apply_stdin("apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: tenant}\n");
+        k.apply_stdin(
+            "apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: tenant}\n",
+        );
         let tenant = Kubectl::new(
             bin,
             &c.workspace_kubeconfig("root:tenant"),
@@ -356,7 +358,10 @@ webhooks:
             10,
         );
         assert!(
-            eventually(Duration::from_secs(30), || tenant.run(&["get", "ns"]).status.success()),
+            eventually(Duration::from_secs(30), || tenant
+                .run(&["get", "ns"])
+                .status
+                .success()),
             "the workspace never served"
         );
         let out = tenant.fed(&["apply", "-f", "-"], &by_url);
