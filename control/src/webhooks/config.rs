@@ -340,7 +340,9 @@ fn match_conditions(v: &Value, field: &str, causes: &mut Vec<Cause>) -> Vec<(Str
         }
         if expression.is_empty() {
             causes.push(Cause::required(format!("{field}[{i}].expression")));
-        } else if let Err(e) = crate::cel::compile(expression, &CONDITION_VARIABLES) {
+        } else if crate::cel::compiled(expression, &CONDITION_VARIABLES).is_none()
+            && let Err(e) = crate::cel::compile(expression, &CONDITION_VARIABLES)
+        {
             causes.push(Cause::invalid(
                 format!("{field}[{i}].expression"),
                 expression,
@@ -475,11 +477,12 @@ pub fn parse(obj: &Value, phase: Phase) -> Result<Vec<Webhook>, Vec<Cause>> {
         let versions = strings(&h["admissionReviewVersions"]);
         if versions.is_empty() {
             causes.push(Cause::required(field("admissionReviewVersions")));
-        } else if !versions.iter().any(|v| v == "v1" || v == "v1beta1") {
+        } else if !versions.iter().any(|v| v == "v1") {
+            // kube would send v1beta1 to a webhook that lists only it; Sluice speaks v1 only.
             causes.push(Cause::invalid(
                 field("admissionReviewVersions"),
                 &versions.join(","),
-                "must include at least one of v1, v1beta1",
+                "must include v1: Sluice sends AdmissionReview v1 only",
             ));
         }
         let side_effects = match h["sideEffects"].as_str() {
