@@ -639,3 +639,155 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// A two-version CRD (v1 stored, v2 served) whose conversion webhook the test serves.
+fn thing_crd(name_group: &str, client: &str, ca: &str) -> String {
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: things.{name_group}}}
+spec:
+  group: {name_group}
+  scope: Namespaced
+  names: {{plural: things, singular: thing, kind: Thing}}
+  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: [v1]
+      clientConfig:
+        {client}
+        caBundle: {ca}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {{openAPIV3Schema: {{type: object, properties: {{spec: {{type: object, properties: {{size: {{type: string}}}}}}}}}}}}
+  - name: v2
+    served: true
+    storage: false
+    additionalPrinterColumns: [{{name: Size, type: integer, jsonPath: .spec.sizeCm}}]
+    schema: {{openAPIV3Schema: {{type: object, properties: {{spec: {{type: object, properties: {{sizeCm: {{type: integer}}}}}}}}}}}}
+"#,
+        ca = server::b64(ca)
+    )
+}
+
+/// A CRD converted by a webhook, with each kubectl the suite has: objects written in
+/// either version are stored in one and read in both (get, list, table, watch, patch
+/// through the other version); a webhook that fails makes reads of the other version fail
+/// with kube's words while the stored version still reads; a workspace may not name a URL.
+#[test]
+fn a_two_version_crd_converts_through_its_webhook() {
+    let (port, ca) = local_server();
+    for bin in kubectls() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Control::start(dir.path(), &[]);
+        let k = Kubectl::new(&bin, &c.kubeconfig, &dir.path().join("cache"));
+        k.apply_stdin(&thing_crd(
+            "example.com",
+            &format!("url: https://127.0.0.1:{port}/convert"),
+            &ca,
+        ));
+        k.ok(&["wait", "--for=condition=Established", "crd/things.example.com"]);
+
+        // Written as v2, stored as v1, read as either.
+        k.apply_stdin(
+            "apiVersion: example.com/v2\nkind: Thing\nmetadata: {name: a, namespace: default}\nspec: {sizeCm: 10}\n",
+        );
+        let v1 = k.ok(&["get", "things.v1.example.com", "a", "-o", "jsonpath={.spec.size}"]);
+        assert_eq!(v1, "10cm", "{bin}");
+        let v2 = k.ok(&["get", "things.v2.example.com", "a", "-o", "jsonpath={.apiVersion} {.spec.sizeCm}"]);
+        assert_eq!(v2, "example.com/v2 10", "{bin}");
+        // Written as v1, listed as v2; the table's column is v2's.
+        k.apply_stdin(
+            "apiVersion: example.com/v1\nkind: Thing\nmetadata: {name: b, namespace: default}\nspec: {size: 7cm}\n",
+        );
+        let listed = k.ok(&["get", "things.v2.example.com", "-o", "jsonpath={.items[*].spec.sizeCm}"]);
+        assert_eq!(listed, "10 7", "{bin}");
+        let table = k.ok(&["get", "things.v2.example.com"]);
+        assert!(table.contains("SIZE") && table.contains("10"), "{bin}: {table}");
+        // A patch through v2 of what is stored as v1.
+        k.ok(&[
+            "patch",
+            "things.v2.example.com",
+            "a",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"sizeCm":12}}"#,
+        ]);
+        let v1 = k.ok(&["get", "things.v1.example.com", "a", "-o", "jsonpath={.spec.size}"]);
+        assert_eq!(v1, "12cm", "{bin}");
+        // A watch through v2 sees v2.
+        let watched = k.run(&[
+            "get",
+            "things.v2.example.com",
+            "a",
+            "-w",
+            "--request-timeout=3s",
+            "-o",
+            "jsonpath={.spec.sizeCm}",
+        ]);
+        assert!(
+            String::from_utf8_lossy(&watched.stdout).contains("12"),
+            "{bin}: {watched:?}"
+        );
+
+        // The webhook refuses: the other version fails in kube's words; the stored one reads.
+        k.ok(&[
+            "patch",
+            "crd",
+            "things.example.com",
+            "--type=json",
+            "-p",
+            &format!(
+                r#"[{{"op":"replace","path":"/spec/conversion/webhook/clientConfig/url","value":"https://127.0.0.1:{port}/convert-refuse"}}]"#
+            ),
+        ]);
+        let refused = k.fails(&["get", "things.v2.example.com", "a"]);
+        assert!(
+            refused.contains("conversion webhook for example.com/v2, Kind=Thing failed: conversion webhook failed: sizes are not converted today"),
+            "{bin}: {refused}"
+        );
+        assert_eq!(
+            k.ok(&["get", "things.v1.example.com", "a", "-o", "jsonpath={.spec.size}"]),
+            "12cm",
+            "{bin}"
+        );
+
+        // What kube refuses, and a workspace naming a URL.
+        let bad = thing_crd("bad.example.com", "url: http://127.0.0.1:1/", &ca)
+            .replace("conversionReviewVersions: [v1]", "conversionReviewVersions: [v1beta1]");
+        let out = k.fed(&["apply", "-f", "-"], &bad);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bin}: {err}");
+        for says in [
+            "spec.conversion.webhook.conversionReviewVersions",
+            "spec.conversion.webhook.clientConfig.url",
+        ] {
+            assert!(err.contains(says), "{bin}: {says} not in {err}");
+        }
+        k.apply_stdin("apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: tenant}\n");
+        let tenant = Kubectl::new(
+            &bin,
+            &c.workspace_kubeconfig("root:tenant"),
+            &dir.path().join("cache-tenant"),
+        );
+        assert!(
+            eventually(Duration::from_secs(30), || tenant
+                .run(&["get", "ns"])
+                .status
+                .success()),
+            "the workspace never served"
+        );
+        let out = tenant.fed(
+            &["apply", "-f", "-"],
+            &thing_crd("tenant.example.com", &format!("url: https://127.0.0.1:{port}/convert"), &ca),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains("spec.conversion.webhook.clientConfig.url: Forbidden"),
+            "{bin}: {err}"
+        );
+    }
+}

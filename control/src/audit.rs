@@ -58,9 +58,25 @@ pub struct AuditEvent<'a> {
     /// The command of an `exec` session, as the client sent it.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub command: &'a [String],
+    /// What admission added (`<policy>/<key>`, kube's `validation_failure`), as kube's
+    /// audit events carry them.
+    #[serde(
+        skip_serializing_if = "<[(String, String)]>::is_empty",
+        serialize_with = "as_map"
+    )]
+    pub annotations: &'a [(String, String)],
     pub code: u16,
     /// Until the response headers (a watch: until it started streaming).
     pub latency_ms: f64,
+}
+
+fn as_map<S: serde::Serializer>(pairs: &&[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(pairs.len()))?;
+    for (k, v) in pairs.iter() {
+        m.serialize_entry(k, v)?;
+    }
+    m.end()
 }
 
 struct Current {
@@ -160,6 +176,7 @@ mod tests {
             name: Some(name),
             subresource: None,
             command: &[],
+            annotations: &[],
             code: 201,
             latency_ms: 0.5,
         }

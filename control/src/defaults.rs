@@ -177,6 +177,11 @@ fn secret(obj: &mut Value) {
 
 /// Apply defaults for `kind` (on create and update).
 pub fn apply(kind: &str, obj: &mut Value) {
+    if kind == crate::policies::config::POLICY_KIND || kind == crate::policies::config::BINDING_KIND
+    {
+        crate::policies::config::apply_defaults(kind, obj);
+        return;
+    }
     if let Some(phase) = crate::webhooks::config::Phase::of_kind(kind) {
         crate::webhooks::config::apply_defaults(obj, phase);
         return;

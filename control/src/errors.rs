@@ -154,6 +154,16 @@ pub enum ApiError {
         reason: String,
         message: String,
     },
+    /// A ValidatingAdmissionPolicy refused the request: kube's `NewForbidden` wording with
+    /// the failed validation's reason and code, the message again as the one cause.
+    #[error("{}", forbidden_message(gr, name, message))]
+    PolicyDenied {
+        gr: GroupResource,
+        name: String,
+        code: u16,
+        reason: &'static str,
+        message: String,
+    },
 }
 
 fn causes_summary(causes: &[Cause]) -> String {
@@ -193,7 +203,7 @@ impl ApiError {
             ApiError::RequestEntityTooLarge(_) => 413,
             ApiError::TooManyRequests(_) => 429,
             ApiError::Internal(_) => 500,
-            ApiError::Denied { code, .. } => *code,
+            ApiError::Denied { code, .. } | ApiError::PolicyDenied { code, .. } => *code,
         }
     }
 
@@ -215,6 +225,7 @@ impl ApiError {
             ApiError::TooManyRequests(_) => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
             ApiError::Denied { .. } => "",
+            ApiError::PolicyDenied { reason, .. } => reason,
         }
     }
 
@@ -250,6 +261,14 @@ impl ApiError {
             ApiError::TooManyRequests(t) => {
                 Some(json!({"retryAfterSeconds": t.retry_after_seconds}))
             }
+            ApiError::PolicyDenied {
+                gr, name, message, ..
+            } => Some(json!({
+                "name": name,
+                "group": gr.group,
+                "kind": gr.resource,
+                "causes": [{"message": message}],
+            })),
             _ => None,
         };
         if let Some(d) = details {

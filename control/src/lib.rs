@@ -41,6 +41,7 @@ pub mod storage;
 pub mod table;
 pub mod tenancy;
 pub mod validation;
+pub mod policies;
 pub mod webhooks;
 
 use std::net::SocketAddr;

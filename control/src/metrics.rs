@@ -39,6 +39,13 @@ pub struct WebhookNameLabels {
     pub phase: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub policy: String,
+    /// `admit`, `deny` or `warn_or_audit`.
+    pub result: &'static str,
+}
+
 /// The API server's metrics; register once with [`ApiMetrics::register`].
 #[derive(Clone)]
 pub struct ApiMetrics {
@@ -50,6 +57,9 @@ pub struct ApiMetrics {
     /// Admission webhook calls by webhook, phase and result.
     pub webhook_calls: Family<WebhookLabels, Counter>,
     pub webhook_latency: Family<WebhookNameLabels, Histogram>,
+    /// ValidatingAdmissionPolicy evaluations by policy and result.
+    pub policy_evaluations: Family<PolicyLabels, Counter>,
+    pub policy_latency: Histogram,
 }
 
 impl Default for ApiMetrics {
@@ -66,6 +76,8 @@ impl Default for ApiMetrics {
             webhook_latency: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
             }),
+            policy_evaluations: Family::default(),
+            policy_latency: Histogram::new(exponential_buckets(0.000005, 2.0, 18)),
         }
     }
 }
@@ -94,10 +106,31 @@ impl ApiMetrics {
             .observe(took.as_secs_f64());
     }
 
+    /// One binding of a ValidatingAdmissionPolicy evaluated, and how long it took.
+    pub fn record_policy(&self, policy: &str, result: &'static str, took: std::time::Duration) {
+        self.policy_evaluations
+            .get_or_create(&PolicyLabels {
+                policy: policy.to_string(),
+                result,
+            })
+            .inc();
+        self.policy_latency.observe(took.as_secs_f64());
+    }
+
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
+            "admission_policy_evaluations",
+            "ValidatingAdmissionPolicy evaluations (one per matching binding) by policy and result (admit, deny, warn_or_audit)",
+            self.policy_evaluations.clone(),
+        );
+        registry.register(
+            "admission_policy_duration_seconds",
+            "How long evaluating one ValidatingAdmissionPolicy binding took",
+            self.policy_latency.clone(),
+        );
+        registry.register(
             "admission_webhook_calls",
-            "Admission webhook calls by webhook, phase (mutating, validating) and result (allowed, denied, error)",
+            "Admission and conversion webhook calls by webhook, phase (mutating, validating, conversion) and result (allowed, denied, converted, error)",
             self.webhook_calls.clone(),
         );
         registry.register(

@@ -47,6 +47,8 @@ pub struct CustomVersion {
     pub scale: Option<ScalePaths>,
     /// The version objects are stored in (conversion strategy `None`: only apiVersion changes).
     pub storage_version: String,
+    /// The CRD's conversion webhook (strategy `Webhook`): objects change version through it.
+    pub webhook: Option<Arc<crate::crd::conversion::ConversionWebhook>>,
     /// Its definition is labelled syncable: its objects travel with their namespace.
     pub syncable: bool,
 }
@@ -166,6 +168,14 @@ impl ResourceType {
             }
             _ => self.api_version(),
         }
+    }
+
+    /// The webhook that converts objects of this (custom) type between the version they
+    /// are stored in and this one; `None` when stored as served or converted by apiVersion.
+    pub fn conversion_webhook(&self) -> Option<&Arc<crate::crd::conversion::ConversionWebhook>> {
+        self.custom()
+            .filter(|c| c.storage_version != self.version)
+            .and_then(|c| c.webhook.as_ref())
     }
 
     pub fn custom(&self) -> Option<&CustomVersion> {
@@ -583,6 +593,26 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
             "v1",
             "validatingwebhookconfigurations",
             "ValidatingWebhookConfiguration",
+            false,
+            &[],
+            &["api-extensions"],
+            &[],
+        ),
+        rt::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingadmissionpolicies",
+            "ValidatingAdmissionPolicy",
+            false,
+            &[],
+            &["api-extensions"],
+            STATUS,
+        ),
+        rt::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding>(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingadmissionpolicybindings",
+            "ValidatingAdmissionPolicyBinding",
             false,
             &[],
             &["api-extensions"],

@@ -6,6 +6,8 @@
 //! - `/mutate`: adds the label `sample.example.com/mutated: "true"`.
 //! - `/garbage`, `/status500`, `/slow` (3 s), `/badpatch`, `/wronguid`: the ways a webhook
 //!   can fail.
+//! - `/convert`: a `ConversionReview` of `Thing`s between `example.com/v1` (`spec.size:
+//!   "10cm"`) and `example.com/v2` (`spec.sizeCm: 10`); `/convert-refuse` answers Failure.
 
 #![allow(dead_code)]
 
@@ -99,8 +101,47 @@ async fn answer(path: &str, review: &Value, cluster: &str) -> (StatusCode, Vec<u
             ))
         }
         "/wronguid" => body(review_answer("not-the-uid", json!({"allowed": true}))),
+        "/convert" | "/convert-refuse" => {
+            let desired = review["request"]["desiredAPIVersion"]
+                .as_str()
+                .unwrap_or_default();
+            let objects: Vec<Value> = review["request"]["objects"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|o| convert_thing(o, desired))
+                .collect();
+            let result = if path == "/convert" {
+                json!({"status": "Success"})
+            } else {
+                json!({"status": "Failure", "message": "sizes are not converted today"})
+            };
+            body(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                "response": {"uid": review["request"]["uid"], "result": result, "convertedObjects": objects}}))
+        }
         _ => (StatusCode::NOT_FOUND, b"no such webhook".to_vec()),
     }
+}
+
+/// A `Thing` in `desired`: v1 keeps a size as text (`"10cm"`), v2 as a number of cm.
+fn convert_thing(o: &Value, desired: &str) -> Value {
+    let mut out = o.clone();
+    out["apiVersion"] = json!(desired);
+    let spec = &o["spec"];
+    match desired {
+        "example.com/v2" => {
+            let cm = spec["size"]
+                .as_str()
+                .and_then(|s| s.trim_end_matches("cm").parse::<i64>().ok())
+                .unwrap_or(0);
+            out["spec"] = json!({"sizeCm": cm});
+        }
+        _ => {
+            let cm = spec["sizeCm"].as_i64().unwrap_or(0);
+            out["spec"] = json!({"size": format!("{cm}cm")});
+        }
+    }
+    out
 }
 
 fn tls(cert_pem: &str, key_pem: &str) -> tokio_rustls::TlsAcceptor {

@@ -10,23 +10,31 @@ use crate::resources::Subresource;
 
 pub struct CrdHook;
 
-/// Conversion webhooks are not called: a CRD that asks for one is told, in a warning, that
-/// its versions convert as with strategy `None` (only `apiVersion` changes).
-fn warn_conversion(cx: &HookCx<'_>, crd: &Value) {
-    let served = crd["spec"]["versions"]
-        .as_array()
-        .map_or(0, |v| v.iter().filter(|v| v["served"] == true).count());
-    if crd["spec"]["conversion"]["strategy"] == "Webhook" && served > 1 {
-        cx.warn(
-            "spec.conversion.strategy: Webhook is not called by Sluice: objects are converted between versions as with strategy None (apiVersion only)".into(),
-        );
+/// A workspace's conversion webhook is reached through its Service: a `url` would have the
+/// control plane connect wherever a tenant names (see [`super::webhook_configs`]).
+fn url_outside_root(cx: &HookCx<'_>, crd: &Value) -> ApiResult<()> {
+    let url = &crd["spec"]["conversion"]["webhook"]["clientConfig"]["url"];
+    if cx.cluster.is_root() || url.is_null() {
+        return Ok(());
     }
+    Err(ApiError::Invalid {
+        gr: cx.t.gr.clone(),
+        kind: cx.t.kind.clone(),
+        name: crate::object::name(crd).unwrap_or_default().to_string(),
+        causes: vec![Cause::forbidden(
+            "spec.conversion.webhook.clientConfig.url",
+            format!(
+                "a conversion webhook of logical cluster {} is reached through its Service (clientConfig.service): the control plane calls no address a workspace names",
+                cx.cluster
+            ),
+        )],
+    })
 }
 
 impl Hook for CrdHook {
     fn admit_create(&self, cx: &HookCx<'_>, obj: &mut Value) -> ApiResult<()> {
+        url_outside_root(cx, obj)?;
         obj["status"] = crate::crd::accepted_status(obj);
-        warn_conversion(cx, obj);
         Ok(())
     }
 
@@ -38,8 +46,8 @@ impl Hook for CrdHook {
         sub: Option<Subresource>,
     ) -> ApiResult<()> {
         if sub.is_none() {
+            url_outside_root(cx, new)?;
             new["status"] = crate::crd::accepted_status(new);
-            warn_conversion(cx, new);
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! The API server's own admission hooks (see [`crate::pipeline::hooks`]): what
 //! kube-apiserver's registry strategies and admission plugins do for particular resources.
 
+mod admission_policies;
 mod claim_storage;
 mod cluster_ip;
 mod crd;
@@ -46,6 +47,13 @@ pub fn builtin(ips: Option<Arc<IpAllocator>>) -> Hooks {
         "mutatingwebhookconfigurations",
     ] {
         hooks.register("admissionregistration.k8s.io", resource, webhooks.clone());
+    }
+    let policies = Arc::new(admission_policies::AdmissionPolicies);
+    for resource in [
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+    ] {
+        hooks.register("admissionregistration.k8s.io", resource, policies.clone());
     }
     hooks.register("", "pods", Arc::new(pod::GracefulPods));
     hooks.register(

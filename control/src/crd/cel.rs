@@ -12,7 +12,7 @@ use cel::Context;
 use serde_json::Value;
 
 use super::structural::type_name;
-use crate::cel::{env, to_cel};
+use crate::cel::{cost, env, to_cel};
 use crate::errors::Cause;
 
 /// Deepest node a rule is looked for at (as the structural walk).
@@ -42,11 +42,30 @@ fn rules(schema: &Value) -> impl Iterator<Item = &Value> {
         .flatten()
 }
 
-/// The causes of a CRD version's schema whose rules do not compile, under `path` (the
-/// schema's own field path in the CRD).
+/// What the walk over a schema's rules adds up.
+#[derive(Default)]
+struct Tally {
+    rules: usize,
+    /// Each rule's estimated cost times the nodes it may run at.
+    cost: f64,
+}
+
+/// The causes of a CRD version's schema whose rules do not compile or cost more than
+/// kube allows (one rule, or all of them weighed by how many nodes each may run at),
+/// under `path` (the schema's own field path in the CRD).
 pub fn check_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
-    let mut count = 0;
-    check_node(schema, path, causes, &mut count, 0);
+    let mut tally = Tally::default();
+    check_node(schema, path, causes, &mut tally, 1.0, 0);
+    if tally.cost > cost::SCHEMA_LIMIT {
+        causes.push(Cause::forbidden(
+            path.to_string(),
+            format!(
+                "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of {:.2}x (try reducing the cost of the rules or the cardinality of the nodes they apply to)",
+                tally.cost / cost::SCHEMA_LIMIT
+            ),
+        ));
+    }
+    let count = tally.rules;
     if count > MAX_RULES {
         causes.push(Cause::invalid(
             path.to_string(),
@@ -56,26 +75,41 @@ pub fn check_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
     }
 }
 
+/// `cardinality`: how many nodes of an object `schema` may describe at most.
 fn check_node(
     schema: &Value,
     path: &str,
     causes: &mut Vec<Cause>,
-    count: &mut usize,
+    tally: &mut Tally,
+    cardinality: f64,
     depth: usize,
 ) {
     if depth > MAX_DEPTH || !schema.is_object() {
         return;
     }
     for (i, r) in rules(schema).enumerate() {
-        *count += 1;
+        tally.rules += 1;
         let field = format!("{path}.x-kubernetes-validations[{i}]");
         match r["rule"].as_str() {
             None | Some("") => causes.push(Cause::required(format!("{field}.rule"))),
-            Some(rule) => {
-                if let Err(e) = compile(rule) {
-                    causes.push(Cause::invalid(format!("{field}.rule"), rule, e));
+            Some(rule) => match compile(rule) {
+                Err(e) => causes.push(Cause::invalid(format!("{field}.rule"), rule, e)),
+                Ok(program) => {
+                    let shape = cost::Shape::Schema(schema);
+                    let estimate = cost::estimate(
+                        program.expression(),
+                        &[("self", shape), ("oldSelf", shape)],
+                        &cost::Bounds::UNBOUNDED,
+                    );
+                    if estimate > cost::STATIC_LIMIT {
+                        causes.push(Cause::forbidden(
+                            format!("{field}.rule"),
+                            cost::over_budget(estimate, cost::STATIC_LIMIT),
+                        ));
+                    }
+                    tally.cost += estimate * cardinality;
                 }
-            }
+            },
         }
         if let Some(m) = r["messageExpression"].as_str()
             && let Err(e) = compile(m)
@@ -106,14 +140,26 @@ fn check_node(
                 sub,
                 &format!("{path}.properties[{k}]"),
                 causes,
-                count,
+                tally,
+                cardinality,
                 depth + 1,
             );
         }
     }
-    for key in ["items", "additionalProperties"] {
+    for (key, bound) in [("items", "maxItems"), ("additionalProperties", "maxProperties")] {
         if let Some(sub) = schema.get(key).filter(|s| s.is_object()) {
-            check_node(sub, &format!("{path}.{key}"), causes, count, depth + 1);
+            let n = schema
+                .get(bound)
+                .and_then(Value::as_f64)
+                .unwrap_or(cost::Bounds::UNBOUNDED.items);
+            check_node(
+                sub,
+                &format!("{path}.{key}"),
+                causes,
+                tally,
+                cardinality * n,
+                depth + 1,
+            );
         }
     }
 }

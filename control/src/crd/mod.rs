@@ -2,6 +2,7 @@
 //! the catalog of the logical cluster that holds the CRD, and only there.
 
 pub mod cel;
+pub mod conversion;
 pub mod registry;
 pub mod structural;
 
@@ -73,6 +74,7 @@ pub fn validate_crd(crd: &Value) -> Vec<Cause> {
             "must have exactly one version marked as storage version",
         ));
     }
+    conversion::parse(crd, &mut causes);
     for (i, v) in versions.iter().enumerate() {
         let schema = &v["schema"]["openAPIV3Schema"];
         if schema.is_object() {
@@ -149,6 +151,7 @@ pub fn types_from_crd(crd: &Value) -> Vec<Arc<ResourceType>> {
         .to_string();
     let group_reversed: Vec<&str> = group.split('.').rev().collect();
     let syncable = sluice_api::synced_kinds::syncable_kind(crd).is_some();
+    let webhook = conversion::parse(crd, &mut Vec::new()).map(Arc::new);
     versions
         .iter()
         .filter(|v| v["served"] != false)
@@ -194,6 +197,7 @@ pub fn types_from_crd(crd: &Value) -> Vec<Arc<ResourceType>> {
                 printer_columns,
                 scale,
                 storage_version: storage_version.clone(),
+                webhook: webhook.clone(),
                 syncable,
             };
             Arc::new(ResourceType {

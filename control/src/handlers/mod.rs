@@ -202,6 +202,7 @@ pub async fn handle(
                 headers: parts.headers,
                 user,
                 warnings: Vec::new(),
+                audit_annotations: Vec::new(),
                 raw_query: parts.uri.query().unwrap_or_default().to_string(),
                 upgrade,
             };
@@ -228,6 +229,11 @@ pub async fn handle(
             name: name.as_deref(),
             subresource: subresource.as_deref(),
             command,
+            annotations: resp
+                .extensions()
+                .get::<respond::AuditAnnotations>()
+                .map(|a| a.0.as_slice())
+                .unwrap_or_default(),
             code,
             latency_ms: millis(started.elapsed()),
         });
@@ -298,6 +304,10 @@ async fn dispatch(state: &SharedState, mut ctx: Ctx, body: hyper::body::Incoming
         {
             resp.headers_mut().append(header::WARNING, v);
         }
+    }
+    if !ctx.audit_annotations.is_empty() {
+        resp.extensions_mut()
+            .insert(respond::AuditAnnotations(ctx.audit_annotations));
     }
     resp
 }

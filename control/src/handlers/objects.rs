@@ -7,7 +7,7 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::respond::{Ctx, Resp, json};
-use super::scope::{Filter, Scope, collection_prefix, present};
+use super::scope::{Filter, Scope, collection_prefix, present_all, present_one};
 use crate::errors::{ApiError, ApiResult};
 use crate::patch::PatchType;
 use crate::pipeline::{
@@ -25,10 +25,12 @@ fn write_of(ctx: &Ctx) -> Write {
         field_validation: FieldValidation::parse(ctx.query.get("fieldValidation")),
         warnings: Vec::new(),
         user: Some(ctx.user.clone()),
+        audit_annotations: Vec::new(),
     }
 }
 
-/// Run a write through the pipeline, handing its warnings to the response.
+/// Run a write through the pipeline, handing its warnings and audit annotations to the
+/// response.
 async fn run<T>(
     ctx: &mut Ctx,
     write: impl AsyncFnOnce(&mut Write) -> ApiResult<T>,
@@ -36,12 +38,19 @@ async fn run<T>(
     let mut w = write_of(ctx);
     let result = write(&mut w).await;
     ctx.warnings.append(&mut w.warnings);
+    ctx.audit_annotations.append(&mut w.audit_annotations);
     result
 }
 
 /// A written object in the request's version.
-fn written(t: &ResourceType, code: StatusCode, w: Written) -> ApiResult<Resp> {
-    Ok(json(code, present(t, w.into_bytes()?)))
+async fn written(
+    state: &ApiState,
+    scope: &Scope<'_>,
+    code: StatusCode,
+    w: Written,
+) -> ApiResult<Resp> {
+    let bytes = present_one(state, scope.cluster.as_ref(), scope.t, w.into_bytes()?).await?;
+    Ok(json(code, bytes))
 }
 
 /// Replace or patch the `scale` subresource.
@@ -57,14 +66,20 @@ pub(super) async fn update_scale(
     Ok(super::respond::json_value(StatusCode::OK, &scale))
 }
 
-pub(super) fn get(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {
+pub(super) async fn get(
+    state: &ApiState,
+    ctx: &Ctx,
+    scope: &Scope<'_>,
+    name: &str,
+) -> ApiResult<Resp> {
     let entry = state
         .store
         .get(&scope.key(name)?)
         .ok_or_else(|| ApiError::not_found(&scope.t.gr, name))?;
     if let Some(version) = crate::table::wants_table(ctx.accept()) {
-        // Cells come from the stored form, which the columns are written for.
-        let obj = parse_json(&entry.value)?;
+        // Cells come from the stored form, which the columns are written for (a version
+        // converted by a webhook: from that version's form).
+        let obj = parse_json(&converted_for_table(state, scope, entry.value.clone()).await?)?;
         let rv = obj["metadata"]["resourceVersion"].clone();
         let t = crate::table::table(
             scope.t,
@@ -76,7 +91,21 @@ pub(super) fn get(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>, name: &str) ->
         );
         return Ok(super::respond::json_value(StatusCode::OK, &t));
     }
-    Ok(json(StatusCode::OK, present(scope.t, entry.value.clone())))
+    let bytes = present_one(state, scope.cluster.as_ref(), scope.t, entry.value.clone()).await?;
+    Ok(json(StatusCode::OK, bytes))
+}
+
+/// What a Table's cells are read from: the stored form, or the requested version's when a
+/// webhook converts between them.
+async fn converted_for_table(
+    state: &ApiState,
+    scope: &Scope<'_>,
+    bytes: Bytes,
+) -> ApiResult<Bytes> {
+    if scope.t.conversion_webhook().is_none() {
+        return Ok(bytes);
+    }
+    present_one(state, scope.cluster.as_ref(), scope.t, bytes).await
 }
 
 /// The continue token: the key to resume after, and the list's revision.
@@ -104,7 +133,7 @@ pub fn decode_continue(token: &str, prefix: &str) -> ApiResult<(String, Revision
     Ok((key.to_string(), Revision(v["rv"].as_u64().ok_or_else(bad)?)))
 }
 
-pub(super) fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
+pub(super) async fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<Resp> {
     let filter = Filter::from_ctx(ctx)?;
     let limit: Option<usize> = ctx.query.number("limit")?.filter(|l: &usize| *l > 0);
     let prefix = collection_prefix(scope);
@@ -158,6 +187,11 @@ pub(super) fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<
         }
     }
     if let Some(version) = crate::table::wants_table(ctx.accept()) {
+        let items = if scope.t.conversion_webhook().is_some() {
+            present_all(state, scope.cluster.as_ref(), scope.t, items).await?
+        } else {
+            items
+        };
         let objects = items
             .iter()
             .map(|b| parse_json(b))
@@ -172,7 +206,7 @@ pub(super) fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResult<
         );
         return Ok(super::respond::json_value(StatusCode::OK, &t));
     }
-    let items: Vec<Bytes> = items.into_iter().map(|b| present(scope.t, b)).collect();
+    let items = present_all(state, scope.cluster.as_ref(), scope.t, items).await?;
     Ok(json(StatusCode::OK, list_body(scope.t, &metadata, &items)))
 }
 
@@ -214,7 +248,7 @@ pub(super) async fn create(
         pipeline::create(state, &target, obj, Ownership::Update, w).await
     })
     .await?;
-    written(scope.t, StatusCode::CREATED, w)
+    written(state, scope, StatusCode::CREATED, w).await
 }
 
 fn manager_of(ctx: &Ctx) -> String {
@@ -249,7 +283,7 @@ pub(super) async fn update(
         pipeline::modify(state, &target, name, Change::Replace { new, sub }, w).await
     })
     .await?;
-    written(scope.t, StatusCode::OK, w)
+    written(state, scope, StatusCode::OK, w).await
 }
 
 pub(super) async fn patch(
@@ -267,7 +301,7 @@ pub(super) async fn patch(
             pipeline::modify(state, &target, name, Change::Patch { pt, body, sub }, w).await
         })
         .await?;
-        return written(scope.t, StatusCode::OK, w);
+        return written(state, scope, StatusCode::OK, w).await;
     }
     if sub.is_some() {
         return Err(ApiError::UnsupportedMediaType(
@@ -295,7 +329,7 @@ pub(super) async fn patch(
     } else {
         StatusCode::OK
     };
-    written(scope.t, code, w)
+    written(state, scope, code, w).await
 }
 
 pub(super) fn get_scale(state: &ApiState, scope: &Scope<'_>, name: &str) -> ApiResult<Resp> {

@@ -25,6 +25,8 @@ pub struct Ctx {
     pub user: User,
     /// Warnings for the `Warning` response header (unknown fields under `Warn`).
     pub warnings: Vec<String>,
+    /// Annotations for the request's audit event (admission policies).
+    pub audit_annotations: Vec<(String, String)>,
     /// The query as sent (`Query` keeps one value per key; exec's `command` repeats).
     pub raw_query: String,
     /// The connection's upgrade, for a request that switches protocols (`pods/exec`).
@@ -50,6 +52,10 @@ impl Ctx {
         self.query.get("dryRun") == Some("All")
     }
 }
+
+/// A response's audit annotations, carried to the audit log in its extensions.
+#[derive(Clone, Debug, Default)]
+pub struct AuditAnnotations(pub Vec<(String, String)>);
 
 pub fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed()

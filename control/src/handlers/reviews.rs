@@ -24,6 +24,7 @@ pub fn serve(state: &ApiState, ctx: &mut Ctx, scope: &Scope<'_>, body: &[u8]) ->
         field_validation: FieldValidation::parse(ctx.query.get("fieldValidation")),
         warnings: Vec::new(),
         user: None,
+        audit_annotations: Vec::new(),
     };
     let mut review = pipeline::decode_body(state, scope.t, ctx.content_type(), body, &mut w)?;
     ctx.warnings.append(&mut w.warnings);

@@ -103,9 +103,9 @@ pub async fn serve(
     let watch = rp.legacy_watch || ctx.query.flag("watch");
     match (&ctx.method, rp.name.as_deref(), sub) {
         (&Method::GET, None, _) if watch => super::watch::serve(state, ctx, &scope).await,
-        (&Method::GET, None, _) => objects::list(state, ctx, &scope),
+        (&Method::GET, None, _) => objects::list(state, ctx, &scope).await,
         (&Method::GET, Some(n), Some(Subresource::Scale)) => objects::get_scale(state, &scope, n),
-        (&Method::GET, Some(n), _) => objects::get(state, ctx, &scope, n),
+        (&Method::GET, Some(n), _) => objects::get(state, ctx, &scope, n).await,
         (&Method::POST, None, None) => {
             let body = read_body(body, state.limits.max_body).await?;
             objects::create(state, ctx, &scope, &body).await

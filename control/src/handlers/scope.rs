@@ -105,3 +105,64 @@ pub fn present(t: &ResourceType, bytes: Bytes) -> Bytes {
         Err(_) => bytes,
     }
 }
+
+/// [`present`] for objects of any type: a custom type whose CRD converts through a webhook
+/// has its objects sent there (one review per logical cluster they belong to: a wildcard
+/// list spans several) and shown as the webhook converted them.
+pub async fn present_all(
+    state: &crate::state::ApiState,
+    cluster: Option<&LogicalClusterPath>,
+    t: &ResourceType,
+    items: Vec<Bytes>,
+) -> ApiResult<Vec<Bytes>> {
+    let Some(hook) = t.conversion_webhook() else {
+        return Ok(items.into_iter().map(|b| present(t, b)).collect());
+    };
+    let mut objects = items
+        .iter()
+        .map(|b| crate::pipeline::parse_json(b))
+        .collect::<ApiResult<Vec<Value>>>()?;
+    let mut by_cluster: Vec<(LogicalClusterPath, Vec<usize>)> = Vec::new();
+    for (i, o) in objects.iter().enumerate() {
+        let of = cluster.cloned().unwrap_or_else(|| {
+            o["metadata"]["annotations"][sluice_api::LOGICAL_CLUSTER_ANNOTATION]
+                .as_str()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or_else(LogicalClusterPath::root)
+        });
+        match by_cluster.iter_mut().find(|(c, _)| *c == of) {
+            Some((_, list)) => list.push(i),
+            None => by_cluster.push((of, vec![i])),
+        }
+    }
+    let desired = t.api_version();
+    for (c, indices) in by_cluster {
+        let batch = indices.iter().map(|i| objects[*i].take()).collect();
+        let out =
+            crate::webhooks::conversion::convert(state, &c, hook, &t.kind, &desired, batch).await?;
+        for (i, o) in indices.iter().zip(out) {
+            objects[*i] = o;
+        }
+    }
+    objects
+        .iter()
+        .map(|o| {
+            serde_json::to_vec(o)
+                .map(Bytes::from)
+                .map_err(|e| ApiError::Internal(e.to_string()))
+        })
+        .collect()
+}
+
+/// [`present_all`] of one object.
+pub async fn present_one(
+    state: &crate::state::ApiState,
+    cluster: Option<&LogicalClusterPath>,
+    t: &ResourceType,
+    bytes: Bytes,
+) -> ApiResult<Bytes> {
+    present_all(state, cluster, t, vec![bytes])
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::Internal("the conversion returned no object".into()))
+}

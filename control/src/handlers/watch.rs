@@ -114,6 +114,7 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
         .min(state.limits.max_watch_seconds);
     let prefix = collection_prefix(scope);
     let t = scope.t.clone();
+    let cluster = scope.cluster.clone();
     let (tx, rx) = mpsc::channel::<Bytes>(64);
 
     // Initial state and the subscription, consistent with each other.
@@ -168,11 +169,8 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
             gauge.dec();
         });
         for obj in initial {
-            if tx
-                .send(event_frame(&mut table, &t, "ADDED", &obj))
-                .await
-                .is_err()
-            {
+            let frame = event_frame(&state2, cluster.as_ref(), &mut table, &t, "ADDED", &obj).await;
+            if tx.send(frame).await.is_err() {
                 return;
             }
         }
@@ -212,10 +210,12 @@ pub async fn serve(state: &SharedState, ctx: &Ctx, scope: &Scope<'_>) -> ApiResu
                     if !event.key.as_str().starts_with(&prefix) {
                         continue;
                     }
-                    if let Some(kind) = translate(&filter, &event)
-                        && tx.send(frame(kind, &event.value)).await.is_err() {
+                    if let Some(kind) = translate(&filter, &event) {
+                        let frame = event_frame(&state2, cluster.as_ref(), &mut table, &t, kind, &event.value).await;
+                        if tx.send(frame).await.is_err() {
                             return;
                         }
+                    }
                 }
             }
         }
@@ -238,13 +238,20 @@ struct TableFrames {
     columns_sent: bool,
 }
 
-fn event_frame(
+/// One event as the watcher asked for it: in its version (converted by the CRD's webhook
+/// where one converts; an ERROR event when that fails), as a Table row if it asked for one.
+async fn event_frame(
+    state: &crate::state::ApiState,
+    cluster: Option<&sluice_api::LogicalClusterPath>,
     table: &mut Option<TableFrames>,
     t: &crate::resources::ResourceType,
     kind: &str,
     object: &Bytes,
 ) -> Bytes {
-    let object = &present(t, object.clone());
+    let object = &match super::scope::present_one(state, cluster, t, object.clone()).await {
+        Ok(b) => b,
+        Err(e) => return frame("ERROR", e.to_status().to_string().as_bytes()),
+    };
     let Some(tf) = table else {
         return frame(kind, object);
     };

@@ -23,7 +23,7 @@ use commit::Writer;
 pub use decode::{check_decoded, decode_body};
 use hooks::{Committed, Deletion, HookCx};
 pub use params::{FieldValidation, Write, parse_json};
-use stored::{stored_as, stored_type};
+use stored::{Via, stored_as, stored_by_webhook, stored_type};
 
 use crate::errors::{ApiError, ApiResult, Cause};
 use crate::object;
@@ -54,17 +54,19 @@ impl Target {
 
 /// Where a write to `target` goes: itself, or for a converted view the type it is stored
 /// as in the same cluster and namespace, with the conversion.
-fn stored_target(
-    target: &Target,
-) -> ApiResult<Option<(Target, &'static crate::conversion::Conversion)>> {
-    Ok(stored_as(&target.t)?.map(|(t, c)| {
+fn stored_target(state: &ApiState, target: &Target) -> ApiResult<Option<(Target, Via)>> {
+    let stored = match stored_as(&target.t)? {
+        Some((t, c)) => Some((t, Via::Builtin(c))),
+        None => stored_by_webhook(state, &target.cluster, &target.t)?,
+    };
+    Ok(stored.map(|(t, via)| {
         (
             Target {
                 t,
                 cluster: target.cluster.clone(),
                 namespace: target.namespace.clone(),
             },
-            c,
+            via,
         )
     }))
 }
@@ -161,6 +163,19 @@ fn unchanged_identity(
         )));
     }
     Ok(())
+}
+
+/// The validating admission of a write, in kube's order: the ValidatingAdmissionPolicies,
+/// then the validating webhooks. Their warnings and audit annotations go to `w`.
+async fn validating_admission(
+    state: &ApiState,
+    a: &webhooks::Admission<'_>,
+    obj: Option<&Value>,
+    old: Option<&Value>,
+    w: &mut Write,
+) -> ApiResult<()> {
+    crate::policies::validate(state, a, obj, old, &mut w.warnings, &mut w.audit_annotations)?;
+    webhooks::validate(state, a, obj, old, &mut w.warnings).await
 }
 
 /// Hand the hooks' warnings to the client, once each (a retried write admits again).
@@ -277,9 +292,9 @@ pub async fn create(
     ownership: Ownership,
     w: &mut Write,
 ) -> ApiResult<Written> {
-    let converted = stored_target(target)?;
+    let converted = stored_target(state, target)?;
     let (target, mut obj) = match &converted {
-        Some((stored, c)) => (stored, (c.to_storage)(obj)),
+        Some((stored, via)) => (stored, via.to_storage(state, &target.cluster, obj).await?),
         None => (target, obj),
     };
     let t = &*target.t;
@@ -366,7 +381,7 @@ pub async fn create(
     }
     add_warnings(w, &cx);
     let release = |obj: &Value| hooks.iter().for_each(|h| h.release(obj));
-    if let Err(e) = webhooks::validate(state, &admission, Some(&obj), None, &mut w.warnings).await {
+    if let Err(e) = validating_admission(state, &admission, Some(&obj), None, w).await {
         release(&obj);
         return Err(e);
     }
@@ -546,9 +561,9 @@ pub async fn modify(
 ) -> ApiResult<Written> {
     // A change is read in the version it was sent in; what is written is the stored form.
     let view = target.t.clone();
-    let converted = stored_target(target)?;
+    let converted = stored_target(state, target)?;
     let (target, conversion) = match &converted {
-        Some((stored, c)) => (stored, Some(*c)),
+        Some((stored, via)) => (stored, Some(via)),
         None => (target, None),
     };
     let t = &*target.t;
@@ -568,7 +583,9 @@ pub async fn modify(
     for _ in 0..WRITE_RETRIES {
         let (entry, old) = current(state, t, &key, name)?;
         let old_view = match conversion {
-            Some(c) => std::borrow::Cow::Owned((c.from_storage)(old.clone())),
+            Some(via) => {
+                std::borrow::Cow::Owned(via.from_storage(state, &cluster, old.clone()).await?)
+            }
             None => std::borrow::Cow::Borrowed(&old),
         };
         let (mut new, sub) = match &change {
@@ -595,8 +612,8 @@ pub async fn modify(
                 (merged, None)
             }
         };
-        if let Some(c) = conversion {
-            new = (c.to_storage)(new);
+        if let Some(via) = conversion {
+            new = via.to_storage(state, &cluster, new).await?;
         }
         let pinned = requested_version(&change, &old, &new);
         if let Some(rv) = &pinned
@@ -678,7 +695,7 @@ pub async fn modify(
             hook.admit_update(&cx, &old, &mut new, sub)?;
         }
         add_warnings(w, &cx);
-        webhooks::validate(state, &admission, Some(&new), Some(&old), &mut w.warnings).await?;
+        validating_admission(state, &admission, Some(&new), Some(&old), w).await?;
         if object::spec_changed(&new, &old)
             || new["metadata"] != old["metadata"]
             || new.get("status") != old.get("status")
@@ -955,6 +972,15 @@ pub async fn delete(
             manager: None,
             dry_run,
         };
+        // A deletion's warnings and audit annotations have no way back to its response yet.
+        crate::policies::validate(
+            state,
+            &admission,
+            None,
+            Some(&obj),
+            &mut Vec::new(),
+            &mut Vec::new(),
+        )?;
         webhooks::validate(state, &admission, None, Some(&obj), &mut Vec::new()).await?;
         let pre = &options["preconditions"];
         if let Some(uid) = pre["uid"].as_str()

@@ -40,6 +40,8 @@ pub struct Write {
     pub warnings: Vec<String>,
     /// Who asked for the write (`None` for the server's own writes).
     pub user: Option<crate::auth::User>,
+    /// Annotations for the request's audit event (admission policies), as `(key, value)`.
+    pub audit_annotations: Vec<(String, String)>,
 }
 
 /// A request body as JSON, or kube's 400 for what is not.

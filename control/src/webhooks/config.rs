@@ -218,7 +218,7 @@ pub fn apply_defaults(obj: &mut Value, phase: Phase) {
     }
 }
 
-fn strings(v: &Value) -> Vec<String> {
+pub(crate) fn strings(v: &Value) -> Vec<String> {
     v.as_array()
         .into_iter()
         .flatten()
@@ -226,7 +226,7 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
-fn unsupported(field: String, value: &str, supported: &[&str]) -> Cause {
+pub(crate) fn unsupported(field: String, value: &str, supported: &[&str]) -> Cause {
     let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
     Cause {
         reason: "FieldValueNotSupported",
@@ -281,7 +281,7 @@ fn check_path(path: &str, field: &str, causes: &mut Vec<Cause>) {
     }
 }
 
-fn selector(v: &Value, field: &str, causes: &mut Vec<Cause>) -> Selector {
+pub(crate) fn selector(v: &Value, field: &str, causes: &mut Vec<Cause>) -> Selector {
     if v.is_null() {
         return Selector::default();
     }
@@ -303,9 +303,15 @@ pub const CONDITION_VARIABLES: [&str; 3] = ["object", "oldObject", "request"];
 /// kube's bound on a webhook's match conditions.
 pub const MAX_MATCH_CONDITIONS: usize = 64;
 
-/// A webhook's `matchConditions`: each named once with a qualified name, its expression
-/// compiled (the compiler's message when it does not).
-fn match_conditions(v: &Value, field: &str, causes: &mut Vec<Cause>) -> Vec<(String, String)> {
+/// `matchConditions` (a webhook's or a policy's): each named once with a qualified name,
+/// its expression compiled with the variables `declared` (the compiler's message when it
+/// does not).
+pub(crate) fn match_conditions(
+    v: &Value,
+    field: &str,
+    declared: &[&str],
+    causes: &mut Vec<Cause>,
+) -> Vec<(String, String)> {
     let list = v.as_array().map(Vec::as_slice).unwrap_or_default();
     if list.len() > MAX_MATCH_CONDITIONS {
         causes.push(Cause {
@@ -340,8 +346,8 @@ fn match_conditions(v: &Value, field: &str, causes: &mut Vec<Cause>) -> Vec<(Str
         }
         if expression.is_empty() {
             causes.push(Cause::required(format!("{field}[{i}].expression")));
-        } else if crate::cel::compiled(expression, &CONDITION_VARIABLES).is_none()
-            && let Err(e) = crate::cel::compile(expression, &CONDITION_VARIABLES)
+        } else if crate::cel::compiled(expression, declared).is_none()
+            && let Err(e) = crate::cel::compile(expression, declared)
         {
             causes.push(Cause::invalid(
                 format!("{field}[{i}].expression"),
@@ -354,9 +360,110 @@ fn match_conditions(v: &Value, field: &str, causes: &mut Vec<Cause>) -> Vec<(Str
     out
 }
 
+/// A `clientConfig` (a webhook's, a CRD's conversion webhook's): where it is reached and
+/// the CA bundle that signs its certificate, checked as kube checks them (`field` names a
+/// field of the item the config belongs to).
+pub(crate) fn client_config(
+    cc: &Value,
+    field: &dyn Fn(&str) -> String,
+    causes: &mut Vec<Cause>,
+) -> (Option<Client>, Vec<u8>) {
+    let ca_bundle = match cc["caBundle"].as_str() {
+        None => Vec::new(),
+        Some(b64) => {
+            use base64::Engine;
+            match base64::engine::general_purpose::STANDARD.decode(b64.trim()) {
+                Ok(pem) => {
+                    let certs = rustls_pemfile::certs(&mut pem.as_slice())
+                        .filter_map(Result::ok)
+                        .count();
+                    if certs == 0 {
+                        causes.push(Cause::invalid(
+                            field("clientConfig.caBundle"),
+                            "",
+                            "no PEM certificates in the bundle",
+                        ));
+                    }
+                    pem
+                }
+                Err(e) => {
+                    causes.push(Cause::invalid(
+                        field("clientConfig.caBundle"),
+                        "",
+                        format!("not base64: {e}"),
+                    ));
+                    Vec::new()
+                }
+            }
+        }
+    };
+    let client = match (cc["url"].as_str(), cc["service"].is_object()) {
+        (Some(_), true) => {
+            causes.push(Cause::forbidden(
+                field("clientConfig"),
+                "exactly one of url or service is required",
+            ));
+            None
+        }
+        (None, false) => {
+            causes.push(Cause {
+                reason: "FieldValueRequired",
+                field: field("clientConfig"),
+                message: "Required value: exactly one of url or service is required".into(),
+            });
+            None
+        }
+        (Some(url), false) => match parse_url(url) {
+            Ok((authority, host, path)) => Some(Client::Url {
+                authority,
+                host,
+                path,
+            }),
+            Err(m) => {
+                causes.push(Cause::invalid(field("clientConfig.url"), url, m));
+                None
+            }
+        },
+        (None, true) => {
+            let s = &cc["service"];
+            let namespace = s["namespace"].as_str().unwrap_or_default().to_string();
+            let sname = s["name"].as_str().unwrap_or_default().to_string();
+            if namespace.is_empty() {
+                causes.push(Cause::required(field("clientConfig.service.namespace")));
+            }
+            if sname.is_empty() {
+                causes.push(Cause::required(field("clientConfig.service.name")));
+            }
+            let port = match &s["port"] {
+                Value::Null => Some(443),
+                v => v
+                    .as_u64()
+                    .and_then(|p| u16::try_from(p).ok())
+                    .filter(|p| *p > 0),
+            };
+            if port.is_none() {
+                causes.push(Cause::invalid(
+                    field("clientConfig.service.port"),
+                    &s["port"].to_string(),
+                    "port is not valid: must be between 1 and 65535, inclusive",
+                ));
+            }
+            let path = s["path"].as_str().unwrap_or("/").to_string();
+            check_path(&path, &field("clientConfig.service.path"), causes);
+            Some(Client::Service {
+                namespace,
+                name: sname,
+                port: port.unwrap_or(443),
+                path,
+            })
+        }
+    };
+    (client, ca_bundle)
+}
+
 const OPERATIONS: [&str; 5] = ["*", "CREATE", "UPDATE", "DELETE", "CONNECT"];
 
-fn rule(r: &Value, field: &str, causes: &mut Vec<Cause>) -> Rule {
+pub(crate) fn rule(r: &Value, field: &str, causes: &mut Vec<Cause>) -> Rule {
     let operations = strings(&r["operations"]);
     if operations.is_empty() {
         causes.push(Cause::required(format!("{field}.operations")));
@@ -563,99 +670,10 @@ pub fn parse(obj: &Value, phase: Phase) -> Result<Vec<Webhook>, Vec<Cause>> {
         let match_conditions = match_conditions(
             &h["matchConditions"],
             &field("matchConditions"),
+            &CONDITION_VARIABLES,
             &mut causes,
         );
-        let cc = &h["clientConfig"];
-        let ca_bundle = match cc["caBundle"].as_str() {
-            None => Vec::new(),
-            Some(b64) => {
-                use base64::Engine;
-                match base64::engine::general_purpose::STANDARD.decode(b64.trim()) {
-                    Ok(pem) => {
-                        let certs = rustls_pemfile::certs(&mut pem.as_slice())
-                            .filter_map(Result::ok)
-                            .count();
-                        if certs == 0 {
-                            causes.push(Cause::invalid(
-                                field("clientConfig.caBundle"),
-                                "",
-                                "no PEM certificates in the bundle",
-                            ));
-                        }
-                        pem
-                    }
-                    Err(e) => {
-                        causes.push(Cause::invalid(
-                            field("clientConfig.caBundle"),
-                            "",
-                            format!("not base64: {e}"),
-                        ));
-                        Vec::new()
-                    }
-                }
-            }
-        };
-        let client = match (cc["url"].as_str(), cc["service"].is_object()) {
-            (Some(_), true) => {
-                causes.push(Cause::forbidden(
-                    field("clientConfig"),
-                    "exactly one of url or service is required",
-                ));
-                None
-            }
-            (None, false) => {
-                causes.push(Cause {
-                    reason: "FieldValueRequired",
-                    field: field("clientConfig"),
-                    message: "Required value: exactly one of url or service is required".into(),
-                });
-                None
-            }
-            (Some(url), false) => match parse_url(url) {
-                Ok((authority, host, path)) => Some(Client::Url {
-                    authority,
-                    host,
-                    path,
-                }),
-                Err(m) => {
-                    causes.push(Cause::invalid(field("clientConfig.url"), url, m));
-                    None
-                }
-            },
-            (None, true) => {
-                let s = &cc["service"];
-                let namespace = s["namespace"].as_str().unwrap_or_default().to_string();
-                let sname = s["name"].as_str().unwrap_or_default().to_string();
-                if namespace.is_empty() {
-                    causes.push(Cause::required(field("clientConfig.service.namespace")));
-                }
-                if sname.is_empty() {
-                    causes.push(Cause::required(field("clientConfig.service.name")));
-                }
-                let port = match &s["port"] {
-                    Value::Null => Some(443),
-                    v => v
-                        .as_u64()
-                        .and_then(|p| u16::try_from(p).ok())
-                        .filter(|p| *p > 0),
-                };
-                if port.is_none() {
-                    causes.push(Cause::invalid(
-                        field("clientConfig.service.port"),
-                        &s["port"].to_string(),
-                        "port is not valid: must be between 1 and 65535, inclusive",
-                    ));
-                }
-                let path = s["path"].as_str().unwrap_or("/").to_string();
-                check_path(&path, &field("clientConfig.service.path"), &mut causes);
-                Some(Client::Service {
-                    namespace,
-                    name: sname,
-                    port: port.unwrap_or(443),
-                    path,
-                })
-            }
-        };
+        let (client, ca_bundle) = client_config(&h["clientConfig"], &field, &mut causes);
         let rules: Vec<Rule> = h["rules"]
             .as_array()
             .into_iter()

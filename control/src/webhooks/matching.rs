@@ -53,7 +53,7 @@ pub struct Attributes<'a> {
     pub namespace_labels: Option<BTreeMap<String, String>>,
 }
 
-fn listed(list: &[String], value: &str) -> bool {
+pub(crate) fn listed(list: &[String], value: &str) -> bool {
     list.iter().any(|v| v == "*" || v == value)
 }
 
@@ -70,7 +70,7 @@ fn resource_matches(pattern: &str, resource: &str, subresource: Option<&str>) ->
     }
 }
 
-fn rule_matches(rule: &Rule, a: &Attributes<'_>) -> bool {
+pub(crate) fn rule_matches(rule: &Rule, a: &Attributes<'_>) -> bool {
     let scope_ok = match rule.scope {
         Scope::All => true,
         Scope::Cluster => !a.namespaced,
@@ -125,13 +125,26 @@ pub fn conditions_hold(hook: &Webhook, request: &Value) -> Result<bool, String> 
     cx.add_variable_from_value("object", crate::cel::to_cel(&request["object"]));
     cx.add_variable_from_value("oldObject", crate::cel::to_cel(&request["oldObject"]));
     cx.add_variable_from_value("request", crate::cel::to_cel(request));
+    let bounds = crate::cel::cost::Bounds::of(&[request]);
+    all_hold(&hook.match_conditions, &CONDITION_VARIABLES, &cx, &bounds)
+}
+
+/// Whether every one of `conditions` (name, expression compiled with `declared`) holds in
+/// `cx` (whose values are within `bounds`): a false one is `Ok(false)` whatever the others
+/// do; otherwise the first error (one over the cost limit is an error).
+pub fn all_hold(
+    conditions: &[(String, String)],
+    declared: &[&str],
+    cx: &cel::Context<'_>,
+    bounds: &crate::cel::cost::Bounds,
+) -> Result<bool, String> {
     let mut error = None;
-    for (name, expression) in &hook.match_conditions {
-        let Some(c) = crate::cel::compiled(expression, &CONDITION_VARIABLES) else {
+    for (name, expression) in conditions {
+        let Some(c) = crate::cel::compiled(expression, declared) else {
             error = Some(format!("matchCondition {name:?} does not compile"));
             continue;
         };
-        match c.program.execute(&cx) {
+        match crate::cel::execute_bounded(&c, cx, bounds) {
             Ok(cel::Value::Bool(true)) => {}
             Ok(cel::Value::Bool(false)) => return Ok(false),
             Ok(other) => {

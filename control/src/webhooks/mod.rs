@@ -12,6 +12,7 @@
 //! wedge its own move.
 
 pub mod config;
+pub mod conversion;
 pub mod matching;
 pub mod pool;
 pub mod review;
@@ -47,7 +48,7 @@ pub struct Admission<'a> {
 }
 
 /// Whether no webhook may see this request (see the module's doc).
-fn exempt(a: &Admission<'_>) -> bool {
+pub(crate) fn exempt(a: &Admission<'_>) -> bool {
     // Exactly the identities no tenant can take (only system:masters may impersonate them).
     let system = a.user.is_none_or(|u| {
         use crate::rbac::{clusterset, syncer};
@@ -83,7 +84,7 @@ fn configured(state: &ApiState, cluster: &LogicalClusterPath, phase: Phase) -> V
 }
 
 /// The labels the namespace selector is checked against.
-fn namespace_labels(
+pub(crate) fn namespace_labels(
     state: &ApiState,
     a: &Admission<'_>,
     object: Option<&Value>,
@@ -97,7 +98,7 @@ fn namespace_labels(
     Some(matching::labels_of(&stored))
 }
 
-fn attributes<'a>(
+pub(crate) fn attributes<'a>(
     a: &'a Admission<'a>,
     object: Option<&'a Value>,
     old: Option<&'a Value>,
@@ -141,7 +142,7 @@ async fn call(
         configuration = %hook.configuration, phase = ?hook.phase, operation = a.operation.as_str(),
         resource = %a.t.resource, name = %a.name, cluster = %a.cluster);
     let answer = tracing::Instrument::instrument(
-        transport::call(state, a.cluster, hook, body),
+        transport::call(state, a.cluster, hook.into(), body),
         span.clone(),
     )
     .await;
@@ -225,7 +226,7 @@ fn review_of(a: &Admission<'_>, attrs: &Attributes<'_>, uid: &str) -> Value {
 }
 
 /// The `AdmissionRequest` the webhook would be sent, as its match conditions see it.
-fn request_view(a: &Admission<'_>, attrs: &Attributes<'_>) -> Value {
+pub(crate) fn request_view(a: &Admission<'_>, attrs: &Attributes<'_>) -> Value {
     review_of(a, attrs, "")["request"].take()
 }
 

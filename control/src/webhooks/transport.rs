@@ -307,12 +307,32 @@ fn placed_on(
     Ok(clusters)
 }
 
-/// Send `body` to `hook` of logical (or physical) `cluster` and return its answer, all
-/// within the webhook's timeout.
+/// Where a webhook of any kind (admission, conversion) is reached.
+#[derive(Clone, Copy)]
+pub struct Endpoint<'a> {
+    pub client: &'a Client,
+    /// PEM certificates that sign its serving certificate.
+    pub ca_bundle: &'a [u8],
+    /// The whole call, connecting included.
+    pub timeout: Duration,
+}
+
+impl<'a> From<&'a Webhook> for Endpoint<'a> {
+    fn from(hook: &'a Webhook) -> Self {
+        Endpoint {
+            client: &hook.client,
+            ca_bundle: &hook.ca_bundle,
+            timeout: hook.timeout,
+        }
+    }
+}
+
+/// Send `body` to the webhook at `hook` of logical (or physical) `cluster` and return its
+/// answer, all within the webhook's timeout.
 pub async fn call(
     state: &ApiState,
     cluster: &LogicalClusterPath,
-    hook: &Webhook,
+    hook: Endpoint<'_>,
     body: Bytes,
 ) -> Result<Bytes, CallError> {
     tokio::time::timeout(hook.timeout, call_within(state, cluster, hook, body))
@@ -323,14 +343,14 @@ pub async fn call(
 async fn call_within(
     state: &ApiState,
     cluster: &LogicalClusterPath,
-    hook: &Webhook,
+    hook: Endpoint<'_>,
     body: Bytes,
 ) -> Result<Bytes, CallError> {
     let pool = &state.webhook_connections;
     let server_name = hook.client.server_name();
     let query = format!("?timeout={}s", hook.timeout.as_secs());
-    let key = |to: String| Pool::key(&to, &server_name, &hook.ca_bundle);
-    match &hook.client {
+    let key = |to: String| Pool::key(&to, &server_name, hook.ca_bundle);
+    match hook.client {
         Client::Url {
             authority, path, ..
         } => {
@@ -343,7 +363,7 @@ async fn call_within(
                 body,
                 || async {
                     let tcp = dial(authority).await?;
-                    handshake(tcp, tls_config(&hook.ca_bundle)?, &server_name).await
+                    handshake(tcp, tls_config(hook.ca_bundle)?, &server_name).await
                 },
             )
             .await
@@ -374,7 +394,7 @@ async fn call_within(
                         body.clone(),
                         || async {
                             let tcp = dial(&addr.to_string()).await?;
-                            handshake(tcp, tls_config(&hook.ca_bundle)?, &server_name).await
+                            handshake(tcp, tls_config(hook.ca_bundle)?, &server_name).await
                         },
                     )
                     .await;
@@ -408,7 +428,7 @@ async fn call_within(
                             })?;
                         handshake(
                             TokioIo::new(stream),
-                            tls_config(&hook.ca_bundle)?,
+                            tls_config(hook.ca_bundle)?,
                             &server_name,
                         )
                         .await

@@ -4,6 +4,8 @@
 //! CEL sees it. Used by CRD validation rules ([`crate::crd::cel`]) and webhooks'
 //! `matchConditions` ([`crate::webhooks`]).
 
+pub mod cost;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -49,6 +51,23 @@ impl Compiled {
     pub fn names(&self, name: &str) -> bool {
         self.variables.iter().any(|v| v == name)
     }
+}
+
+/// Run `compiled` in `cx` if its estimated cost with the values at hand (`bounds`) is within
+/// kube's runtime limit; kube's error when it is not (the evaluation is not started).
+pub fn execute_bounded(
+    compiled: &Compiled,
+    cx: &cel::Context<'_>,
+    bounds: &cost::Bounds,
+) -> Result<cel::Value, String> {
+    let estimate = cost::estimate(compiled.program.expression(), &[], bounds);
+    if estimate > cost::RUNTIME_LIMIT {
+        return Err(format!(
+            "operation cancelled: actual cost limit exceeded (estimated {estimate:.0}, limit {:.0})",
+            cost::RUNTIME_LIMIT
+        ));
+    }
+    compiled.program.execute(cx).map_err(|e| e.to_string())
 }
 
 /// [`compile`], kept: an expression is compiled once per thread, not once per use.
