@@ -142,7 +142,7 @@ pub fn estimate(expr: &IdedExpr, variables: &[(&str, Shape<'_>)], bounds: &Bound
 /// The characters a value may hold: a literal's own, else its shape's bound.
 fn chars(e: &IdedExpr, shape: &Shape<'_>, b: &Bounds) -> f64 {
     match &e.expr {
-        Expr::Literal(LiteralValue::String(s)) => s.len() as f64,
+        Expr::Literal(LiteralValue::String(s)) => s.inner().len() as f64,
         Expr::Literal(_) => 1.0,
         _ => shape.size(b),
     }
@@ -229,7 +229,7 @@ fn cost<'s>(e: &IdedExpr, scope: &mut Vec<(String, Shape<'s>)>, b: &Bounds) -> (
                 }
                 op::INDEX if args.len() == 2 => {
                     shape = match &call.args[1].expr {
-                        Expr::Literal(LiteralValue::String(s)) => args[0].1.field(s),
+                        Expr::Literal(LiteralValue::String(s)) => args[0].1.field(s.inner()),
                         _ => args[0].1.element(),
                     };
                 }

@@ -14,7 +14,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::respond::{Ctx, Resp};
-use super::scope::{Filter, Scope, collection_prefix, present};
+use super::scope::{Filter, Scope, collection_prefix};
 use crate::errors::{ApiError, ApiResult};
 use crate::metrics::ResourceLabels;
 use crate::state::SharedState;

@@ -175,7 +175,15 @@ async fn validating_admission(
     w: &mut Write,
 ) -> ApiResult<()> {
     crate::policies::validate(state, a, obj, old, &mut w.warnings, &mut w.audit_annotations)?;
-    webhooks::validate(state, a, obj, old, &mut w.warnings).await
+    webhooks::validate(state, a, obj, old, &mut reports(w)).await
+}
+
+/// Where admission reports what it has to say besides its verdict.
+fn reports(w: &mut Write) -> webhooks::Reports<'_> {
+    webhooks::Reports {
+        warnings: &mut w.warnings,
+        audit: &mut w.audit_annotations,
+    }
 }
 
 /// Hand the hooks' warnings to the client, once each (a retried write admits again).
@@ -330,7 +338,7 @@ pub async fn create(
         manager: Some(&manager),
         dry_run: w.dry_run,
     };
-    if webhooks::mutate(state, &admission, &mut obj, None, &mut w.warnings).await? {
+    if webhooks::mutate(state, &admission, &mut obj, None, &mut reports(w)).await? {
         // What the webhooks set is defaulted as a decoded object would be.
         crate::defaults::apply(&t.kind, &mut obj);
         unchanged_identity(t, &name, target.namespace.as_deref(), &obj)?;
@@ -638,7 +646,7 @@ pub async fn modify(
             manager: Some(&manager),
             dry_run: w.dry_run,
         };
-        if webhooks::mutate(state, &admission, &mut new, Some(&old), &mut w.warnings).await? {
+        if webhooks::mutate(state, &admission, &mut new, Some(&old), &mut reports(w)).await? {
             unchanged_identity(t, name, target.namespace.as_deref(), &new)?;
         }
         if sub == Some(Subresource::EphemeralContainers) {
@@ -981,7 +989,17 @@ pub async fn delete(
             &mut Vec::new(),
             &mut Vec::new(),
         )?;
-        webhooks::validate(state, &admission, None, Some(&obj), &mut Vec::new()).await?;
+        webhooks::validate(
+            state,
+            &admission,
+            None,
+            Some(&obj),
+            &mut webhooks::Reports {
+                warnings: &mut Vec::new(),
+                audit: &mut Vec::new(),
+            },
+        )
+        .await?;
         let pre = &options["preconditions"];
         if let Some(uid) = pre["uid"].as_str()
             && obj["metadata"]["uid"].as_str() != Some(uid)

@@ -255,23 +255,38 @@ fn dry_run_allowed(a: &Admission<'_>, hook: &Webhook) -> ApiResult<()> {
     Ok(())
 }
 
-fn keep_warnings(warnings: &mut Vec<String>, v: &review::Verdict) {
+/// What admission reports besides its verdict: warnings for the client, and annotations
+/// for the request's audit event.
+pub struct Reports<'r> {
+    pub warnings: &'r mut Vec<String>,
+    pub audit: &'r mut Vec<(String, String)>,
+}
+
+/// Keep `v`'s warnings, and its audit annotations under `<webhook>/<key>` (kube's keys;
+/// the first value of a key stays).
+fn keep_reports(reports: &mut Reports<'_>, hook: &Webhook, v: &review::Verdict) {
     for w in &v.warnings {
-        if !warnings.contains(w) {
-            warnings.push(w.clone());
+        if !reports.warnings.contains(w) {
+            reports.warnings.push(w.clone());
+        }
+    }
+    for (k, value) in &v.audit_annotations {
+        let key = format!("{}/{k}", hook.name);
+        if !reports.audit.iter().any(|(have, _)| *have == key) {
+            reports.audit.push((key, value.clone()));
         }
     }
 }
 
 /// Run the mutating webhooks of `a`'s cluster on `obj` (a create's or update's new object;
-/// `old` for updates), applying their patches; their warnings go to `warnings`. Returns
-/// whether any webhook changed the object.
+/// `old` for updates), applying their patches; their warnings and audit annotations go to
+/// `reports`. Returns whether any webhook changed the object.
 pub async fn mutate(
     state: &ApiState,
     a: &Admission<'_>,
     obj: &mut Value,
     old: Option<&Value>,
-    warnings: &mut Vec<String>,
+    reports: &mut Reports<'_>,
 ) -> ApiResult<bool> {
     if exempt(a) {
         return Ok(false);
@@ -291,7 +306,7 @@ pub async fn mutate(
             continue;
         }
         dry_run_allowed(a, hook)?;
-        if apply_one(state, a, hook, obj, old, ns_labels.clone(), warnings).await? {
+        if apply_one(state, a, hook, obj, old, ns_labels.clone(), reports).await? {
             last_change = Some(step);
         }
         called.push((i, step));
@@ -308,7 +323,7 @@ pub async fn mutate(
         .collect();
     let mut changed = last_change.is_some();
     for i in again {
-        changed |= apply_one(state, a, &hooks[i], obj, old, ns_labels.clone(), warnings).await?;
+        changed |= apply_one(state, a, &hooks[i], obj, old, ns_labels.clone(), reports).await?;
     }
     Ok(changed)
 }
@@ -321,7 +336,7 @@ async fn apply_one(
     obj: &mut Value,
     old: Option<&Value>,
     ns_labels: Option<BTreeMap<String, String>>,
-    warnings: &mut Vec<String>,
+    reports: &mut Reports<'_>,
 ) -> ApiResult<bool> {
     let attrs = attributes(a, Some(obj), old, ns_labels);
     let outcome = call(state, a, hook, &attrs).await;
@@ -329,7 +344,7 @@ async fn apply_one(
         Outcome::Failed(why) => failed(hook, why).map(|()| false),
         Outcome::Denied(e) => Err(e),
         Outcome::Allowed(v) => {
-            keep_warnings(warnings, &v);
+            keep_reports(reports, hook, &v);
             let Some(patch) = &v.patch else {
                 return Ok(false);
             };
@@ -360,7 +375,7 @@ pub async fn validate(
     a: &Admission<'_>,
     obj: Option<&Value>,
     old: Option<&Value>,
-    warnings: &mut Vec<String>,
+    reports: &mut Reports<'_>,
 ) -> ApiResult<()> {
     if exempt(a) {
         return Ok(());
@@ -383,7 +398,7 @@ pub async fn validate(
         futures::future::join_all(chosen.iter().map(|hook| call(state, a, hook, &attrs))).await;
     for (hook, outcome) in chosen.iter().zip(outcomes) {
         match outcome {
-            Outcome::Allowed(v) => keep_warnings(warnings, &v),
+            Outcome::Allowed(v) => keep_reports(reports, hook, &v),
             Outcome::Denied(e) => return Err(e),
             Outcome::Failed(why) => failed(hook, why)?,
         }
@@ -394,6 +409,38 @@ pub async fn validate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_audit_annotations_are_keyed_by_the_webhook() {
+        let c = serde_json::json!({"metadata": {"name": "c"}, "webhooks": [{
+            "name": "image.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "clientConfig": {"url": "https://127.0.0.1:1/"}}]});
+        let hook = config::parse(&c, Phase::Validating).unwrap().remove(0);
+        let v = review::Verdict {
+            allowed: true,
+            code: None,
+            reason: String::new(),
+            message: String::new(),
+            patch: None,
+            warnings: vec!["careful".into()],
+            audit_annotations: vec![("error".into(), "image-blacklisted".into())],
+        };
+        let (mut warnings, mut audit) = (Vec::new(), Vec::new());
+        let mut reports = Reports {
+            warnings: &mut warnings,
+            audit: &mut audit,
+        };
+        keep_reports(&mut reports, &hook, &v);
+        keep_reports(&mut reports, &hook, &v);
+        assert_eq!(warnings, vec!["careful".to_string()]);
+        assert_eq!(
+            audit,
+            vec![(
+                "image.example.com/error".to_string(),
+                "image-blacklisted".to_string()
+            )]
+        );
+    }
 
     #[test]
     fn a_denial_reads_as_kubes() {
