@@ -494,6 +494,21 @@ fn a_webhook_served_from_a_pod_follows_its_namespace() {
     let (ok, out) = create_configmap(&k, "apps", "refused-again", "forbidden=yes");
     assert!(!ok && out.contains("denied the request"), "{out}");
 
+    // The same Pod converts a CRD's versions, reached through west's syncer too.
+    k.apply_stdin(&thing_crd(
+        "example.com",
+        "service: {namespace: hooks, name: sample-webhook, path: /convert}",
+        &ca,
+    ));
+    k.ok(&["wait", "--for=condition=Established", "crd/things.example.com"]);
+    k.apply_stdin(
+        "apiVersion: example.com/v2\nkind: Thing\nmetadata: {name: a, namespace: apps}\nspec: {sizeCm: 4}\n",
+    );
+    assert_eq!(
+        k.ok(&["-n", "apps", "get", "things.v1.example.com", "a", "-o", "jsonpath={.spec.size}"]),
+        "4cm"
+    );
+
     // Its Pod gone: the Fail webhook refuses, in kube's words; as Ignore, it lets through
     // (and the Ignore mutating webhook is skipped).
     k.ok(&[
