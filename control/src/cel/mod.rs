@@ -119,12 +119,39 @@ pub fn compile(source: &str, declared: &[&str]) -> Result<Program, String> {
         })
         .map(str::to_string)
         .collect();
+    if let Some((f, library)) = program
+        .references()
+        .functions()
+        .into_iter()
+        .find_map(|f| kube_only(f).map(|l| (f.to_string(), l)))
+    {
+        return Err(format!(
+            "compilation failed: ERROR: <input>: undeclared reference to '{f}' (in container ''): kube's {library} library is not available in Sluice"
+        ));
+    }
     if let Some(v) = undeclared.first() {
         return Err(format!(
             "compilation failed: ERROR: <input>: undeclared reference to '{v}' (in container '')"
         ));
     }
     Ok(program)
+}
+
+/// kube's CEL libraries the `cel` crate does not have, by the functions that name them: a
+/// rule calling one is refused when written rather than failing on every object.
+fn kube_only(function: &str) -> Option<&'static str> {
+    match function {
+        "quantity" | "isQuantity" | "asApproximateFloat" | "asInteger" | "isInteger"
+        | "compareTo" | "isGreaterThan" | "isLessThan" => Some("quantity"),
+        "ip" | "isIP" | "cidr" | "isCIDR" | "family" | "isUnspecified" | "isLoopback"
+        | "isLinkLocalMulticast" | "isLinkLocalUnicast" | "isGlobalUnicast" | "containsIP"
+        | "containsCIDR" | "prefixLength" | "masked" => Some("IP and CIDR"),
+        "url" | "isURL" | "getScheme" | "getHost" | "getHostname" | "getPort"
+        | "getEscapedPath" | "getQuery" => Some("URL"),
+        "semver" | "isSemver" | "major" | "minor" | "patch" => Some("semver"),
+        f if f.starts_with("format.") => Some("format"),
+        _ => None,
+    }
 }
 
 /// The names macros bind in `source`: `x` of `.all(x, ...)`, `.exists(x, ...)`,
