@@ -195,3 +195,21 @@ pub fn to_cel(v: &Value) -> cel::Value {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undeclared_names_and_kube_only_libraries_are_refused_when_compiled() {
+        assert!(compile("self.size() > 1", &["self"]).is_ok());
+        let e = compile("other.size() > 1", &["self"]).err().unwrap_or_default();
+        assert!(e.contains("undeclared reference to 'other'"), "{e}");
+        let e = compile("quantity(self.limit).isLessThan(quantity('1Gi'))", &["self"])
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("kube's quantity library is not available"), "{e}");
+        let e = compile("isCIDR(self.net)", &["self"]).err().unwrap_or_default();
+        assert!(e.contains("IP and CIDR"), "{e}");
+    }
+}
