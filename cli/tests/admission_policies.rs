@@ -153,23 +153,21 @@ fn policies_deny_warn_and_audit_in_kubes_words() {
         k.ok(&["label", "namespace", "test", "environment=test"]);
         let (ok, out) = run(
             &k,
-            &[
-                "create",
-                "deployment",
-                "nginx",
-                "--image=nginx",
-                "--replicas=6",
-                "-n",
-                "test",
-            ],
-            None,
+            &["create", "-f", "-"],
+            Some(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nginx, namespace: test}\nspec:\n  replicas: 6\n  selector: {matchLabels: {app: nginx}}\n  template:\n    metadata: {labels: {app: nginx}}\n    spec: {containers: [{name: nginx, image: nginx}]}\n",
+            ),
         );
         assert!(!ok, "{bin}: {out}");
         assert!(
             out.contains("ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' denied request: failed expression: object.spec.replicas <= 5"),
             "{bin}: {out}"
         );
-        assert!(out.contains("is invalid"), "{bin}: reason Invalid: {out}");
+        // Reason Invalid (kubectl prints an Invalid status's cause this way).
+        assert!(
+            out.contains("The deployments \"nginx\" is invalid"),
+            "{bin}: reason Invalid: {out}"
+        );
         // Within the limit, or outside the bound namespaces, it is created.
         k.ok(&[
             "create",
