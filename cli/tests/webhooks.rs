@@ -500,12 +500,24 @@ fn a_webhook_served_from_a_pod_follows_its_namespace() {
         "service: {namespace: hooks, name: sample-webhook, path: /convert}",
         &ca,
     ));
-    k.ok(&["wait", "--for=condition=Established", "crd/things.example.com"]);
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/things.example.com",
+    ]);
     k.apply_stdin(
         "apiVersion: example.com/v2\nkind: Thing\nmetadata: {name: a, namespace: apps}\nspec: {sizeCm: 4}\n",
     );
     assert_eq!(
-        k.ok(&["-n", "apps", "get", "things.v1.example.com", "a", "-o", "jsonpath={.spec.size}"]),
+        k.ok(&[
+            "-n",
+            "apps",
+            "get",
+            "things.v1.example.com",
+            "a",
+            "-o",
+            "jsonpath={.spec.size}"
+        ]),
         "4cm"
     );
 
@@ -703,24 +715,48 @@ fn a_two_version_crd_converts_through_its_webhook() {
             &format!("url: https://127.0.0.1:{port}/convert"),
             &ca,
         ));
-        k.ok(&["wait", "--for=condition=Established", "crd/things.example.com"]);
+        k.ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/things.example.com",
+        ]);
 
         // Written as v2, stored as v1, read as either.
         k.apply_stdin(
             "apiVersion: example.com/v2\nkind: Thing\nmetadata: {name: a, namespace: default}\nspec: {sizeCm: 10}\n",
         );
-        let v1 = k.ok(&["get", "things.v1.example.com", "a", "-o", "jsonpath={.spec.size}"]);
+        let v1 = k.ok(&[
+            "get",
+            "things.v1.example.com",
+            "a",
+            "-o",
+            "jsonpath={.spec.size}",
+        ]);
         assert_eq!(v1, "10cm", "{bin}");
-        let v2 = k.ok(&["get", "things.v2.example.com", "a", "-o", "jsonpath={.apiVersion} {.spec.sizeCm}"]);
+        let v2 = k.ok(&[
+            "get",
+            "things.v2.example.com",
+            "a",
+            "-o",
+            "jsonpath={.apiVersion} {.spec.sizeCm}",
+        ]);
         assert_eq!(v2, "example.com/v2 10", "{bin}");
         // Written as v1, listed as v2; the table's column is v2's.
         k.apply_stdin(
             "apiVersion: example.com/v1\nkind: Thing\nmetadata: {name: b, namespace: default}\nspec: {size: 7cm}\n",
         );
-        let listed = k.ok(&["get", "things.v2.example.com", "-o", "jsonpath={.items[*].spec.sizeCm}"]);
+        let listed = k.ok(&[
+            "get",
+            "things.v2.example.com",
+            "-o",
+            "jsonpath={.items[*].spec.sizeCm}",
+        ]);
         assert_eq!(listed, "10 7", "{bin}");
         let table = k.ok(&["get", "things.v2.example.com"]);
-        assert!(table.contains("SIZE") && table.contains("10"), "{bin}: {table}");
+        assert!(
+            table.contains("SIZE") && table.contains("10"),
+            "{bin}: {table}"
+        );
         // A patch through v2 of what is stored as v1.
         k.ok(&[
             "patch",
@@ -730,7 +766,13 @@ fn a_two_version_crd_converts_through_its_webhook() {
             "-p",
             r#"{"spec":{"sizeCm":12}}"#,
         ]);
-        let v1 = k.ok(&["get", "things.v1.example.com", "a", "-o", "jsonpath={.spec.size}"]);
+        let v1 = k.ok(&[
+            "get",
+            "things.v1.example.com",
+            "a",
+            "-o",
+            "jsonpath={.spec.size}",
+        ]);
         assert_eq!(v1, "12cm", "{bin}");
         // A watch through v2 sees v2.
         let watched = k.run(&[
@@ -764,14 +806,22 @@ fn a_two_version_crd_converts_through_its_webhook() {
             "{bin}: {refused}"
         );
         assert_eq!(
-            k.ok(&["get", "things.v1.example.com", "a", "-o", "jsonpath={.spec.size}"]),
+            k.ok(&[
+                "get",
+                "things.v1.example.com",
+                "a",
+                "-o",
+                "jsonpath={.spec.size}"
+            ]),
             "12cm",
             "{bin}"
         );
 
         // What kube refuses, and a workspace naming a URL.
-        let bad = thing_crd("bad.example.com", "url: http://127.0.0.1:1/", &ca)
-            .replace("conversionReviewVersions: [v1]", "conversionReviewVersions: [v1beta1]");
+        let bad = thing_crd("bad.example.com", "url: http://127.0.0.1:1/", &ca).replace(
+            "conversionReviewVersions: [v1]",
+            "conversionReviewVersions: [v1beta1]",
+        );
         let out = k.fed(&["apply", "-f", "-"], &bad);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{bin}: {err}");
@@ -781,7 +831,9 @@ fn a_two_version_crd_converts_through_its_webhook() {
         ] {
             assert!(err.contains(says), "{bin}: {says} not in {err}");
         }
-        k.apply_stdin("apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: tenant}\n");
+        k.apply_stdin(
+            "apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: tenant}\n",
+        );
         let tenant = Kubectl::new(
             &bin,
             &c.workspace_kubeconfig("root:tenant"),
@@ -796,7 +848,11 @@ fn a_two_version_crd_converts_through_its_webhook() {
         );
         let out = tenant.fed(
             &["apply", "-f", "-"],
-            &thing_crd("tenant.example.com", &format!("url: https://127.0.0.1:{port}/convert"), &ca),
+            &thing_crd(
+                "tenant.example.com",
+                &format!("url: https://127.0.0.1:{port}/convert"),
+                &ca,
+            ),
         );
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(

@@ -101,13 +101,13 @@ fn policy(n: usize) {
     }}))
     .unwrap();
     let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
-        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": {
-            "metadata": {"labels": {"app": "web"}},
-            "spec": {"containers": [
-                {"name": "web", "image": "registry.example/web:1", "resources": {"limits": {"cpu": "1"}}},
-                {"name": "proxy", "image": "registry.example/proxy:2", "resources": {"limits": {"cpu": "100m"}}},
-            ]}}}});
+    "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
+    "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": {
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {"containers": [
+            {"name": "web", "image": "registry.example/web:1", "resources": {"limits": {"cpu": "1"}}},
+            {"name": "proxy", "image": "registry.example/proxy:2", "resources": {"limits": {"cpu": "100m"}}},
+        ]}}}});
     let request = json!({"operation": "CREATE", "object": deployment, "oldObject": null});
     let params = json!({"data": {"maxReplicas": "5", "registry": "registry.example/"}});
     let ns = json!({"metadata": {"name": "shop"}});

@@ -225,7 +225,7 @@ impl ApiError {
             ApiError::TooManyRequests(_) => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
             ApiError::Denied { .. } => "",
-            ApiError::PolicyDenied { reason, .. } => *reason,
+            ApiError::PolicyDenied { reason, .. } => reason,
         }
     }
 

@@ -29,6 +29,7 @@ pub mod object;
 pub mod patch;
 pub mod pipeline;
 pub mod pki;
+pub mod policies;
 pub mod rbac;
 pub mod request;
 pub mod resources;
@@ -41,7 +42,6 @@ pub mod storage;
 pub mod table;
 pub mod tenancy;
 pub mod validation;
-pub mod policies;
 pub mod webhooks;
 
 use std::net::SocketAddr;

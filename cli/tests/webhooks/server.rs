@@ -116,8 +116,10 @@ async fn answer(path: &str, review: &Value, cluster: &str) -> (StatusCode, Vec<u
             } else {
                 json!({"status": "Failure", "message": "sizes are not converted today"})
             };
-            body(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-                "response": {"uid": review["request"]["uid"], "result": result, "convertedObjects": objects}}))
+            body(
+                json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                "response": {"uid": review["request"]["uid"], "result": result, "convertedObjects": objects}}),
+            )
         }
         _ => (StatusCode::NOT_FOUND, b"no such webhook".to_vec()),
     }

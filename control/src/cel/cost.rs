@@ -11,9 +11,9 @@
 //! objects a policy is about to be evaluated on (kube's runtime limit, checked before the
 //! evaluation instead of during it).
 
-use cel::common::ast::{EntryExpr, Expr, LiteralValue};
-use cel::common::ast::operators as op;
 use cel::IdedExpr;
+use cel::common::ast::operators as op;
+use cel::common::ast::{EntryExpr, Expr, LiteralValue};
 use serde_json::Value;
 
 /// kube's limit on one CRD rule's estimated cost (`StaticEstimatedCostLimit`).
@@ -92,17 +92,16 @@ impl<'s> Shape<'s> {
         }
     }
 
-    /// Items (or characters) it may hold at most.
-    fn size(&self, b: &Bounds) -> f64 {
-        match self {
-            Shape::Schema(s) => match s["type"].as_str() {
-                Some("string") => self.schema_bound("maxLength").unwrap_or(b.chars),
-                Some("array") => self.schema_bound("maxItems").unwrap_or(b.items),
-                Some("object") => self.schema_bound("maxProperties").unwrap_or(b.items),
-                _ => b.items.max(b.chars),
-            },
-            Shape::Unknown => b.items.max(b.chars),
-        }
+    /// Items (of a list, or entries of a map) it may hold at most.
+    fn items(&self, b: &Bounds) -> f64 {
+        self.schema_bound("maxItems")
+            .or_else(|| self.schema_bound("maxProperties"))
+            .unwrap_or(b.items)
+    }
+
+    /// Characters (of a string) it may hold at most.
+    fn chars(&self, b: &Bounds) -> f64 {
+        self.schema_bound("maxLength").unwrap_or(b.chars)
     }
 
     /// The shape of one of its items (a list's elements, a map's keys).
@@ -132,10 +131,8 @@ impl<'s> Shape<'s> {
 
 /// An expression's estimated cost, with `variables` of the shapes given (others unknown).
 pub fn estimate(expr: &IdedExpr, variables: &[(&str, Shape<'_>)], bounds: &Bounds) -> f64 {
-    let mut scope: Vec<(String, Shape<'_>)> = variables
-        .iter()
-        .map(|(n, s)| (n.to_string(), *s))
-        .collect();
+    let mut scope: Vec<(String, Shape<'_>)> =
+        variables.iter().map(|(n, s)| (n.to_string(), *s)).collect();
     cost(expr, &mut scope, bounds).0
 }
 
@@ -144,7 +141,7 @@ fn chars(e: &IdedExpr, shape: &Shape<'_>, b: &Bounds) -> f64 {
     match &e.expr {
         Expr::Literal(LiteralValue::String(s)) => s.inner().len() as f64,
         Expr::Literal(_) => 1.0,
-        _ => shape.size(b),
+        _ => shape.chars(b),
     }
 }
 
@@ -186,11 +183,7 @@ fn cost<'s>(e: &IdedExpr, scope: &mut Vec<(String, Shape<'s>)>, b: &Bounds) -> (
             (c + 1.0, shape.field(&s.field))
         }
         Expr::List(l) => (
-            1.0 + l
-                .elements
-                .iter()
-                .map(|x| cost(x, scope, b).0)
-                .sum::<f64>(),
+            1.0 + l.elements.iter().map(|x| cost(x, scope, b).0).sum::<f64>(),
             Shape::Unknown,
         ),
         Expr::Map(m) => (1.0 + entries(&m.entries, scope, b), Shape::Unknown),
@@ -198,7 +191,7 @@ fn cost<'s>(e: &IdedExpr, scope: &mut Vec<(String, Shape<'s>)>, b: &Bounds) -> (
         Expr::Comprehension(c) => {
             let (range, shape) = cost(&c.iter_range, scope, b);
             let (init, _) = cost(&c.accu_init, scope, b);
-            let n = shape.size(b);
+            let n = shape.items(b);
             scope.push((c.iter_var.clone(), shape.element()));
             if let Some(v2) = &c.iter_var2 {
                 scope.push((v2.clone(), Shape::Unknown));
@@ -233,10 +226,13 @@ fn cost<'s>(e: &IdedExpr, scope: &mut Vec<(String, Shape<'s>)>, b: &Bounds) -> (
                         _ => args[0].1.element(),
                     };
                 }
-                op::IN if args.len() == 2 => total += args[1].1.size(b),
+                op::IN if args.len() == 2 => total += args[1].1.items(b),
                 op::EQUALS | op::NOT_EQUALS if args.len() == 2 => {
-                    let smaller = chars(&call.args[0], &args[0].1, b)
-                        .min(chars(&call.args[1], &args[1].1, b));
+                    let smaller = chars(&call.args[0], &args[0].1, b).min(chars(
+                        &call.args[1],
+                        &args[1].1,
+                        b,
+                    ));
                     total += (0.1 * smaller).ceil();
                 }
                 _ if SCANNING.contains(&name) => {
@@ -257,7 +253,11 @@ fn cost<'s>(e: &IdedExpr, scope: &mut Vec<(String, Shape<'s>)>, b: &Bounds) -> (
     }
 }
 
-fn entries<'s>(entries: &[cel::common::ast::IdedEntryExpr], scope: &mut Vec<(String, Shape<'s>)>, b: &Bounds) -> f64 {
+fn entries<'s>(
+    entries: &[cel::common::ast::IdedEntryExpr],
+    scope: &mut Vec<(String, Shape<'s>)>,
+    b: &Bounds,
+) -> f64 {
     entries
         .iter()
         .map(|e| match &e.expr {
@@ -301,13 +301,17 @@ mod tests {
         let simple = cost_of("self.name.startsWith('app-')", &schema, u);
         assert!(simple < 20.0, "{simple}");
         let one_loop = cost_of("self.tags.all(t, t.size() < 10)", &schema, u);
-        assert!(one_loop > 1_000_000.0 && one_loop < STATIC_LIMIT, "{one_loop}");
+        assert!(
+            one_loop > 1_000_000.0 && one_loop < STATIC_LIMIT,
+            "{one_loop}"
+        );
         let nested = cost_of("self.tags.all(a, self.tags.all(b, a != b))", &schema, u);
         assert!(nested > STATIC_LIMIT, "{nested}");
         let bounded = cost_of("self.few.all(a, a.all(b, b.contains('x')))", &schema, u);
         assert!(bounded < 2_000.0, "{bounded}");
         // Without a schema, the objects at hand bound it.
-        let small = Bounds::of(&[&json!({"spec": {"containers": [{"env": [1, 2, 3]}, {"env": []}]}})]);
+        let small =
+            Bounds::of(&[&json!({"spec": {"containers": [{"env": [1, 2, 3]}, {"env": []}]}})]);
         let per_object = cost_of(
             "object.spec.containers.all(c, c.env.all(e, e != 0))",
             &Value::Null,
@@ -315,7 +319,11 @@ mod tests {
         );
         assert!(per_object < 100.0, "{per_object}");
         let huge = Bounds::of(&[&json!({"l": vec![0; 20_000]})]);
-        let attack = cost_of("object.l.all(a, object.l.all(b, a == b))", &Value::Null, &huge);
+        let attack = cost_of(
+            "object.l.all(a, object.l.all(b, a == b))",
+            &Value::Null,
+            &huge,
+        );
         assert!(attack > RUNTIME_LIMIT, "{attack}");
     }
 }

@@ -57,7 +57,7 @@ impl Compiled {
 /// kube's runtime limit; kube's error when it is not (the evaluation is not started).
 pub fn execute_bounded(
     compiled: &Compiled,
-    cx: &cel::Context<'_>,
+    cx: &cel::Context<'_, '_>,
     bounds: &cost::Bounds,
 ) -> Result<cel::Value, String> {
     let estimate = cost::estimate(compiled.program.expression(), &[], bounds);
@@ -143,9 +143,20 @@ fn kube_only(function: &str) -> Option<&'static str> {
     match function {
         "quantity" | "isQuantity" | "asApproximateFloat" | "asInteger" | "isInteger"
         | "compareTo" | "isGreaterThan" | "isLessThan" => Some("quantity"),
-        "ip" | "isIP" | "cidr" | "isCIDR" | "family" | "isUnspecified" | "isLoopback"
-        | "isLinkLocalMulticast" | "isLinkLocalUnicast" | "isGlobalUnicast" | "containsIP"
-        | "containsCIDR" | "prefixLength" | "masked" => Some("IP and CIDR"),
+        "ip"
+        | "isIP"
+        | "cidr"
+        | "isCIDR"
+        | "family"
+        | "isUnspecified"
+        | "isLoopback"
+        | "isLinkLocalMulticast"
+        | "isLinkLocalUnicast"
+        | "isGlobalUnicast"
+        | "containsIP"
+        | "containsCIDR"
+        | "prefixLength"
+        | "masked" => Some("IP and CIDR"),
         "url" | "isURL" | "getScheme" | "getHost" | "getHostname" | "getPort"
         | "getEscapedPath" | "getQuery" => Some("URL"),
         "semver" | "isSemver" | "major" | "minor" | "patch" => Some("semver"),
@@ -203,13 +214,23 @@ mod tests {
     #[test]
     fn undeclared_names_and_kube_only_libraries_are_refused_when_compiled() {
         assert!(compile("self.size() > 1", &["self"]).is_ok());
-        let e = compile("other.size() > 1", &["self"]).err().unwrap_or_default();
-        assert!(e.contains("undeclared reference to 'other'"), "{e}");
-        let e = compile("quantity(self.limit).isLessThan(quantity('1Gi'))", &["self"])
+        let e = compile("other.size() > 1", &["self"])
             .err()
             .unwrap_or_default();
-        assert!(e.contains("kube's quantity library is not available"), "{e}");
-        let e = compile("isCIDR(self.net)", &["self"]).err().unwrap_or_default();
+        assert!(e.contains("undeclared reference to 'other'"), "{e}");
+        let e = compile(
+            "quantity(self.limit).isLessThan(quantity('1Gi'))",
+            &["self"],
+        )
+        .err()
+        .unwrap_or_default();
+        assert!(
+            e.contains("kube's quantity library is not available"),
+            "{e}"
+        );
+        let e = compile("isCIDR(self.net)", &["self"])
+            .err()
+            .unwrap_or_default();
         assert!(e.contains("IP and CIDR"), "{e}");
     }
 }

@@ -146,7 +146,10 @@ fn check_node(
             );
         }
     }
-    for (key, bound) in [("items", "maxItems"), ("additionalProperties", "maxProperties")] {
+    for (key, bound) in [
+        ("items", "maxItems"),
+        ("additionalProperties", "maxProperties"),
+    ] {
         if let Some(sub) = schema.get(key).filter(|s| s.is_object()) {
             let n = schema
                 .get(bound)
@@ -363,7 +366,7 @@ mod tests {
         );
         let mut ok = Vec::new();
         check_schema(
-            &json!({"type": "array", "x-kubernetes-validations": [{"rule": "self.all(x, x > 0) && self.exists(y, y == 2)"}]}),
+            &json!({"type": "array", "maxItems": 1000, "x-kubernetes-validations": [{"rule": "self.all(x, x > 0) && self.exists(y, y == 2)"}]}),
             "s",
             &mut ok,
         );

@@ -106,8 +106,7 @@ pub fn converted(
     desired: &str,
     originals: &[Value],
 ) -> Result<Vec<Value>, BadAnswer> {
-    let v: Value =
-        serde_json::from_slice(answer).map_err(|e| BadAnswer::Decode(e.to_string()))?;
+    let v: Value = serde_json::from_slice(answer).map_err(|e| BadAnswer::Decode(e.to_string()))?;
     let response = &v["response"];
     let got = response["uid"].as_str().unwrap_or_default();
     if got != uid {
@@ -193,8 +192,10 @@ mod tests {
     fn a_webhook_conversion_is_checked_as_kube_checks_it() {
         let mut causes = Vec::new();
         let ok = parse(
-            &crd(json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1", "v1beta1"],
-                "clientConfig": {"service": {"namespace": "ops", "name": "convert", "path": "/convert"}}}})),
+            &crd(
+                json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1", "v1beta1"],
+                "clientConfig": {"service": {"namespace": "ops", "name": "convert", "path": "/convert"}}}}),
+            ),
             &mut causes,
         );
         assert!(causes.is_empty(), "{causes:?}");
@@ -205,8 +206,10 @@ mod tests {
         assert_eq!(parse(&crd(json!({"strategy": "None"})), &mut causes), None);
         assert!(causes.is_empty());
         parse(
-            &crd(json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1beta1"],
-                "clientConfig": {"url": "http://x/"}}})),
+            &crd(
+                json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1beta1"],
+                "clientConfig": {"url": "http://x/"}}}),
+            ),
             &mut causes,
         );
         let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
@@ -230,27 +233,59 @@ mod tests {
         let good = answer(json!([{"apiVersion": "example.com/v2", "kind": "Thing",
             "metadata": {"name": "a", "namespace": "n", "uid": "u", "resourceVersion": "999", "labels": {"x": "2"}},
             "spec": {"sizeInches": 1}}]));
-        let out = converted(&good, "r", "example.com/v2", std::slice::from_ref(&original)).unwrap();
+        let out = converted(
+            &good,
+            "r",
+            "example.com/v2",
+            std::slice::from_ref(&original),
+        )
+        .unwrap();
         assert_eq!(out[0]["spec"]["sizeInches"], 1);
         assert_eq!(out[0]["metadata"]["resourceVersion"], "7");
         assert_eq!(out[0]["metadata"]["labels"]["x"], "2");
         let renamed = answer(json!([{"apiVersion": "example.com/v2", "kind": "Thing",
             "metadata": {"name": "b", "namespace": "n", "uid": "u"}}]));
         assert!(matches!(
-            converted(&renamed, "r", "example.com/v2", std::slice::from_ref(&original)),
+            converted(
+                &renamed,
+                "r",
+                "example.com/v2",
+                std::slice::from_ref(&original)
+            ),
             Err(BadAnswer::Object { index: 0, .. })
         ));
         let wrong_version = answer(json!([original.clone()]));
-        assert!(converted(&wrong_version, "r", "example.com/v2", std::slice::from_ref(&original)).is_err());
+        assert!(
+            converted(
+                &wrong_version,
+                "r",
+                "example.com/v2",
+                std::slice::from_ref(&original)
+            )
+            .is_err()
+        );
         assert!(matches!(
-            converted(&answer(json!([])), "r", "example.com/v2", std::slice::from_ref(&original)),
+            converted(
+                &answer(json!([])),
+                "r",
+                "example.com/v2",
+                std::slice::from_ref(&original)
+            ),
             Err(BadAnswer::Count { .. })
         ));
         assert!(matches!(
-            converted(&good, "other", "example.com/v2", std::slice::from_ref(&original)),
+            converted(
+                &good,
+                "other",
+                "example.com/v2",
+                std::slice::from_ref(&original)
+            ),
             Err(BadAnswer::Uid { .. })
         ));
-        let failed = serde_json::to_vec(&json!({"response": {"uid": "r", "result": {"status": "Failure", "message": "no"}}})).unwrap();
+        let failed = serde_json::to_vec(
+            &json!({"response": {"uid": "r", "result": {"status": "Failure", "message": "no"}}}),
+        )
+        .unwrap();
         assert_eq!(
             converted(&failed, "r", "example.com/v2", &[original]),
             Err(BadAnswer::Failed("no".into()))

@@ -174,7 +174,14 @@ async fn validating_admission(
     old: Option<&Value>,
     w: &mut Write,
 ) -> ApiResult<()> {
-    crate::policies::validate(state, a, obj, old, &mut w.warnings, &mut w.audit_annotations)?;
+    crate::policies::validate(
+        state,
+        a,
+        obj,
+        old,
+        &mut w.warnings,
+        &mut w.audit_annotations,
+    )?;
     webhooks::validate(state, a, obj, old, &mut reports(w)).await
 }
 
@@ -302,7 +309,7 @@ pub async fn create(
 ) -> ApiResult<Written> {
     let converted = stored_target(state, target)?;
     let (target, mut obj) = match &converted {
-        Some((stored, via)) => (stored, via.to_storage(state, &target.cluster, obj).await?),
+        Some((stored, via)) => (stored, via.stored_form(state, &target.cluster, obj).await?),
         None => (target, obj),
     };
     let t = &*target.t;
@@ -592,7 +599,7 @@ pub async fn modify(
         let (entry, old) = current(state, t, &key, name)?;
         let old_view = match conversion {
             Some(via) => {
-                std::borrow::Cow::Owned(via.from_storage(state, &cluster, old.clone()).await?)
+                std::borrow::Cow::Owned(via.view_form(state, &cluster, old.clone()).await?)
             }
             None => std::borrow::Cow::Borrowed(&old),
         };
@@ -621,7 +628,7 @@ pub async fn modify(
             }
         };
         if let Some(via) = conversion {
-            new = via.to_storage(state, &cluster, new).await?;
+            new = via.stored_form(state, &cluster, new).await?;
         }
         let pinned = requested_version(&change, &old, &new);
         if let Some(rv) = &pinned

@@ -31,7 +31,7 @@ pub(super) enum Via {
 
 impl Via {
     /// `obj` (of the view) in the stored form.
-    pub(super) async fn to_storage(
+    pub(super) async fn stored_form(
         &self,
         state: &ApiState,
         cluster: &LogicalClusterPath,
@@ -44,15 +44,20 @@ impl Via {
                 kind,
                 storage,
                 ..
-            } => one(
-                crate::webhooks::conversion::convert(state, cluster, hook, kind, storage, vec![obj])
-                    .await?,
-            ),
+            } => one(crate::webhooks::conversion::convert(
+                state,
+                cluster,
+                hook,
+                kind,
+                storage,
+                vec![obj],
+            )
+            .await?),
         }
     }
 
     /// `obj` (stored) as the view shows it.
-    pub(super) async fn from_storage(
+    pub(super) async fn view_form(
         &self,
         state: &ApiState,
         cluster: &LogicalClusterPath,
@@ -62,10 +67,15 @@ impl Via {
             Via::Builtin(c) => Ok((c.from_storage)(obj)),
             Via::Webhook {
                 hook, kind, view, ..
-            } => one(
-                crate::webhooks::conversion::convert(state, cluster, hook, kind, view, vec![obj])
-                    .await?,
-            ),
+            } => one(crate::webhooks::conversion::convert(
+                state,
+                cluster,
+                hook,
+                kind,
+                view,
+                vec![obj],
+            )
+            .await?),
         }
     }
 }

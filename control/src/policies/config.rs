@@ -24,8 +24,13 @@ pub const VARIABLES: [&str; 6] = [
 
 /// What a policy's match conditions see: the same, less `variables` (kube evaluates match
 /// conditions before the variables).
-pub const CONDITION_VARIABLES: [&str; 5] =
-    ["object", "oldObject", "request", "params", "namespaceObject"];
+pub const CONDITION_VARIABLES: [&str; 5] = [
+    "object",
+    "oldObject",
+    "request",
+    "params",
+    "namespaceObject",
+];
 
 /// Items at most in each of a policy's lists (a bound of Sluice's: each is evaluated per
 /// matching write).
@@ -67,7 +72,12 @@ pub enum Reason {
 }
 
 impl Reason {
-    const ALL: [&'static str; 4] = ["Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"];
+    const ALL: [&'static str; 4] = [
+        "Unauthorized",
+        "Forbidden",
+        "Invalid",
+        "RequestEntityTooLarge",
+    ];
 
     fn parse(s: &str) -> Option<Reason> {
         match s {
@@ -336,8 +346,25 @@ fn match_resources(
 /// Whether `s` is a CEL identifier that is not a reserved word.
 fn is_cel_identifier(s: &str) -> bool {
     const RESERVED: [&str; 20] = [
-        "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
-        "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
         "void",
     ];
     let mut chars = s.chars();
@@ -492,9 +519,13 @@ pub fn parse_policy(obj: &Value) -> Result<Policy, Vec<Cause>> {
     }
     let validations = validations(&spec["validations"], &mut causes);
     let mut audit_annotations: Vec<(String, String)> = Vec::new();
-    for (i, a) in items(&spec["auditAnnotations"], "spec.auditAnnotations", &mut causes)
-        .iter()
-        .enumerate()
+    for (i, a) in items(
+        &spec["auditAnnotations"],
+        "spec.auditAnnotations",
+        &mut causes,
+    )
+    .iter()
+    .enumerate()
     {
         let key = a["key"].as_str().unwrap_or_default().to_string();
         let field = format!("spec.auditAnnotations[{i}].key");
@@ -528,7 +559,9 @@ pub fn parse_policy(obj: &Value) -> Result<Policy, Vec<Cause>> {
         causes.push(Cause {
             reason: "FieldValueRequired",
             field: "spec.validations".into(),
-            message: "Required value: validations or auditAnnotations must contain at least one item".into(),
+            message:
+                "Required value: validations or auditAnnotations must contain at least one item"
+                    .into(),
         });
     }
     let match_conditions = match_conditions(

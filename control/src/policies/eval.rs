@@ -160,7 +160,7 @@ pub fn evaluate(policy: &Policy, input: &Input<'_>) -> Evaluation {
 /// within `bounds`.
 fn run(
     source: &str,
-    cx: &cel::Context<'_>,
+    cx: &cel::Context<'_, '_>,
     bounds: &crate::cel::cost::Bounds,
 ) -> Result<cel::Value, String> {
     let compiled = crate::cel::compiled(source, &VARIABLES)
@@ -172,7 +172,7 @@ fn run(
 /// it is a non-blank single line, else `message`, else `failed expression: <expression>`.
 fn message(
     v: &super::config::Validation,
-    cx: &cel::Context<'_>,
+    cx: &cel::Context<'_, '_>,
     bounds: &crate::cel::cost::Bounds,
 ) -> String {
     if let Some(source) = &v.message_expression {

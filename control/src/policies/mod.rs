@@ -233,10 +233,12 @@ fn parameters(
     let (Some(kind), Some(param_ref)) = (&policy.param_kind, &binding.param_ref) else {
         return Ok(vec![Value::Null]);
     };
-    let found = params::find(state, a.cluster, kind, param_ref, a.namespace)
-        .map_err(|e| e.to_string())?;
+    let found =
+        params::find(state, a.cluster, kind, param_ref, a.namespace).map_err(|e| e.to_string())?;
     if found.is_empty() && param_ref.not_found == NotFound::Deny {
-        return Err("no params found for policy binding with `Deny` parameterNotFoundAction".into());
+        return Err(
+            "no params found for policy binding with `Deny` parameterNotFoundAction".into(),
+        );
     }
     Ok(found)
 }

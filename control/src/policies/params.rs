@@ -20,7 +20,9 @@ pub enum ParamError {
     UnknownKind(String),
     #[error("paramRef.namespace must not be provided for a cluster-scoped `paramKind`")]
     NamespaceOfClusterScoped,
-    #[error("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources")]
+    #[error(
+        "cannot use namespaced paramRef in policy binding that matches cluster-scoped resources"
+    )]
     NoNamespace,
     #[error("more than {MAX_PARAMS} parameter objects match the binding's paramRef")]
     TooMany,

@@ -73,9 +73,7 @@ async fn call(
             hook.client.describe(),
             TIMEOUT.as_secs()
         ))),
-        Ok(bytes) => {
-            converted(&bytes, &uid, desired, originals).map_err(|e| failed(e.to_string()))
-        }
+        Ok(bytes) => converted(&bytes, &uid, desired, originals).map_err(|e| failed(e.to_string())),
     };
     let name = format!("{kind}.{desired}");
     state.metrics.record_webhook(

@@ -135,7 +135,7 @@ pub fn conditions_hold(hook: &Webhook, request: &Value) -> Result<bool, String> 
 pub fn all_hold(
     conditions: &[(String, String)],
     declared: &[&str],
-    cx: &cel::Context<'_>,
+    cx: &cel::Context<'_, '_>,
     bounds: &crate::cel::cost::Bounds,
 ) -> Result<bool, String> {
     let mut error = None;
