@@ -32,7 +32,7 @@ fn schema() -> Value {
         "properties": {
             "replicas": {"type": "integer"}, "maxReplicas": {"type": "integer"},
             "name": {"type": "string"}, "mode": {"type": "string"}, "image": {"type": "string"},
-            "tags": {"type": "array", "items": {"type": "string"}},
+            "tags": {"type": "array", "maxItems": 16, "items": {"type": "string", "maxLength": 64}},
         }
     }}})
 }
