@@ -8,8 +8,6 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
-
 use support::{Control, Kubectl, kubectls};
 
 /// kube's documentation example (`ValidatingAdmissionPolicy` concepts page).
@@ -124,17 +122,6 @@ fn configmap(name: &str, ns: &str, keys: usize) -> String {
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\ndata: {{{}}}\n",
         data.join(", ")
     )
-}
-
-fn eventually(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < deadline {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    false
 }
 
 #[test]
@@ -376,21 +363,7 @@ fn a_workspaces_policies_govern_and_read_only_that_workspace() {
     let dir = tempfile::tempdir().unwrap();
     let c = Control::start(&dir.path().join("control"), &[]);
     let root = Kubectl::new(bin, &c.kubeconfig, &dir.path().join("cache"));
-    root.apply_stdin(
-        "apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: tenant}\n",
-    );
-    let tenant = Kubectl::new(
-        bin,
-        &c.workspace_kubeconfig("root:tenant"),
-        &dir.path().join("cache-tenant"),
-    );
-    assert!(
-        eventually(Duration::from_secs(30), || tenant
-            .run(&["get", "ns"])
-            .status
-            .success()),
-        "the workspace never served"
-    );
+    let tenant = c.workspace(&root, "tenant", &dir.path().join("cache-tenant"));
     // The tenant's policy governs its namespace `apps`, with parameters from
     // `default/limits` — which exists in root only, for now.
     tenant.apply_stdin(WITH_PARAMS);

@@ -340,14 +340,7 @@ webhooks:
         assert_eq!(defaults, "Equivalent Never {}", "kube's defaults");
 
         // A workspace's webhooks are reached through their Service: a URL is refused.
-        k.apply_stdin(
-            "apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: tenant}\n",
-        );
-        let tenant = Kubectl::new(
-            bin,
-            &c.workspace_kubeconfig("root:tenant"),
-            &dir.path().join("cache-tenant"),
-        );
+        let tenant = c.workspace(&k, "tenant", &dir.path().join("cache-tenant"));
         let by_url = configuration(
             "ValidatingWebhookConfiguration",
             "tenant-url",
@@ -356,13 +349,6 @@ webhooks:
             "Fail",
             "on",
             10,
-        );
-        assert!(
-            eventually(Duration::from_secs(30), || tenant
-                .run(&["get", "ns"])
-                .status
-                .success()),
-            "the workspace never served"
         );
         let out = tenant.fed(&["apply", "-f", "-"], &by_url);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -831,21 +817,7 @@ fn a_two_version_crd_converts_through_its_webhook() {
         ] {
             assert!(err.contains(says), "{bin}: {says} not in {err}");
         }
-        k.apply_stdin(
-            "apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {name: tenant}\n",
-        );
-        let tenant = Kubectl::new(
-            &bin,
-            &c.workspace_kubeconfig("root:tenant"),
-            &dir.path().join("cache-tenant"),
-        );
-        assert!(
-            eventually(Duration::from_secs(30), || tenant
-                .run(&["get", "ns"])
-                .status
-                .success()),
-            "the workspace never served"
-        );
+        let tenant = c.workspace(&k, "tenant", &dir.path().join("cache-tenant"));
         let out = tenant.fed(
             &["apply", "-f", "-"],
             &thing_crd(

@@ -73,6 +73,15 @@ impl Cause {
         }
     }
 
+    /// kube's `Duplicate value: "<value>"`.
+    pub fn duplicate(field: impl Into<String>, value: &str) -> Self {
+        Self {
+            reason: "FieldValueDuplicate",
+            field: field.into(),
+            message: format!("Duplicate value: {value:?}"),
+        }
+    }
+
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self {
             reason: "FieldValueForbidden",

@@ -363,11 +363,7 @@ fn check_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
                         causes.push(Cause::invalid(field.clone(), name, msg));
                     }
                     if !seen.insert(name) {
-                        causes.push(Cause {
-                            reason: "FieldValueDuplicate",
-                            message: format!("Duplicate value: \"{name}\""),
-                            field,
-                        });
+                        causes.push(Cause::duplicate(field, name));
                     }
                 }
             }

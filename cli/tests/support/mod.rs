@@ -69,6 +69,28 @@ impl Control {
         }
     }
 
+    /// Workspace `name` of root, created through `root` and waited for: a kubectl (the
+    /// same binary) for it, with its discovery cache in `cache`.
+    #[allow(dead_code)]
+    pub fn workspace(&self, root: &Kubectl, name: &str, cache: &Path) -> Kubectl {
+        root.apply_stdin(&format!(
+            "apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata: {{name: {name}}}\n"
+        ));
+        let k = Kubectl::new(
+            &root.bin,
+            &self.workspace_kubeconfig(&format!("root:{name}")),
+            cache,
+        );
+        assert!(
+            eventually(std::time::Duration::from_secs(30), || k
+                .run(&["get", "ns"])
+                .status
+                .success()),
+            "workspace {name} never served"
+        );
+        k
+    }
+
     /// A kubeconfig for a logical cluster, written by `sluice kubeconfig`.
     pub fn workspace_kubeconfig(&self, workspace: &str) -> PathBuf {
         let out = Command::new(sluice_bin())

@@ -503,11 +503,10 @@ pub fn parse_policy(obj: &Value) -> Result<Policy, Vec<Cause>> {
                 "name is not a valid CEL identifier",
             ));
         } else if variables.iter().any(|(n, _)| *n == vname) {
-            causes.push(Cause {
-                reason: "FieldValueDuplicate",
-                field: format!("spec.variables[{i}].name"),
-                message: format!("Duplicate value: {vname:?}"),
-            });
+            causes.push(Cause::duplicate(
+                format!("spec.variables[{i}].name"),
+                &vname,
+            ));
         }
         let source = expression(
             &v["expression"],
@@ -540,11 +539,7 @@ pub fn parse_policy(obj: &Value) -> Result<Policy, Vec<Cause>> {
                     "must be a qualified name of at most 63 characters that, joined to the policy's name with '/', is a valid annotation key",
                 ));
             } else if audit_annotations.iter().any(|(k, _)| *k == key) {
-                causes.push(Cause {
-                    reason: "FieldValueDuplicate",
-                    field,
-                    message: format!("Duplicate value: {key:?}"),
-                });
+                causes.push(Cause::duplicate(field, &key));
             }
         }
         let source = expression(
@@ -687,11 +682,7 @@ pub fn parse_binding(obj: &Value) -> Result<Binding, Vec<Cause>> {
             }
         };
         if actions.contains(&action) {
-            causes.push(Cause {
-                reason: "FieldValueDuplicate",
-                field: format!("spec.validationActions[{i}]"),
-                message: format!("Duplicate value: {a:?}"),
-            });
+            causes.push(Cause::duplicate(format!("spec.validationActions[{i}]"), a));
         }
         actions.push(action);
     }

@@ -338,11 +338,7 @@ pub(crate) fn match_conditions(
                 problems.join(", "),
             ));
         } else if out.iter().any(|(n, _)| n == name) {
-            causes.push(Cause {
-                reason: "FieldValueDuplicate",
-                field: format!("{field}[{i}].name"),
-                message: format!("Duplicate value: {name:?}"),
-            });
+            causes.push(Cause::duplicate(format!("{field}[{i}].name"), name));
         }
         if expression.is_empty() {
             causes.push(Cause::required(format!("{field}[{i}].expression")));
@@ -575,11 +571,7 @@ pub fn parse(obj: &Value, phase: Phase) -> Result<Vec<Webhook>, Vec<Cause>> {
                 "should be a domain with at least three segments separated by dots",
             ));
         } else if !names.insert(name.clone()) {
-            causes.push(Cause {
-                reason: "FieldValueDuplicate",
-                field: field("name"),
-                message: format!("Duplicate value: {name:?}"),
-            });
+            causes.push(Cause::duplicate(field("name"), &name));
         }
         let versions = strings(&h["admissionReviewVersions"]);
         if versions.is_empty() {
