@@ -36,12 +36,18 @@ spec:
             - rule: "self.mode == oldSelf.mode"
               message: "mode is immutable"
             - rule: "self.tags.all(t, t.lowerAscii() == t)"
+            - rule: "!has(self.memory) || quantity(self.memory).compareTo(quantity('1Gi')) <= 0"
+              message: "memory must be at most 1Gi"
+            - rule: "!has(self.address) || isIP(self.address) && ip(self.address).family() == 4"
+              message: "address must be an IPv4 address"
             properties:
               replicas: {type: integer}
               maxReplicas: {type: integer}
               name: {type: string}
               mode: {type: string}
               tags: {type: array, maxItems: 16, items: {type: string, maxLength: 64}}
+              memory: {type: string, maxLength: 32}
+              address: {type: string, maxLength: 64}
 "#;
 
 fn widget(name: &str, replicas: i64, app: &str, mode: &str, tag: &str) -> String {
@@ -89,6 +95,26 @@ fn crd_rules_refuse_bad_objects_in_kubes_words() {
         ] {
             assert!(out.contains(says), "{bin}: {says:?} not in {out}");
         }
+        // kube's quantity and IP libraries.
+        let sized = widget("sized", 1, "app-a", "fast", "x").replace(
+            "tags: [x]}",
+            "tags: [x], memory: 2Gi, address: \"fd00::1\"}",
+        );
+        let (ok, out) = apply(&k, &sized);
+        assert!(!ok, "{bin}: {out}");
+        for says in [
+            "memory must be at most 1Gi",
+            "address must be an IPv4 address",
+        ] {
+            assert!(out.contains(says), "{bin}: {says:?} not in {out}");
+        }
+        let (ok, out) = apply(
+            &k,
+            &sized
+                .replace("2Gi", "512Mi")
+                .replace("\"fd00::1\"", "\"10.0.0.1\""),
+        );
+        assert!(ok, "{bin}: {out}");
         // A transition rule holds on update, not on create.
         let (ok, out) = apply(&k, &widget("good", 2, "app-a", "slow", "x"));
         assert!(!ok, "{bin}: {out}");

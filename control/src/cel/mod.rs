@@ -5,6 +5,7 @@
 //! `matchConditions` ([`crate::webhooks`]).
 
 pub mod cost;
+pub mod kube_libs;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ thread_local! {
         let _ = env.add_extension(cel::extensions::strings);
         let _ = env.add_extension(cel::extensions::lists);
         let _ = env.add_extension(cel::extensions::math);
+        let _ = env.add_extension(kube_libs::extension);
         Arc::new(env)
     };
 }
@@ -141,22 +143,6 @@ pub fn compile(source: &str, declared: &[&str]) -> Result<Program, String> {
 /// rule calling one is refused when written rather than failing on every object.
 fn kube_only(function: &str) -> Option<&'static str> {
     match function {
-        "quantity" | "isQuantity" | "asApproximateFloat" | "asInteger" | "isInteger"
-        | "compareTo" | "isGreaterThan" | "isLessThan" => Some("quantity"),
-        "ip"
-        | "isIP"
-        | "cidr"
-        | "isCIDR"
-        | "family"
-        | "isUnspecified"
-        | "isLoopback"
-        | "isLinkLocalMulticast"
-        | "isLinkLocalUnicast"
-        | "isGlobalUnicast"
-        | "containsIP"
-        | "containsCIDR"
-        | "prefixLength"
-        | "masked" => Some("IP and CIDR"),
         "url" | "isURL" | "getScheme" | "getHost" | "getHostname" | "getPort"
         | "getEscapedPath" | "getQuery" => Some("URL"),
         "semver" | "isSemver" | "major" | "minor" | "patch" => Some("semver"),
@@ -218,19 +204,16 @@ mod tests {
             .err()
             .unwrap_or_default();
         assert!(e.contains("undeclared reference to 'other'"), "{e}");
-        let e = compile(
-            "quantity(self.limit).isLessThan(quantity('1Gi'))",
-            &["self"],
-        )
-        .err()
-        .unwrap_or_default();
         assert!(
-            e.contains("kube's quantity library is not available"),
-            "{e}"
+            compile(
+                "quantity(self.limit).isLessThan(quantity('1Gi'))",
+                &["self"]
+            )
+            .is_ok()
         );
-        let e = compile("isCIDR(self.net)", &["self"])
+        let e = compile("url(self.endpoint).getHost() != ''", &["self"])
             .err()
             .unwrap_or_default();
-        assert!(e.contains("IP and CIDR"), "{e}");
+        assert!(e.contains("kube's URL library is not available"), "{e}");
     }
 }
