@@ -1,18 +1,20 @@
 //! kube's CEL libraries the `cel` crate does not have: `quantity` (resource quantities, exact
-//! to the nano, compared and added as kube's `resource.Quantity`) and `ip`/`cidr` (addresses
-//! and prefixes, as kube's `net/netip` based library). Each value is an opaque CEL type with
-//! kube's member functions.
+//! to the nano, compared and added as kube's `resource.Quantity`), `ip`/`cidr` (addresses
+//! and prefixes, as kube's `net/netip` based library) and `url` (an absolute URI or an
+//! absolute path, taken apart as kube's). Each value is an opaque CEL type with kube's
+//! member functions.
 
 use std::any::Any;
 use std::net::IpAddr;
 
-use cel::common::types::{CelBool, CelDouble, CelInt, CelString, Kind, Type};
+use cel::common::types::{CelBool, CelDouble, CelInt, CelMap, CelString, Kind, Type};
 use cel::common::value::{StaticVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
 static QUANTITY: Type = Type::simple_type(Kind::Opaque, "kubernetes.Quantity");
 static IP: Type = Type::simple_type(Kind::Opaque, "net.IP");
 static CIDR: Type = Type::simple_type(Kind::Opaque, "net.CIDR");
+static URL: Type = Type::simple_type(Kind::Opaque, "kubernetes.URL");
 
 const NANO: i128 = 1_000_000_000;
 
@@ -372,11 +374,142 @@ fn cidr_string(c: &Cidr) -> CelString<'static> {
     format!("{}/{}", c.0, c.1).into()
 }
 
+/// A URL: an absolute URI, or an absolute path (kube's `url()` accepts both).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Url {
+    scheme: String,
+    /// `host[:port]`, an IPv6 host in brackets.
+    host: String,
+    hostname: String,
+    port: String,
+    escaped_path: String,
+    query: Vec<(String, String)>,
+}
+
+impl Val for Url {
+    fn get_type(&self) -> &Type {
+        &URL
+    }
+    fn cel_type() -> &'static Type {
+        &URL
+    }
+    fn equals(&self, other: &dyn Val) -> bool {
+        other.downcast_ref::<Url>().is_some_and(|o| o == self)
+    }
+    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> Option<&dyn Any> {
+        Some(self)
+    }
+}
+impl StaticVal for Url {}
+
+fn parse_url(s: &str) -> Option<Url> {
+    let query_of = |u: &url::Url| {
+        u.query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect()
+    };
+    if s.starts_with('/') && !s.starts_with("//") {
+        // An absolute path: no scheme, no host.
+        let base = url::Url::parse("http://base.invalid").ok()?;
+        let u = base.join(s).ok()?;
+        return Some(Url {
+            scheme: String::new(),
+            host: String::new(),
+            hostname: String::new(),
+            port: String::new(),
+            escaped_path: u.path().to_string(),
+            query: query_of(&u),
+        });
+    }
+    let u = url::Url::parse(s).ok()?;
+    let hostname = match u.host()? {
+        url::Host::Ipv6(a) => a.to_string(),
+        h => h.to_string(),
+    };
+    let port = u.port().map(|p| p.to_string()).unwrap_or_default();
+    let bracketed = match u.host()? {
+        url::Host::Ipv6(a) => format!("[{a}]"),
+        h => h.to_string(),
+    };
+    let host = if port.is_empty() {
+        bracketed
+    } else {
+        format!("{bracketed}:{port}")
+    };
+    Some(Url {
+        scheme: u.scheme().to_string(),
+        host,
+        hostname,
+        port,
+        escaped_path: u.path().to_string(),
+        query: query_of(&u),
+    })
+}
+
+fn url_of(s: &CelString<'_>) -> Result<Url, ExecutionError> {
+    parse_url(s.inner()).ok_or_else(|| {
+        ExecutionError::function_error(
+            "url",
+            format!("URL {:?} must be an absolute URI or an absolute path", s.inner()),
+        )
+    })
+}
+
+fn is_url(s: &CelString<'_>) -> CelBool {
+    parse_url(s.inner()).is_some().into()
+}
+
+fn get_scheme(u: &Url) -> CelString<'static> {
+    u.scheme.clone().into()
+}
+
+fn get_host(u: &Url) -> CelString<'static> {
+    u.host.clone().into()
+}
+
+fn get_hostname(u: &Url) -> CelString<'static> {
+    u.hostname.clone().into()
+}
+
+fn get_port(u: &Url) -> CelString<'static> {
+    u.port.clone().into()
+}
+
+fn get_escaped_path(u: &Url) -> CelString<'static> {
+    u.escaped_path.clone().into()
+}
+
+fn get_query(u: &Url) -> cel::common::types::CelMap<'static> {
+    use cel::common::types::CelList;
+    use cel::common::types::map::Key;
+    let mut by_key: std::collections::BTreeMap<&str, Vec<Box<dyn Val>>> = Default::default();
+    for (k, v) in &u.query {
+        by_key
+            .entry(k)
+            .or_default()
+            .push(Box::new(CelString::from(v.clone())));
+    }
+    let map: std::collections::HashMap<Key<'static>, Box<dyn Val>> = by_key
+        .into_iter()
+        .map(|(k, vs)| {
+            (
+                Key::from(k.to_string()),
+                Box::new(CelList::from(vs)) as Box<dyn Val>,
+            )
+        })
+        .collect();
+    map.into()
+}
+
 /// Register the libraries on `env`.
 pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_type(QUANTITY.to_owned())?;
     env.add_type(IP.to_owned())?;
     env.add_type(CIDR.to_owned())?;
+    env.add_type(URL.to_owned())?;
     cel::add_overload!(env, fn quantity: (CelString) -> Result<Quantity>)?;
     cel::add_overload!(env, fn is_quantity: (CelString) -> CelBool)?;
     cel::add_member_overload!(env, fn is_integer: (Quantity) -> CelBool)?;
@@ -409,6 +542,14 @@ pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     cel::add_member_overload!(env, fn cidr_ip: (Cidr) -> Ip, name = "ip")?;
     cel::add_member_overload!(env, fn prefix_length: (Cidr) -> CelInt)?;
     cel::add_member_overload!(env, fn masked: (Cidr) -> Cidr)?;
+    cel::add_overload!(env, fn url_of: (CelString) -> Result<Url>, name = "url")?;
+    cel::add_overload!(env, fn is_url: (CelString) -> CelBool, name = "isURL")?;
+    cel::add_member_overload!(env, fn get_scheme: (Url) -> CelString)?;
+    cel::add_member_overload!(env, fn get_host: (Url) -> CelString)?;
+    cel::add_member_overload!(env, fn get_hostname: (Url) -> CelString)?;
+    cel::add_member_overload!(env, fn get_port: (Url) -> CelString)?;
+    cel::add_member_overload!(env, fn get_escaped_path: (Url) -> CelString)?;
+    cel::add_member_overload!(env, fn get_query: (Url) -> CelMap)?;
     Ok(())
 }
 

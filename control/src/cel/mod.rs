@@ -143,8 +143,6 @@ pub fn compile(source: &str, declared: &[&str]) -> Result<Program, String> {
 /// rule calling one is refused when written rather than failing on every object.
 fn kube_only(function: &str) -> Option<&'static str> {
     match function {
-        "url" | "isURL" | "getScheme" | "getHost" | "getHostname" | "getPort"
-        | "getEscapedPath" | "getQuery" => Some("URL"),
         "semver" | "isSemver" | "major" | "minor" | "patch" => Some("semver"),
         f if f.starts_with("format.") => Some("format"),
         _ => None,
@@ -211,9 +209,9 @@ mod tests {
             )
             .is_ok()
         );
-        let e = compile("url(self.endpoint).getHost() != ''", &["self"])
+        let e = compile("isSemver(self.version)", &["self"])
             .err()
             .unwrap_or_default();
-        assert!(e.contains("kube's URL library is not available"), "{e}");
+        assert!(e.contains("kube's semver library is not available"), "{e}");
     }
 }
