@@ -484,7 +484,7 @@ fn get_escaped_path(u: &Url) -> CelString<'static> {
 
 fn get_query(u: &Url) -> cel::common::types::CelMap<'static> {
     use cel::common::types::CelList;
-    use cel::common::types::map::Key;
+    use cel::common::types::CelMapKey as Key;
     let mut by_key: std::collections::BTreeMap<&str, Vec<Box<dyn Val>>> = Default::default();
     for (k, v) in &u.query {
         by_key
