@@ -40,6 +40,8 @@ spec:
               message: "memory must be at most 1Gi"
             - rule: "!has(self.address) || isIP(self.address) && ip(self.address).family() == 4"
               message: "address must be an IPv4 address"
+            - rule: "!has(self.endpoint) || url(self.endpoint).getScheme() == 'https'"
+              message: "endpoint must be https"
             properties:
               replicas: {type: integer}
               maxReplicas: {type: integer}
@@ -48,6 +50,7 @@ spec:
               tags: {type: array, maxItems: 16, items: {type: string, maxLength: 64}}
               memory: {type: string, maxLength: 32}
               address: {type: string, maxLength: 64}
+              endpoint: {type: string, maxLength: 256}
 "#;
 
 fn widget(name: &str, replicas: i64, app: &str, mode: &str, tag: &str) -> String {
@@ -95,16 +98,17 @@ fn crd_rules_refuse_bad_objects_in_kubes_words() {
         ] {
             assert!(out.contains(says), "{bin}: {says:?} not in {out}");
         }
-        // kube's quantity and IP libraries.
+        // kube's quantity, IP and URL libraries.
         let sized = widget("sized", 1, "app-a", "fast", "x").replace(
             "tags: [x]}",
-            "tags: [x], memory: 2Gi, address: \"fd00::1\"}",
+            "tags: [x], memory: 2Gi, address: \"fd00::1\", endpoint: \"http://a.example/x\"}",
         );
         let (ok, out) = apply(&k, &sized);
         assert!(!ok, "{bin}: {out}");
         for says in [
             "memory must be at most 1Gi",
             "address must be an IPv4 address",
+            "endpoint must be https",
         ] {
             assert!(out.contains(says), "{bin}: {says:?} not in {out}");
         }
@@ -112,7 +116,8 @@ fn crd_rules_refuse_bad_objects_in_kubes_words() {
             &k,
             &sized
                 .replace("2Gi", "512Mi")
-                .replace("\"fd00::1\"", "\"10.0.0.1\""),
+                .replace("\"fd00::1\"", "\"10.0.0.1\"")
+                .replace("http://", "https://"),
         );
         assert!(ok, "{bin}: {out}");
         // A transition rule holds on update, not on create.

@@ -453,7 +453,10 @@ fn url_of(s: &CelString<'_>) -> Result<Url, ExecutionError> {
     parse_url(s.inner()).ok_or_else(|| {
         ExecutionError::function_error(
             "url",
-            format!("URL {:?} must be an absolute URI or an absolute path", s.inner()),
+            format!(
+                "URL {:?} must be an absolute URI or an absolute path",
+                s.inner()
+            ),
         )
     })
 }
