@@ -185,6 +185,9 @@ impl BusyPoll {
                 }
                 let spent = nanos(turn.saturating_duration_since(previous));
                 if self.credit_ns.fetch_sub(spent, Ordering::Relaxed) <= spent {
+                    // No debt: a preempted turn (milliseconds on a busy machine) would
+                    // otherwise eat the credit of the requests that come after it.
+                    self.credit_ns.fetch_max(0, Ordering::Relaxed);
                     break;
                 }
                 // Give the CPU to whatever else wants it (the upstream, maybe): returns at
