@@ -96,6 +96,10 @@ pub struct ClusterSpec {
     /// that is not being drained.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ingresses: Vec<String>,
+    /// Where the cluster's dataplanes serve their Prometheus counts (`http://host:port/metrics`):
+    /// `sluice console` reads each Service's traffic share and p99 from them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<String>,
     /// PEM roots that gateway peers of this cluster are verified against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_bundle: Option<String>,

@@ -30,6 +30,10 @@ enum Command {
     Demo(parts::demo::Args),
     /// Run the logical-cluster API server.
     Control(parts::control::Args),
+    /// The live console: a local web page following clusters, namespaces, moves, drains
+    /// and traffic share; moves, cordons and drains with the kubeconfig's identity. Prints
+    /// its URL (with its access token) on a line `console: URL`.
+    Console(parts::console::Args),
     /// Make a control plane's credentials (CA, ServiceAccount signing key, admin token)
     /// in a directory, for `sluice control --pki-dir` and
     /// `sluice kubeconfig`. What is there already is kept.
@@ -107,6 +111,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Demo(args) => parts::demo::run(args).await,
         Command::Control(args) => parts::control::run(args).await,
+        Command::Console(args) => parts::console::run(args).await,
         Command::Pki(args) => parts::pki::run(args).await,
         Command::Dev(args) => parts::dev::run(args).await,
         Command::Node(args) => parts::node::run(args).await,

@@ -655,8 +655,9 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
             "  {name:<8} API {api}  DNS {dns}  gateway {gateway}  ingress {ingress}  kubeconfig {}",
             kubeconfig.display()
         ));
+        let metrics = format!("http://{admin}/metrics");
         admins.push((format!("cluster {name} dataplane"), admin));
-        apis.push((name.clone(), index, api, kubeconfig, gateway, ingress));
+        apis.push((name.clone(), index, api, kubeconfig, gateway, ingress, metrics));
     }
     // Register the clusters with the control plane.
     let control = client(&cfg.state.join("control.kubeconfig")).await?;
@@ -665,11 +666,12 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
         "clusters",
     );
     let clusters: Api<DynamicObject> = Api::all_with(control, &ar);
-    for (name, index, api, _, gateway, ingress) in &apis {
+    for (name, index, api, _, gateway, ingress, metrics) in &apis {
         let obj: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "sluice.dev/v1alpha1", "kind": "Cluster",
             "metadata": {"name": name, "labels": {"sluice.dev/local": "true", "sluice.dev/index": index.to_string()}},
-            "spec": {"api": api, "clusterId": name, "gateways": [gateway], "ingresses": [ingress]},
+            "spec": {"api": api, "clusterId": name, "gateways": [gateway], "ingresses": [ingress],
+                     "metrics": [metrics]},
         }))?;
         match clusters.create(&PostParams::default(), &obj).await {
             Ok(_) => {}
@@ -695,7 +697,7 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
     // identity of its own that reads nothing else.
     let syncers_dir = cfg.state.join("syncers");
     std::fs::create_dir_all(&syncers_dir).map_err(io("creating the syncers' directory"))?;
-    for (name, index, _, kubeconfig, _, _) in &apis {
+    for (name, index, _, kubeconfig, _, _, _) in &apis {
         let what = format!("cluster {name} syncer");
         let identity = syncers_dir.join(format!("{name}.kubeconfig"));
         issue_identity(bin, &control_dir, &["--syncer", name], &identity)?;
@@ -721,12 +723,25 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
     // Ready once every node agent has registered its Node.
     let nodes: Vec<(String, PathBuf)> = apis
         .iter()
-        .map(|(name, _, _, kubeconfig, _, _)| (name.clone(), kubeconfig.clone()))
+        .map(|(name, _, _, kubeconfig, _, _, _)| (name.clone(), kubeconfig.clone()))
         .collect();
     wait_for_nodes(&nodes).await?;
     let control_kubeconfig = cfg.state.join("control.kubeconfig");
+    // The console, with the admin's identity: its URL carries its access token.
+    let console = start_announcing(
+        &mut children,
+        "console",
+        Command::new(bin)
+            .arg("console")
+            .arg("--kubeconfig")
+            .arg(&control_kubeconfig)
+            .args(["--listen", "127.0.0.1:0"]),
+        "console: ",
+    )?;
+    std::fs::write(cfg.state.join("console.url"), format!("{console}\n"))
+        .map_err(io("writing console.url"))?;
     eprintln!(
-        "sluice dev up: {} cluster(s) up in {:.1} s\n  control  API {control_url}  kubeconfig {}\n{}\n  logs     {}/ (--verbose streams them here)\n\nTry:\n  export KUBECONFIG={}\n  kubectl create namespace shop && kubectl label namespace shop sluice.dev/cluster={}\n  kubectl -n shop create deployment web --image=sluice/echo --replicas=2\n  kubectl -n shop rollout status deployment web && kubectl -n shop get pods -o wide",
+        "sluice dev up: {} cluster(s) up in {:.1} s\n  control  API {control_url}  kubeconfig {}\n{}\n  console  {console}\n  logs     {}/ (--verbose streams them here)\n\nTry:\n  export KUBECONFIG={}\n  kubectl create namespace shop && kubectl label namespace shop sluice.dev/cluster={}\n  kubectl -n shop create deployment web --image=sluice/echo --replicas=2\n  kubectl -n shop rollout status deployment web && kubectl -n shop get pods -o wide",
         apis.len(),
         started.elapsed().as_secs_f64(),
         control_kubeconfig.display(),

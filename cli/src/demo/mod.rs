@@ -328,6 +328,11 @@ pub async fn run(cfg: DemoConfig) -> anyhow::Result<bool> {
         }
     );
     if cfg.keep {
+        let console = std::fs::read_to_string(cfg.state.join("console.url")).unwrap_or_default();
+        println!(
+            "\nWatch the next move live in the console: {}\n(the Move buttons, or `kubectl label namespace shop sluice.dev/cluster=east --overwrite` in root:shop;\nuncordon east first: it stays cordoned after the drain)",
+            console.trim()
+        );
         println!(
             "\nThe clusterset keeps running (Ctrl-C stops it). Try:\n  cargo run --release -- kubeconfig --data-dir {} --workspace root:shop > shop.kubeconfig\n  kubectl --kubeconfig shop.kubeconfig get namespaces -o wide\n  kubectl --kubeconfig {}/clusters/west.kubeconfig get pods -A\n  cargo run --release -- uncordon east --kubeconfig {}",
             cfg.state.join("control").display(),

@@ -1,6 +1,7 @@
 //! One module per subcommand: its arguments and how it runs — build the part from its
 //! configuration, serve until a stop signal, shut it down.
 
+pub mod console;
 pub mod control;
 pub mod demo;
 pub mod dev;

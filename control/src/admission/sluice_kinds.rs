@@ -121,8 +121,31 @@ impl Hook for ClusterFields {
                 ));
             }
         }
+        // The console reads these; only plain `http://host[:port]/path` is read.
+        for (i, u) in obj["spec"]["metrics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if !u.as_str().is_some_and(metrics_url) {
+                causes.push(Cause::invalid(
+                    format!("spec.metrics[{i}]"),
+                    &u.to_string(),
+                    "must be an http:// URL with a host, such as http://10.0.0.5:15000/metrics",
+                ));
+            }
+        }
         causes
     }
+}
+
+/// `http://host[:port][/path]`, at most 2048 bytes.
+fn metrics_url(s: &str) -> bool {
+    s.len() <= 2048
+        && s.parse::<http::Uri>().is_ok_and(|u| {
+            u.scheme_str() == Some("http") && u.host().is_some_and(|h| !h.is_empty())
+        })
 }
 
 #[cfg(test)]
@@ -170,6 +193,10 @@ mod tests {
         assert!(ClusterFields.validate(&ok).is_empty());
         let ingresses =
             json!({"spec": {"ingresses": ["127.20.0.1:80", "10.0.0.5", "shop.example:80", 7]}});
+        let metrics = json!({"spec": {"metrics": ["http://127.20.0.1:15000/metrics", "https://x/m", "ftp://a", 3, "http:///x"]}});
+        let bad = ClusterFields.validate(&metrics);
+        assert_eq!(bad.len(), 4, "{bad:?}");
+        assert!(format!("{bad:?}").contains("spec.metrics[1]"), "{bad:?}");
         let bad = ClusterFields.validate(&ingresses);
         assert_eq!(bad.len(), 2, "{bad:?}");
         assert!(format!("{bad:?}").contains("spec.ingresses[2]"), "{bad:?}");
