@@ -38,6 +38,9 @@ for tool in unshare setsid nsenter; do command -v "$tool" >/dev/null || { need_a
 command -v script >/dev/null || need_apt+=(bsdutils)
 # Block-mode claims are loop devices (losetup, in Debian's mount package).
 for tool in mount losetup; do command -v "$tool" >/dev/null || { need_apt+=(mount); break; }; done
+# The console's test drives its page in headless Chromium over WebDriver.
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
   step "installing Debian packages: ${need_apt[*]}"
   if [ "$(id -u)" -eq 0 ]; then sudo=(); elif command -v sudo >/dev/null; then sudo=(sudo); else

@@ -194,7 +194,7 @@ fn events(shared: &Shared) -> Response<Body> {
         },
     )
     .map(|b| Ok::<_, Infallible>(Frame::data(b)));
-    let mut r = Response::new(StreamBody::new(stream).boxed());
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

@@ -41,7 +41,7 @@ impl Scrape {
             else {
                 continue;
             };
-            let key = (service.clone(), cluster.clone());
+            let key = (service_of(service), cluster.clone());
             match name {
                 REQUESTS => *s.requests.entry(key).or_default() += value,
                 BUCKETS => {
@@ -60,8 +60,30 @@ impl Scrape {
         }
         for b in s.buckets.values_mut() {
             b.sort_by(|a, b| a.0.total_cmp(&b.0));
+            // Several listeners of one Service: one bucket per bound, summed.
+            b.dedup_by(|later, kept| {
+                if later.0 == kept.0 {
+                    kept.1 += later.1;
+                    true
+                } else {
+                    false
+                }
+            });
         }
         s
+    }
+}
+
+/// The Service a dataplane's `service` label names: the label is the listener's name,
+/// `<namespace>/<name>:<port>` with ` (clusterset)` for a ServiceImport's VIP; every port
+/// and both addresses of one Service count as the Service.
+fn service_of(label: &str) -> String {
+    match label.split_once('/') {
+        Some((ns, rest)) => {
+            let name = rest.split([':', ' ']).next().unwrap_or(rest);
+            format!("{ns}/{name}")
+        }
+        None => label.to_string(),
     }
 }
 
@@ -256,6 +278,12 @@ mod tests {
         assert_eq!(s.buckets[&key][0], (0.001, 97.0));
         assert!(s.buckets[&key][2].0.is_infinite());
         assert!(Scrape::parse("garbage{\nx{a=\"b} 1\n{}{} nan").requests.is_empty());
+        // Listeners of one Service (ports, its clusterset VIP) count as the Service.
+        let both = Scrape::parse(
+            "sluice_proxy_requests_total{service=\"ns-x/web:http (clusterset)\",cluster=\"east\"} 4\n\
+             sluice_proxy_requests_total{service=\"ns-x/web:grpc\",cluster=\"east\"} 3\n",
+        );
+        assert_eq!(both.requests.get(&("ns-x/web".into(), "east".into())), Some(&7.0));
         let escaped = Scrape::parse(
             "sluice_proxy_requests_total{service=\"a\\\"b/c\",cluster=\"e\"} 4\n",
         );

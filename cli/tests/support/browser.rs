@@ -42,45 +42,66 @@ fn exchange(port: u16, method: &str, path: &str, body: Option<&Value>) -> Result
     );
     s.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
     s.write_all(body.as_bytes()).map_err(|e| e.to_string())?;
+    // The driver keeps connections open whatever the request says: read one answer.
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).map_err(|e| e.to_string())?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("no header end")?;
-    let headers = String::from_utf8_lossy(&raw[..split]).to_lowercase();
-    let mut payload = raw[split + 4..].to_vec();
-    if headers.contains("transfer-encoding: chunked") {
-        let mut out = Vec::new();
-        let mut rest = &payload[..];
-        loop {
-            let line_end = rest
-                .windows(2)
-                .position(|w| w == b"\r\n")
-                .ok_or("bad chunk")?;
-            let size = usize::from_str_radix(
-                String::from_utf8_lossy(&rest[..line_end])
-                    .split(';')
-                    .next()
-                    .unwrap_or("0")
-                    .trim(),
-                16,
-            )
-            .map_err(|e| e.to_string())?;
-            if size == 0 {
-                break;
+    let mut buf = [0u8; 65536];
+    let payload = loop {
+        if let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let headers = String::from_utf8_lossy(&raw[..split]).to_lowercase();
+            let body = &raw[split + 4..];
+            if let Some(len) = headers
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+            {
+                if body.len() >= len {
+                    break body[..len].to_vec();
+                }
+            } else if headers.contains("transfer-encoding: chunked") {
+                if let Some(b) = dechunk(body) {
+                    break b;
+                }
+            } else {
+                return Err(format!("no length: {headers}"));
             }
-            let start = line_end + 2;
-            out.extend_from_slice(&rest[start..start + size]);
-            rest = &rest[start + size + 2..];
         }
-        payload = out;
-    }
-    let v: Value = serde_json::from_slice(&payload).map_err(|e| format!("{e}: {headers}"))?;
+        let n = s.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("closed before the answer ended".into());
+        }
+        raw.extend_from_slice(&buf[..n]);
+    };
+    let v: Value = serde_json::from_slice(&payload).map_err(|e| e.to_string())?;
     if let Some(err) = v["value"]["error"].as_str() {
         return Err(format!("{err}: {}", v["value"]["message"]));
     }
     Ok(v["value"].clone())
+}
+
+/// A whole chunked body, or `None` while more is to come.
+fn dechunk(mut rest: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = rest.windows(2).position(|w| w == b"\r\n")?;
+        let size = usize::from_str_radix(
+            String::from_utf8_lossy(&rest[..line_end])
+                .split(';')
+                .next()
+                .unwrap_or("0")
+                .trim(),
+            16,
+        )
+        .ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        let start = line_end + 2;
+        if rest.len() < start + size + 2 {
+            return None;
+        }
+        out.extend_from_slice(&rest[start..start + size]);
+        rest = &rest[start + size + 2..];
+    }
 }
 
 impl Browser {

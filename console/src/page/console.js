@@ -9,7 +9,10 @@ const WINDOW_S = 90;
 let picture = null;
 let colours = new Map();
 // Render timing, read by the benchmark: the last picture's server time and when it was drawn.
-window.sluiceConsole = { pictures: 0, lastAt: 0, lastDrawn: 0, lastLatencyMs: 0 };
+// `latencies`: ms from each picture's making (server clock, the same machine) to its drawing;
+// `drawMs`: the drawing's own time; `firstDrawn`: ms since navigation to the first picture.
+window.sluiceConsole = { pictures: 0, lastAt: 0, lastDrawn: 0, lastLatencyMs: 0,
+  firstDrawn: null, latencies: [], drawMs: [] };
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -40,6 +43,7 @@ function clock(ms) {
   return new Date(ms).toLocaleTimeString([], { hour12: false });
 }
 
+const NEVER_PLACED = new Set(["kube-system", "kube-public", "kube-node-lease"]);
 const PHASE_WORDS = {
   placed: "placed", moving: "adding the new cluster", shifting: "shifting traffic",
   draining: "draining", queued: "queued to leave", rolledBack: "rolled back",
@@ -112,10 +116,10 @@ function drawClusters(p) {
     card.dataset.cordoned = c.cordoned;
     card.dataset.left = c.left;
     const h = card.querySelector("h3");
-    h.replaceChildren(el("span", { class: "swatch", style: null }), c.name,
+    h.replaceChildren(...[el("span", { class: "swatch" }), c.name,
       el("span", { class: `badge ${c.ready ? "ok" : "bad"}`, title: c.readyMessage }, c.ready ? "Ready" : "NotReady"),
       c.cordoned ? el("span", { class: "badge warn" }, "cordoned") : null,
-      c.draining ? el("span", { class: "badge warn" }, "draining") : null);
+      c.draining ? el("span", { class: "badge warn" }, "draining") : null].filter((x) => x !== null));
     h.querySelector(".swatch").style.background = colour(c.name);
     card.querySelector(".cap").textContent =
       `${c.placedNamespaces} namespace(s) placed · ${quantity(c.capacity, c.allocated, "pods")} · ${quantity(c.capacity, c.allocated, "cpu")} · ${quantity(c.capacity, c.allocated, "memory")}`;
@@ -156,6 +160,9 @@ function drawNamespaces(p) {
     cells[3].replaceChildren(el("span", { class: `phase-${n.phase}` }, PHASE_WORDS[n.phase] || n.phase));
     cells[4].textContent = n.message;
     const select = cells[5].querySelector("select");
+    // Sluice never places these: no move to offer.
+    const never = NEVER_PLACED.has(n.name);
+    cells[5].hidden = never;
     const options = names.join(",");
     if (select.dataset.options !== options) {
       const keep = select.value;
@@ -227,6 +234,7 @@ function drawTraffic(p) {
   errs.hidden = !p.scrapeErrors.length;
   errs.textContent = p.scrapeErrors.length ? `Not read: ${p.scrapeErrors.join("; ")}` : "";
   const now = p.at / 1000;
+  document.getElementById("traffic-none").hidden = p.traffic.length > 0;
   keyed(document.getElementById("traffic"), p.traffic, (s) => `${s.logicalCluster}/${s.namespace}/${s.service}`, (s) => {
     const key = `${s.logicalCluster}/${s.namespace}/${s.service}`;
     const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
@@ -247,7 +255,7 @@ function drawTraffic(p) {
       const share = total ? by[c].requests / total : 0;
       card.dataset[`share${c.charAt(0).toUpperCase()}${c.slice(1)}`] = share.toFixed(3);
       const p99 = by[c].p99Ms === null || by[c].p99Ms === undefined ? "—" : `${by[c].p99Ms} ms`;
-      return el("span", { "data-cluster": c }, el("span", { class: "swatch", style: null }),
+      return el("span", { "data-cluster": c }, el("span", { class: "swatch" }),
         `${c} ${(share * 100).toFixed(0)}% · p99 ${p99}`);
     });
     items.forEach((item) => { item.firstChild.style.background = colour(item.dataset.cluster); });
@@ -266,6 +274,7 @@ function drawEvents(p) {
 function draw() {
   const p = picture;
   if (!p || !p.clusters) return;
+  const began = performance.now();
   for (const c of p.clusters) colour(c.name);
   document.getElementById("who").textContent = `${p.user || "?"} · ${p.scope === "*" ? "every logical cluster" : p.scope}`;
   drawClusters(p);
@@ -278,6 +287,11 @@ function draw() {
   s.lastAt = p.at;
   s.lastDrawn = Date.now();
   s.lastLatencyMs = s.lastDrawn - p.at;
+  if (s.firstDrawn === null) s.firstDrawn = performance.now();
+  if (s.latencies.length < 100000) {
+    s.latencies.push(s.lastLatencyMs);
+    s.drawMs.push(performance.now() - began);
+  }
 }
 
 function connect() {
