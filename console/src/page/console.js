@@ -162,7 +162,7 @@ function drawNamespaces(p) {
     const select = cells[5].querySelector("select");
     // Sluice never places these: no move to offer.
     const never = NEVER_PLACED.has(n.name);
-    cells[5].hidden = never;
+    cells[5].style.visibility = never ? "hidden" : "";
     const options = names.join(",");
     if (select.dataset.options !== options) {
       const keep = select.value;
