@@ -99,7 +99,14 @@ impl Bound {
             metrics: self.source.metrics.clone(),
             stop: stop.clone(),
         });
-        let source = tokio::spawn(self.source.run(out, stop.clone()));
+        let run = self.source.run(out, stop.clone());
+        let source = tokio::spawn(async move {
+            let r = run.await;
+            if let Err(e) = &r {
+                tracing::error!(error = %e, "console: cannot follow the control plane");
+            }
+            r
+        });
         server::serve(self.listener, shared).await;
         match source.await {
             Ok(r) => r.map_err(ConsoleError::from),

@@ -7,6 +7,7 @@ const token = new URLSearchParams(location.search).get("token") || "";
 const PALETTE = ["#1e5eff", "#e8590c", "#12b76a", "#9e77ed", "#f04438", "#0ba5ec", "#eaaa08", "#667085"];
 const WINDOW_S = 90;
 let picture = null;
+let drawPending = false;
 let colours = new Map();
 // Render timing, read by the benchmark: the last picture's server time and when it was drawn.
 // `latencies`: ms from each picture's making (server clock, the same machine) to its drawing;
@@ -76,8 +77,9 @@ function quantity(cap, alloc, key) {
   return `${key} ${a}/${c}`;
 }
 
-// Keyed children: make a child once per key, update it on every picture, drop the gone.
-function keyed(container, items, keyOf, make, update) {
+// Keyed children: make a child once per key, update it when its item (or `salt`, what
+// else it is drawn from) changed since it was last drawn, drop the gone.
+function keyed(container, items, keyOf, make, update, salt = "") {
   const existing = new Map();
   for (const child of Array.from(container.children)) existing.set(child.dataset.key, child);
   let prev = null;
@@ -86,7 +88,11 @@ function keyed(container, items, keyOf, make, update) {
     let node = existing.get(key);
     if (!node) { node = make(item); node.dataset.key = key; }
     existing.delete(key);
-    update(node, item);
+    const sig = salt + JSON.stringify(item);
+    if (node._sig !== sig) {
+      update(node, item);
+      node._sig = sig;
+    }
     const want = prev ? prev.nextSibling : container.firstChild;
     if (want !== node) container.insertBefore(node, want);
     prev = node;
@@ -170,7 +176,7 @@ function drawNamespaces(p) {
       select.value = names.includes(keep) ? keep : (n.pinned || names[0] || "");
       select.dataset.options = options;
     }
-  });
+  }, names.join(","));
   keyed(document.querySelector("#placements tbody"), p.placements, (x) => `${x.logicalCluster}/${x.name}`,
     () => el("tr", {}, el("td"), el("td"), el("td"), el("td")), (row, x) => {
       const c = row.children;
@@ -263,7 +269,11 @@ function drawTraffic(p) {
   });
 }
 
+let eventsDrawn = "";
 function drawEvents(p) {
+  const sig = JSON.stringify(p.events);
+  if (sig === eventsDrawn) return;
+  eventsDrawn = sig;
   const body = document.querySelector("#events tbody");
   body.replaceChildren(...p.events.map((e) => el("tr", {},
     el("td", {}, e.time ? clock(Date.parse(e.time)) : ""), el("td", {}, `${e.logicalCluster}/${e.namespace}`),
@@ -301,7 +311,11 @@ function connect() {
   source.addEventListener("error", () => { live.textContent = "reconnecting…"; live.className = "badge off"; });
   source.addEventListener("picture", (e) => {
     try { picture = JSON.parse(e.data); } catch { return; }
-    requestAnimationFrame(draw);
+    // Pictures that come faster than frames are drawn once, the newest.
+    if (!drawPending) {
+      drawPending = true;
+      requestAnimationFrame(() => { drawPending = false; draw(); });
+    }
   });
 }
 
