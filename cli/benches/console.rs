@@ -26,7 +26,11 @@ const MOVING: usize = 10;
 fn manifest() -> String {
     let mut m = String::new();
     for i in 0..NAMESPACES {
-        let cluster = if i < MOVING || i % 2 == 0 { "east" } else { "west" };
+        let cluster = if i < MOVING || i % 2 == 0 {
+            "east"
+        } else {
+            "west"
+        };
         m.push_str(&format!(
             "apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns{i:03}, labels: {{sluice.dev/cluster: {cluster}}}}}\n---\n"
         ));
@@ -137,7 +141,10 @@ fn main() {
         .unwrap_or(0)
         < NAMESPACES as u64
     {
-        assert!(Instant::now() < deadline, "the page never listed every namespace");
+        assert!(
+            Instant::now() < deadline,
+            "the page never listed every namespace"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let all_rows = opened.elapsed();
@@ -153,7 +160,10 @@ fn main() {
         .unwrap_or(0)
         < MOVING as u64
     {
-        assert!(Instant::now() < deadline, "the page never showed every Service's traffic");
+        assert!(
+            Instant::now() < deadline,
+            "the page never showed every Service's traffic"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let from = count(&b);
@@ -175,9 +185,7 @@ fn main() {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let done = b
-            .script(
-                "return Array.from(document.querySelectorAll('ol.timeline li.done')).length",
-            )
+            .script("return Array.from(document.querySelectorAll('ol.timeline li.done')).length")
             .as_u64()
             .unwrap_or(0);
         if done >= MOVING as u64 {

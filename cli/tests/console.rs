@@ -123,7 +123,12 @@ fn viewer(control: &Kubectl, dev: &DevUp) -> PathBuf {
             .unwrap();
         assert!(st.success(), "kubectl {args:?}");
     };
-    kc(&["config", "set-credentials", "viewer", &format!("--token={}", token.trim())]);
+    kc(&[
+        "config",
+        "set-credentials",
+        "viewer",
+        &format!("--token={}", token.trim()),
+    ]);
     kc(&["config", "set-context", "--current", "--user=viewer"]);
     path
 }
@@ -165,19 +170,32 @@ fn the_console_shows_a_move_and_a_drain_live_and_refuses_a_user_without_rights()
     let control = dev.kubectl_control();
     let west = dev.kubectl("west");
     control.apply_stdin(APP);
-    control.ok(&["-n", "shop", "rollout", "status", "deployment/web", "--timeout=180s"]);
+    control.ok(&[
+        "-n",
+        "shop",
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=180s",
+    ]);
     let vip = answering_vip(&west, "shop");
     let load = Load::start("http1", &format!("{vip}:80"), 3600, None);
     let url = std::fs::read_to_string(dev.state.join("console.url")).unwrap();
     let url = url.trim();
-    assert!(url.starts_with("http://127.0.0.1:") && url.contains("?token="), "{url}");
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.contains("?token="),
+        "{url}"
+    );
     // Without the token: nothing but a pointer to the printed URL.
     let bare = url.split('?').next().unwrap();
 
     let b = Browser::start();
     b.open(bare);
     assert!(
-        b.script("return document.body.innerText").as_str().unwrap().contains("access token"),
+        b.script("return document.body.innerText")
+            .as_str()
+            .unwrap()
+            .contains("access token"),
         "the page without its token is refused"
     );
     b.open(url);
@@ -204,12 +222,18 @@ fn the_console_shows_a_move_and_a_drain_live_and_refuses_a_user_without_rights()
     });
     let last = samples.last().unwrap();
     assert!(
-        last["result"].as_str().unwrap().contains("is to run on west"),
+        last["result"]
+            .as_str()
+            .unwrap()
+            .contains("is to run on west"),
         "{last}"
     );
     let steps = steps_of(last);
     assert!(
-        in_order(&steps, &["placed", "moving", "shifting", "draining", "done"]),
+        in_order(
+            &steps,
+            &["placed", "moving", "shifting", "draining", "done"]
+        ),
         "the move's phases in order: {steps:?}"
     );
     // The share crossed: east answered everything, then both, then west everything.
@@ -254,7 +278,9 @@ fn the_console_shows_a_move_and_a_drain_live_and_refuses_a_user_without_rights()
     let viewer = viewer(&control, &dev);
     let console = Console::start(&viewer);
     b.open(&console.1);
-    watch(&b, WITHIN, |s| s["on"] == "east" && s["clusters"]["east"].is_object());
+    watch(&b, WITHIN, |s| {
+        s["on"] == "east" && s["clusters"]["east"].is_object()
+    });
     b.click(r#"button[aria-label="Drain east"]"#);
     let refused = watch(&b, WITHIN, |s| s["code"].is_string());
     let last = refused.last().unwrap();

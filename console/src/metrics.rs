@@ -35,20 +35,36 @@ impl Default for Metrics {
         let pages = Gauge::default();
         let scrape_errors = Counter::default();
         let actions = Family::<ActionLabels, Counter>::default();
-        registry.register("snapshots", "Pictures made and sent to the pages", snapshots.clone());
+        registry.register(
+            "snapshots",
+            "Pictures made and sent to the pages",
+            snapshots.clone(),
+        );
         registry.register(
             "snapshot_duration_seconds",
             "Time to make a picture from the watched objects and the traffic history",
             snapshot_seconds.clone(),
         );
-        registry.register("snapshot_bytes", "Size of the last picture's JSON", snapshot_bytes.clone());
-        registry.register("pages", "Pages following the live picture now", pages.clone());
+        registry.register(
+            "snapshot_bytes",
+            "Size of the last picture's JSON",
+            snapshot_bytes.clone(),
+        );
+        registry.register(
+            "pages",
+            "Pages following the live picture now",
+            pages.clone(),
+        );
         registry.register(
             "scrape_errors",
             "Dataplane /metrics reads that failed",
             scrape_errors.clone(),
         );
-        registry.register("actions", "Actions asked for from the page, by result", actions.clone());
+        registry.register(
+            "actions",
+            "Actions asked for from the page, by result",
+            actions.clone(),
+        );
         Self {
             registry,
             snapshots,

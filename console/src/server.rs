@@ -50,7 +50,10 @@ fn full(code: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Respons
     if let Ok(v) = header::HeaderValue::from_str(content_type) {
         h.insert(header::CONTENT_TYPE, v);
     }
-    h.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
+    h.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         header::HeaderValue::from_static("nosniff"),
@@ -75,8 +78,7 @@ fn json(code: StatusCode, v: serde_json::Value) -> Response<Body> {
 /// Compare without stopping at the first difference.
 fn same(a: &str, b: &str) -> bool {
     a.len() == b.len()
-        && a
-            .bytes()
+        && a.bytes()
             .zip(b.bytes())
             .fold(0u8, |acc, (x, y)| acc | (x ^ y))
             == 0
@@ -109,8 +111,12 @@ fn form_pairs(q: &str) -> Vec<(String, String)> {
 /// A write from another origin is refused even with the token.
 fn cross_origin<B>(req: &Request<B>) -> bool {
     let (Some(origin), Some(host)) = (
-        req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok()),
-        req.headers().get(header::HOST).and_then(|v| v.to_str().ok()),
+        req.headers()
+            .get(header::ORIGIN)
+            .and_then(|v| v.to_str().ok()),
+        req.headers()
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok()),
     ) else {
         return false;
     };
@@ -133,7 +139,11 @@ async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
                     out,
                 ),
-                Err(e) => full(StatusCode::INTERNAL_SERVER_ERROR, "text/plain", e.to_string()),
+                Err(e) => full(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    e.to_string(),
+                ),
             }
         }
         (&Method::GET, "/console.js") => full(StatusCode::OK, "text/javascript", SCRIPT),
@@ -200,7 +210,10 @@ fn events(shared: &Shared) -> Response<Body> {
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("text/event-stream"),
     );
-    h.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
+    h.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
     r
 }
 
@@ -229,7 +242,13 @@ async fn act(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     let (label, response) = match result {
         Ok(done) => {
             tracing::info!(%done, "action done");
-            ("done", json(StatusCode::OK, serde_json::json!({"ok": true, "message": done})))
+            (
+                "done",
+                json(
+                    StatusCode::OK,
+                    serde_json::json!({"ok": true, "message": done}),
+                ),
+            )
         }
         Err(e) => {
             tracing::info!(error = %e, code = e.code(), "action refused");
@@ -295,7 +314,9 @@ mod tests {
     fn tokens_compare_whole_and_come_from_query_or_header() {
         assert!(same("abc", "abc"));
         assert!(!same("abc", "abd") && !same("abc", "ab"));
-        let req = Request::get("/events?x=1&token=t0k").body(()).expect("request");
+        let req = Request::get("/events?x=1&token=t0k")
+            .body(())
+            .expect("request");
         assert_eq!(token_of(&req).as_deref(), Some("t0k"));
         let req = Request::post("/actions")
             .header("x-console-token", "h")

@@ -76,7 +76,7 @@ pub fn make(at: u64, user: &str, scope: &str, parts: Parts<'_>) -> Snapshot {
     } = parts;
     crate::view::count_left(&mut clusters, &namespaces);
     clusters.sort_by(|a, b| a.name.cmp(&b.name));
-    namespaces.sort_by(|a, b| a.key().cmp(&b.key()));
+    namespaces.sort_by_key(NamespaceView::key);
     placements.sort_by(|a, b| (&a.logical_cluster, &a.name).cmp(&(&b.logical_cluster, &b.name)));
     let by_downstream: HashMap<&str, &NamespaceView> = namespaces
         .iter()

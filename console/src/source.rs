@@ -157,10 +157,15 @@ impl Watches {
     ) -> Result<Self, sluice_kube::ClientError> {
         let clusters_ar = resource("sluice.dev", "v1alpha1", "Cluster", "clusters");
         let root = Scope::One("root".into());
-        let (clusters, clusters_error) = match may_list(roots, &root.prefix(), &clusters_ar).await
-        {
+        let (clusters, clusters_error) = match may_list(roots, &root.prefix(), &clusters_ar).await {
             Ok(()) => (
-                Some(start(roots, &root, &clusters_ar, "console clusters", changed)?),
+                Some(start(
+                    roots,
+                    &root,
+                    &clusters_ar,
+                    "console clusters",
+                    changed,
+                )?),
                 None,
             ),
             Err(e) => (None, Some(e)),
@@ -384,8 +389,14 @@ mod tests {
 
     #[test]
     fn the_kubeconfigs_logical_cluster() {
-        assert_eq!(logical_cluster_of("https://127.0.0.1:6443/clusters/root:shop"), "root:shop");
-        assert_eq!(logical_cluster_of("https://127.0.0.1:6443/clusters/root/"), "root");
+        assert_eq!(
+            logical_cluster_of("https://127.0.0.1:6443/clusters/root:shop"),
+            "root:shop"
+        );
+        assert_eq!(
+            logical_cluster_of("https://127.0.0.1:6443/clusters/root/"),
+            "root"
+        );
         assert_eq!(logical_cluster_of("https://127.0.0.1:6443"), "root");
     }
 
@@ -393,7 +404,9 @@ mod tests {
     async fn a_scrape_refuses_what_it_cannot_read() {
         assert!(scrape("https://127.0.0.1:1/metrics").await.is_err());
         assert!(scrape("not a url").await.is_err());
-        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.map(|l| l.local_addr());
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map(|l| l.local_addr());
         if let Ok(Ok(addr)) = closed {
             // Bound then dropped: nothing listens there.
             assert!(scrape(&format!("http://{addr}/metrics")).await.is_err());

@@ -144,6 +144,10 @@ pub struct Series {
     pub seconds: VecDeque<(u64, BTreeMap<String, Second>)>,
 }
 
+/// One second's requests and cumulative latency buckets (bound in seconds → count) of one
+/// source cluster, summed over the dataplanes.
+type Counted = (f64, Vec<(f64, f64)>);
+
 /// The traffic history of every Service the dataplanes count, by their `service` label
 /// (`<downstream namespace>/<name>`).
 #[derive(Default)]
@@ -157,8 +161,7 @@ impl Traffic {
     /// Fold one round of scrapes (one per dataplane URL; `None`: it did not answer) taken
     /// at unix second `at` into the history.
     pub fn record(&mut self, at: u64, scrapes: Vec<(String, Option<Scrape>)>) {
-        let mut now: BTreeMap<String, BTreeMap<String, (f64, Vec<(f64, f64)>)>> =
-            BTreeMap::new();
+        let mut now: BTreeMap<String, BTreeMap<String, Counted>> = BTreeMap::new();
         let mut seen = Vec::new();
         for (url, scrape) in scrapes {
             let Some(scrape) = scrape else { continue };
@@ -277,16 +280,22 @@ mod tests {
         assert_eq!(s.buckets[&key].len(), 3);
         assert_eq!(s.buckets[&key][0], (0.001, 97.0));
         assert!(s.buckets[&key][2].0.is_infinite());
-        assert!(Scrape::parse("garbage{\nx{a=\"b} 1\n{}{} nan").requests.is_empty());
+        assert!(
+            Scrape::parse("garbage{\nx{a=\"b} 1\n{}{} nan")
+                .requests
+                .is_empty()
+        );
         // Listeners of one Service (ports, its clusterset VIP) count as the Service.
         let both = Scrape::parse(
             "sluice_proxy_requests_total{service=\"ns-x/web:http (clusterset)\",cluster=\"east\"} 4\n\
              sluice_proxy_requests_total{service=\"ns-x/web:grpc\",cluster=\"east\"} 3\n",
         );
-        assert_eq!(both.requests.get(&("ns-x/web".into(), "east".into())), Some(&7.0));
-        let escaped = Scrape::parse(
-            "sluice_proxy_requests_total{service=\"a\\\"b/c\",cluster=\"e\"} 4\n",
+        assert_eq!(
+            both.requests.get(&("ns-x/web".into(), "east".into())),
+            Some(&7.0)
         );
+        let escaped =
+            Scrape::parse("sluice_proxy_requests_total{service=\"a\\\"b/c\",cluster=\"e\"} 4\n");
         assert_eq!(
             escaped.requests.get(&("a\"b/c".into(), "e".into())),
             Some(&4.0)
@@ -323,7 +332,10 @@ mod tests {
         assert_eq!(t.services["shop-ab/web"].seconds[1].1["east"].requests, 5.0);
         // History is bounded.
         for i in 0..200 {
-            t.record(13 + i, vec![("a".into(), Some(Scrape::parse(&text(5, 0, 0))))]);
+            t.record(
+                13 + i,
+                vec![("a".into(), Some(Scrape::parse(&text(5, 0, 0))))],
+            );
         }
         assert!(t.services["shop-ab/web"].seconds.len() <= HISTORY);
     }

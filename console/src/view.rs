@@ -282,7 +282,11 @@ pub fn event(obj: &Value, default_lc: &str) -> EventView {
         namespace: str_of(&obj["metadata"]["namespace"]),
         kind: str_of(&obj["type"]),
         reason: str_of(&obj["reason"]),
-        object: format!("{}/{}", str_of(&involved["kind"]), str_of(&involved["name"])),
+        object: format!(
+            "{}/{}",
+            str_of(&involved["kind"]),
+            str_of(&involved["name"])
+        ),
         message: str_of(&obj["message"]),
     }
 }

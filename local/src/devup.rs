@@ -657,7 +657,15 @@ pub async fn up(cfg: &DevUpConfig) -> Result<DevUp, DevUpError> {
         ));
         let metrics = format!("http://{admin}/metrics");
         admins.push((format!("cluster {name} dataplane"), admin));
-        apis.push((name.clone(), index, api, kubeconfig, gateway, ingress, metrics));
+        apis.push((
+            name.clone(),
+            index,
+            api,
+            kubeconfig,
+            gateway,
+            ingress,
+            metrics,
+        ));
     }
     // Register the clusters with the control plane.
     let control = client(&cfg.state.join("control.kubeconfig")).await?;
