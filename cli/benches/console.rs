@@ -17,8 +17,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::clusterset::ds;
-use support::{DevUp, eventually, http_get, sluice_bin};
+use support::clusterset::answering_vip;
+use support::{DevUp, sluice_bin};
 
 const NAMESPACES: usize = 100;
 const MOVING: usize = 10;
@@ -102,28 +102,11 @@ fn main() {
     let mut loads = Loads(Vec::new());
     for i in 0..MOVING {
         let ns = format!("ns{i:03}");
-        let vip = || {
-            west.ok(&[
-                "-n",
-                &ds(&west, &ns),
-                "get",
-                "serviceimport",
-                "web",
-                "-o",
-                "jsonpath={.spec.ips[0]}",
-            ])
-            .trim()
-            .to_string()
-        };
-        assert!(
-            eventually(Duration::from_secs(180), || !vip().is_empty()
-                && http_get(&vip(), 80, "/").is_some()),
-            "{ns} answers"
-        );
+        let vip = answering_vip(&west, &ns);
         loads.0.push(
             Command::new(sluice_bin())
                 .args(["loadgen", "--protocol", "http1", "--rate", "20"])
-                .args(["--duration", "3600", "--target", &format!("{}:80", vip())])
+                .args(["--duration", "3600", "--target", &format!("{vip}:80")])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()

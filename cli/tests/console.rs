@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use browser::Browser;
 use serde_json::Value;
-use support::clusterset::{APP, Load, answering_vip};
+use support::clusterset::{APP, Load, Restarted, answering_vip};
 use support::{DevUp, Kubectl, sluice_bin};
 
 const WITHIN: Duration = Duration::from_secs(180);
@@ -133,35 +133,24 @@ fn viewer(control: &Kubectl, dev: &DevUp) -> PathBuf {
     path
 }
 
-/// A `sluice console` of its own, killed on drop.
-struct Console(std::process::Child, String);
-
-impl Console {
-    fn start(kubeconfig: &std::path::Path) -> Self {
-        let mut child = Command::new(sluice_bin())
-            .arg("console")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
+/// A `sluice console` of its own (killed on drop) and its URL.
+fn console(kubeconfig: &std::path::Path) -> (Restarted, String) {
+    let mut child = Command::new(sluice_bin())
+        .arg("console")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
         .unwrap();
-        let url = line.trim().strip_prefix("console: ").unwrap().to_string();
-        Console(child, url)
-    }
-}
-
-impl Drop for Console {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = line.trim().strip_prefix("console: ").unwrap().to_string();
+    (Restarted(child), url)
 }
 
 #[test]
@@ -218,7 +207,7 @@ fn the_console_shows_a_move_and_a_drain_live_and_refuses_a_user_without_rights()
             b.screenshot(&dir.join("2-moving.png"));
             shot_mid = true;
         }
-        steps_of(s).last().is_some_and(|l| l == "done") && s["west"].as_f64() == Some(1.0)
+        steps_of(s).iter().any(|l| l == "done") && s["west"].as_f64() == Some(1.0)
     });
     let last = samples.last().unwrap();
     assert!(
@@ -276,10 +265,12 @@ fn the_console_shows_a_move_and_a_drain_live_and_refuses_a_user_without_rights()
     // Someone who may only look: the page shows the clusterset, an action is refused with
     // the API server's words, and nothing changes.
     let viewer = viewer(&control, &dev);
-    let console = Console::start(&viewer);
-    b.open(&console.1);
+    let (_console, url) = console(&viewer);
+    b.open(&url);
+    // (shop may be on its way back to west, where its label pins it, now that west is
+    // uncordoned: where it runs does not matter here.)
     watch(&b, WITHIN, |s| {
-        s["on"] == "east" && s["clusters"]["east"].is_object()
+        s["on"].is_string() && s["clusters"]["east"].is_object()
     });
     b.click(r#"button[aria-label="Drain east"]"#);
     let refused = watch(&b, WITHIN, |s| s["code"].is_string());

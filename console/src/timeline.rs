@@ -37,7 +37,8 @@ pub struct Timelines {
 /// What a step says of `ns`: the condition's message, and the live counts while it drains.
 fn detail(ns: &NamespaceView) -> String {
     let mut d = ns.message.clone();
-    if !ns.active.is_empty() {
+    // Live counts only while draining: the reports stay a while after the move is done.
+    if ns.phase == Some(Phase::Draining) && !ns.active.is_empty() {
         let live: Vec<String> = ns
             .active
             .iter()
