@@ -244,6 +244,7 @@ pub async fn build(config: Config) -> Result<Bound, ControlError> {
             ips: ips.clone(),
             rbac: Default::default(),
             downstream_names,
+            parsed_namespaces: Default::default(),
         },
         fairness: fairness::Fairness::new(config.limits.fairness.clone()),
         openapi: Default::default(),

@@ -31,18 +31,8 @@ pub fn of_namespace(state: &WriteState, cluster: &LogicalClusterPath, namespace:
         state,
         cluster,
         namespace,
-        stored_namespace(state, cluster, namespace).as_ref(),
+        state.namespace(cluster, namespace).as_deref(),
     )
-}
-
-/// Namespace `namespace` of `cluster` as stored.
-pub fn stored_namespace(
-    state: &WriteState,
-    cluster: &LogicalClusterPath,
-    namespace: &str,
-) -> Option<Value> {
-    let key = ResourcePrefix::new("", "namespaces").key(cluster, None, namespace);
-    serde_json::from_slice(&state.store.get(&key)?.value).ok()
 }
 
 /// [`of_namespace`] when the namespace was read already (`stored`: `None` if it is not).

@@ -42,20 +42,22 @@ pub struct Follows {
 impl Follows {
     /// Of namespace `namespace` of `cluster`, as stored now.
     fn of(state: &WriteState, cluster: &LogicalClusterPath, namespace: &str) -> Self {
-        let stored = downstream_names::stored_namespace(state, cluster, namespace);
+        let stored = state.namespace(cluster, namespace);
         Self {
-            downstream: downstream_names::of_stored(state, cluster, namespace, stored.as_ref()),
-            clusters: placement_of(stored.as_ref()),
+            downstream: downstream_names::of_stored(state, cluster, namespace, stored.as_deref()),
+            clusters: placement_of(stored.as_deref()),
         }
     }
 }
 
-/// The clusters namespace `ns` (as stored, if it is) is placed on.
+/// The clusters namespace `ns` (as stored, if it is) is placed on: its state labels. (Of
+/// any object, the clusters its state labels name.)
 fn placement_of(ns: Option<&Value>) -> Vec<ClusterName> {
-    let labels: BTreeMap<String, String> = ns
-        .and_then(|v| serde_json::from_value(v["metadata"]["labels"].clone()).ok())
-        .unwrap_or_default();
-    placed_clusters(labels.iter())
+    let labels = ns.and_then(|v| v["metadata"]["labels"].as_object());
+    placed_clusters(labels.into_iter().flatten().filter_map(|(k, v)| match v {
+        Value::String(v) => Some((k, v)),
+        _ => None,
+    }))
 }
 
 /// Whether objects of `t` travel with their namespace (and so follow it).
@@ -169,11 +171,9 @@ impl Hook for StateLabels {
                 return Ok(());
             };
             let follows = Follows::of(cx.state, cx.cluster, ns);
-            let labels: BTreeMap<String, String> =
-                serde_json::from_value(new["metadata"]["labels"].clone()).unwrap_or_default();
             let current = new["metadata"]["annotations"][ANNOTATION_DOWNSTREAM_NAMESPACE].as_str()
                 == Some(follows.downstream.as_str())
-                && (is_mirror(cx.t, new) || placed_clusters(labels.iter()) == follows.clusters);
+                && (is_mirror(cx.t, new) || placement_of(Some(new)) == follows.clusters);
             if current {
                 return Ok(());
             }

@@ -257,8 +257,7 @@ fn check_namespace(state: &ApiState, target: &Target) -> ApiResult<()> {
     let (Some(ns), cluster) = (&target.namespace, &target.cluster) else {
         return Ok(());
     };
-    let key = crate::storage::ResourcePrefix::new("", "namespaces").key(cluster, None, ns);
-    let entry = state.store.get(&key).ok_or_else(|| {
+    let v = state.namespace(cluster, ns).ok_or_else(|| {
         ApiError::not_found(
             &crate::errors::GroupResource {
                 group: String::new(),
@@ -267,7 +266,6 @@ fn check_namespace(state: &ApiState, target: &Target) -> ApiResult<()> {
             ns,
         )
     })?;
-    let v: Value = serde_json::from_slice(&entry.value).unwrap_or_default();
     if object::is_deleting(&v) {
         return Err(ApiError::Forbidden(format!(
             "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",

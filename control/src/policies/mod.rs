@@ -217,7 +217,8 @@ fn namespace_object(state: &ApiState, a: &Admission<'_>, object: Option<&Value>)
         return object.cloned().unwrap_or_default();
     }
     a.namespace
-        .and_then(|ns| crate::admission::downstream_names::stored_namespace(state, a.cluster, ns))
+        .and_then(|ns| state.namespace(a.cluster, ns))
+        .map(|ns| (*ns).clone())
         .unwrap_or_default()
 }
 

@@ -3,6 +3,7 @@
 //! pipeline.
 
 mod limits;
+pub mod namespaces;
 pub mod write_state;
 
 pub use limits::Limits;

@@ -30,6 +30,8 @@ pub struct WriteState {
     pub rbac: crate::rbac::Authorizer,
     /// The installation's key for downstream namespace names.
     pub downstream_names: crate::downstream_names::DownstreamNames,
+    /// Namespaces parsed once per revision, for the writes in them.
+    pub parsed_namespaces: super::namespaces::ParsedNamespaces,
 }
 
 fn workspaces() -> &'static ResourcePrefix {
@@ -54,6 +56,15 @@ impl WriteState {
             ClusterScope::One(c) => self.crds.catalog(c),
             ClusterScope::Wildcard => self.crds.wildcard(),
         }
+    }
+
+    /// Namespace `namespace` of `cluster` as stored now, parsed.
+    pub fn namespace(
+        &self,
+        cluster: &LogicalClusterPath,
+        namespace: &str,
+    ) -> Option<Arc<serde_json::Value>> {
+        self.parsed_namespaces.get(&self.store, cluster, namespace)
     }
 
     /// A logical cluster exists when it is `root` or a live Workspace names it in its parent.

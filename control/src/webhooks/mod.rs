@@ -93,9 +93,12 @@ pub(crate) fn namespace_labels(
         return object.map(matching::labels_of);
     }
     let ns = a.namespace?;
-    let stored = crate::admission::downstream_names::stored_namespace(state, a.cluster, ns)
-        .unwrap_or_default();
-    Some(matching::labels_of(&stored))
+    Some(
+        state
+            .namespace(a.cluster, ns)
+            .map(|stored| matching::labels_of(&stored))
+            .unwrap_or_default(),
+    )
 }
 
 pub(crate) fn attributes<'a>(

@@ -299,8 +299,7 @@ fn placed_on(
     if clusters.is_empty() {
         return Err("it runs on no cluster yet".into());
     }
-    let ns = crate::admission::downstream_names::stored_namespace(state, cluster, namespace)
-        .unwrap_or(Value::Null);
+    let ns = state.namespace(cluster, namespace).unwrap_or_default();
     clusters.sort_by_key(|c| {
         ns["metadata"]["annotations"][sluice_api::sync::draining_annotation(c)] == "true"
     });

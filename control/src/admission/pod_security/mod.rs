@@ -84,11 +84,8 @@ fn namespace_levels(labels: &Value) -> (Level, Level) {
 
 /// The labels of namespace `ns` of the write's cluster.
 fn namespace_labels(cx: &HookCx<'_>, ns: &str) -> Value {
-    let key = ResourcePrefix::new("", "namespaces").key(cx.cluster, None, ns);
     cx.state
-        .store
-        .get(&key)
-        .and_then(|e| serde_json::from_slice::<Value>(&e.value).ok())
+        .namespace(cx.cluster, ns)
         .map(|o| o["metadata"]["labels"].clone())
         .unwrap_or(Value::Null)
 }
