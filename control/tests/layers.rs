@@ -44,7 +44,10 @@ fn only_the_pipeline_writes_storage() {
     assert_eq!(writers, vec!["pipeline::commit".to_string()]);
     // The server's own writers reach storage through it.
     for writer in [
-        "pipeline",
+        "pipeline::create",
+        "pipeline::modify",
+        "pipeline::scale",
+        "pipeline::delete",
         "controllers::gc",
         "controllers::termination",
         "bootstrap",
