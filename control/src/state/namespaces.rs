@@ -17,6 +17,9 @@ use crate::storage::{Key, ResourcePrefix, Revision, Store};
 /// How many parsed namespaces are kept: enough for the namespaces a server writes to at
 /// once, bounded so a server of many logical clusters holds no parse per namespace.
 const CAPACITY: usize = 256;
+/// Larger stored namespaces are parsed on each read, not kept: a tenant who fills its
+/// namespaces' annotations cannot make the memo hold CAPACITY of them (a few KiB is usual).
+const MAX_KEPT_BYTES: usize = 16 * 1024;
 
 fn namespaces() -> &'static ResourcePrefix {
     static P: OnceLock<ResourcePrefix> = OnceLock::new();
@@ -24,7 +27,7 @@ fn namespaces() -> &'static ResourcePrefix {
 }
 
 /// The storage key of namespace `namespace` of `cluster`.
-pub fn key(cluster: &LogicalClusterPath, namespace: &str) -> Key {
+fn key(cluster: &LogicalClusterPath, namespace: &str) -> Key {
     namespaces().key(cluster, None, namespace)
 }
 
@@ -51,6 +54,9 @@ impl ParsedNamespaces {
             return Some(value.clone());
         }
         let value = Arc::new(serde_json::from_slice::<Value>(&entry.value).ok()?);
+        if entry.value.len() > MAX_KEPT_BYTES {
+            return Some(value);
+        }
         let mut parsed = self.lock();
         if parsed.len() >= CAPACITY && !parsed.contains_key(&key) {
             // Any one goes: the namespaces written to now are parsed again at once.
@@ -126,5 +132,17 @@ mod tests {
             assert!(memo.get(&store, &cluster(), &name).is_some());
         }
         assert_eq!(memo.lock().len(), CAPACITY);
+    }
+
+    #[tokio::test]
+    async fn a_large_namespace_is_read_but_not_kept() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = store(&dir);
+        let memo = ParsedNamespaces::default();
+        let big = "x".repeat(MAX_KEPT_BYTES);
+        put(&store, "big", serde_json::json!({ "big": big })).await;
+        let read = memo.get(&store, &cluster(), "big").expect("stored");
+        assert_eq!(read["metadata"]["labels"]["big"], big.as_str());
+        assert!(memo.lock().is_empty());
     }
 }
