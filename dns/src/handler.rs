@@ -192,41 +192,55 @@ impl DnsHandler {
         }
     }
 
-    fn record(&self, request: &Request, prepared: &Prepared, start: Instant) {
+    /// Count the query; its labels.
+    fn record(&self, request: &Request, prepared: &Prepared, start: Instant) -> QueryLabels {
         let qtype = request
             .queries
             .queries()
             .first()
             .map_or("none", |q| q.query_type().into());
         let m = &self.state.metrics;
-        m.queries
-            .get_or_create(&QueryLabels {
-                qtype,
-                rcode: prepared.answer.rcode.to_str(),
-                zone: prepared.zone,
-            })
-            .inc();
+        let labels = QueryLabels {
+            qtype,
+            rcode: prepared.answer.rcode.to_str(),
+            zone: prepared.zone,
+        };
+        m.queries.get_or_create(&labels).inc();
         m.latency.observe(start.elapsed().as_secs_f64());
+        labels
     }
 
-    /// The fast path for one UDP datagram.
+    /// One UDP datagram, decoded and answered in full (the reference the memoized
+    /// [`crate::responder::Responder`] falls back to).
     pub fn answer_datagram(&self, bytes: &[u8], src: SocketAddr) -> Datagram {
-        let start = Instant::now();
+        self.answer_datagram_labelled(bytes, src, Instant::now()).0
+    }
+
+    /// [`Self::answer_datagram`], and the metric labels of the answer when it is
+    /// authoritative: an answer from the model alone, which may be remembered.
+    pub(crate) fn answer_datagram_labelled(
+        &self,
+        bytes: &[u8],
+        src: SocketAddr,
+        start: Instant,
+    ) -> (Datagram, Option<QueryLabels>) {
         let request = match Request::from_bytes(bytes.to_vec(), src, Protocol::Udp) {
             Ok(r) => r,
-            Err(_) => return formerr(bytes).map_or(Datagram::Drop, Datagram::Reply),
+            Err(_) => return (formerr(bytes).map_or(Datagram::Drop, Datagram::Reply), None),
         };
         if request.metadata.message_type == MessageType::Response {
             // Never answer answers: that is how reflection loops start.
-            return Datagram::Drop;
+            return (Datagram::Drop, None);
         }
         match self.local(&request) {
             Some(outcome) => {
+                let authoritative = matches!(outcome, Outcome::Authoritative(..));
                 let prepared = self.prepare(&request, outcome);
-                self.record(&request, &prepared, start);
-                Datagram::Reply(encode(&request, prepared, Protocol::Udp))
+                let labels = self.record(&request, &prepared, start);
+                let response = encode(&request, prepared, Protocol::Udp);
+                (Datagram::Reply(response), authoritative.then_some(labels))
             }
-            None => Datagram::Forward(Box::new(request)),
+            None => (Datagram::Forward(Box::new(request)), None),
         }
     }
 

@@ -220,6 +220,7 @@ where
                 }
             }
         }
+        state.changed();
         state.metrics.record_objects(&model);
     }
 }

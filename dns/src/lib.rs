@@ -8,16 +8,20 @@
 //! the control plane, the hosts of every logical cluster's Ingresses are answered with
 //! the ingress addresses of the clusters that take clients. Built on
 //! hickory-server: [`handler`] answers, [`answer`] computes records from [`model`], which
-//! the [`informers`] keep current.
+//! the [`informers`] keep current. Over UDP, [`responder`] answers a query it has seen
+//! since the model last changed from [`memo`], writing the bytes with [`wire`].
 
 pub mod answer;
 pub mod forward;
 pub mod handler;
 pub mod informers;
+pub mod memo;
 pub mod metrics;
 pub mod model;
+pub mod responder;
 pub mod state;
 pub mod udp;
+pub mod wire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

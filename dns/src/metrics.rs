@@ -28,6 +28,8 @@ pub struct DnsMetrics {
     pub latency: Histogram,
     pub cache_hits: Counter,
     pub cache_misses: Counter,
+    /// UDP queries answered from a remembered answer ([`crate::memo`]).
+    pub remembered: Counter,
     pub forward_failures: Counter,
     pub objects: Family<KindLabels, Gauge>,
     pub synced: Gauge,
@@ -43,6 +45,7 @@ impl Default for DnsMetrics {
             )),
             cache_hits: Counter::default(),
             cache_misses: Counter::default(),
+            remembered: Counter::default(),
             forward_failures: Counter::default(),
             objects: Family::default(),
             synced: Gauge::default(),
@@ -71,6 +74,11 @@ impl DnsMetrics {
             "cache_misses",
             "Forwarded queries sent upstream",
             self.cache_misses.clone(),
+        );
+        r.register(
+            "remembered_answers",
+            "UDP queries answered from an answer remembered since the model last changed",
+            self.remembered.clone(),
         );
         r.register(
             "forward_failures",

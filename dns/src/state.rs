@@ -1,7 +1,7 @@
 //! The state the protocol handler reads and the informers write.
 
 use std::sync::RwLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use prometheus_client::registry::Registry;
 
@@ -12,6 +12,9 @@ use crate::model::Model;
 
 pub struct DnsState {
     pub model: RwLock<Model>,
+    /// Bumped under `model`'s write lock after every change: answers remembered at an
+    /// older generation are stale ([`crate::memo`]).
+    pub generation: AtomicU64,
     pub zones: Zones,
     /// Informers that have not finished their first list; answers are SERVFAIL until 0.
     pub unsynced: AtomicUsize,
@@ -27,6 +30,7 @@ impl DnsState {
         metrics.register(&mut registry);
         Self {
             model: RwLock::new(Model::default()),
+            generation: AtomicU64::new(0),
             zones,
             unsynced: AtomicUsize::new(informers),
             metrics,
@@ -37,6 +41,16 @@ impl DnsState {
 
     pub fn synced(&self) -> bool {
         self.unsynced.load(Ordering::Acquire) == 0
+    }
+
+    /// The model's generation; read it before reading the model.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Mark the model changed: call with its write lock held, after the change.
+    pub fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 }
 

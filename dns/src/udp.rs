@@ -1,12 +1,14 @@
-//! The UDP fast path: receive, answer from the model and send in one task, without a
-//! task or channel per datagram. Queries that must be forwarded are handed to a task.
+//! The UDP fast path: receive, answer (from remembered bytes when the query was seen since
+//! the model last changed: [`Responder`]) and send in one task, without a task or channel
+//! per datagram. Queries that must be forwarded are handed to a task.
 //! TCP stays on hickory-server's listener with the same [`DnsHandler`].
 
 use std::sync::Arc;
 
 use tokio::net::UdpSocket;
 
-use crate::handler::{Datagram, DnsHandler};
+use crate::handler::DnsHandler;
+use crate::responder::{Reply, Responder};
 
 /// Largest datagram read; EDNS clients rarely offer more than 4096.
 const MAX_DATAGRAM: usize = 65_535;
@@ -14,6 +16,7 @@ const MAX_DATAGRAM: usize = 65_535;
 /// Serve datagrams on `socket` until it fails.
 pub async fn serve(socket: Arc<UdpSocket>, handler: DnsHandler) {
     let mut buf = vec![0u8; MAX_DATAGRAM];
+    let mut responder = Responder::new(handler.clone());
     loop {
         let (n, src) = match socket.recv_from(&mut buf).await {
             Ok(r) => r,
@@ -26,14 +29,14 @@ pub async fn serve(socket: Arc<UdpSocket>, handler: DnsHandler) {
         if src.port() == 0 {
             continue;
         }
-        match handler.answer_datagram(&buf[..n], src) {
-            Datagram::Reply(response) => {
-                if let Err(e) = socket.send_to(&response, src).await {
+        match responder.answer(&buf[..n], src) {
+            Reply::Send(response) => {
+                if let Err(e) = socket.send_to(response, src).await {
                     tracing::debug!(error = %e, %src, "udp send failed");
                 }
             }
-            Datagram::Drop => {}
-            Datagram::Forward(request) => {
+            Reply::Drop => {}
+            Reply::Forward(request) => {
                 let socket = socket.clone();
                 let handler = handler.clone();
                 tokio::spawn(async move {

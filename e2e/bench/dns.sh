@@ -43,6 +43,9 @@
 #   KEEP (0)            1: keep the work dir (logs, zone, configs, raw dnsperf output)
 #   RESULTS (unset)     a file to write the results to as TSV
 #   SLUICE (target/release/sluice), KUBECTL (/usr/bin/kubectl)
+#   BEFORE (unset)      an older sluice binary; with `before` in SERVERS it is measured as
+#                       one more server beside this one, and the ratios include sluice/before:
+#                       BEFORE=/tmp/sluice-old SERVERS="sluice before knot" e2e/bench/dns.sh
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -230,6 +233,10 @@ check_prerequisites() {
     for s in $SERVERS; do
         case $s in
         sluice) resolved+=(sluice) ;;
+        before)
+            [[ -x ${BEFORE:-} ]] || die "server 'before' needs BEFORE=<an older sluice binary>"
+            resolved+=(before)
+            ;;
         knot)
             if command -v knotd >/dev/null; then
                 resolved+=(knot)
@@ -244,7 +251,7 @@ check_prerequisites() {
             command -v nsd >/dev/null || die "nsd not found (Debian: nsd)"
             resolved+=(nsd)
             ;;
-        *) die "unknown server in SERVERS: $s (sluice, knot, nsd)" ;;
+        *) die "unknown server in SERVERS: $s (sluice, before, knot, nsd)" ;;
         esac
     done
     SERVERS=${resolved[*]}
@@ -342,24 +349,26 @@ create_imports() {
     log "created $SERVICES ServiceImports in $((SECONDS - started))s"
 }
 
+# start_sluice_dns NAME BINARY: `BINARY dns --threads 1` as server NAME (sluice, before).
 start_sluice_dns() {
-    log "starting sluice dns --threads 1"
-    spawn sluice "${PIN_SERVER[@]}" "$SLUICE" dns \
+    local s=$1 bin=$2
+    log "starting $s: $bin dns --threads 1"
+    spawn "$s" "${PIN_SERVER[@]}" "$bin" dns \
         --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
         --kubeconfig "$KUBECONFIG_FILE" --cluster-id bench --zone "$ZONE" \
         --threads 1 --ttl 5
     local pid=$SPAWNED line addr admin
     # "dns: listening on 127.0.0.1:PORT admin 127.0.0.1:APORT"
-    line=$(wait_for_line sluice "$pid" '^dns: listening on ' 60)
+    line=$(wait_for_line "$s" "$pid" '^dns: listening on ' 60)
     addr=$(awk '{ print $4 }' <<<"$line")
     admin=$(awk '{ print $6 }' <<<"$line")
-    PORT[sluice]=${addr##*:}
-    PID[sluice]=$pid
+    PORT[$s]=${addr##*:}
+    PID[$s]=$pid
     # /readyz: the informers have synced, so every ServiceImport is known.
-    wait_http sluice "$pid" "http://$admin/readyz" 120
+    wait_http "$s" "$pid" "http://$admin/readyz" 120
     local last=$((SERVICES - 1))
-    wait_answer sluice "$pid" "${PORT[sluice]}" "svc-$last.$NS.svc.$ZONE" "$(vip "$last")" 10
-    log "sluice dns on port ${PORT[sluice]}, ready"
+    wait_answer "$s" "$pid" "${PORT[$s]}" "svc-$last.$NS.svc.$ZONE" "$(vip "$last")" 10
+    log "$s dns on port ${PORT[$s]}, ready"
 }
 
 # The same data as a zone file: A and SRV per service, TTL 5 like sluice dns --ttl 5.
@@ -623,9 +632,9 @@ report() {
     echo
     echo "srv CPU% / gen CPU%: share of one core used by the server / by dnsperf; us/q: server CPU time per answered query"
 
-    # Ratios sluice / the reference server (knot or nsd).
+    # Ratios sluice / the reference server (knot or nsd), and / the older build.
     local ref
-    for ref in knot nsd; do
+    for ref in knot nsd before; do
         [[ " $SERVERS " == *" sluice "* && " $SERVERS " == *" $ref "* ]] || continue
         awk -F'\t' -v ref="$ref" -v rate="$RATE" '
             function ratio(a, b) { return (a + 0 > 0 && b + 0 > 0) ? sprintf("%.3gx", a / b) : "n/a (" a " vs " b ")" }
@@ -667,7 +676,8 @@ main() {
     local s
     for s in $SERVERS; do
         case $s in
-        sluice) start_sluice_dns ;;
+        sluice) start_sluice_dns sluice "$SLUICE" ;;
+        before) start_sluice_dns before "$BEFORE" ;;
         knot) start_knot ;;
         nsd) start_nsd ;;
         esac

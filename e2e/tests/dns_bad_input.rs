@@ -17,6 +17,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 use serde_json::json;
 use sluice_dns::handler::Datagram;
+use sluice_dns::responder::{Reply, Responder};
 use support::{Cluster, answers, query};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UdpSocket;
@@ -194,8 +195,9 @@ async fn a_flood_does_not_stop_the_next_legitimate_query() {
 
 /// Random and mutated packets through the datagram path: no panic, and every response
 /// parses and carries the query's id.
-#[test]
-fn fuzz_datagrams() {
+/// A handler over a model with a ClusterSetIP service `web` and a headless `db` (two
+/// endpoints in `east`) in namespace `shop`, no upstream.
+fn model_handler() -> sluice_dns::handler::DnsHandler {
     let zones = sluice_dns::answer::Zones::new(
         hickory_proto::rr::Name::from_ascii("clusterset.local.").unwrap(),
         Some(hickory_proto::rr::Name::from_ascii("cluster.local.").unwrap()),
@@ -224,7 +226,13 @@ fn fuzz_datagrams() {
         .unwrap();
         model.apply_slice(&slice);
     }
-    let handler = sluice_dns::handler::DnsHandler { state };
+    sluice_dns::handler::DnsHandler { state }
+}
+
+#[test]
+fn fuzz_datagrams() {
+    let handler = model_handler();
+    let responder = std::sync::Mutex::new(Responder::new(handler.clone()));
     let src: SocketAddr = "127.0.0.1:5300".parse().unwrap();
     let seeds = seeds();
     let n_seeds = seeds.len();
@@ -275,7 +283,27 @@ fn fuzz_datagrams() {
         runner
             .run(&strategy, |packet| {
                 executed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                match handler.answer_datagram(&packet, src) {
+                let reference = handler.answer_datagram(&packet, src);
+                // The memoized path answers exactly as the reference, on a miss and a hit.
+                let mut responder = responder.lock().unwrap();
+                for _ in 0..2 {
+                    let got = match responder.answer(&packet, src) {
+                        Reply::Send(b) => Some(b.to_vec()),
+                        _ => None,
+                    };
+                    let want = match &reference {
+                        Datagram::Reply(b) => Some(b.clone()),
+                        _ => None,
+                    };
+                    prop_assert!(
+                        same_answer(got.as_deref(), want.as_deref()),
+                        "packet {:02x?}: {:02x?} is not {:02x?}",
+                        packet,
+                        got,
+                        want
+                    );
+                }
+                match reference {
                     Datagram::Reply(resp) => {
                         let m = Message::from_vec(&resp).map_err(|e| {
                             TestCaseError::fail(format!("unparsable response: {e}"))
@@ -297,6 +325,132 @@ fn fuzz_datagrams() {
         "fuzz: {} packets in {secs} s, no panic",
         executed.into_inner()
     );
+}
+
+/// Whether a remembered answer says what the full path's does: the same bytes, or — when
+/// the remembered bytes came from a query that spelt the name in another case — the same
+/// header, question bytes and records (names compare case-insensitively; hickory's encoder
+/// compresses only against names of the same case, the remembered bytes point at the
+/// question as asked).
+fn same_answer(got: Option<&[u8]>, want: Option<&[u8]>) -> bool {
+    let (Some(got), Some(want)) = (got, want) else {
+        return got.is_none() && want.is_none();
+    };
+    if got == want {
+        return true;
+    }
+    let (Ok(g), Ok(w)) = (Message::from_vec(got), Message::from_vec(want)) else {
+        return false;
+    };
+    let question = |m: &Message| {
+        m.queries
+            .iter()
+            .map(|q| q.name().to_string())
+            .collect::<Vec<_>>()
+    };
+    g.metadata == w.metadata
+        && g.queries == w.queries
+        && question(&g) == question(&w)
+        && g.answers == w.answers
+        && g.authorities == w.authorities
+        && g.additionals == w.additionals
+        && g.edns == w.edns
+}
+
+/// A query for `name`/`qtype` with id `id`, RD set, and an OPT offering `payload`.
+fn typed_query(id: u16, name: &str, qtype: RecordType, payload: Option<u16>) -> Vec<u8> {
+    use hickory_proto::op::{Edns, Query};
+    let mut m = Message::query();
+    m.metadata.id = id;
+    m.metadata.recursion_desired = true;
+    m.add_query(Query::query(
+        hickory_proto::rr::Name::from_ascii(name).unwrap(),
+        qtype,
+    ));
+    if let Some(p) = payload {
+        let mut e = Edns::new();
+        e.set_max_payload(p);
+        m.set_edns(e);
+    }
+    m.to_vec().unwrap()
+}
+
+#[test]
+fn remembered_answers_are_the_full_paths_bytes_and_follow_the_model() {
+    let handler = model_handler();
+    let mut responder = Responder::new(handler.clone());
+    let src: SocketAddr = "127.0.0.1:5300".parse().unwrap();
+    let names = [
+        "web.shop.svc.clusterset.local.",
+        "WEB.Shop.svc.ClusterSet.LOCAL.",
+        "db.shop.svc.clusterset.local.",
+        "db-0.east.db.shop.svc.clusterset.local.",
+        "_pg._tcp.db.shop.svc.clusterset.local.",
+        "_PG._TCP.web.shop.svc.clusterset.local.",
+        "nosuch.shop.svc.clusterset.local.",
+        "clusterset.local.",
+        "dns-version.clusterset.local.",
+        "web.shop.svc.cluster.local.",
+        "elsewhere.example.",
+    ];
+    let types = [
+        RecordType::A,
+        RecordType::AAAA,
+        RecordType::SRV,
+        RecordType::ANY,
+        RecordType::TXT,
+        RecordType::SOA,
+        RecordType::NS,
+    ];
+    let check = |responder: &mut Responder, packet: &[u8]| {
+        let want = match handler.answer_datagram(packet, src) {
+            Datagram::Reply(b) => b,
+            _ => panic!("no reply to {packet:02x?}"),
+        };
+        for round in 0..2 {
+            match responder.answer(packet, src) {
+                Reply::Send(got) => assert!(
+                    same_answer(Some(got), Some(&want)),
+                    "round {round}, {packet:02x?}: {got:02x?} is not {want:02x?}"
+                ),
+                _ => panic!("no reply"),
+            }
+        }
+        want
+    };
+    let mut id = 0u16;
+    for name in names {
+        for qtype in types {
+            for payload in [None, Some(100), Some(600), Some(4096)] {
+                id = id.wrapping_add(1);
+                check(&mut responder, &typed_query(id, name, qtype, payload));
+            }
+        }
+    }
+    // One per name (in any case) and type, whatever the OPT; none for the name outside
+    // the zones (refused, not authoritative).
+    assert_eq!(responder.remembered(), (names.len() - 2) * types.len());
+
+    // A change to the model is seen at once: web goes, api comes.
+    let web = typed_query(1, "web.shop.svc.clusterset.local.", RecordType::A, None);
+    let api = typed_query(2, "api.shop.svc.clusterset.local.", RecordType::A, None);
+    let rcode = |b: &[u8]| Message::from_vec(b).unwrap().metadata.response_code;
+    assert_eq!(rcode(&check(&mut responder, &web)), ResponseCode::NoError);
+    assert_eq!(rcode(&check(&mut responder, &api)), ResponseCode::NXDomain);
+    {
+        let state = &handler.state;
+        let mut model = state.model.write().unwrap();
+        model.delete_import(&sluice_dns::model::ServiceKey::new("shop", "web"));
+        let si: sluice_api::mcs::ServiceImport = serde_json::from_value(json!({
+            "metadata": {"name": "api", "namespace": "shop"},
+            "spec": {"type": "ClusterSetIP", "ips": ["127.60.0.11"], "ports": [{"port": 80}]}
+        }))
+        .unwrap();
+        model.apply_import(&si);
+        state.changed();
+    }
+    assert_eq!(rcode(&check(&mut responder, &web)), ResponseCode::NXDomain);
+    assert_eq!(rcode(&check(&mut responder, &api)), ResponseCode::NoError);
 }
 
 /// A UDP query with an EDNS OPT offering `payload` bytes (none without).
