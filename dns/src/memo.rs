@@ -5,38 +5,50 @@
 //! model as it is while the generation still reads `g`; the first lookup at a newer
 //! generation forgets everything. Each UDP task keeps its own memo: no lock on the hot path.
 //! A client asking many distinct names fills it only to [`MAX_BYTES`], then it starts over.
+//!
+//! Entries are found by a hash of their key (seeded per memo, so a client cannot aim
+//! collisions) and hold the key themselves, next to the bytes a hit needs: one memory
+//! access to find and check an entry rather than one for the key and one for the value.
+//! Two keys with the same hash share a slot; the later one wins.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault};
+
+use nohash_hasher::NoHashHasher;
 
 /// Memory one memo may hold (keys and values); past it the memo is cleared.
 pub const MAX_BYTES: usize = 16 << 20;
 
-/// A remembered value and what it costs to hold.
-pub trait Weigh {
-    /// Bytes held, beyond the key.
+/// A remembered value: the key it answers and what it costs to hold.
+pub trait Remember {
+    /// The key this value was remembered for.
+    fn key(&self) -> &[u8];
+    /// Bytes held, key included.
     fn weight(&self) -> usize;
 }
 
 /// Values of type `V` by key bytes, for one model generation.
 pub struct Memo<V> {
     generation: u64,
-    entries: HashMap<Box<[u8]>, V>,
+    hasher: foldhash::quality::RandomState,
+    entries: HashMap<u64, V, BuildHasherDefault<NoHashHasher<u64>>>,
     bytes: usize,
     max_bytes: usize,
 }
 
-impl<V: Weigh> Default for Memo<V> {
+impl<V: Remember> Default for Memo<V> {
     fn default() -> Self {
         Self::with_max_bytes(MAX_BYTES)
     }
 }
 
-impl<V: Weigh> Memo<V> {
+impl<V: Remember> Memo<V> {
     /// A memo holding at most `max_bytes`.
     pub fn with_max_bytes(max_bytes: usize) -> Self {
         Self {
             generation: 0,
-            entries: HashMap::new(),
+            hasher: foldhash::quality::RandomState::default(),
+            entries: HashMap::default(),
             bytes: 0,
             max_bytes,
         }
@@ -48,17 +60,19 @@ impl<V: Weigh> Memo<V> {
         if generation != self.generation {
             return None;
         }
-        self.entries.get(key)
+        self.entries
+            .get(&self.hasher.hash_one(key))
+            .filter(|v| v.key() == key)
     }
 
-    /// Remember `value` for `key`, computed from the model at `generation` (read before
-    /// the model was). A value remembered for an older generation is dropped.
-    pub fn insert(&mut self, generation: u64, key: &[u8], value: V) {
+    /// Remember `value` (for its key), computed from the model at `generation` (read
+    /// before the model was). A value computed at an older generation is dropped.
+    pub fn insert(&mut self, generation: u64, value: V) {
         self.renew(generation);
         if generation != self.generation {
             return;
         }
-        let size = key.len() + value.weight();
+        let size = value.weight();
         if size > self.max_bytes {
             return;
         }
@@ -66,8 +80,9 @@ impl<V: Weigh> Memo<V> {
             self.entries.clear();
             self.bytes = 0;
         }
-        if let Some(old) = self.entries.insert(key.into(), value) {
-            self.bytes -= key.len() + old.weight();
+        let hash = self.hasher.hash_one(value.key());
+        if let Some(old) = self.entries.insert(hash, value) {
+            self.bytes -= old.weight();
         }
         self.bytes += size;
     }
@@ -95,37 +110,53 @@ impl<V: Weigh> Memo<V> {
 mod tests {
     use super::*;
 
-    impl Weigh for u64 {
-        fn weight(&self) -> usize {
-            8
+    /// A key and a number.
+    struct Kv(Vec<u8>, u64);
+
+    impl Remember for Kv {
+        fn key(&self) -> &[u8] {
+            &self.0
         }
+        fn weight(&self) -> usize {
+            self.0.len() + 8
+        }
+    }
+
+    fn kv(key: &[u8], v: u64) -> Kv {
+        Kv(key.to_vec(), v)
+    }
+
+    fn value(m: &mut Memo<Kv>, generation: u64, key: &[u8]) -> Option<u64> {
+        m.get(generation, key).map(|v| v.1)
     }
 
     #[test]
     fn a_new_generation_forgets_and_an_old_one_is_not_kept() {
-        let mut m = Memo::<u64>::default();
-        m.insert(1, b"a", 1);
-        assert_eq!(m.get(1, b"a"), Some(&1));
-        assert_eq!(m.get(2, b"a"), None);
+        let mut m = Memo::<Kv>::default();
+        m.insert(1, kv(b"a", 1));
+        assert_eq!(value(&mut m, 1, b"a"), Some(1));
+        assert_eq!(value(&mut m, 1, b"b"), None);
+        assert_eq!(value(&mut m, 2, b"a"), None);
         // Computed from generation 1 but arriving after 2 was seen: dropped.
-        m.insert(1, b"a", 1);
+        m.insert(1, kv(b"a", 1));
         assert!(m.is_empty());
         // And an old generation never brings the old entries back.
-        assert_eq!(m.get(1, b"a"), None);
+        assert_eq!(value(&mut m, 1, b"a"), None);
     }
 
     #[test]
     fn the_bound_holds() {
-        let mut m = Memo::<u64>::with_max_bytes(100);
+        let mut m = Memo::<Kv>::with_max_bytes(100);
         for i in 0u64..100 {
-            m.insert(0, &i.to_be_bytes(), i);
+            m.insert(0, kv(&i.to_be_bytes(), i));
             assert!(m.bytes <= 100);
+            assert_eq!(value(&mut m, 0, &i.to_be_bytes()), Some(i));
         }
         assert!(m.len() <= 100 / 16);
         // Replacing a key does not count it twice.
-        let mut m = Memo::<u64>::with_max_bytes(100);
+        let mut m = Memo::<Kv>::with_max_bytes(100);
         for _ in 0..100 {
-            m.insert(0, b"k", 1);
+            m.insert(0, kv(b"k", 1));
         }
         assert_eq!((m.len(), m.bytes), (1, 9));
     }

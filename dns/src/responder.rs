@@ -9,7 +9,7 @@ use hickory_server::server::Request;
 use prometheus_client::metrics::counter::Counter;
 
 use crate::handler::{Datagram, DnsHandler, MAX_UDP_PAYLOAD};
-use crate::memo::{Memo, Weigh};
+use crate::memo::{Memo, Remember};
 use crate::wire::{self, Sections};
 
 /// A remembered answer and the counter its queries go to.
@@ -18,7 +18,11 @@ struct Remembered {
     queries: Counter,
 }
 
-impl Weigh for Remembered {
+impl Remember for Remembered {
+    fn key(&self) -> &[u8] {
+        self.sections.key()
+    }
+
     fn weight(&self) -> usize {
         self.sections.size() + std::mem::size_of::<Counter>()
     }
@@ -88,12 +92,16 @@ impl Responder {
         match datagram {
             Datagram::Reply(response) => {
                 if let (Some(query), Some(labels)) = (&query, labels)
-                    && let Some(sections) =
-                        Sections::of(&response, query.question, query.edns_payload.is_some())
+                    && let Some(sections) = Sections::of(
+                        &self.key,
+                        &response,
+                        query.question,
+                        query.edns_payload.is_some(),
+                    )
                 {
                     let queries = state.metrics.queries.get_or_create(&labels).clone();
                     let value = Remembered { sections, queries };
-                    self.memo.insert(generation, &self.key, value);
+                    self.memo.insert(generation, value);
                 }
                 self.out = response;
                 Reply::Send(&self.out)

@@ -121,17 +121,20 @@ pub struct Sections {
     ra_rcode: u8,
     /// Answer, authority and additional counts (the additional without the OPT).
     counts: [u16; 3],
-    /// The answer, authority and additional records, names compressed against the
-    /// question at offset 12 — which has the same shape in every query with this key.
-    records: Box<[u8]>,
+    /// Bytes of the key at the start of `bytes`.
+    key_len: usize,
+    /// The memo key these sections answer, then the answer, authority and additional
+    /// records, names compressed against the question at offset 12 — which has the same
+    /// shape in every query with this key. One allocation: a hit reads one place.
+    bytes: Box<[u8]>,
 }
 
 impl Sections {
     /// Cut the request-independent part out of `response`, the slow path's answer to a
-    /// query asking `question` which had an OPT iff `edns`. `None` for anything not worth
+    /// query asking `question` (whose memo key is `key`) which had an OPT iff `edns`. `None` for anything not worth
     /// remembering: truncated, a question not echoed as asked, or an rcode that needs the
     /// OPT's extended bits.
-    pub fn of(response: &[u8], question: &[u8], edns: bool) -> Option<Self> {
+    pub fn of(key: &[u8], response: &[u8], question: &[u8], edns: bool) -> Option<Self> {
         let header = response.get(..HEADER)?;
         let count = |i: usize| u16::from_be_bytes([header[i], header[i + 1]]);
         // QR 1, opcode 0, TC 0.
@@ -157,13 +160,23 @@ impl Sections {
             aa: header[2] & 0x04,
             ra_rcode: header[3] & 0x8F,
             counts: [count(6), count(8), additional],
-            records: response.get(start..end)?.into(),
+            key_len: key.len(),
+            bytes: [key, response.get(start..end)?].concat().into(),
         })
+    }
+
+    /// The memo key these sections answer.
+    pub fn key(&self) -> &[u8] {
+        &self.bytes[..self.key_len]
+    }
+
+    fn records(&self) -> &[u8] {
+        &self.bytes[self.key_len..]
     }
 
     /// Bytes this entry holds.
     pub fn size(&self) -> usize {
-        self.records.len() + std::mem::size_of::<Self>()
+        self.bytes.len() + std::mem::size_of::<Self>()
     }
 
     /// Write the response to `query` into `out`; `false` (and `out` unspecified) when it
@@ -175,7 +188,7 @@ impl Sections {
         } else {
             0
         };
-        let len = HEADER + query.question.len() + self.records.len() + opt;
+        let len = HEADER + query.question.len() + self.records().len() + opt;
         let limit = query
             .edns_payload
             .map_or(512, |p| p.clamp(512, max_udp.max(512)));
@@ -194,7 +207,7 @@ impl Sections {
             out.extend_from_slice(&c.to_be_bytes());
         }
         out.extend_from_slice(query.question);
-        out.extend_from_slice(&self.records);
+        out.extend_from_slice(self.records());
         if let Some(payload) = query.edns_payload {
             let payload = payload.clamp(512, max_udp.max(512));
             out.extend_from_slice(&[0, 0, 41]);
@@ -302,7 +315,7 @@ mod tests {
         let record = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x05\x00\x04\x7f\x00\x00\x01";
         response.extend_from_slice(record);
         response.extend_from_slice(b"\x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00\x00");
-        let s = Sections::of(&response, b"\x03web\x00\x00\x01\x00\x01", true).unwrap();
+        let s = Sections::of(b"key", &response, b"\x03web\x00\x00\x01\x00\x01", true).unwrap();
         assert_eq!(s.counts, [1, 0, 0]);
 
         let plain = query(b"\x03WEB\x00", None);
@@ -327,9 +340,10 @@ mod tests {
         // Truncated responses are not remembered; over-size ones are not written.
         let mut truncated = response.clone();
         truncated[2] |= 0x02;
-        assert!(Sections::of(&truncated, b"\x03web\x00\x00\x01\x00\x01", true).is_none());
+        assert!(Sections::of(b"key", &truncated, b"\x03web\x00\x00\x01\x00\x01", true).is_none());
+        assert_eq!(s.key(), b"key");
         let big = Sections {
-            records: vec![0; 600].into(),
+            bytes: vec![0; 603].into(),
             ..s
         };
         assert!(!big.write(&parse(&plain, &mut key).unwrap(), 1232, &mut out));
