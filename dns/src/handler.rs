@@ -1,7 +1,9 @@
-//! The hickory request handler: one query in, one response out.
-//!
-//! Malformed packets never reach this (hickory-server answers FORMERR); everything here
-//! is mapped to an rcode in one place, [`Outcome`].
+//! The full path: one query in, one response out — hickory's decoder, [`crate::answer`],
+//! hickory's encoder. Serves TCP (hickory-server's `RequestHandler`, which answers FORMERR
+//! itself for what it cannot parse) and every UDP datagram the
+//! [`crate::responder::Responder`] has no remembered answer for ([`DnsHandler::answer_datagram`],
+//! which answers FORMERR for a datagram whose header parses and body does not). Every
+//! outcome is mapped to an rcode in one place, [`Outcome`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;

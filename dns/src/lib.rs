@@ -207,9 +207,13 @@ pub async fn build(config: Config) -> Result<Bound, BuildError> {
         state: state.clone(),
     };
     let udp = Arc::new(udp);
-    let workers = tokio::runtime::Handle::current().metrics().num_workers();
-    let udp_tasks: Vec<_> = (0..workers.max(1))
-        .map(|_| tokio::spawn(udp::serve(udp.clone(), handler.clone())))
+    let workers = tokio::runtime::Handle::current()
+        .metrics()
+        .num_workers()
+        .max(1);
+    let memo_bytes = memo::MAX_BYTES / workers;
+    let udp_tasks: Vec<_> = (0..workers)
+        .map(|_| tokio::spawn(udp::serve(udp.clone(), handler.clone(), memo_bytes)))
         .collect();
     let mut server = Server::new(handler);
     server.register_listener(tcp, TCP_IDLE, 64);

@@ -4,7 +4,10 @@
 //! after every change, so an answer remembered at generation `g` was computed from the
 //! model as it is while the generation still reads `g`; the first lookup at a newer
 //! generation forgets everything. Each UDP task keeps its own memo: no lock on the hot path.
-//! A client asking many distinct names fills it only to [`MAX_BYTES`], then it starts over.
+//! A client asking many distinct names fills the memos only to [`MAX_BYTES`] in all (each
+//! task's memo gets its share), then each starts over. What an entry costs counts the
+//! hash table's slot for it (twice over: the table may be half empty after it grows) as
+//! well as the entry's own bytes.
 //!
 //! Entries are found by a hash of their key (seeded per memo, so a client cannot aim
 //! collisions) and hold the key themselves, next to the bytes a hit needs: one memory
@@ -16,14 +19,14 @@ use std::hash::{BuildHasher, BuildHasherDefault};
 
 use nohash_hasher::NoHashHasher;
 
-/// Memory one memo may hold (keys and values); past it the memo is cleared.
+/// Memory the memos of one server may hold together (entries and their table slots); a UDP task's memo gets its share.
 pub const MAX_BYTES: usize = 16 << 20;
 
 /// A remembered value: the key it answers and what it costs to hold.
 pub trait Remember {
     /// The key this value was remembered for.
     fn key(&self) -> &[u8];
-    /// Bytes held, key included.
+    /// Bytes the value holds outside the memo's table, key included.
     fn weight(&self) -> usize;
 }
 
@@ -43,6 +46,10 @@ impl<V: Remember> Default for Memo<V> {
 }
 
 impl<V: Remember> Memo<V> {
+    /// What a table slot costs beyond the value's own bytes: the hash and the value
+    /// inline, a control byte, all twice (the table doubles when it grows).
+    const SLOT: usize = 2 * (std::mem::size_of::<(u64, V)>() + 1);
+
     /// A memo holding at most `max_bytes`.
     pub fn with_max_bytes(max_bytes: usize) -> Self {
         Self {
@@ -72,7 +79,7 @@ impl<V: Remember> Memo<V> {
         if generation != self.generation {
             return;
         }
-        let size = value.weight();
+        let size = value.weight() + Self::SLOT;
         if size > self.max_bytes {
             return;
         }
@@ -82,7 +89,7 @@ impl<V: Remember> Memo<V> {
         }
         let hash = self.hasher.hash_one(value.key());
         if let Some(old) = self.entries.insert(hash, value) {
-            self.bytes -= old.weight();
+            self.bytes -= old.weight() + Self::SLOT;
         }
         self.bytes += size;
     }
@@ -92,6 +99,7 @@ impl<V: Remember> Memo<V> {
         self.entries.len()
     }
 
+    /// Whether nothing is remembered.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -146,18 +154,20 @@ mod tests {
 
     #[test]
     fn the_bound_holds() {
-        let mut m = Memo::<Kv>::with_max_bytes(100);
+        let slot = Memo::<Kv>::SLOT;
+        let max = 10 * (16 + slot);
+        let mut m = Memo::<Kv>::with_max_bytes(max);
         for i in 0u64..100 {
             m.insert(0, kv(&i.to_be_bytes(), i));
-            assert!(m.bytes <= 100);
+            assert!(m.bytes <= max);
             assert_eq!(value(&mut m, 0, &i.to_be_bytes()), Some(i));
         }
-        assert!(m.len() <= 100 / 16);
+        assert!(m.len() <= 10);
         // Replacing a key does not count it twice.
-        let mut m = Memo::<Kv>::with_max_bytes(100);
+        let mut m = Memo::<Kv>::with_max_bytes(max);
         for _ in 0..100 {
             m.insert(0, kv(b"k", 1));
         }
-        assert_eq!((m.len(), m.bytes), (1, 9));
+        assert_eq!((m.len(), m.bytes), (1, 9 + slot));
     }
 }

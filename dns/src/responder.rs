@@ -47,10 +47,12 @@ pub struct Responder {
 }
 
 impl Responder {
-    pub fn new(handler: DnsHandler) -> Self {
+    /// A responder whose memo holds at most `memo_bytes` (its task's share of
+    /// [`crate::memo::MAX_BYTES`]).
+    pub fn new(handler: DnsHandler, memo_bytes: usize) -> Self {
         Self {
             handler,
-            memo: Memo::default(),
+            memo: Memo::with_max_bytes(memo_bytes),
             key: Vec::with_capacity(272),
             out: Vec::with_capacity(512),
         }
@@ -69,7 +71,10 @@ impl Responder {
         let query = wire::parse(bytes, &mut self.key);
         if let Some(query) = &query {
             if state.zones.cluster.is_some() {
-                // cluster.local answers depend on the asking pod's logical cluster.
+                // cluster.local answers depend on the asking pod's logical cluster. This
+                // read and the full path's are separate: if the model changes between
+                // them, the generation read above is already stale, and what is remembered
+                // under it is forgotten at the next lookup.
                 let model = state.model.read().unwrap_or_else(|p| p.into_inner());
                 match model.logical_cluster_of(src.ip()) {
                     Some(path) => {

@@ -13,10 +13,11 @@ use crate::responder::{Reply, Responder};
 /// Largest datagram read; EDNS clients rarely offer more than 4096.
 const MAX_DATAGRAM: usize = 65_535;
 
-/// Serve datagrams on `socket` until it fails.
-pub async fn serve(socket: Arc<UdpSocket>, handler: DnsHandler) {
+/// Serve datagrams on `socket` until the task is aborted, remembering up to `memo_bytes`
+/// of answers.
+pub async fn serve(socket: Arc<UdpSocket>, handler: DnsHandler, memo_bytes: usize) {
     let mut buf = vec![0u8; MAX_DATAGRAM];
-    let mut responder = Responder::new(handler.clone());
+    let mut responder = Responder::new(handler.clone(), memo_bytes);
     loop {
         let (n, src) = match socket.recv_from(&mut buf).await {
             Ok(r) => r,

@@ -5,7 +5,11 @@
 //! question, no answer or authority records, and at most one EDNS version-0 OPT with
 //! opaque options. Anything else returns `None` and takes the slow path (hickory's decoder,
 //! [`crate::answer`] and hickory's encoder), which stays the reference: the responses
-//! written here are the slow path's bytes with the request's id, flags, question and OPT.
+//! written here are the slow path's bytes for an earlier query with the same key, around
+//! this query's id, flags, question and OPT. Where the earlier query spelt the name in
+//! another case, the answer's names point at this query's question (hickory compresses
+//! only against byte-identical names, so the slow path would spell them out): the same
+//! records, in the asker's case, sometimes shorter.
 
 /// Length of the DNS header.
 pub const HEADER: usize = 12;
@@ -131,9 +135,9 @@ pub struct Sections {
 
 impl Sections {
     /// Cut the request-independent part out of `response`, the slow path's answer to a
-    /// query asking `question` (whose memo key is `key`) which had an OPT iff `edns`. `None` for anything not worth
-    /// remembering: truncated, a question not echoed as asked, or an rcode that needs the
-    /// OPT's extended bits.
+    /// query asking `question` (whose memo key is `key`) which had an OPT iff `edns`.
+    /// `None` for anything not worth remembering: truncated, a question not echoed as
+    /// asked, or an rcode that needs the OPT's extended bits.
     pub fn of(key: &[u8], response: &[u8], question: &[u8], edns: bool) -> Option<Self> {
         let header = response.get(..HEADER)?;
         let count = |i: usize| u16::from_be_bytes([header[i], header[i + 1]]);
@@ -301,7 +305,9 @@ mod tests {
     #[test]
     fn an_opt_with_a_cookie_is_read() {
         let mut key = Vec::new();
-        let opt = b"\x00\x00\x29\x04\xd0\x00\x00\x80\x00\x00\x0c\x00\x0a\x00\x08\x01\x02\x03\x04\x05\x06\x07\x08";
+        // Payload 1232, DO set, one 8-byte COOKIE option.
+        let opt = b"\x00\x00\x29\x04\xd0\x00\x00\x80\x00\x00\x0c\
+                    \x00\x0a\x00\x08\x01\x02\x03\x04\x05\x06\x07\x08";
         let bytes = query(b"\x03web\x00", Some(opt));
         assert_eq!(parse(&bytes, &mut key).unwrap().edns_payload, Some(1232));
     }

@@ -232,7 +232,8 @@ fn model_handler() -> sluice_dns::handler::DnsHandler {
 #[test]
 fn fuzz_datagrams() {
     let handler = model_handler();
-    let responder = std::sync::Mutex::new(Responder::new(handler.clone()));
+    let responder =
+        std::sync::Mutex::new(Responder::new(handler.clone(), sluice_dns::memo::MAX_BYTES));
     let src: SocketAddr = "127.0.0.1:5300".parse().unwrap();
     let seeds = seeds();
     let n_seeds = seeds.len();
@@ -381,7 +382,7 @@ fn typed_query(id: u16, name: &str, qtype: RecordType, payload: Option<u16>) -> 
 #[test]
 fn remembered_answers_are_the_full_paths_bytes_and_follow_the_model() {
     let handler = model_handler();
-    let mut responder = Responder::new(handler.clone());
+    let mut responder = Responder::new(handler.clone(), sluice_dns::memo::MAX_BYTES);
     let src: SocketAddr = "127.0.0.1:5300".parse().unwrap();
     let names = [
         "web.shop.svc.clusterset.local.",
