@@ -19,7 +19,8 @@ use std::hash::{BuildHasher, BuildHasherDefault};
 
 use nohash_hasher::NoHashHasher;
 
-/// Memory the memos of one server may hold together (entries and their table slots); a UDP task's memo gets its share.
+/// Memory the memos of one server may hold together (entries and their table slots); a
+/// UDP task's memo gets its share.
 pub const MAX_BYTES: usize = 16 << 20;
 
 /// A remembered value: the key it answers and what it costs to hold.
