@@ -12,9 +12,9 @@ use crate::model::Model;
 
 pub struct DnsState {
     pub model: RwLock<Model>,
-    /// Bumped under `model`'s write lock after every change: answers remembered at an
-    /// older generation are stale ([`crate::memo`]).
-    pub generation: AtomicU64,
+    /// Bumped under `model`'s write lock after every change ([`Self::changed`]): answers
+    /// remembered at an older generation are stale ([`crate::memo`]).
+    generation: AtomicU64,
     pub zones: Zones,
     /// Informers that have not finished their first list; answers are SERVFAIL until 0.
     pub unsynced: AtomicUsize,
