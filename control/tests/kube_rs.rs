@@ -476,3 +476,72 @@ async fn a_dependent_of_an_owner_already_gone_is_collected() {
         "a dependent whose owner exists was collected"
     );
 }
+
+/// `kubectl wait` and `kubectl delete --wait` list one object by name (fieldSelector
+/// `metadata.name=`) and watch from the list's resourceVersion for its change: the list
+/// must show the object as it was at that revision, or the watch starts after the change
+/// and waits forever (seen as a `kubectl delete pod --wait` that never returned). A writer
+/// creates and deletes one ConfigMap over and over while a reader checks every list by
+/// name: the first change after the object it shows comes after the list's revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_by_name_shows_the_object_as_at_the_lists_revision() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    namespace(&client, "shop").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn({
+        let (api, stop) = (api.clone(), stop.clone());
+        async move {
+            let cm: ConfigMap =
+                serde_json::from_value(json!({"metadata": {"name": "churn"}})).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                let _ = api.create(&PostParams::default(), &cm).await;
+                let _ = api.delete("churn", &DeleteParams::default()).await;
+            }
+        }
+    });
+    let rv = |m: &Option<String>| m.as_deref().unwrap().parse::<u64>().unwrap();
+    let by_name = ListParams::default().fields("metadata.name=churn");
+    let mut shown = 0;
+    for _ in 0..1500 {
+        let list = api.list(&by_name).await.unwrap();
+        let list_rv = rv(&list.metadata.resource_version);
+        let Some(item) = list.items.first() else {
+            continue;
+        };
+        shown += 1;
+        let item_rv = rv(&item.metadata.resource_version);
+        let mut events = api
+            .watch(
+                &kube::api::WatchParams::default().fields("metadata.name=churn"),
+                &item_rv.to_string(),
+            )
+            .await
+            .unwrap()
+            .boxed();
+        let next = loop {
+            match tokio::time::timeout(Duration::from_secs(20), events.try_next())
+                .await
+                .expect("the writer changes the object")
+                .unwrap()
+                .expect("a watch event")
+            {
+                kube::api::WatchEvent::Added(o)
+                | kube::api::WatchEvent::Modified(o)
+                | kube::api::WatchEvent::Deleted(o) => break rv(&o.metadata.resource_version),
+                _ => {}
+            }
+        };
+        assert!(
+            next > list_rv,
+            "the list at revision {list_rv} showed the object at {item_rv}, which changed at {next}"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+    assert!(shown > 0, "the reader never saw the object");
+    server.bound.shutdown().await;
+}

@@ -17,6 +17,10 @@ pub struct Control {
     pub kubeconfig: PathBuf,
 }
 
+/// How long one kubectl command may take: above the longest `--timeout` a test gives
+/// (180 s), so only a hang reaches it.
+pub const KUBECTL_DEADLINE: Duration = Duration::from_secs(300);
+
 pub fn sluice_bin() -> &'static str {
     env!("CARGO_BIN_EXE_sluice")
 }
@@ -188,10 +192,39 @@ impl Kubectl {
         c
     }
 
+    /// Run to completion and collect its output; a kubectl still running after
+    /// [`KUBECTL_DEADLINE`] is killed and the test fails naming it (a server that never
+    /// answers, or a watch that misses its event, must not hang the suite).
     pub fn run(&self, args: &[&str]) -> Output {
-        self.command(args)
-            .output()
-            .unwrap_or_else(|e| panic!("running {} {args:?}: {e}", self.bin))
+        let child = self
+            .command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("running {} {args:?}: {e}", self.bin));
+        self.collect(child, args)
+    }
+
+    /// Wait for `child` (this kubectl running `args`) within [`KUBECTL_DEADLINE`].
+    fn collect(&self, child: Child, args: &[&str]) -> Output {
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        match rx.recv_timeout(KUBECTL_DEADLINE) {
+            Ok(out) => out.unwrap_or_else(|e| panic!("running {} {args:?}: {e}", self.bin)),
+            Err(_) => {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+                panic!(
+                    "{} {args:?} did not return within {KUBECTL_DEADLINE:?}",
+                    self.bin
+                )
+            }
+        }
     }
 
     /// Run, assert success, return stdout.
@@ -235,7 +268,7 @@ impl Kubectl {
             .expect("stdin")
             .write_all(input.as_bytes())
             .expect("write stdin");
-        child.wait_with_output().expect("kubectl")
+        self.collect(child, args)
     }
 
     pub fn apply_stdin(&self, manifest: &str) -> String {

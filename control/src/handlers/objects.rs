@@ -150,15 +150,17 @@ pub(super) async fn list(state: &ApiState, ctx: &Ctx, scope: &Scope<'_>) -> ApiR
     let mut remaining = 0usize;
     let rv = if let (Some(name), false) = (filter.fields.exact_name(), scope.cluster.is_none()) {
         // kubectl get/wait/watch of one object: a key lookup, not a scan.
-        if let Some(e) = state.store.get(&scope.t.prefix.key(
+        let (entry, rv) = state.store.get_at(&scope.t.prefix.key(
             scope.cluster()?,
             scope.namespace.as_deref(),
             name,
-        )) && filter.matches_bytes(&e.value)
+        ));
+        if let Some(e) = entry
+            && filter.matches_bytes(&e.value)
         {
             items.push(e.value.clone());
         }
-        state.store.revision()
+        rv
     } else {
         state.store.scan(&prefix, after.as_deref(), |k, e| {
             if let Some(l) = limit

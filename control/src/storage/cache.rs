@@ -180,6 +180,14 @@ impl Store {
         self.read().objects.get(key).cloned()
     }
 
+    /// The object at `key` and the store revision it was read at, under one lock: a list
+    /// by name returns that revision, and a watch from it must see every later change of
+    /// the object (read apart, a deletion in between was lost to `kubectl delete --wait`).
+    pub fn get_at(&self, key: &Key) -> (Option<Arc<Entry>>, Revision) {
+        let state = self.read();
+        (state.objects.get(key).cloned(), state.revision)
+    }
+
     /// Visit the objects whose key starts with `prefix`, in key order, starting after
     /// `after` when given; stop when `visit` returns false. Returns the store revision the
     /// visit saw.
