@@ -2,7 +2,6 @@
 //! the process once (parent watch, rustls' provider, the runtime) and calls the part;
 //! each part's wiring is in `parts/`, its work in its own crate.
 
-mod demo;
 mod drain;
 mod parent;
 mod parts;

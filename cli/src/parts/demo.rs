@@ -27,7 +27,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         rate,
         steady,
     } = args;
-    let ok = crate::demo::run(crate::demo::DemoConfig {
+    let ok = sluice::demo::run(sluice::demo::DemoConfig {
         state,
         keep,
         rate,
