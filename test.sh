@@ -3,7 +3,7 @@
 # machine lacks — Debian packages when missing (as root, or through sudo), the Python
 # packages of e2e/requirements.txt into the project's own virtual environment (.venv/) —
 # then runs `cargo test --release --workspace` with them. Arguments go to cargo test
-# (`./test.sh -p sluice-dns`, `./test.sh --test charts`). CI runs exactly this (.ci/run).
+# (`./test.sh -p sluice-dns`, `./test.sh --test end_to_end charts::`). CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")"
 

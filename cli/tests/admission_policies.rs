@@ -6,7 +6,7 @@
 //! compile is refused with the compiler's message; a workspace's policies govern and read
 //! only that workspace.
 
-mod support;
+use crate::support;
 
 use support::{Control, Kubectl, kubectls};
 

@@ -4,7 +4,7 @@
 //! `events.k8s.io/v1` Events as views of core Events, RBAC objects named with colons, the
 //! APIService kind, and the fields kube refuses to change once an object exists.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::{Control, Kubectl, kubectls};

@@ -2,7 +2,7 @@
 //! The audit log with the real kubectl: every request one JSON line (user, verb, logical
 //! cluster, resource, namespace, name, code, latency), off unless asked for.
 
-mod support;
+use crate::support;
 
 use support::{Control, Kubectl, kubectls};
 

@@ -5,7 +5,7 @@
 //! transition rules (`oldSelf`) hold on update and not on create, and a CRD whose rule does
 //! not compile, or whose estimated cost is over kube's limit, is refused in kube's words.
 
-mod support;
+use crate::support;
 
 use support::{Control, Kubectl, kubectls};
 

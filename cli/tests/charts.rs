@@ -3,19 +3,15 @@
 //! `helm-python-sdk`, `tests/python/helm.py`) onto the clusters of `sluice dev up --bare`,
 //! whose node agents run the `sluice` image as this binary (issue: Helm charts).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use sluice_test_support::etcd::{Etcd, free_port};
 use support::{DevUp, Kubectl, eventually, kubectls, sluice_bin};
-
-/// `dev up` uses fixed addresses: one clusterset at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn chart(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -313,7 +309,6 @@ fn upgrade_control_plane(east: &Kubectl, east_kubeconfig: &Path, values: &Value)
 
 #[test]
 fn control_chart_keeps_the_embedded_store_on_its_claim() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start_with("east", &["--bare"]);
     let dir = tempfile::tempdir().unwrap();
     let east = dev.kubectl("east");
@@ -395,7 +390,6 @@ fn control_chart_keeps_the_embedded_store_on_its_claim() {
 
 #[test]
 fn agent_and_mcs_charts_make_a_working_clusterset_on_bare_clusters() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start_with("east,west", &["--bare"]);
     let dir = tempfile::tempdir().unwrap();
     let east = dev.kubectl("east");

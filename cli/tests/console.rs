@@ -4,7 +4,7 @@
 //! west, the drain's progress, and a refusal for a user without rights; every request of
 //! the load is counted. Screenshots go to `target/tmp/console/` (look at them).
 
-mod support;
+use crate::support;
 
 #[path = "support/browser.rs"]
 mod browser;

@@ -8,7 +8,7 @@
 //! node, a port nobody listens on, a user with `view`), and a client that vanishes
 //! mid-session leaving nothing running.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::Stdio;
@@ -16,9 +16,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use support::{DevUp, Kubectl, eventually, kubectls};
-
-/// `dev up` binds the clusterset's fixed loopback ranges: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const SHELL: &str = r#"apiVersion: v1
 kind: Pod
@@ -62,7 +59,6 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn exec_and_cp_into_a_running_pod_with_kubes_errors() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     // Bare: the cluster's API server keeps an audit log.
     let (dev, took) = DevUp::start_with("east", &["--bare"]);
     eprintln!("dev up ready in {:.2} s", took.as_secs_f64());
@@ -323,7 +319,6 @@ fn running_on_labelled(k: &Kubectl, selector: &str, cluster: &str) -> String {
 
 #[test]
 fn exec_through_the_logical_cluster_before_and_after_a_move() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, admin) = shop_on_east(APP);
     let scratch = dev.state.join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
@@ -453,7 +448,6 @@ fn top_shows(k: &Kubectl, args: &[&str], pod: &str) -> bool {
 
 #[test]
 fn attach_and_top_through_the_logical_cluster_before_and_after_a_move() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (_dev, admin) = shop_on_east(TALKER);
     for (cluster, pod) in before_and_after_a_move(&admin, "app=talker") {
         for (_, k) in each_kubectl(&admin, cluster) {
@@ -608,7 +602,6 @@ fn ephemeral_ended(k: &Kubectl, pod: &str) -> String {
 
 #[test]
 fn debug_with_an_ephemeral_container_before_and_after_a_move() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (_dev, admin) = shop_on_east(APP);
     // The namespace holds its pods to baseline: so are the debuggers that join them.
     admin.ok(&[
@@ -969,7 +962,6 @@ fn echo_through(port: u16, bytes: usize) {
 
 #[test]
 fn port_forward_through_the_logical_cluster_before_and_after_a_move() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (_dev, admin) = shop_on_east(WEB);
     for (cluster, pod) in before_and_after_a_move(&admin, "app=web") {
         let pod = format!("pod/{pod}");

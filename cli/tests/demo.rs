@@ -3,14 +3,16 @@
 //! HTTP/1.1, HTTP/2, gRPC, TCP-stream and gRPC-stream load through clusterset DNS and VIPs) finishes with
 //! exit status 0, every request and stream counted, and writes its report and plot.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 
-use support::sluice_bin;
+use support::{OneClusterset, sluice_bin};
 
 #[test]
 fn the_demo_moves_and_drains_without_a_failed_request_and_writes_its_plot() {
+    // The demo brings up its own clusterset, on the fixed addresses `dev up` uses.
+    let _one = OneClusterset::take();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("demo");
     let out = Command::new(sluice_bin())

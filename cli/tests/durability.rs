@@ -2,7 +2,7 @@
 //! Every acknowledged write survives `kill -9`, and revisions keep increasing after a
 //! restart (issue: control, done-when 5).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -7,18 +7,15 @@
 //! measured and printed). The tests share the clusterset's fixed loopback ranges, so they
 //! run one at a time.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use support::clusterset::{
     Load, Restarted, available, deployment_exists, imported_ready, kill9, processes_of, vip_of_web,
 };
 use support::{DevUp, eventually, processes_with_pid, sluice_bin};
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const WITHIN: Duration = Duration::from_secs(120);
 
@@ -74,7 +71,6 @@ fn server_of(kubeconfig: &std::path::Path) -> String {
 
 #[test]
 fn dataplanes_keep_routing_while_the_control_plane_is_down_and_it_reconverges() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let control = dev.kubectl_control();
     let (east, west) = (dev.kubectl("east"), dev.kubectl("west"));
@@ -168,7 +164,6 @@ fn peer_up(admin: &str, peer: &str) -> Option<bool> {
 
 #[test]
 fn a_killed_cluster_costs_no_idempotent_request_and_its_workloads_move() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let control = dev.kubectl_control();
     let west = dev.kubectl("west");

@@ -6,7 +6,7 @@
 //! the DNS answer while its ingress keeps serving. The tests share the clusterset's fixed
 //! loopback ranges, so they run one at a time.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::process::Command;

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 //! The real `kubectl` against the real `sluice control` binary (issue: control, done-when 1–2).
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! does it: the system namespaces in every logical cluster, Secret `stringData`, Service IP
 //! families, and a physical cluster's objects carrying nothing kube-apiserver does not add.
 
-mod support;
+use crate::support;
 
 use support::{Control, Kubectl, kubectls};
 

@@ -2,7 +2,7 @@
 //! Full API semantics through the real kubectl (issue: control semantics, done-when 1):
 //! CRDs, server-side apply, diff, cascading deletion, tables.
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -3,16 +3,13 @@
 //! kubectl against `sluice dev up`. The tests share the clusterset's fixed loopback ranges,
 //! so they run one at a time.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use support::{DevUp, Kubectl, eventually, http_get, processes_with, sluice_bin};
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const ECHO: &str = r#"apiVersion: apps/v1
 kind: Deployment
@@ -53,7 +50,6 @@ fn ready_ips(k: &Kubectl) -> Vec<String> {
 
 #[test]
 fn deployments_run_as_processes_and_roll_without_failures() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east,west");
     let east = dev.kubectl("east");
     let west = dev.kubectl("west");
@@ -216,7 +212,6 @@ fn deployments_run_as_processes_and_roll_without_failures() {
 
 #[test]
 fn termination_logs_and_bad_pods() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, took) = DevUp::start("east");
     eprintln!("dev up ready in {:.2} s", took.as_secs_f64());
     let k = dev.kubectl("east");
@@ -538,7 +533,6 @@ spec:
 
 #[test]
 fn statefulset_starts_in_order_with_stable_names() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east");
     let k = dev.kubectl("east");
     k.apply_stdin(
@@ -682,7 +676,6 @@ spec:
 /// (`whenDeleted: Retain`).
 #[test]
 fn statefulset_ordinals_keep_their_claims() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east");
     let k = dev.kubectl("east");
     k.apply_stdin(
@@ -825,7 +818,6 @@ spec:
 /// claim, its volume `Released`.
 #[test]
 fn claims_the_node_cannot_serve_wait_and_retained_volumes_keep_their_data() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east");
     let k = dev.kubectl("east");
     let claim_and_pod = |name: &str, class: &str, size: &str| {
@@ -924,7 +916,6 @@ fn claims_the_node_cannot_serve_wait_and_retained_volumes_keep_their_data() {
 /// bound once room is made; a Pod that fits runs meanwhile.
 #[test]
 fn pods_beyond_the_nodes_allocatable_wait_unschedulable() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east");
     let k = dev.kubectl("east");
     let pod = |name: &str, cpu: &str| {
@@ -974,7 +965,6 @@ fn pods_beyond_the_nodes_allocatable_wait_unschedulable() {
 
 #[test]
 fn jobs_run_to_completion_and_cronjobs_make_them_on_schedule() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east");
     let k = dev.kubectl("east");
     k.apply_stdin(
@@ -1090,7 +1080,6 @@ spec:
 
 #[test]
 fn parts_stop_when_dev_up_is_killed_outright() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east,west");
     // A Pod too: its node agent stops it as it stops.
     dev.kubectl("east")

@@ -10,7 +10,7 @@
 //!
 //! One test, in sections, because every dev up takes the same fixed loopback ranges.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -35,18 +35,15 @@
 //!   on the host. The echo Pods and each dataplane's VIP listener bind it, so these tests
 //!   need root (or CAP_NET_BIND_SERVICE).
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::{DevUp, Kubectl, http_get};
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Upstream's `clients`: `CLUSTERS[0]` exports.
 const CLUSTERS: [&str; 2] = ["east", "west"];
@@ -482,13 +479,10 @@ struct Clusterset {
     /// Each cluster's DNS server: the one its Pods use.
     dns: Vec<SocketAddr>,
     _dev: DevUp,
-    /// Released after dev up has stopped (fields drop in order).
-    _serial: MutexGuard<'static, ()>,
 }
 
 impl Clusterset {
     fn start() -> Self {
-        let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         let (dev, took) = DevUp::start(&CLUSTERS.join(","));
         eprintln!("dev up (2 clusters) ready in {:.2} s", took.as_secs_f64());
         let k: Vec<Kubectl> = CLUSTERS.iter().map(|c| dev.kubectl(c)).collect();
@@ -500,12 +494,7 @@ impl Clusterset {
                 d["dns"].as_str().unwrap().parse::<SocketAddr>().unwrap()
             })
             .collect();
-        Self {
-            k,
-            dns,
-            _dev: dev,
-            _serial: serial,
-        }
+        Self { k, dns, _dev: dev }
     }
 
     /// Upstream's `JustBeforeEach`: the namespace in every cluster, then in cluster 0 the

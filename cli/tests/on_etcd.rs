@@ -1,26 +1,35 @@
 #![allow(clippy::unwrap_used)]
-//! The API suites again, with every control plane on etcd: the test binaries that
-//! `cargo test` built for kubectl (1.32 and current), kube-rs, the Python client,
-//! durability and bad input run a second time with `SLUICE_TEST_STORE=etcd`, which makes
-//! their control planes keep objects in a real etcd (Debian's `etcd-server`) on loopback
-//! instead of the embedded store. Passing on both is the contract of `storage::Backend`.
+//! The API suites again, with every control plane on etcd: the kubectl (1.32 and current),
+//! Python client, durability and audit modules of this test binary, and the kube-rs,
+//! controller, observability and bad-input test binaries of the control plane's crate,
+//! run a second time with `SLUICE_TEST_STORE=etcd`, which makes their control planes keep
+//! objects in a real etcd (Debian's `etcd-server`) on loopback instead of the embedded
+//! store. Passing on both is the contract of `storage::Backend`.
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-/// A suite: its test binary's name and one test it holds (names repeat across crates).
-const SUITES: &[(&str, &str)] = &[
-    ("kubectl", "kubectl_drives_the_api_server"),
-    ("kubectl_compat", ""),
-    ("kubectl_semantics", ""),
-    ("python_client", ""),
-    ("durability", ""),
-    ("audit", ""),
-    ("kube_rs", ""),
-    ("controller", ""),
-    ("observability", ""),
-    (
+/// Where a suite's tests are: modules of this binary, or another crate's test binary.
+enum Suite {
+    /// Tests of this binary whose names start with `<module>::`.
+    Module(&'static str),
+    /// A test binary `<name>-<hash>` beside this one, and one test it holds (names repeat
+    /// across crates).
+    Binary(&'static str, &'static str),
+}
+
+const SUITES: &[Suite] = &[
+    Suite::Module("kubectl"),
+    Suite::Module("kubectl_compat"),
+    Suite::Module("kubectl_semantics"),
+    Suite::Module("python_client"),
+    Suite::Module("durability"),
+    Suite::Module("audit"),
+    Suite::Binary("kube_rs", ""),
+    Suite::Binary("controller", ""),
+    Suite::Binary("observability", ""),
+    Suite::Binary(
         "bad_input",
         "bad_requests_get_precise_status_and_change_nothing",
     ),
@@ -56,11 +65,24 @@ fn suite_binary(name: &str, holding: &str) -> Option<PathBuf> {
 #[test]
 fn the_api_suites_pass_with_the_control_plane_on_etcd() {
     let mut failed = Vec::new();
-    for (name, holding) in SUITES {
-        let bin = suite_binary(name, holding)
-            .unwrap_or_else(|| panic!("no test binary for suite {name}: build with cargo test"));
+    for suite in SUITES {
+        let mut run = match suite {
+            Suite::Module(module) => {
+                let mut run = Command::new(std::env::current_exe().unwrap());
+                run.arg(format!("{module}::"));
+                run
+            }
+            Suite::Binary(name, holding) => {
+                Command::new(suite_binary(name, holding).unwrap_or_else(|| {
+                    panic!("no test binary for suite {name}: build with cargo test")
+                }))
+            }
+        };
+        let name = match suite {
+            Suite::Module(name) | Suite::Binary(name, _) => name,
+        };
         let started = Instant::now();
-        let out = Command::new(&bin)
+        let out = run
             .env("SLUICE_TEST_STORE", "etcd")
             .args(["--test-threads", "2"])
             .output()

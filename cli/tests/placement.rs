@@ -7,10 +7,9 @@
 //! goes downstream. The tests share the clusterset's fixed loopback ranges,
 //! so they run one at a time.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -20,13 +19,10 @@ use support::clusterset::{
 };
 use support::{DevUp, Kubectl, eventually};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
 const WITHIN: Duration = Duration::from_secs(120);
 
 #[test]
 fn apply_run_roll_out_and_move_without_losing_availability() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (_dev, _) = DevUp::start("east,west");
     let dev = _dev;
     let control = dev.kubectl_control();
@@ -337,7 +333,6 @@ fn running(k: &Kubectl) -> Vec<String> {
 
 #[test]
 fn drain_moves_everything_off_and_cordon_keeps_it_off_until_uncordon() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let control = dev.kubectl_control();
     let east = dev.kubectl("east");
@@ -480,7 +475,6 @@ spec:
 
 #[test]
 fn kubectl_logs_upstream_come_from_the_physical_cluster() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let control = dev.kubectl_control();
     control.apply_stdin(TALKER);
@@ -718,7 +712,6 @@ spec:
 
 #[test]
 fn placements_spread_replicas_and_report_what_they_cannot_place() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let control = dev.kubectl_control();
     // Fields placement acts on are refused when it could not act on them.
@@ -920,7 +913,6 @@ impl Drop for Syncer {
 
 #[test]
 fn a_move_survives_a_killed_syncer_and_a_silent_cluster_loses_its_workloads() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let control = dev.kubectl_control();
     let (east, west) = (dev.kubectl("east"), dev.kubectl("west"));
@@ -1081,7 +1073,6 @@ spec:
 
 #[test]
 fn capacity_decides_where_namespaces_go_and_growth_spills_over() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let control = dev.kubectl_control();
     let (east, west) = (dev.kubectl("east"), dev.kubectl("west"));
@@ -1286,7 +1277,6 @@ fn signal(pid: u32, sig: &str) {
 /// Ready endpoints of `web` from `source` in `k`'s cluster's MCS imports.
 #[test]
 fn a_move_waits_until_every_cluster_imports_the_new_endpoints() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west,north");
     let control = dev.kubectl_control();
     let east = dev.kubectl("east");
@@ -1512,7 +1502,6 @@ fn drained(control: &Kubectl, field: &str) -> String {
 
 #[test]
 fn a_move_holds_the_old_cluster_while_a_connection_to_it_lives_and_says_what_it_cut() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let control = dev.kubectl_control();
     let east = dev.kubectl("east");
@@ -1627,7 +1616,6 @@ fn faulty_app() -> String {
 
 #[test]
 fn a_move_to_a_cluster_that_answers_with_errors_rolls_back_by_itself() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let control = dev.kubectl_control();
     let east = dev.kubectl("east");

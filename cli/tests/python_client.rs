@@ -2,7 +2,7 @@
 //! The Kubernetes Python client (PyPI `kubernetes`), a second client we did not write,
 //! does CRUD, list and watch (issue: control semantics, done-when 3). `./test.sh` installs it into `.venv/`.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

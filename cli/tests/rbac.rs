@@ -5,16 +5,12 @@
 //! until it expires, and a Pod in a local cluster reaches its API server with its mounted
 //! token through kube-rs's in-cluster configuration.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use support::{Control, DevUp, Kubectl, eventually, kubectls};
-
-/// One local clusterset at a time: its clusters' addresses are fixed.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const WORKSPACES: &str = "apiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: a\n---\napiVersion: sluice.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: b\n";
 
@@ -332,7 +328,6 @@ fn service_account_tokens_work_until_they_expire() {
 
 #[test]
 fn a_pod_reaches_its_api_server_with_its_mounted_token() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east");
     let east = dev.kubectl("east");
     east.ok(&["create", "namespace", "team"]);
@@ -388,7 +383,6 @@ spec:
 
 #[test]
 fn a_syncer_identity_reads_nothing_of_another_clusters_placements() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let control = dev.kubectl_control();
     control.apply_stdin(

@@ -14,7 +14,7 @@
 //! images, not for this machine, so their containers wait with `ImageNotBuiltIn` — the
 //! container runtime is the one part the local clusters do not have.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! the others loses no acknowledged write; the leader-only controllers move to another
 //! replica within 15 s and work there.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! physical cluster; plus `kubectl rollout status` and `kubectl events`
 //! (issue: control semantics).
 
-mod support;
+use crate::support;
 
 use support::{Control, Kubectl, kubectls};
 

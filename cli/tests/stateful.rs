@@ -9,16 +9,12 @@
 //! through the clusterset VIP, see no failure during the write pause. A claim on shared
 //! storage is the same data on every cluster and is never copied.
 
-mod support;
+use crate::support;
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use support::clusterset::{Load, Restarted, answering_vip};
 use support::{DevUp, eventually};
-
-/// `dev up` binds the clusterset's fixed loopback ranges: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const APP: &str = r#"apiVersion: v1
 kind: Namespace
@@ -73,7 +69,6 @@ spec:
 
 #[test]
 fn claims_show_in_the_logical_cluster_where_they_are_bound() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east,west");
     let k = dev.kubectl_control();
     k.apply_stdin(APP);
@@ -253,7 +248,6 @@ fn in_writer(k: &support::Kubectl, pod: &str, script: &str) -> String {
 
 #[test]
 fn a_claims_data_follows_a_move_checked_record_by_record() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east,west");
     let k = dev.kubectl_control();
     k.apply_stdin(WRITER);
@@ -544,7 +538,6 @@ fn waits_saying(k: &support::Kubectl, ns: &str, why: &str) {
 /// data, and nothing starts on the target; turned back, the namespace stays where it was.
 #[test]
 fn a_claim_the_target_cannot_take_holds_the_move_and_leaves_the_source_alone() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east,west");
     let k = dev.kubectl_control();
     dev.kubectl("east").apply_stdin(FAST);
@@ -598,7 +591,6 @@ spec:
 /// blob's checksum and every record are the same on the new cluster.
 #[test]
 fn an_interrupted_copy_resumes_and_the_app_moves_whole() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east,west");
     let k = dev.kubectl_control();
     k.apply_stdin(LEDGER);
@@ -764,7 +756,6 @@ spec:
 /// data is whole on west.
 #[test]
 fn a_shared_claim_is_the_same_data_on_every_cluster_and_a_move_copies_nothing() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east,west");
     let k = dev.kubectl_control();
     k.apply_stdin(BOARD);
@@ -987,7 +978,6 @@ fn ready_members(k: &support::Kubectl) -> Option<Vec<(String, String)>> {
 /// checksum.
 #[test]
 fn a_statefulset_moves_one_member_at_a_time_and_keeps_its_quorum_and_its_data() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east,west");
     let k = dev.kubectl_control();
     k.apply_stdin(QUORUM);
@@ -1227,7 +1217,6 @@ impl Drop for Mounted {
 /// why in the target's own words, and the app keeps running on east, on its data.
 #[test]
 fn a_claim_larger_than_the_target_has_room_for_holds_the_move() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east,west");
     // West's node keeps its volumes on a 16 MiB file system (nothing of west uses it yet).
     let volumes = dev.state.join("clusters").join("west").join("volumes");
@@ -1332,7 +1321,6 @@ spec:
 /// waiting with the node's reason, shown in the logical cluster.
 #[test]
 fn a_claim_filled_from_a_data_source_holds_the_move() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (mut dev, _) = DevUp::start("east,west");
     let k = dev.kubectl_control();
     k.apply_stdin(SEEDED);
@@ -1437,7 +1425,6 @@ impl Drop for RawDevice {
 /// copies file systems, and nothing of east stops.
 #[test]
 fn a_block_claim_holds_the_move() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let _device = RawDevice;
     let (mut dev, _) = DevUp::start("east,west");
     let k = dev.kubectl_control();

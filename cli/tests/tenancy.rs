@@ -9,17 +9,13 @@
 //! its policy allows, within its quota; its Ingresses claim only hosts under its delegated
 //! domains and not owned by another namespace, and the DNS and ingresses serve only those.
 
-mod support;
+use crate::support;
 
 use std::process::Output;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use support::{DevUp, Kubectl, eventually, kubectls, sluice_bin};
-
-/// `dev up` uses fixed addresses: one clusterset at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const WORKSPACES: &str = r#"{"apiVersion": "sluice.dev/v1alpha1", "kind": "List", "items": [
   {"apiVersion": "sluice.dev/v1alpha1", "kind": "Workspace", "metadata": {"name": "a"}},
@@ -149,7 +145,6 @@ fn downstream_names(k: &Kubectl, path: &str, ns: &str, kinds: &str) -> String {
 
 #[test]
 fn tenants_cannot_escape_onto_the_shared_clusters() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let root = dev.kubectl_control();
     let east = dev.kubectl("east");
@@ -464,7 +459,6 @@ fn placed(t: &Tenant, ns: &str, field: &str) -> String {
 
 #[test]
 fn a_workspace_runs_only_on_its_clusters_and_within_its_quota() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east,west");
     let root = dev.kubectl_control();
     let (east, west) = (dev.kubectl("east"), dev.kubectl("west"));
@@ -651,7 +645,6 @@ fn through_ingress(addr: &str, host: &str) -> String {
 
 #[test]
 fn ingress_hosts_belong_to_their_first_claimant_under_delegated_domains() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (dev, _) = DevUp::start("east");
     let root = dev.kubectl_control();
     // The platform admin delegates a.example to a, b.example to b, and shared.example to both.

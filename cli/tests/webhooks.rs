@@ -7,15 +7,13 @@
 //! nothing listening, an unknown CA) handled as its policy says with kube's words, dry runs,
 //! warnings, and configurations refused as kube refuses them.
 
-mod support;
-mod webhooks {
-    pub mod server;
-}
+use crate::support;
+mod server;
 
 use std::time::Duration;
 
+use server::configuration;
 use support::{Control, DevUp, Kubectl, eventually, kubectls};
-use webhooks::server::{self, configuration};
 
 /// Not a test: the sample operator's webhook server, which the node agent runs as a Pod's
 /// process (this binary with `SAMPLE_WEBHOOK_SERVE` set).
@@ -403,7 +401,8 @@ fn a_webhook_served_from_a_pod_follows_its_namespace() {
         &key,
         &[
             &exe,
-            "serve_admission_webhook",
+            // This test's name in the one test binary (module path, no crate name).
+            "webhooks::serve_admission_webhook",
             "--exact",
             "--ignored",
             "--nocapture",

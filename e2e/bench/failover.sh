@@ -14,7 +14,7 @@ ROUNDS=${ROUNDS:-5}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for i in $(seq "$ROUNDS"); do
-  cargo test --release --workspace --test failures a_killed_cluster -- --nocapture \
+  cargo test --release --workspace --test end_to_end failures::a_killed_cluster -- --nocapture \
     > "$work/out.$i" 2>&1 || { echo "round $i failed:"; tail -30 "$work/out.$i"; exit 1; }
   down=$(sed -n 's/.*stopped sending to it after \([0-9]*\) ms.*/\1/p' "$work/out.$i")
   left=$(sed -n "s/.*left west's imports within \([0-9]*\) ms.*/\1/p" "$work/out.$i")

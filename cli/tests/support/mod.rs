@@ -290,6 +290,35 @@ pub struct DevUp {
     pub state: PathBuf,
     /// The state directory, removed on drop unless `SLUICE_TEST_KEEP` is set.
     _dir: Option<tempfile::TempDir>,
+    /// Held from start until dev up has stopped (fields drop after `Drop::drop`, in order).
+    _one: OneClusterset,
+}
+
+/// `dev up` (and `sluice demo`) binds the clusterset's fixed loopback addresses, and some
+/// tests look for its processes machine-wide: one clusterset at a time in the test binary.
+/// Every `DevUp` holds this, as does a test that starts a clusterset another way; the next
+/// one waits for it to be dropped.
+pub struct OneClusterset;
+
+static CLUSTERSET_UP: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+static CLUSTERSET_DOWN: std::sync::Condvar = std::sync::Condvar::new();
+
+impl OneClusterset {
+    pub fn take() -> Self {
+        let mut up = CLUSTERSET_UP.lock().unwrap_or_else(|p| p.into_inner());
+        while *up {
+            up = CLUSTERSET_DOWN.wait(up).unwrap_or_else(|p| p.into_inner());
+        }
+        *up = true;
+        Self
+    }
+}
+
+impl Drop for OneClusterset {
+    fn drop(&mut self) {
+        *CLUSTERSET_UP.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        CLUSTERSET_DOWN.notify_one();
+    }
 }
 
 impl DevUp {
@@ -299,6 +328,7 @@ impl DevUp {
 
     /// `dev up` with `extra` arguments.
     pub fn start_with(clusters: &str, extra: &[&str]) -> (Self, Duration) {
+        let one = OneClusterset::take();
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("state");
         let started = Instant::now();
@@ -333,6 +363,7 @@ impl DevUp {
                     }
                     None => Some(dir),
                 },
+                _one: one,
             },
             started.elapsed(),
         )
