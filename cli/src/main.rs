@@ -9,6 +9,12 @@ mod process;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc rather than glibc's malloc: the tunnels keep many 64 KiB buffers in flight,
+/// and glibc gave their memory back to the kernel and faulted it in again on every round
+/// (8% of a tunnel pair's CPU in page faults; docs/benchmarks.md, issue 42).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "sluice",

@@ -477,6 +477,78 @@ async fn bad_peers_and_garbage_are_refused_while_the_gateway_serves() {
     }
 }
 
+/// A trusted peer that speaks HTTP/2 to the gateway by hand gets, for each bad stream — a
+/// method other than CONNECT, a target that is no ip:port, one not exported — a status
+/// with the reason in `x-sluice-error` and a message, on the same connection, which then
+/// still carries a good stream both ways and a large transfer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_streams_of_a_trusted_h2_peer_get_a_status_and_its_connection_serves_on() {
+    use sluice_dataplane::tunnel::h2_stream::H2Stream;
+    use sluice_dataplane::tunnel::{identity::client_config, transport::ALPN_H2};
+
+    let pki = Pki::new();
+    let w = west(&pki).await;
+    let id = SpiffeId::new(CLUSTERSET, "east", "proxy").unwrap();
+    let good = identity(&pki.ca.issue(&id, 1).unwrap());
+    let tls = client_config(&good, &pki.bundle(), "west", ALPN_H2).unwrap();
+    let tcp = tokio::net::TcpStream::connect(w.gateway).await.unwrap();
+    let name = rustls::pki_types::ServerName::IpAddress(w.gateway.ip().into());
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(tls))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let (send, conn) = h2::client::handshake(tls).await.unwrap();
+    tokio::spawn(conn);
+    let open = |method: http::Method, uri: String| {
+        let send = send.clone();
+        async move {
+            let mut send = send.ready().await.unwrap();
+            let req = http::Request::builder()
+                .method(method)
+                .uri(uri)
+                .body(())
+                .unwrap();
+            let (response, stream) = send.send_request(req, false).unwrap();
+            (response.await.unwrap(), stream)
+        }
+    };
+    for (method, uri, status, reason) in [
+        (http::Method::GET, "http://west/".to_string(), 405, "method"),
+        (http::Method::POST, format!("http://{}/", w.web[0].tcp), 405, "method"),
+        (http::Method::CONNECT, "web.shop:8080".to_string(), 400, "bad_request"),
+        (http::Method::CONNECT, w.private.tcp.to_string(), 403, "not_exported"),
+    ] {
+        let (response, _stream) = open(method.clone(), uri.clone()).await;
+        assert_eq!(response.status().as_u16(), status, "{method} {uri}");
+        assert_eq!(response.headers()["x-sluice-error"], reason, "{method} {uri}");
+        let mut body = response.into_body();
+        let mut said = Vec::new();
+        while let Some(data) = body.data().await {
+            said.extend_from_slice(&data.unwrap());
+        }
+        assert!(!said.is_empty(), "{method} {uri}: no message");
+    }
+    let (response, stream) = open(http::Method::CONNECT, w.web[0].tcp.to_string()).await;
+    assert_eq!(response.status(), http::StatusCode::OK);
+    let mut s = H2Stream::new(stream, response.into_body());
+    roundtrip(&mut s, b"after the refusals").await;
+    // More than the stream's and the connection's windows, echoed back.
+    let big: Vec<u8> = (0..24 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let (mut r, mut wr) = tokio::io::split(s);
+    let sent = big.clone();
+    let writer = tokio::spawn(async move {
+        wr.write_all(&sent).await.unwrap();
+        wr.shutdown().await.unwrap();
+    });
+    let mut echoed = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), r.read_to_end(&mut echoed))
+        .await
+        .expect("the echo in time")
+        .unwrap();
+    writer.await.unwrap();
+    assert!(echoed == big, "echoed {} of {} bytes, or not the same", echoed.len(), big.len());
+}
+
 /// The gateway's rejections for `transport` and `reason`, from its metrics.
 fn counter(metrics: &str, transport: &str, reason: &str) -> Option<f64> {
     let line = format!(

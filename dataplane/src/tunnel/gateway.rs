@@ -6,16 +6,13 @@
 //! (untrusted, expired, not TLS at all), a method other than CONNECT, a target that is not
 //! exported or does not answer. The gateway keeps serving whatever one client sends.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
+use h2::RecvStream;
+use h2::server::SendResponse;
 use http::{Method, Request, Response};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::CertificateDer;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -24,10 +21,11 @@ use tracing::Instrument;
 use super::allow::Allowlist;
 use super::error::TunnelError;
 use super::frame::{self, Verdict};
+use super::h2_stream::{keepalive, relay};
 use super::identity::{Identity, SpiffeId, TrustBundle, server_config};
 use super::transport::{
-    ALPN_H2, ALPN_QUIC, CONNECTION_WINDOW, HANDSHAKE_TIMEOUT, KEEPALIVE, KEEPALIVE_TIMEOUT,
-    STREAM_WINDOW, STREAMS_PER_CONNECTION, quic_transport,
+    ALPN_H2, ALPN_QUIC, CONNECTION_WINDOW, HANDSHAKE_TIMEOUT, MAX_FRAME, SEND_BUFFER, STREAM_WINDOW,
+    STREAMS_PER_CONNECTION, quic_transport,
 };
 use crate::metrics::{GatewayLabels, TunnelMetrics};
 use crate::reason::Reason;
@@ -183,34 +181,57 @@ async fn tcp_connection(
     };
     let source = source_cluster(tls.get_ref().1.peer_certificates());
     let span = tracing::info_span!("gateway_connection", %peer, source_cluster = %source, transport = "h2");
-    let service = service_fn(move |req| {
-        let (allow, metrics, source) = (allow.clone(), metrics.clone(), source.clone());
-        async move { Ok::<_, Infallible>(connect(req, allow, metrics, source).await) }
-    });
-    let served = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(STREAMS_PER_CONNECTION)
-        .initial_stream_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW)
-        .keep_alive_interval(KEEPALIVE)
-        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-        .max_pending_accept_reset_streams(Some(64))
-        .serve_connection(TokioIo::new(tls), service)
-        .instrument(span)
-        .await;
-    if let Err(e) = served {
-        tracing::debug!(%peer, error = %e, "gateway connection ended");
+    let served = async {
+        let handshake = h2::server::Builder::new()
+            .max_concurrent_streams(STREAMS_PER_CONNECTION)
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .max_pending_accept_reset_streams(64)
+            .max_send_buffer_size(SEND_BUFFER)
+            .max_frame_size(MAX_FRAME)
+            .handshake::<_, Bytes>(tls);
+        let mut conn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return Some(e.to_string()),
+            Err(_) => return Some("no HTTP/2 preface in time".to_string()),
+        };
+        let Some(pings) = conn.ping_pong() else {
+            return Some("no PING handle".to_string());
+        };
+        let silent = keepalive(pings);
+        tokio::pin!(silent);
+        loop {
+            let (req, respond) = tokio::select! {
+                accepted = conn.accept() => match accepted {
+                    Some(Ok(stream)) => stream,
+                    Some(Err(e)) => return Some(e.to_string()),
+                    None => return None,
+                },
+                silent = &mut silent => return Some(silent.to_string()),
+            };
+            let (allow, metrics, source) = (allow.clone(), metrics.clone(), source.clone());
+            tokio::spawn(
+                connect(req, respond, allow, metrics, source).instrument(tracing::Span::current()),
+            );
+        }
+    };
+    if let Some(error) = served.instrument(span).await {
+        tracing::debug!(%peer, %error, "gateway connection ended");
     }
 }
 
-fn refuse(reason: Reason, detail: String) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(detail)));
+/// Answer a stream with `reason`'s status, its label in `x-sluice-error` and `detail` as
+/// the body.
+fn refuse(mut respond: SendResponse<Bytes>, reason: Reason, detail: String) {
+    let mut r = Response::new(());
     *r.status_mut() = reason.status();
     r.headers_mut().insert(
         "x-sluice-error",
         http::HeaderValue::from_static(reason.label()),
     );
-    r
+    if let Ok(mut body) = respond.send_response(r, false) {
+        let _ = body.send_data(Bytes::from(detail), true);
+    }
 }
 
 /// Decide a stream: the target must be exported and must accept a connection.
@@ -243,15 +264,17 @@ async fn admit(
     }
 }
 
+/// One CONNECT stream: decide it, then relay it to its endpoint.
 async fn connect(
-    mut req: Request<Incoming>,
+    req: Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
     allow: Allowlist,
     metrics: TunnelMetrics,
     source: String,
-) -> Response<Full<Bytes>> {
+) {
     if req.method() != Method::CONNECT {
         metrics.rejected("h2", Reason::Method);
-        return refuse(Reason::Method, "the gateway accepts only CONNECT".into());
+        return refuse(respond, Reason::Method, "the gateway accepts only CONNECT".into());
     }
     let Some(target) = req
         .uri()
@@ -260,6 +283,7 @@ async fn connect(
     else {
         metrics.rejected("h2", Reason::BadRequest);
         return refuse(
+            respond,
             Reason::BadRequest,
             format!(
                 "CONNECT target {:?} is not an ip:port",
@@ -269,37 +293,23 @@ async fn connect(
     };
     let upstream = match admit(target, &allow, &metrics, "h2").await {
         Ok(s) => s,
-        Err((Verdict::NotExported, m)) => {
-            return refuse(Reason::NotExported, m);
-        }
-        Err((_, m)) => return refuse(Reason::Unreachable, m),
+        Err((Verdict::NotExported, m)) => return refuse(respond, Reason::NotExported, m),
+        Err((_, m)) => return refuse(respond, Reason::Unreachable, m),
     };
-    let on_upgrade = hyper::upgrade::on(&mut req);
-    tokio::spawn(async move {
-        let labels = GatewayLabels {
-            transport: "h2",
-            source_cluster: source,
-        };
-        metrics.gateway_streams.get_or_create(&labels).inc();
-        let active = metrics.gateway_active.get_or_create(&labels).clone();
-        active.inc();
-        match on_upgrade.await {
-            Ok(up) => {
-                let mut up = TokioIo::new(up);
-                let mut upstream = upstream;
-                let _ = tokio::io::copy_bidirectional_with_sizes(
-                    &mut up,
-                    &mut upstream,
-                    BUFFER,
-                    BUFFER,
-                )
-                .await;
-            }
-            Err(e) => tracing::debug!(%target, error = %e, "CONNECT stream not upgraded"),
-        }
-        active.dec();
-    });
-    Response::new(Full::new(Bytes::new()))
+    let Ok(send) = respond.send_response(Response::new(()), false) else {
+        return;
+    };
+    let labels = GatewayLabels {
+        transport: "h2",
+        source_cluster: source,
+    };
+    metrics.gateway_streams.get_or_create(&labels).inc();
+    let active = metrics.gateway_active.get_or_create(&labels).clone();
+    active.inc();
+    if let Err(e) = relay(send, req.into_body(), upstream).await {
+        tracing::debug!(%target, error = %e, "CONNECT stream ended");
+    }
+    active.dec();
 }
 
 async fn accept_quic(

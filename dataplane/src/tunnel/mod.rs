@@ -2,7 +2,8 @@
 //! to other clusters' gateways (outbound).
 //!
 //! Two transports carry the same thing, one proxied connection per stream:
-//! - `h2`: mTLS over TCP, one HTTP/2 CONNECT stream per connection (as Istio's HBONE);
+//! - `h2`: mTLS over TCP, one HTTP/2 CONNECT stream per connection (as Istio's HBONE),
+//!   on the `h2` crate directly ([`h2_stream`]);
 //! - `quic`: QUIC (quinn), one bidirectional stream per connection, opened with the
 //!   preamble in [`frame`].
 //!
@@ -17,6 +18,7 @@ pub mod certs;
 pub mod error;
 pub mod frame;
 pub mod gateway;
+pub mod h2_stream;
 pub mod identity;
 pub mod pool;
 pub mod transport;

@@ -16,10 +16,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
-use http_body_util::Empty;
-use hyper::client::conn::http2::SendRequest;
-use hyper::upgrade::Upgraded;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use prometheus_client::metrics::gauge::Gauge;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -27,10 +23,11 @@ use tokio::net::TcpStream;
 
 use super::error::TunnelError;
 use super::frame::{self, Verdict};
+use super::h2_stream::{H2Stream, keepalive};
 use super::identity::{Identity, TrustBundle, client_config};
 use super::transport::{
-    ALPN_H2, ALPN_QUIC, CONNECTION_WINDOW, CONNECTIONS_PER_PEER, HANDSHAKE_TIMEOUT, KEEPALIVE,
-    KEEPALIVE_TIMEOUT, STREAM_WINDOW, STREAMS_PER_CONNECTION, quic_transport, transport_label,
+    ALPN_H2, ALPN_QUIC, CONNECTION_WINDOW, CONNECTIONS_PER_PEER, HANDSHAKE_TIMEOUT,
+    MAX_FRAME, SEND_BUFFER, STREAM_WINDOW, STREAMS_PER_CONNECTION, quic_transport, transport_label,
 };
 use crate::config::{PeerConfig, TunnelTransport};
 use crate::metrics::{PeerLabels, TunnelMetrics};
@@ -44,7 +41,7 @@ enum Client {
 }
 
 enum ConnKind {
-    H2(SendRequest<Empty<Bytes>>),
+    H2(h2::client::SendRequest<Bytes>),
     Quic(quinn::Connection),
 }
 
@@ -58,7 +55,8 @@ impl Conn {
     fn alive(&self) -> bool {
         !self.closed.load(Ordering::Relaxed)
             && match &self.kind {
-                ConnKind::H2(s) => !s.is_closed(),
+                // Set by the connection's task when it ends (`lost`).
+                ConnKind::H2(_) => true,
                 ConnKind::Quic(c) => c.close_reason().is_none(),
             }
     }
@@ -188,31 +186,26 @@ impl Peer {
         let gateway = self.address;
         let io = match &conn.kind {
             ConnKind::H2(send) => {
-                let mut send = send.clone();
+                let send = send.clone();
                 let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
-                    send.ready()
-                        .await
-                        .map_err(|e| TunnelError::Protocol(gateway, e.to_string()))?;
+                    let proto = |e: h2::Error| TunnelError::Protocol(gateway, e.to_string());
+                    let mut send = send.ready().await.map_err(proto)?;
                     let req = Request::builder()
                         .method(Method::CONNECT)
                         .uri(target.to_string())
-                        .body(Empty::new())
+                        .body(())
                         .map_err(|e| TunnelError::Protocol(gateway, e.to_string()))?;
-                    let resp = send
-                        .send_request(req)
-                        .await
-                        .map_err(|e| TunnelError::Protocol(gateway, e.to_string()))?;
-                    match resp.status() {
-                        StatusCode::OK => hyper::upgrade::on(resp)
-                            .await
-                            .map_err(|e| TunnelError::Protocol(gateway, e.to_string())),
+                    let (response, stream) = send.send_request(req, false).map_err(proto)?;
+                    let response = response.await.map_err(proto)?;
+                    match response.status() {
+                        StatusCode::OK => Ok(H2Stream::new(stream, response.into_body())),
                         StatusCode::FORBIDDEN => Err(TunnelError::NotExported(gateway, target)),
                         s => Err(TunnelError::Unreachable(gateway, target, s.to_string())),
                     }
                 })
                 .await
                 .map_err(|_| TunnelError::Timeout(gateway))??;
-                StreamIo::H2(TokioIo::new(opened))
+                StreamIo::H2(opened)
             }
             ConnKind::Quic(c) => {
                 let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
@@ -296,16 +289,18 @@ impl Peer {
                     .await
                     .map_err(|_| TunnelError::Timeout(addr))?
                     .map_err(|e| TunnelError::Handshake(addr, e.to_string()))?;
-                let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-                    .timer(TokioTimer::new())
-                    .initial_stream_window_size(STREAM_WINDOW)
+                let handshake = h2::client::Builder::new()
+                    .initial_window_size(STREAM_WINDOW)
                     .initial_connection_window_size(CONNECTION_WINDOW)
-                    .keep_alive_interval(KEEPALIVE)
-                    .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-                    .keep_alive_while_idle(true)
-                    .handshake(TokioIo::new(tls))
+                    .max_send_buffer_size(SEND_BUFFER)
+                    .max_frame_size(MAX_FRAME)
+                    .enable_push(false)
+                    .handshake::<_, Bytes>(tls);
+                let (send, mut conn) = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
                     .await
+                    .map_err(|_| TunnelError::Timeout(addr))?
                     .map_err(|e| TunnelError::Handshake(addr, e.to_string()))?;
+                let pings = conn.ping_pong();
                 let c = Arc::new(Conn {
                     kind: ConnKind::H2(send),
                     streams: AtomicU32::new(0),
@@ -313,8 +308,15 @@ impl Peer {
                 });
                 let (weak, watched) = (Arc::downgrade(self), Arc::downgrade(&c));
                 tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(gateway = %addr, error = %e, "tunnel connection ended");
+                    let ended = match pings {
+                        Some(pings) => tokio::select! {
+                            ended = &mut conn => ended.err().map(|e| e.to_string()),
+                            silent = keepalive(pings) => Some(silent.to_string()),
+                        },
+                        None => conn.await.err().map(|e| e.to_string()),
+                    };
+                    if let Some(error) = ended {
+                        tracing::debug!(gateway = %addr, %error, "tunnel connection ended");
                     }
                     lost(weak, watched);
                 });
@@ -397,7 +399,7 @@ async fn probe(peer: Weak<Peer>) {
 }
 
 enum StreamIo {
-    H2(TokioIo<Upgraded>),
+    H2(H2Stream),
     Quic(tokio::io::Join<quinn::RecvStream, quinn::SendStream>),
 }
 

@@ -20,6 +20,13 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Flow-control windows: large enough for bulk transfers at loopback speed.
 pub const STREAM_WINDOW: u32 = 4 * 1024 * 1024;
 pub const CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
+/// HTTP/2 data a stream may have queued for sending (hyper's client default).
+pub const SEND_BUFFER: usize = 1024 * 1024;
+/// The largest HTTP/2 frame either end accepts. With the protocol's default of 16 KiB every
+/// DATA frame (16 KiB and a 9-byte header) is written on its own and becomes a full TLS
+/// record and a 9-byte one, one system call each frame; a whole 64 KiB read goes as one
+/// frame instead.
+pub const MAX_FRAME: u32 = 128 * 1024;
 
 /// QUIC transport settings for both ends: keepalives as for HTTP/2, the stream cap, and
 /// windows for bulk transfers.

@@ -1,0 +1,275 @@
+//! One proxied connection as an HTTP/2 CONNECT stream, on the `h2` crate directly.
+//!
+//! hyper hands a CONNECT stream over as an upgraded connection that copies every write
+//! into a fresh buffer and passes it through a channel to a task of its own, which then
+//! feeds h2: one allocation, one copy and one task wake-up per write. Here both ends talk
+//! to h2's stream handles themselves: the client side ([`H2Stream`]) is an
+//! `AsyncRead + AsyncWrite` for whatever the proxy runs over it; the gateway side
+//! ([`relay`]) reads the endpoint's socket into buffers h2 sends as they are, and writes
+//! the frames h2 received straight into the socket.
+//!
+//! Also here: the keepalive both ends run on their connection ([`keepalive`]).
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes, BytesMut};
+use h2::{PingPong, RecvStream, SendStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::transport::{KEEPALIVE, KEEPALIVE_TIMEOUT};
+
+/// Bytes read from a socket at once on the gateway side (one DATA send).
+const READ_CHUNK: usize = 64 * 1024;
+/// DATA frames written to a socket at once at most (one vectored write): h2 cuts what it
+/// receives into frames of 16 KiB, one write each would be four times the system calls.
+const GATHER_FRAMES: usize = 8;
+
+/// Why a keepalive gave up on its connection.
+#[derive(Debug, thiserror::Error)]
+pub enum KeepaliveError {
+    #[error("no PING answer within {0:?}")]
+    Silent(std::time::Duration),
+    #[error("PING failed: {0}")]
+    Ping(#[from] h2::Error),
+}
+
+/// PING the peer every [`KEEPALIVE`] and fail when an answer takes longer than
+/// [`KEEPALIVE_TIMEOUT`]: the connection is then dropped, so a silent peer is noticed
+/// within both while no stream carries traffic. Runs beside the connection's future.
+pub async fn keepalive(mut ping_pong: PingPong) -> KeepaliveError {
+    loop {
+        tokio::time::sleep(KEEPALIVE).await;
+        match tokio::time::timeout(KEEPALIVE_TIMEOUT, ping_pong.ping(h2::Ping::opaque())).await {
+            Ok(Ok(_pong)) => {}
+            Ok(Err(e)) => return KeepaliveError::Ping(e),
+            Err(_) => return KeepaliveError::Silent(KEEPALIVE_TIMEOUT),
+        }
+    }
+}
+
+/// An h2 error as an I/O error: a reset stream as a reset connection, as TCP's RST.
+fn io_error(e: h2::Error) -> std::io::Error {
+    if e.is_io() {
+        return e
+            .into_io()
+            .unwrap_or_else(|| std::io::Error::other("h2 I/O error"));
+    }
+    if e.is_reset() {
+        return std::io::Error::new(std::io::ErrorKind::ConnectionReset, e);
+    }
+    std::io::Error::other(e)
+}
+
+/// The client's end of a CONNECT stream, as a socket.
+pub struct H2Stream {
+    send: SendStream<Bytes>,
+    recv: RecvStream,
+    /// Received and not yet read.
+    pending: Bytes,
+}
+
+impl H2Stream {
+    pub fn new(send: SendStream<Bytes>, recv: RecvStream) -> Self {
+        Self {
+            send,
+            recv,
+            pending: Bytes::new(),
+        }
+    }
+}
+
+impl AsyncRead for H2Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        while me.pending.is_empty() {
+            match ready!(me.recv.poll_data(cx)) {
+                Some(Ok(data)) => {
+                    // The window opens as data arrives: at most one frame waits here.
+                    let _ = me.recv.flow_control().release_capacity(data.len());
+                    me.pending = data;
+                }
+                // The gateway cancels the stream when its endpoint's connection ends
+                // abruptly: the end of the data here, as hyper's upgraded streams read it.
+                Some(Err(e)) if matches!(e.reason(), Some(h2::Reason::NO_ERROR | h2::Reason::CANCEL)) => {
+                    return Poll::Ready(Ok(()));
+                }
+                Some(Err(e)) => return Poll::Ready(Err(io_error(e))),
+                None => return Poll::Ready(Ok(())),
+            }
+        }
+        let n = me.pending.len().min(buf.remaining());
+        buf.put_slice(&me.pending[..n]);
+        me.pending.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for H2Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        let me = self.get_mut();
+        me.send.reserve_capacity(buf.len());
+        loop {
+            match ready!(me.send.poll_capacity(cx)) {
+                Some(Ok(0)) => continue,
+                Some(Ok(n)) => {
+                    let n = n.min(buf.len());
+                    me.send
+                        .send_data(Bytes::copy_from_slice(&buf[..n]), false)
+                        .map_err(io_error)?;
+                    return Poll::Ready(Ok(n));
+                }
+                Some(Err(e)) => return Poll::Ready(Err(io_error(e))),
+                None => {
+                    return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+                }
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        // h2's connection task writes what was sent.
+        Poll::Ready(Ok(()))
+    }
+
+    /// END_STREAM: the peer reads the end, and can still send (a half-close, as TCP's FIN).
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        me.send.reserve_capacity(0);
+        Poll::Ready(me.send.send_data(Bytes::new(), true).map_err(io_error))
+    }
+}
+
+/// The gateway's end: relay a CONNECT stream and the endpoint's socket both ways until
+/// both have ended, or either fails (a reset stream, a reset socket: the other way is
+/// dropped with it). Returns the bytes carried (to the endpoint, from it).
+pub async fn relay(
+    mut send: SendStream<Bytes>,
+    mut recv: RecvStream,
+    mut socket: TcpStream,
+) -> std::io::Result<(u64, u64)> {
+    let (mut from_endpoint, mut to_endpoint) = socket.split();
+    let inbound = async {
+        let mut carried = 0u64;
+        let mut frames = VecDeque::new();
+        loop {
+            let ended = gather(&mut recv, &mut frames).await?;
+            let mut gathered = 0;
+            while !frames.is_empty() {
+                let n = write_frames(&mut to_endpoint, &frames).await?;
+                gathered += n;
+                consume(&mut frames, n);
+            }
+            carried += gathered as u64;
+            let _ = recv.flow_control().release_capacity(gathered);
+            if ended {
+                break;
+            }
+        }
+        to_endpoint.shutdown().await?;
+        Ok::<_, std::io::Error>(carried)
+    };
+    let outbound = async {
+        let mut carried = 0u64;
+        let mut buf = BytesMut::new();
+        loop {
+            if buf.capacity() < READ_CHUNK / 4 {
+                // The last chunk's memory is still queued in h2: a new buffer.
+                buf = BytesMut::with_capacity(READ_CHUNK);
+            }
+            let n = match from_endpoint.read_buf(&mut buf).await {
+                Ok(n) => n,
+                Err(e) => {
+                    send.send_reset(h2::Reason::CANCEL);
+                    return Err(e);
+                }
+            };
+            if n == 0 {
+                send.send_data(Bytes::new(), true).map_err(io_error)?;
+                return Ok(carried);
+            }
+            carried += n as u64;
+            let mut chunk = buf.split().freeze();
+            while !chunk.is_empty() {
+                send.reserve_capacity(chunk.len());
+                let granted = std::future::poll_fn(|cx| send.poll_capacity(cx))
+                    .await
+                    .ok_or(std::io::ErrorKind::BrokenPipe)?
+                    .map_err(io_error)?;
+                if granted == 0 {
+                    continue;
+                }
+                send.send_data(chunk.split_to(granted.min(chunk.len())), false)
+                    .map_err(io_error)?;
+            }
+        }
+    };
+    tokio::try_join!(inbound, outbound)
+}
+
+/// Wait for the next DATA frame and take those already received behind it. True when the
+/// stream has ended (after what was gathered).
+async fn gather(recv: &mut RecvStream, frames: &mut VecDeque<Bytes>) -> std::io::Result<bool> {
+    match recv.data().await {
+        Some(data) => frames.push_back(data.map_err(io_error)?),
+        None => return Ok(true),
+    }
+    while frames.len() < GATHER_FRAMES {
+        match std::future::poll_fn(|cx| Poll::Ready(recv.poll_data(cx))).await {
+            Poll::Ready(Some(data)) => frames.push_back(data.map_err(io_error)?),
+            Poll::Ready(None) => return Ok(true),
+            Poll::Pending => break,
+        }
+    }
+    Ok(false)
+}
+
+/// One vectored write of the gathered frames: the bytes written.
+async fn write_frames<W: AsyncWrite + Unpin>(
+    to: &mut W,
+    frames: &VecDeque<Bytes>,
+) -> std::io::Result<usize> {
+    let mut slices = [IoSlice::new(&[]); GATHER_FRAMES];
+    let mut count = 0;
+    for (slice, frame) in slices.iter_mut().zip(frames) {
+        *slice = IoSlice::new(frame);
+        count += 1;
+    }
+    match to.write_vectored(&slices[..count]).await? {
+        0 => Err(std::io::ErrorKind::WriteZero.into()),
+        n => Ok(n),
+    }
+}
+
+/// Drop the first `n` bytes of `frames`.
+fn consume(frames: &mut VecDeque<Bytes>, mut n: usize) {
+    while n > 0 {
+        let Some(front) = frames.front_mut() else {
+            return;
+        };
+        if front.len() <= n {
+            n -= front.len();
+            frames.pop_front();
+        } else {
+            front.advance(n);
+            n = 0;
+        }
+    }
+    while frames.front().is_some_and(Bytes::is_empty) {
+        frames.pop_front();
+    }
+}
