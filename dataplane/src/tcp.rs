@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tokio::net::TcpStream;
 
-use crate::dial::dial;
+use crate::dial::{Upstream, dial};
 use crate::reason::Reason;
 use crate::service::Service;
 
@@ -34,7 +34,7 @@ pub async fn serve(svc: Arc<Service>, mut inbound: TcpStream) {
         };
         tried.push(ep.address);
         let start = Instant::now();
-        let mut outbound = match dial(ep.address, ep.via.as_ref(), svc.connect_timeout()).await {
+        let outbound = match dial(ep.address, ep.via.as_ref(), svc.connect_timeout()).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!(endpoint = %ep.address, error = %e, "connect failed");
@@ -46,9 +46,20 @@ pub async fn serve(svc: Arc<Service>, mut inbound: TcpStream) {
         ep.success(start.elapsed());
         let _ = inbound.set_nodelay(true);
         let _guard = ep.start();
-        match tokio::io::copy_bidirectional_with_sizes(&mut inbound, &mut outbound, BUFFER, BUFFER)
-            .await
-        {
+        let carried = match outbound {
+            Upstream::Tcp(mut outbound) => {
+                tokio::io::copy_bidirectional_with_sizes(
+                    &mut inbound,
+                    &mut outbound,
+                    BUFFER,
+                    BUFFER,
+                )
+                .await
+            }
+            // Through a tunnel: its own relay, which hands h2 what it read as it is.
+            Upstream::Tunnel(stream) => stream.relay(inbound).await.map(|(down, up)| (up, down)),
+        };
+        match carried {
             Ok((up, down)) => {
                 ep.metrics.to_endpoint.inc_by(up);
                 ep.metrics.to_client.inc_by(down);

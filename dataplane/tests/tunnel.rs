@@ -514,13 +514,32 @@ async fn bad_streams_of_a_trusted_h2_peer_get_a_status_and_its_connection_serves
     };
     for (method, uri, status, reason) in [
         (http::Method::GET, "http://west/".to_string(), 405, "method"),
-        (http::Method::POST, format!("http://{}/", w.web[0].tcp), 405, "method"),
-        (http::Method::CONNECT, "web.shop:8080".to_string(), 400, "bad_request"),
-        (http::Method::CONNECT, w.private.tcp.to_string(), 403, "not_exported"),
+        (
+            http::Method::POST,
+            format!("http://{}/", w.web[0].tcp),
+            405,
+            "method",
+        ),
+        (
+            http::Method::CONNECT,
+            "web.shop:8080".to_string(),
+            400,
+            "bad_request",
+        ),
+        (
+            http::Method::CONNECT,
+            w.private.tcp.to_string(),
+            403,
+            "not_exported",
+        ),
     ] {
         let (response, _stream) = open(method.clone(), uri.clone()).await;
         assert_eq!(response.status().as_u16(), status, "{method} {uri}");
-        assert_eq!(response.headers()["x-sluice-error"], reason, "{method} {uri}");
+        assert_eq!(
+            response.headers()["x-sluice-error"],
+            reason,
+            "{method} {uri}"
+        );
         let mut body = response.into_body();
         let mut said = Vec::new();
         while let Some(data) = body.data().await {
@@ -546,7 +565,12 @@ async fn bad_streams_of_a_trusted_h2_peer_get_a_status_and_its_connection_serves
         .expect("the echo in time")
         .unwrap();
     writer.await.unwrap();
-    assert!(echoed == big, "echoed {} of {} bytes, or not the same", echoed.len(), big.len());
+    assert!(
+        echoed == big,
+        "echoed {} of {} bytes, or not the same",
+        echoed.len(),
+        big.len()
+    );
 }
 
 /// The gateway's rejections for `transport` and `reason`, from its metrics.

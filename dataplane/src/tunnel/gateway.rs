@@ -24,8 +24,8 @@ use super::frame::{self, Verdict};
 use super::h2_stream::{keepalive, relay};
 use super::identity::{Identity, SpiffeId, TrustBundle, server_config};
 use super::transport::{
-    ALPN_H2, ALPN_QUIC, CONNECTION_WINDOW, HANDSHAKE_TIMEOUT, MAX_FRAME, SEND_BUFFER, STREAM_WINDOW,
-    STREAMS_PER_CONNECTION, quic_transport,
+    ALPN_H2, ALPN_QUIC, CONNECTION_WINDOW, HANDSHAKE_TIMEOUT, MAX_FRAME, SEND_BUFFER,
+    STREAM_WINDOW, STREAMS_PER_CONNECTION, quic_transport,
 };
 use crate::metrics::{GatewayLabels, TunnelMetrics};
 use crate::reason::Reason;
@@ -274,7 +274,11 @@ async fn connect(
 ) {
     if req.method() != Method::CONNECT {
         metrics.rejected("h2", Reason::Method);
-        return refuse(respond, Reason::Method, "the gateway accepts only CONNECT".into());
+        return refuse(
+            respond,
+            Reason::Method,
+            "the gateway accepts only CONNECT".into(),
+        );
     }
     let Some(target) = req
         .uri()

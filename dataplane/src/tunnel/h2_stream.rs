@@ -64,6 +64,13 @@ fn io_error(e: h2::Error) -> std::io::Error {
     std::io::Error::other(e)
 }
 
+/// A stream reset with NO_ERROR or CANCEL reads as the end of its data, as hyper's
+/// upgraded streams read it: the gateway cancels a stream when its endpoint's connection
+/// ends abruptly, and a peer that is done cancels rather than wait.
+fn ends_data(e: &h2::Error) -> bool {
+    matches!(e.reason(), Some(h2::Reason::NO_ERROR | h2::Reason::CANCEL))
+}
+
 /// The client's end of a CONNECT stream, as a socket.
 pub struct H2Stream {
     send: SendStream<Bytes>,
@@ -79,6 +86,12 @@ impl H2Stream {
             recv,
             pending: Bytes::new(),
         }
+    }
+
+    /// The stream's halves, for [`relay`]; only before anything was read.
+    pub(crate) fn into_parts(self) -> (SendStream<Bytes>, RecvStream) {
+        debug_assert!(self.pending.is_empty());
+        (self.send, self.recv)
     }
 }
 
@@ -96,11 +109,7 @@ impl AsyncRead for H2Stream {
                     let _ = me.recv.flow_control().release_capacity(data.len());
                     me.pending = data;
                 }
-                // The gateway cancels the stream when its endpoint's connection ends
-                // abruptly: the end of the data here, as hyper's upgraded streams read it.
-                Some(Err(e)) if matches!(e.reason(), Some(h2::Reason::NO_ERROR | h2::Reason::CANCEL)) => {
-                    return Poll::Ready(Ok(()));
-                }
+                Some(Err(e)) if ends_data(&e) => return Poll::Ready(Ok(())),
                 Some(Err(e)) => return Poll::Ready(Err(io_error(e))),
                 None => return Poll::Ready(Ok(())),
             }
@@ -154,23 +163,27 @@ impl AsyncWrite for H2Stream {
     }
 }
 
-/// The gateway's end: relay a CONNECT stream and the endpoint's socket both ways until
-/// both have ended, or either fails (a reset stream, a reset socket: the other way is
-/// dropped with it). Returns the bytes carried (to the endpoint, from it).
+/// Relay a CONNECT stream and a socket both ways until both have ended: the gateway's
+/// end (the socket is the endpoint's) and, for TCP services, the proxy's (the client's).
+/// Data read from the socket goes to h2 in the buffer it was read into, frames received
+/// go to the socket as they are (several in one vectored write). A stream the peer ended
+/// with NO_ERROR or CANCEL ends the way to the socket as an end of data would, and the
+/// other way with it; a reset socket cancels the stream. Returns the bytes carried (to the
+/// socket, from it).
 pub async fn relay(
     mut send: SendStream<Bytes>,
     mut recv: RecvStream,
     mut socket: TcpStream,
 ) -> std::io::Result<(u64, u64)> {
-    let (mut from_endpoint, mut to_endpoint) = socket.split();
-    let inbound = async {
+    let (mut from_socket, mut to_socket) = socket.split();
+    let to = async {
         let mut carried = 0u64;
         let mut frames = VecDeque::new();
         loop {
             let ended = gather(&mut recv, &mut frames).await?;
             let mut gathered = 0;
             while !frames.is_empty() {
-                let n = write_frames(&mut to_endpoint, &frames).await?;
+                let n = write_frames(&mut to_socket, &frames).await?;
                 gathered += n;
                 consume(&mut frames, n);
             }
@@ -180,10 +193,10 @@ pub async fn relay(
                 break;
             }
         }
-        to_endpoint.shutdown().await?;
+        to_socket.shutdown().await?;
         Ok::<_, std::io::Error>(carried)
     };
-    let outbound = async {
+    let from = async {
         let mut carried = 0u64;
         let mut buf = BytesMut::new();
         loop {
@@ -191,7 +204,12 @@ pub async fn relay(
                 // The last chunk's memory is still queued in h2: a new buffer.
                 buf = BytesMut::with_capacity(READ_CHUNK);
             }
-            let n = match from_endpoint.read_buf(&mut buf).await {
+            let read = tokio::select! {
+                read = from_socket.read_buf(&mut buf) => read,
+                // The peer reset the stream: nothing more goes this way.
+                _ = std::future::poll_fn(|cx| send.poll_reset(cx)) => return Ok(carried),
+            };
+            let n = match read {
                 Ok(n) => n,
                 Err(e) => {
                     send.send_reset(h2::Reason::CANCEL);
@@ -218,19 +236,23 @@ pub async fn relay(
             }
         }
     };
-    tokio::try_join!(inbound, outbound)
+    tokio::try_join!(to, from)
 }
 
 /// Wait for the next DATA frame and take those already received behind it. True when the
 /// stream has ended (after what was gathered).
 async fn gather(recv: &mut RecvStream, frames: &mut VecDeque<Bytes>) -> std::io::Result<bool> {
     match recv.data().await {
-        Some(data) => frames.push_back(data.map_err(io_error)?),
+        Some(Ok(data)) => frames.push_back(data),
+        Some(Err(e)) if ends_data(&e) => return Ok(true),
+        Some(Err(e)) => return Err(io_error(e)),
         None => return Ok(true),
     }
     while frames.len() < GATHER_FRAMES {
         match std::future::poll_fn(|cx| Poll::Ready(recv.poll_data(cx))).await {
-            Poll::Ready(Some(data)) => frames.push_back(data.map_err(io_error)?),
+            Poll::Ready(Some(Ok(data))) => frames.push_back(data),
+            Poll::Ready(Some(Err(e))) if ends_data(&e) => return Ok(true),
+            Poll::Ready(Some(Err(e))) => return Err(io_error(e)),
             Poll::Ready(None) => return Ok(true),
             Poll::Pending => break,
         }

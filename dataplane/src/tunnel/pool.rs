@@ -26,8 +26,8 @@ use super::frame::{self, Verdict};
 use super::h2_stream::{H2Stream, keepalive};
 use super::identity::{Identity, TrustBundle, client_config};
 use super::transport::{
-    ALPN_H2, ALPN_QUIC, CONNECTION_WINDOW, CONNECTIONS_PER_PEER, HANDSHAKE_TIMEOUT,
-    MAX_FRAME, SEND_BUFFER, STREAM_WINDOW, STREAMS_PER_CONNECTION, quic_transport, transport_label,
+    ALPN_H2, ALPN_QUIC, CONNECTION_WINDOW, CONNECTIONS_PER_PEER, HANDSHAKE_TIMEOUT, MAX_FRAME,
+    SEND_BUFFER, STREAM_WINDOW, STREAMS_PER_CONNECTION, quic_transport, transport_label,
 };
 use crate::config::{PeerConfig, TunnelTransport};
 use crate::metrics::{PeerLabels, TunnelMetrics};
@@ -408,6 +408,34 @@ enum StreamIo {
 pub struct TunnelStream {
     io: StreamIo,
     _guard: StreamGuard,
+}
+
+/// Copy buffer per direction for a QUIC stream's relay.
+const RELAY_BUFFER: usize = 64 * 1024;
+
+impl TunnelStream {
+    /// Carry `socket`'s connection through this stream both ways until both have ended:
+    /// over h2 without a copy in between ([`super::h2_stream::relay`]). Returns the bytes
+    /// carried (to the socket, from it).
+    pub async fn relay(self, mut socket: TcpStream) -> std::io::Result<(u64, u64)> {
+        let _guard = self._guard;
+        match self.io {
+            StreamIo::H2(h2) => {
+                let (send, recv) = h2.into_parts();
+                super::h2_stream::relay(send, recv, socket).await
+            }
+            StreamIo::Quic(mut quic) => {
+                let (from, to) = tokio::io::copy_bidirectional_with_sizes(
+                    &mut socket,
+                    &mut quic,
+                    RELAY_BUFFER,
+                    RELAY_BUFFER,
+                )
+                .await?;
+                Ok((to, from))
+            }
+        }
+    }
 }
 
 impl AsyncRead for TunnelStream {
