@@ -11,9 +11,11 @@ use clap::{Parser, Subcommand};
 
 /// mimalloc rather than glibc's malloc: the tunnels keep many 64 KiB buffers in flight,
 /// and glibc gave their memory back to the kernel and faulted it in again on every round
-/// (8% of a tunnel pair's CPU in page faults; docs/benchmarks.md, issue 42).
+/// (8% of a tunnel pair's CPU in page faults). Built without transparent huge pages, which
+/// would add ~5 MiB to every process's idle RSS (docs/benchmarks.md, issue 42).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 
 #[derive(Parser)]
 #[command(
