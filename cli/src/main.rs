@@ -16,7 +16,6 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-
 #[derive(Parser)]
 #[command(
     name = "sluice",
