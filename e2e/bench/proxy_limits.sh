@@ -37,24 +37,8 @@ if ! command -v wrk >/dev/null || ! command -v h2load >/dev/null; then
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
     wrk nghttp2-client >&2
 fi
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-wait_line() { # FILE REGEX
-  for _ in $(seq 300); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "no line matching $2 in $1:"; cat "$1"; exit 1
-}
+# shellcheck source=e2e/bench/ab_common.sh
+source e2e/bench/ab_common.sh
 
 backend=$(port)
 env POD_IP=127.0.0.1 ECHO_HTTP_PORT="$backend" ECHO_TCP_PORT="$(port)" \
@@ -76,8 +60,6 @@ for build in before after; do
 done
 printf '\0\0\0\0\0' >"$work/grpc-body"
 
-# CPU time (user + system) of process $1, in microseconds.
-cpu_us() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%d\n", ($14 + $15) * 1000000 / hz }' "/proc/$1/stat"; }
 
 h1() { taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "http://$1/" | awk '/^Requests\/sec:/ { print $2 }'; }
 grpc() {

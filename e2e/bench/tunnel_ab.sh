@@ -29,24 +29,8 @@ if ! command -v iperf3 >/dev/null || ! command -v jq >/dev/null; then
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
     iperf3 jq >&2
 fi
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-wait_line() { # FILE REGEX
-  for _ in $(seq 300); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "no line matching $2 in $1:"; cat "$1"; exit 1
-}
+# shellcheck source=e2e/bench/ab_common.sh
+source e2e/bench/ab_common.sh
 
 "$AFTER" tunnel certs --clusterset bench --clusters a,b --out "$work/certs" >/dev/null
 backend=$(port)
@@ -106,15 +90,6 @@ YAML
   done
   ADDR[$build]=$a_port
 done
-
-# CPU time (user + system) of processes $@, in microseconds.
-cpu_us() {
-  local t=0 p
-  for p in "$@"; do
-    t=$((t + $(awk -v hz="$(getconf CLK_TCK)" '{ printf "%d\n", ($14 + $15) * 1000000 / hz }' "/proc/$p/stat")))
-  done
-  echo "$t"
-}
 
 : >"$work/rows"
 for r in $(seq "$ROUNDS"); do
