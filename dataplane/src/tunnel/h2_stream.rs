@@ -4,9 +4,10 @@
 //! into a fresh buffer and passes it through a channel to a task of its own, which then
 //! feeds h2: one allocation, one copy and one task wake-up per write. Here both ends talk
 //! to h2's stream handles themselves: the client side ([`H2Stream`]) is an
-//! `AsyncRead + AsyncWrite` for whatever the proxy runs over it; the gateway side
-//! ([`relay`]) reads the endpoint's socket into buffers h2 sends as they are, and writes
-//! the frames h2 received straight into the socket.
+//! `AsyncRead + AsyncWrite` for whatever the proxy runs over it (its HTTP pools); where a
+//! stream carries a socket's bytes as they are — the gateway's connection to an endpoint,
+//! a TCP service's client — [`relay`] reads the socket into buffers h2 sends as they are,
+//! and writes the frames h2 received straight into the socket.
 //!
 //! Also here: the keepalive both ends run on their connection ([`keepalive`]).
 
@@ -22,10 +23,10 @@ use tokio::net::TcpStream;
 
 use super::transport::{KEEPALIVE, KEEPALIVE_TIMEOUT};
 
-/// Bytes read from a socket at once on the gateway side (one DATA send).
+/// Bytes read from a socket at once by [`relay`] (one DATA send).
 const READ_CHUNK: usize = 64 * 1024;
-/// DATA frames written to a socket at once at most (one vectored write): h2 cuts what it
-/// receives into frames of 16 KiB, one write each would be four times the system calls.
+/// DATA frames written to a socket at once at most (one vectored write): h2 hands over one
+/// received frame at a time, and a peer's frames may be as small as 16 KiB.
 const GATHER_FRAMES: usize = 8;
 
 /// Why a keepalive gave up on its connection.
