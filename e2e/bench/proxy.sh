@@ -41,13 +41,24 @@
 #                         tunnels) -> Envoy B -> backend over HTTP/1.1: the shape of Istio's
 #                         east-west gateways. TCP: tcp_proxy -> TLS -> tcp_proxy, one TLS
 #                         connection per proxied connection (no multiplexing).
+#            envoy-connect (TCP load only) the shape of sluice's tunnel and of Istio
+#                         ambient's HBONE: Envoy A's tcp_proxy (`tunneling_config`) sends
+#                         each proxied connection as an HTTP/2 CONNECT stream over one mTLS
+#                         connection (TLS as in `envoy`, ALPN h2) to Envoy B, whose HTTP/2
+#                         connection manager terminates CONNECT (a `connect_matcher` route
+#                         with `connect_config`) and forwards the stream's bytes to the
+#                         backend over TCP.
 #          HAProxy has no column in this phase; the ratios are sluice/envoy and
-#          sluice-quic/envoy. Before it is measured, each pair is checked to have carried
-#          the verification traffic through its tunnel (sluice: B's gateway counted streams
-#          of that transport from cluster a; Envoy: TLS handshakes on both sides, and A's
-#          HTTP/2 connections in HTTP mode), and tunnel connections or streams that failed
-#          during the stage are reported (sluice: streams that A could not open or that B
-#          refused; Envoy: connect failures and TLS errors).
+#          sluice-quic/envoy, and for TCP also sluice/envoy-connect and
+#          sluice-quic/envoy-connect. Before it is measured, each pair is checked to have
+#          carried the verification traffic through its tunnel (sluice: B's gateway counted
+#          streams of that transport from cluster a; Envoy: TLS handshakes on both sides,
+#          and A's HTTP/2 connections in HTTP mode and in envoy-connect, whose B must also
+#          have accepted CONNECT requests and received the verification bytes on its HTTP/2
+#          connections), and tunnel connections or streams that failed during the stage are
+#          reported (sluice: streams that A could not open or that B refused; Envoy: connect
+#          failures and TLS errors, and in envoy-connect CONNECT requests that B answered
+#          with 4xx/5xx).
 # and, for each run, the CPU the proxy used (share of its core; CPU microseconds per
 # request), because a figure taken when the load side, not the proxy, was the limit is only
 # a lower bound (see "Pinning" below). A `direct` column (BASELINE=1) runs the same loads
@@ -672,44 +683,61 @@ YAML
 }
 
 # envoy_config FILE ADMIN PORT KIND UPSTREAM [CHAIN_EXTRA [CLUSTER_EXTRA]]: an Envoy
-# configuration with its admin on ADMIN, one listener on PORT (KIND http: HTTP connection
-# manager; tcp: tcp_proxy) and one cluster, `backend`, of 127.0.0.1:UPSTREAM. CHAIN_EXTRA
-# (YAML indented for the filter chain) and CLUSTER_EXTRA (for the cluster) add a transport
-# socket or protocol options.
+# configuration with its admin on ADMIN, one listener on PORT and one cluster, `backend`,
+# of 127.0.0.1:UPSTREAM. KIND is what the listener runs: http, an HTTP connection manager;
+# tcp, tcp_proxy; connect-out, tcp_proxy that sends each connection as an HTTP/2 CONNECT
+# request (`tunneling_config`, authority backend.b:PORT of the TCP backend; the cluster
+# must speak HTTP/2, see envoy_h2_upstream); connect-in, an HTTP/2 connection manager that
+# accepts CONNECT requests and forwards each one's payload as a TCP connection to the
+# cluster (Envoy's "Tunneling TCP over HTTP"). CHAIN_EXTRA (YAML indented for the filter
+# chain) and CLUSTER_EXTRA (for the cluster) add a transport socket or protocol options.
 # The settings are those of Envoy's own benchmarking advice: circuit breakers out of the
 # way, no request ids, no dynamic stats; also no x-envoy-* response headers (HAProxy and
-# sluice add none). codec_type AUTO accepts HTTP/1.1 and h2c prior knowledge, like
-# sluice's `http` (and, behind TLS, HTTP/2 by ALPN).
+# sluice add none). codec_type AUTO (http) accepts HTTP/1.1 and h2c prior knowledge, like
+# sluice's `http` (and, behind TLS, HTTP/2 by ALPN); connect-in takes HTTP/2 only.
 envoy_config() {
     local cfg=$1 admin=$2 port=$3 kind=$4 up=$5 chain_extra=${6:-} cluster_extra=${7:-} filter
-    if [[ $kind == tcp ]]; then
+    local codec=AUTO hcm_extra= route='{ prefix: "/" }' route_extra=
+    case $kind in
+    tcp | connect-out)
         filter='      - name: envoy.filters.network.tcp_proxy
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
           stat_prefix: bench
           cluster: backend'
-    else
-        filter='      - name: envoy.filters.network.http_connection_manager
+        [[ $kind == connect-out ]] && filter+=$'\n'"          tunneling_config: { hostname: \"backend.b:${BK[tcp]}\" }"
+        ;;
+    http | connect-in)
+        if [[ $kind == connect-in ]]; then
+            codec=HTTP2
+            hcm_extra='
+          http2_protocol_options: { allow_connect: true }
+          upgrade_configs: [{ upgrade_type: CONNECT }]'
+            route='{ connect_matcher: {} }'
+            route_extra=', upgrade_configs: [{ upgrade_type: CONNECT, connect_config: {} }]'
+        fi
+        filter="      - name: envoy.filters.network.http_connection_manager
         typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          \"@type\": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
           stat_prefix: bench
-          codec_type: AUTO
-          generate_request_id: false
+          codec_type: $codec
+          generate_request_id: false$hcm_extra
           route_config:
             name: bench
             virtual_hosts:
             - name: all
-              domains: ["*"]
+              domains: [\"*\"]
               routes:
-              - match: { prefix: "/" }
-                route: { cluster: backend }
+              - match: $route
+                route: { cluster: backend$route_extra }
           http_filters:
           - name: envoy.filters.http.router
             typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+              \"@type\": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
               dynamic_stats: false
-              suppress_envoy_headers: true'
-    fi
+              suppress_envoy_headers: true"
+        ;;
+    esac
     cat >"$cfg" <<EOF
 admin:
   address: { socket_address: { address: 127.0.0.1, port_value: $admin } }
@@ -813,30 +841,41 @@ start_envoy() {
     ADMIN[envoy]=127.0.0.1:$admin
 }
 
-# The Envoy pair of a tunnel stage, one worker each: Envoy B listens with TLS, requires a
-# client certificate with A's SPIFFE id, and forwards to the backend (HTTP: over HTTP/1.1);
-# Envoy A forwards to B over TLS, checking B's SPIFFE id, in HTTP mode over HTTP/2 (ALPN
-# h2), so that its requests share one multiplexed connection as they share sluice's
-# tunnel. A's pid and admin come first in PID and ADMIN.
+# start_envoy_tunnel STAGE [COLUMN]: the Envoy pair of a tunnel stage, one worker each:
+# Envoy B listens with TLS, requires a client certificate with A's SPIFFE id, and forwards
+# to the backend (HTTP: over HTTP/1.1); Envoy A forwards to B over TLS, checking B's SPIFFE
+# id, in HTTP mode over HTTP/2 (ALPN h2), so that its requests share one multiplexed
+# connection as they share sluice's tunnel. COLUMN envoy-connect (tunnel-tcp only) is the
+# HBONE-shaped pair: A's tcp_proxy sends each connection as an HTTP/2 CONNECT stream over
+# one mTLS connection (ALPN h2) to B, which terminates CONNECT and forwards the stream's
+# bytes to the backend over TCP, as sluice's tunnel does. A's pid and admin come first in
+# PID and ADMIN.
 start_envoy_tunnel() {
-    local stage=$1 cfg=$WORK/conf/envoy-$1 kind=http alpn=h2 a_port a_admin b_port b_admin b_pid a_extra
-    [[ $stage == tunnel-tcp ]] && kind=tcp alpn=
+    local stage=$1 c=${2:-envoy} cfg kind_a kind_b alpn=h2 a_port a_admin b_port b_admin b_pid a_extra
+    cfg=$WORK/conf/$c-$stage
+    case $c:$stage in
+    envoy:tunnel-http) kind_a=http kind_b=http ;;
+    envoy:tunnel-tcp) kind_a=tcp kind_b=tcp alpn= ;;
+    envoy-connect:tunnel-tcp) kind_a=connect-out kind_b=connect-in ;;
+    *) die "no Envoy pair $c for $stage" ;;
+    esac
     pick_port b_port
     pick_port b_admin
     pick_port a_port
     pick_port a_admin
-    envoy_config "$cfg-b.yaml" "$b_admin" "$b_port" "$kind" "$(phase_upstream "$stage")" \
+    envoy_config "$cfg-b.yaml" "$b_admin" "$b_port" "$kind_b" "$(phase_upstream "$stage")" \
         "$(envoy_tls down b a "$alpn" 6)"
     a_extra=$(envoy_tls up a b "$alpn" 4)
-    [[ $kind == http ]] && a_extra+=$'\n'$(envoy_h2_upstream)
-    envoy_config "$cfg-a.yaml" "$a_admin" "$a_port" "$kind" "$b_port" "" "$a_extra"
-    log "starting envoy B and envoy A, --concurrency 1 each (mTLS, $stage)"
-    spawn_envoy "envoy-$stage-b" "$cfg-b.yaml" "$b_admin"
+    # HTTP/2 to B: HTTP mode's requests, or envoy-connect's CONNECT streams.
+    [[ $alpn == h2 ]] && a_extra+=$'\n'$(envoy_h2_upstream)
+    envoy_config "$cfg-a.yaml" "$a_admin" "$a_port" "$kind_a" "$b_port" "" "$a_extra"
+    log "starting $c B and $c A, --concurrency 1 each (mTLS$([[ $c == envoy-connect ]] && echo ', HTTP/2 CONNECT'), $stage)"
+    spawn_envoy "$c-$stage-b" "$cfg-b.yaml" "$b_admin"
     b_pid=$SPAWNED
-    spawn_envoy "envoy-$stage-a" "$cfg-a.yaml" "$a_admin"
-    PORT[envoy]=$a_port
-    PID[envoy]="$SPAWNED $b_pid"
-    ADMIN[envoy]="127.0.0.1:$a_admin 127.0.0.1:$b_admin"
+    spawn_envoy "$c-$stage-a" "$cfg-a.yaml" "$a_admin"
+    PORT[$c]=$a_port
+    PID[$c]="$SPAWNED $b_pid"
+    ADMIN[$c]="127.0.0.1:$a_admin 127.0.0.1:$b_admin"
 }
 
 # HAProxy with one thread, in the foreground (-db: no daemon, no master process: one
@@ -881,7 +920,8 @@ EOF
 }
 
 # The columns of a stage: `direct` (BASELINE=1) and the SERVERS; in the tunnel stages,
-# sluice has two columns (its two transports) and HAProxy none.
+# sluice has two columns (its two transports) and HAProxy none, and in tunnel-tcp Envoy
+# has two (envoy: TLS per connection; envoy-connect: HTTP/2 CONNECT over mTLS).
 stage_columns() {
     local stage=$1 s
     STAGE_COLUMNS=()
@@ -890,6 +930,7 @@ stage_columns() {
         case $stage:$s in
         tunnel-*:sluice) STAGE_COLUMNS+=(sluice sluice-quic) ;;
         tunnel-*:haproxy) ;;
+        tunnel-tcp:envoy) STAGE_COLUMNS+=(envoy envoy-connect) ;;
         *) STAGE_COLUMNS+=("$s") ;;
         esac
     done
@@ -903,6 +944,7 @@ start_proxies() {
         tunnel-*:sluice) start_sluice_tunnel sluice h2 "$stage" ;;
         tunnel-*:sluice-quic) start_sluice_tunnel sluice-quic quic "$stage" ;;
         tunnel-*:envoy) start_envoy_tunnel "$stage" ;;
+        tunnel-tcp:envoy-connect) start_envoy_tunnel "$stage" envoy-connect ;;
         *) "start_$c" "$stage" ;;
         esac
     done
@@ -974,7 +1016,10 @@ sluice_metric() {
 # verify_tunnel_used COLUMN: the verification traffic of a tunnel pair went through its
 # tunnel, not around it (proxy A could reach the backend directly): sluice's gateway B
 # counted streams of the column's transport from cluster a; Envoy A made TLS handshakes
-# upstream (and HTTP/2 connections, in HTTP mode), and Envoy B TLS handshakes downstream.
+# upstream (and HTTP/2 connections, in HTTP mode and in envoy-connect), and Envoy B TLS
+# handshakes downstream; envoy-connect's B also accepted CONNECT requests (upgrades) and
+# received the verification run's bytes (over 1 MB) on its HTTP/2 connections, i.e. in
+# CONNECT streams.
 verify_tunnel_used() {
     local c=$1 a b t=h2 n
     read -r a b <<<"${ADMIN[$c]}"
@@ -984,14 +1029,20 @@ verify_tunnel_used() {
         n=$(sluice_metric "$b" "^sluice_proxy_gateway_streams_total[{].*transport=\"$t\".*source_cluster=\"a\"")
         ((n > 0)) || die "$c: gateway B counted no $t stream from cluster a: the traffic did not go through the tunnel"
         ;;
-    envoy)
+    envoy | envoy-connect)
         n=$(envoy_stat "$a" '^cluster[.]backend[.]ssl[.]handshake$')
-        ((n > 0)) || die "envoy: A made no TLS handshake to B"
+        ((n > 0)) || die "$c: A made no TLS handshake to B"
         n=$(envoy_stat "$b" '^listener[.].*[.]ssl[.]handshake$')
-        ((n > 0)) || die "envoy: B accepted no TLS connection"
-        if [[ $STAGE == tunnel-http ]]; then
+        ((n > 0)) || die "$c: B accepted no TLS connection"
+        if [[ $STAGE == tunnel-http || $c == envoy-connect ]]; then
             n=$(envoy_stat "$a" '^cluster[.]backend[.]upstream_cx_http2_total$')
-            ((n > 0)) || die "envoy: A did not speak HTTP/2 to B"
+            ((n > 0)) || die "$c: A did not speak HTTP/2 to B"
+        fi
+        if [[ $c == envoy-connect ]]; then
+            n=$(envoy_stat "$b" '^http[.]bench[.]downstream_cx_upgrades_total$')
+            ((n > 0)) || die "$c: B accepted no CONNECT request"
+            n=$(envoy_stat "$b" '^http[.]bench[.]downstream_cx_rx_bytes_total$')
+            ((n > 1000000)) || die "$c: B received $n bytes on its HTTP/2 connections: not iperf3's over CONNECT"
         fi
         ;;
     esac
@@ -1000,9 +1051,11 @@ verify_tunnel_used() {
 # Tunnel streams that could not be opened (proxy A: sluice_proxy_tunnel_open_failures) or
 # that the gateway refused (B: sluice_proxy_gateway_rejected) in each sluice pair over the
 # whole stage, and for Envoy the failed TLS connections (A: connect failures, TLS errors;
-# B: TLS errors): none is expected, and the reasons go to the log.
+# B: TLS errors, connect failures to the backend) and in envoy-connect also the CONNECT
+# requests that B answered with 4xx/5xx (refused, or the backend unreachable): none is
+# expected, and the reasons go to the log.
 record_tunnel_failures() {
-    local c a b n lines
+    local c a b n lines re
     for c in "${STAGE_COLUMNS[@]}"; do
         read -r a b <<<"${ADMIN[$c]:-}"
         case $c in
@@ -1010,9 +1063,11 @@ record_tunnel_failures() {
             lines=$({ curl -sf --max-time 5 "http://$a/metrics" || true; curl -sf --max-time 5 "http://$b/metrics" || true; } |
                 grep -E '^sluice_proxy_(tunnel_open_failures|gateway_rejected)_total\{' || true)
             ;;
-        envoy)
+        envoy | envoy-connect)
+            re='cluster\.backend\.(upstream_cx_connect_fail|ssl\.connection_error)|listener\..*\.ssl\.connection_error'
+            [[ $c == envoy-connect ]] && re+='|http\.bench\.downstream_rq_[45]xx'
             lines=$({ curl -sf --max-time 5 "http://$a/stats" || true; curl -sf --max-time 5 "http://$b/stats" || true; } |
-                grep -E '^(cluster\.backend\.(upstream_cx_connect_fail|ssl\.connection_error)|listener\..*\.ssl\.connection_error): ' || true)
+                grep -E "^($re): " || true)
             ;;
         *) continue ;;
         esac
@@ -1413,7 +1468,8 @@ rss_load_tcp|RSS MiB, TCP load|lo"
         echo "L4/L7 proxy: client -> proxy -> backend"
         print_table "$tsv" "$rows" "${COLUMNS_RUN[*]}" "sluice/envoy sluice/haproxy"
     fi
-    stage_columns tunnel-http
+    # tunnel-tcp's columns: those of tunnel-http and envoy-connect.
+    stage_columns tunnel-tcp
     if [[ " $PHASES " == *" tunnel "* && " ${STAGE_COLUMNS[*]} " =~ \ (sluice|envoy)\  ]]; then
         local trows="tunnel_h1_rps|HTTP/1.1 max req/s (wrk)|hi
 tunnel_h1_sat_p99|HTTP/1.1 p99 ms at max (closed loop)|-
@@ -1430,9 +1486,11 @@ tunnel_rss_idle_tcp|RSS MiB idle, pair (TCP mode)|lo
 tunnel_rss_load_tcp|RSS MiB, pair, TCP load|lo"
         echo
         echo "Cross-cluster: client -> proxy A -> tunnel (sluice: mTLS TCP + HTTP/2 CONNECT;" \
-            "sluice-quic: QUIC; envoy: HTTP/2 over mTLS, TCP: TLS) -> gateway B -> backend;" \
+            "sluice-quic: QUIC; envoy: HTTP/2 over mTLS, TCP: TLS; envoy-connect, TCP only: mTLS +" \
+            "HTTP/2 CONNECT) -> gateway B -> backend;" \
             "a pair of processes per column, one worker each, on one CPU; CPU and RSS are the pair's"
-        print_table "$tsv" "$trows" "${STAGE_COLUMNS[*]}" "sluice/envoy sluice-quic/envoy"
+        print_table "$tsv" "$trows" "${STAGE_COLUMNS[*]}" \
+            "sluice/envoy sluice-quic/envoy sluice/envoy-connect sluice-quic/envoy-connect"
     fi
     echo
     [[ -n $paired ]] && printf '%s\n\n' "$paired"
