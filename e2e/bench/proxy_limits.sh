@@ -26,6 +26,9 @@ BEFORE=${BEFORE:?set BEFORE to the sluice binary to compare against}
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-10}
 CONNECTIONS=${CONNECTIONS:-50}
+# Which loads to run: http1, grpc or both (a BEFORE that speaks only h2c, such as the
+# h2 crate's floor, dataplane/examples/h2_floor.rs, takes LOADS=grpc).
+LOADS=${LOADS:-http1 grpc}
 # The proxies on one core, the backend and the load on the other (as e2e/bench/proxy.sh).
 PROXY_CPU=${PROXY_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
@@ -61,8 +64,11 @@ done
 printf '\0\0\0\0\0' >"$work/grpc-body"
 
 
-h1() { taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "http://$1/" | awk '/^Requests\/sec:/ { print $2 }'; }
+h1() {
+  [[ " $LOADS " == *" http1 "* ]] || { echo 0; return; }
+  taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "http://$1/" | awk '/^Requests\/sec:/ { print $2 }'; }
 grpc() {
+  [[ " $LOADS " == *" grpc "* ]] || { echo 0; return; }
   taskset -c "$LOAD_CPU" h2load -D "$DURATION" -c 10 -m 10 -d "$work/grpc-body" -H 'content-type: application/grpc' \
     -H 'te: trailers' "http://$1/sluice.Echo/Echo" |
     awk '/^finished in/ { gsub(",", ""); for (i = 1; i <= NF; i++) if ($(i+1) == "req/s") print $i }'
@@ -81,8 +87,8 @@ for r in $(seq "$ROUNDS"); do
     v2=$(grpc "$a")
     c2=$(cpu_us "$pid")
     # CPU per request: steadier than req/s when the load side shares the machine.
-    u1=$(awk -v c=$((c1 - c0)) -v r="$v1" -v d="$DURATION" 'BEGIN { printf "%.2f", c / (r * d) }')
-    u2=$(awk -v c=$((c2 - c1)) -v r="$v2" -v d="$DURATION" 'BEGIN { printf "%.2f", c / (r * d) }')
+    u1=$(awk -v c=$((c1 - c0)) -v r="$v1" -v d="$DURATION" 'BEGIN { printf "%.2f", (r > 0 ? c / (r * d) : 0) }')
+    u2=$(awk -v c=$((c2 - c1)) -v r="$v2" -v d="$DURATION" 'BEGIN { printf "%.2f", (r > 0 ? c / (r * d) : 0) }')
     echo "$build $v1 $v2 $u1 $u2" >>"$work/rows"
     echo "round $r $build: http1 ${v1} req/s ${u1} µs CPU/req, grpc ${v2} req/s ${u2} µs CPU/req"
   done
@@ -99,6 +105,8 @@ print("|---|---|---|---|")
 for i, name in [(1, "HTTP/1.1 max req/s"), (2, "h2c gRPC max req/s"),
                 (3, "HTTP/1.1 proxy CPU µs per request"), (4, "h2c gRPC proxy CPU µs per request")]:
     b, a = col("before", i), col("after", i)
+    if statistics.median(b) == 0 or statistics.median(a) == 0:
+        continue  # a load not run (LOADS)
     p = 0 if i <= 2 else 2
     fmt = lambda v: f"{v[0]:,.{p}f} / {statistics.median(v):,.{p}f} / {v[-1]:,.{p}f}"
     print(f"| {name} | {fmt(b)} | {fmt(a)} | {statistics.median(a) / statistics.median(b):.3f} |")

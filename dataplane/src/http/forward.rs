@@ -1,5 +1,6 @@
 //! The hyper path: a downstream request is sent to an endpoint picked per attempt over
-//! that endpoint's pooled clients, its body streamed with a copy kept for retries
+//! that endpoint's connections (hyper's pooled client for HTTP/1.1, the shared HTTP/2
+//! connection of [`super::h2_client`]), its body streamed with a copy kept for retries
 //! ([`super::replay`]), and its response streamed back with the endpoint held in flight
 //! until the body ends.
 
@@ -11,16 +12,17 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Version};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Either};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use std::net::SocketAddr;
 use tracing::Instrument;
 
 use super::attempts::{Attempts, Failure, idempotent};
+use super::h2_client::H2Body;
 use super::headers::{DRAINING_HEADER, HOP_BY_HOP, connection_option, strip_hop_by_hop};
-use super::local::{self, LocalError, ProxyBody};
+use super::local::{self, BodyError, LocalError, ProxyBody};
 use super::replay::{Replay, ReplayBody};
-use super::upstream::pool_of;
+use super::upstream::{Pool, pool_of};
 use crate::balance::{ActiveGuard, Endpoint};
 use crate::reason::Reason;
 use crate::service::Service;
@@ -34,21 +36,29 @@ fn upstream_request(
     h2: bool,
     traceparent: &HeaderValue,
 ) -> Result<Request<ReplayBody>, http::Error> {
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let authority = parts
-        .uri
-        .authority()
-        .map(|a| a.as_str().to_string())
-        .or_else(|| {
-            parts
-                .headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| addr.to_string());
     // The client's authority travels on (Host, :authority); the connector dials `addr`.
-    let uri = format!("http://{authority}{path}");
+    let authority = || {
+        parts
+            .uri
+            .authority()
+            .map(|a| a.as_str().to_string())
+            .or_else(|| {
+                parts
+                    .headers
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| addr.to_string())
+    };
+    // An HTTP/2 client's URI already says both (its :scheme and :authority).
+    let uri = match (parts.uri.scheme(), parts.uri.authority()) {
+        (Some(s), Some(_)) if *s == http::uri::Scheme::HTTP => parts.uri.clone(),
+        _ => {
+            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+            format!("http://{}{path}", authority()).parse()?
+        }
+    };
     let mut req = Request::builder()
         .method(parts.method.clone())
         .uri(uri)
@@ -75,7 +85,7 @@ fn upstream_request(
     headers.insert(TRACEPARENT, traceparent.clone());
     if !h2
         && !headers.contains_key(header::HOST)
-        && let Ok(v) = HeaderValue::from_str(&authority)
+        && let Ok(v) = HeaderValue::from_str(&authority())
     {
         headers.insert(header::HOST, v);
     }
@@ -127,10 +137,9 @@ async fn forward(
             }
         };
         let pool = pool_of(&ep, svc.connect_timeout());
-        let client = if h2 { &pool.h2 } else { &pool.h1 };
         let guard = ep.start();
         let start = Instant::now();
-        let result = tokio::time::timeout(svc.request_timeout(), client.request(req)).await;
+        let result = tokio::time::timeout(svc.request_timeout(), send(&pool, h2, req)).await;
         let failure = match result {
             Ok(Ok(resp)) => {
                 let draining_503 = resp.status() == StatusCode::SERVICE_UNAVAILABLE
@@ -149,9 +158,9 @@ async fn forward(
                     return track(resp, guard, &ep);
                 }
             }
-            Ok(Err(e)) if e.is_connect() => Failure::Connect,
+            Ok(Err(e)) if e.nothing_sent => Failure::Connect,
             Ok(Err(e)) => {
-                tracing::debug!(endpoint = %ep.address, error = %e, "upstream request failed");
+                tracing::debug!(endpoint = %ep.address, error = %e.error, "upstream request failed");
                 Failure::Reset
             }
             Err(_) => return local::response(attempts.timed_out(&ep, start.elapsed())),
@@ -161,9 +170,45 @@ async fn forward(
     local::response(attempts.exhausted())
 }
 
+/// A response body from either upstream client.
+type UpstreamBody = Either<Incoming, H2Body>;
+
+/// Why an attempt got no response head.
+struct AttemptError {
+    /// Nothing reached the endpoint (no connection, or the stream refused unprocessed).
+    nothing_sent: bool,
+    error: BodyError,
+}
+
+/// One attempt on the endpoint's connections: HTTP/2 on the shared connection, HTTP/1.1
+/// through hyper's pool.
+async fn send(
+    pool: &Pool,
+    h2: bool,
+    req: Request<ReplayBody>,
+) -> Result<Response<UpstreamBody>, AttemptError> {
+    if h2 {
+        match pool.h2.request(req).await {
+            Ok(resp) => Ok(resp.map(Either::Right)),
+            Err(e) => Err(AttemptError {
+                nothing_sent: e.nothing_sent(),
+                error: e.into(),
+            }),
+        }
+    } else {
+        match pool.h1.request(req).await {
+            Ok(resp) => Ok(resp.map(Either::Left)),
+            Err(e) => Err(AttemptError {
+                nothing_sent: e.is_connect(),
+                error: e.into(),
+            }),
+        }
+    }
+}
+
 /// The response with its body counted and the endpoint held in flight until it ends.
 fn track(
-    mut resp: Response<Incoming>,
+    mut resp: Response<UpstreamBody>,
     guard: ActiveGuard,
     ep: &Arc<Endpoint>,
 ) -> Response<ProxyBody> {
@@ -179,19 +224,19 @@ fn track(
 }
 
 struct Tracked {
-    inner: Incoming,
+    inner: UpstreamBody,
     _guard: ActiveGuard,
     bytes: prometheus_client::metrics::counter::Counter,
 }
 
 impl Body for Tracked {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if let Poll::Ready(Some(Ok(f))) = &polled
             && let Some(d) = f.data_ref()

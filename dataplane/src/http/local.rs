@@ -11,8 +11,12 @@ use http_body_util::{BodyExt, Full};
 
 use crate::reason::Reason;
 
+/// Why a response body broke off: hyper's or the h2 crate's error, from either upstream
+/// client.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
 /// The body of every response the proxy sends on the hyper path.
-pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
+pub type ProxyBody = BoxBody<Bytes, BodyError>;
 
 /// A response the proxy makes itself; each path writes it in its own way.
 #[derive(Debug)]

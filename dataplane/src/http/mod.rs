@@ -12,13 +12,14 @@
 //! requests the lean path hands over (upgrades, chunked uploads, large bodies).
 //!
 //! Layers, each importing only those below it: [`server`] (client-facing hyper server
-//! with its limits), [`headers`], [`local`] (the proxy's own responses), [`idle`] and
-//! [`upstream`] (per-endpoint pools), [`hold`], [`attempts`], then [`forward`] and [`h1`], and this
+//! with its limits), [`headers`], [`local`] (the proxy's own responses), [`idle`],
+//! [`h2_client`] and [`upstream`] (per-endpoint connections), [`hold`], [`attempts`], then [`forward`] and [`h1`], and this
 //! module's [`serve`] on top.
 
 pub mod attempts;
 pub mod forward;
 pub mod h1;
+pub mod h2_client;
 pub mod headers;
 pub mod hold;
 pub mod idle;

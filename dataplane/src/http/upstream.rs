@@ -1,5 +1,6 @@
-//! Upstream connections of one endpoint, owned by the HTTP layer: hyper's pooled clients
-//! (HTTP/1.1 and HTTP/2) and the lean path's idle connections. They hang in the
+//! Upstream connections of one endpoint, owned by the HTTP layer: hyper's pooled client
+//! (HTTP/1.1), the shared HTTP/2 connection ([`H2Upstream`]) and the lean path's idle
+//! connections. They hang in the
 //! endpoint's attachment slot, so draining the endpoint drops them and closes the idle
 //! connections while in-flight requests finish on theirs.
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
+use super::h2_client::H2Upstream;
 use super::idle::IdlePool;
 use super::replay::ReplayBody;
 use crate::balance::Endpoint;
@@ -53,12 +55,11 @@ impl tower_service::Service<http::Uri> for EndpointConnector {
 
 pub type UpstreamClient = Client<EndpointConnector, ReplayBody>;
 
-/// Upstream connection pools of one endpoint: hyper's per HTTP version, and the lean
-/// HTTP/1.1 path's idle connections.
-#[derive(Clone)]
+/// Upstream connections of one endpoint: hyper's HTTP/1.1 pool, the HTTP/2 connection,
+/// and the lean HTTP/1.1 path's idle connections.
 pub struct Pool {
     pub h1: UpstreamClient,
-    pub h2: UpstreamClient,
+    pub h2: H2Upstream,
     pub lean: Arc<IdlePool>,
 }
 
@@ -78,12 +79,8 @@ impl Pool {
         let h1 = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE)
             .pool_timer(TokioTimer::new())
-            .build(connector.clone());
-        let h2 = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE)
-            .pool_timer(TokioTimer::new())
-            .http2_only(true)
             .build(connector);
+        let h2 = H2Upstream::new(addr, via.clone(), timeout);
         let lean = Arc::new(IdlePool::new(addr, via, timeout, POOL_IDLE));
         Self { h1, h2, lean }
     }
