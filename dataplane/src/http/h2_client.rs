@@ -12,6 +12,7 @@
 use std::error::Error as StdError;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
@@ -21,15 +22,29 @@ use futures::future::{Either, select};
 use h2::client::SendRequest;
 use h2::{RecvStream, SendStream};
 use http::{Request, Response};
-use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
+use tokio::task::AbortHandle;
 
 use super::replay::{ReplayBody, ReplayError};
 use crate::dial::{DialError, Upstream, dial};
 use crate::tunnel::Peer;
+use crate::tunnel::h2_stream::keepalive_every;
 
 /// Largest header list the endpoint may send back (as the client-facing server's).
 const MAX_HEADER_LIST: u32 = super::server::MAX_HEADER_BYTES as u32;
+/// Receive windows, as hyper's client had them: a stream may have 2 MiB in flight and
+/// the connection 5 MiB, so one slow reader does not hold the shared connection's window.
+const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
+const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
+/// Streams opened before the endpoint's SETTINGS say how many it takes.
+const INITIAL_STREAMS: usize = 100;
+/// Request data queued per stream before its sender waits.
+const SEND_BUFFER: usize = 1024 * 1024;
+/// The connection is PINGed this often, and dropped (the next request dials again) when
+/// an answer takes longer than [`PING_TIMEOUT`]: a peer gone without a FIN or RST is
+/// noticed without waiting for TCP to give up. Generous: a busy endpoint is not a dead one.
+const PING_EVERY: Duration = Duration::from_secs(10);
+const PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Why a request to the endpoint failed.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +55,10 @@ pub enum H2Error {
     /// The connection could not start HTTP/2: nothing was sent.
     #[error("HTTP/2 handshake: {0}")]
     Handshake(h2::Error),
+    /// The dial this request waited for failed: nothing was sent, and the request goes
+    /// on to another endpoint rather than dial again behind the others.
+    #[error("the connection to the endpoint just failed")]
+    DialFailed,
     /// The endpoint refused the stream before processing it (REFUSED_STREAM, or a
     /// GOAWAY that did not cover it): safe to send again.
     #[error("stream refused: {0}")]
@@ -73,9 +92,12 @@ pub struct H2Upstream {
     addr: SocketAddr,
     via: Option<Arc<Peer>>,
     timeout: Duration,
-    conn: Mutex<Option<SendRequest<Bytes>>>,
+    /// The connection, with the number of the dial that made it.
+    conn: Mutex<Option<(u64, SendRequest<Bytes>)>>,
     /// Held while dialing, so that a burst of requests makes one connection.
     dialing: tokio::sync::Mutex<()>,
+    /// Dials finished, successful or not.
+    dials: AtomicU64,
 }
 
 impl H2Upstream {
@@ -86,45 +108,80 @@ impl H2Upstream {
             timeout,
             conn: Mutex::new(None),
             dialing: tokio::sync::Mutex::new(()),
+            dials: AtomicU64::new(0),
         }
     }
 
-    fn cached(&self) -> Option<SendRequest<Bytes>> {
-        self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(u64, SendRequest<Bytes>)>> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn forget(&self) {
-        *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    /// The cached connection, ready for one more stream; a closed one (GOAWAY, reset, the
+    /// endpoint gone) is forgotten.
+    async fn cached_ready(&self) -> Option<SendRequest<Bytes>> {
+        let (id, send) = self.slot().clone()?;
+        match send.ready().await {
+            Ok(send) => Some(send),
+            Err(_) => {
+                let mut slot = self.slot();
+                if slot.as_ref().is_some_and(|(i, _)| *i == id) {
+                    *slot = None;
+                }
+                None
+            }
+        }
     }
 
     /// A sender ready for one more stream: the shared connection's, or a new
     /// connection's when there is none or it has closed.
     async fn ready(&self) -> Result<SendRequest<Bytes>, H2Error> {
-        if let Some(s) = self.cached() {
-            match s.ready().await {
-                Ok(s) => return Ok(s),
-                // Closed (GOAWAY, reset, the endpoint gone): dial again below.
-                Err(_) => self.forget(),
-            }
+        if let Some(send) = self.cached_ready().await {
+            return Ok(send);
         }
+        let seen = self.dials.load(Ordering::Acquire);
         let _dialing = self.dialing.lock().await;
-        if let Some(s) = self.cached() {
-            return s.ready().await.map_err(H2Error::Handshake);
+        if let Some(send) = self.cached_ready().await {
+            return Ok(send);
         }
+        if self.dials.load(Ordering::Acquire) != seen {
+            // A dial ended while this request waited and left no connection.
+            return Err(H2Error::DialFailed);
+        }
+        let dialed = self.dial().await;
+        let id = self.dials.fetch_add(1, Ordering::AcqRel) + 1;
+        let send = dialed?;
+        *self.slot() = Some((id, send.clone()));
+        send.ready().await.map_err(H2Error::Handshake)
+    }
+
+    /// A new connection, driven (and PINGed) by a task of its own.
+    async fn dial(&self) -> Result<SendRequest<Bytes>, H2Error> {
         let io = dial(self.addr, self.via.as_ref(), self.timeout).await?;
-        let (send, conn) = h2::client::Builder::new()
+        let (send, mut conn) = h2::client::Builder::new()
             .max_header_list_size(MAX_HEADER_LIST)
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .initial_max_send_streams(INITIAL_STREAMS)
+            .max_send_buffer_size(SEND_BUFFER)
+            .enable_push(false)
             .handshake::<Upstream, Bytes>(io)
             .await
             .map_err(H2Error::Handshake)?;
         let addr = self.addr;
+        let pings = conn.ping_pong();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(endpoint = %addr, error = %e, "upstream HTTP/2 connection ended");
+            let ended = match pings {
+                Some(pings) => tokio::select! {
+                    r = &mut conn => r.err().map(|e| e.to_string()),
+                    silent = keepalive_every(pings, PING_EVERY, PING_TIMEOUT) => Some(silent.to_string()),
+                },
+                None => conn.await.err().map(|e| e.to_string()),
+            };
+            if let Some(error) = ended {
+                tracing::debug!(endpoint = %addr, %error, "upstream HTTP/2 connection ended");
             }
         });
-        *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(send.clone());
-        send.ready().await.map_err(H2Error::Handshake)
+        Ok(send)
     }
 
     /// Send `req` and wait for the response head; the request body goes on streaming
@@ -133,23 +190,20 @@ impl H2Upstream {
         let (parts, body) = req.into_parts();
         let end = body.is_end_stream();
         let mut send = self.ready().await?;
-        let (response, stream) = match send.send_request(Request::from_parts(parts, ()), end) {
-            Ok(r) => r,
+        let (response, stream) = send
+            .send_request(Request::from_parts(parts, ()), end)
             // The stream was not opened: nothing reached the endpoint.
-            Err(e) => {
-                self.forget();
-                return Err(H2Error::Refused(e));
-            }
-        };
-        let response = if end {
-            response.await
+            .map_err(H2Error::Refused)?;
+        let (response, body_task) = if end {
+            (response.await, None)
         } else {
             match select(Box::pin(send_body(body, stream)), response).await {
-                Either::Left(((), response)) => response.await,
-                Either::Right((response, rest)) => {
-                    tokio::spawn(rest);
-                    response
+                Either::Left(((), response)) => (response.await, None),
+                // The body streams on behind the response, unless there is none.
+                Either::Right((Ok(response), rest)) => {
+                    (Ok(response), Some(tokio::spawn(rest).abort_handle()))
                 }
+                Either::Right((Err(e), _rest)) => (Err(e), None),
             }
         };
         let (parts, recv) = response.map_err(H2Error::of_stream)?.into_parts();
@@ -158,6 +212,7 @@ impl H2Upstream {
             H2Body {
                 recv,
                 part: Part::Data,
+                body_task,
             },
         ))
     }
@@ -180,10 +235,25 @@ enum PipeError {
     Endpoint(#[from] h2::Error),
     #[error("the endpoint closed the stream")]
     Closed,
+    #[error("the endpoint reset the stream: {0:?}")]
+    Reset(h2::Reason),
 }
 
 async fn pipe(body: &mut ReplayBody, stream: &mut SendStream<Bytes>) -> Result<(), PipeError> {
-    while let Some(frame) = body.frame().await {
+    loop {
+        // Waiting for the client's next bytes, but not past the endpoint's reset: the
+        // stream is then gone, and a retry may be reading the same client body.
+        let next = std::future::poll_fn(|cx| {
+            if let Poll::Ready(reset) = stream.poll_reset(cx) {
+                return Poll::Ready(Err(match reset {
+                    Ok(reason) => PipeError::Reset(reason),
+                    Err(e) => PipeError::Endpoint(e),
+                }));
+            }
+            Pin::new(&mut *body).poll_frame(cx).map(Ok)
+        })
+        .await?;
+        let Some(frame) = next else { break };
         let frame = frame?;
         let end = body.is_end_stream();
         match frame.into_data() {
@@ -236,6 +306,17 @@ async fn send_data(
 pub struct H2Body {
     recv: RecvStream,
     part: Part,
+    /// The task still sending the request body, ended with the response: a response
+    /// dropped for a retry must not leave it reading the client's body.
+    body_task: Option<AbortHandle>,
+}
+
+impl Drop for H2Body {
+    fn drop(&mut self) {
+        if let Some(task) = &self.body_task {
+            task.abort();
+        }
+    }
 }
 
 /// What an [`H2Body`] yields next.
@@ -283,5 +364,104 @@ impl Body for H2Body {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::replay::{Replay, test_incoming as incoming};
+    use super::*;
+    use http_body_util::BodyExt;
+    use prometheus_client::metrics::counter::Counter;
+    use std::sync::atomic::AtomicUsize;
+    use tokio::net::TcpListener;
+
+    async fn request() -> Request<ReplayBody> {
+        let body = Replay::new(incoming(vec![Bytes::from_static(b"hello")]).await);
+        Request::post("http://backend/svc/Call")
+            .body(body.attempt(Counter::default()))
+            .expect("request")
+    }
+
+    /// An endpoint that answers each of `streams` streams per connection with `answer`,
+    /// then closes the connection; it counts connections.
+    async fn endpoint(
+        streams: usize,
+        answer: fn(h2::server::SendResponse<Bytes>),
+    ) -> (SocketAddr, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let conns = Arc::new(AtomicUsize::new(0));
+        let counted = conns.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(sock).await else {
+                        return;
+                    };
+                    for _ in 0..streams {
+                        let Some(Ok((_req, respond))) = conn.accept().await else {
+                            return;
+                        };
+                        answer(respond);
+                    }
+                    // Close as servers do (GOAWAY), answering streams already on the way.
+                    conn.graceful_shutdown();
+                    while let Some(Ok((_req, respond))) = conn.accept().await {
+                        answer(respond);
+                    }
+                });
+            }
+        });
+        (addr, conns)
+    }
+
+    fn ok(mut respond: h2::server::SendResponse<Bytes>) {
+        let _ = respond.send_response(Response::new(()), true);
+    }
+
+    fn refuse(mut respond: h2::server::SendResponse<Bytes>) {
+        respond.send_reset(h2::Reason::REFUSED_STREAM);
+    }
+
+    #[tokio::test]
+    async fn a_refused_stream_counts_as_never_sent() {
+        let (addr, _) = endpoint(1, refuse).await;
+        let up = H2Upstream::new(addr, None, Duration::from_secs(5));
+        let Err(err) = up.request(request().await).await else {
+            panic!("a refused stream answered");
+        };
+        assert!(matches!(err, H2Error::Refused(_)), "{err:?}");
+        assert!(err.nothing_sent());
+    }
+
+    #[tokio::test]
+    async fn requests_share_a_connection_and_one_the_endpoint_closed_is_dialed_again() {
+        let (addr, conns) = endpoint(2, ok).await;
+        let up = H2Upstream::new(addr, None, Duration::from_secs(5));
+        for _ in 0..2 {
+            let resp = up.request(request().await).await.expect("response");
+            assert_eq!(resp.status(), 200);
+            resp.into_body().collect().await.expect("body");
+        }
+        assert_eq!(
+            conns.load(Ordering::SeqCst),
+            1,
+            "two requests, one connection"
+        );
+        // The endpoint closes after its two streams (GOAWAY): requests are answered on
+        // it until it has closed, or fail as never sent, then go to a new connection.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while conns.load(Ordering::SeqCst) < 2 {
+            assert!(tokio::time::Instant::now() < deadline, "never dialed again");
+            match up.request(request().await).await {
+                Ok(resp) => assert_eq!(resp.status(), 200),
+                Err(e) => assert!(e.nothing_sent(), "{e:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let resp = up.request(request().await).await.map_err(|e| e.to_string());
+        assert_eq!(resp.map(|r| r.status()), Ok(http::StatusCode::OK));
     }
 }

@@ -249,51 +249,53 @@ impl Body for ReplayBody {
     }
 }
 
+/// A client's body with `chunks`, for tests of what is built on it. An `Incoming` can
+/// only come from hyper: a server hands each request's body over.
+#[cfg(test)]
+pub(crate) async fn test_incoming(chunks: Vec<Bytes>) -> Incoming {
+    use http_body_util::StreamBody;
+    use hyper_util::rt::TokioIo;
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let tx = std::sync::Mutex::new(Some(tx));
+    tokio::spawn(async move {
+        let svc = hyper::service::service_fn(move |req: http::Request<Incoming>| {
+            if let Some(tx) = tx.lock().unwrap().take() {
+                let _ = tx.send(req.into_body());
+            }
+            async {
+                Ok::<_, std::convert::Infallible>(http::Response::new(
+                    http_body_util::Empty::<Bytes>::new(),
+                ))
+            }
+        });
+        let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .serve_connection(TokioIo::new(server), svc)
+            .await;
+    });
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(client),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let frames = chunks
+        .into_iter()
+        .map(|c| Ok::<_, std::convert::Infallible>(Frame::data(c)));
+    let body = StreamBody::new(futures::stream::iter(frames.collect::<Vec<_>>()));
+    tokio::spawn(async move {
+        let _ = send.send_request(http::Request::new(body)).await;
+    });
+    rx.await.unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
 
-    /// An `Incoming` can only come from hyper: run a server that hands each request's
-    /// body to the test.
-    async fn incoming(chunks: Vec<Bytes>) -> Incoming {
-        use http_body_util::StreamBody;
-        use hyper_util::rt::TokioIo;
-        let (client, server) = tokio::io::duplex(1 << 20);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let tx = std::sync::Mutex::new(Some(tx));
-        tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req: http::Request<Incoming>| {
-                if let Some(tx) = tx.lock().unwrap().take() {
-                    let _ = tx.send(req.into_body());
-                }
-                async {
-                    Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Empty::<
-                        Bytes,
-                    >::new(
-                    )))
-                }
-            });
-            let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-                .serve_connection(TokioIo::new(server), svc)
-                .await;
-        });
-        let (mut send, conn) = hyper::client::conn::http2::handshake(
-            hyper_util::rt::TokioExecutor::new(),
-            TokioIo::new(client),
-        )
-        .await
-        .unwrap();
-        tokio::spawn(conn);
-        let frames = chunks
-            .into_iter()
-            .map(|c| Ok::<_, std::convert::Infallible>(Frame::data(c)));
-        let body = StreamBody::new(futures::stream::iter(frames.collect::<Vec<_>>()));
-        tokio::spawn(async move {
-            let _ = send.send_request(http::Request::new(body)).await;
-        });
-        rx.await.unwrap()
-    }
+    use super::test_incoming as incoming;
 
     async fn all(b: ReplayBody) -> Result<Bytes, ReplayError> {
         Ok(b.collect().await?.to_bytes())

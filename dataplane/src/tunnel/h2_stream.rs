@@ -41,13 +41,22 @@ pub enum KeepaliveError {
 /// PING the peer every [`KEEPALIVE`] and fail when an answer takes longer than
 /// [`KEEPALIVE_TIMEOUT`]: the connection is then dropped, so a silent peer is noticed
 /// within both while no stream carries traffic. Runs beside the connection's future.
-pub async fn keepalive(mut ping_pong: PingPong) -> KeepaliveError {
+pub async fn keepalive(ping_pong: PingPong) -> KeepaliveError {
+    keepalive_every(ping_pong, KEEPALIVE, KEEPALIVE_TIMEOUT).await
+}
+
+/// PING the peer every `every` and fail when an answer takes longer than `timeout`.
+pub async fn keepalive_every(
+    mut ping_pong: PingPong,
+    every: std::time::Duration,
+    timeout: std::time::Duration,
+) -> KeepaliveError {
     loop {
-        tokio::time::sleep(KEEPALIVE).await;
-        match tokio::time::timeout(KEEPALIVE_TIMEOUT, ping_pong.ping(h2::Ping::opaque())).await {
+        tokio::time::sleep(every).await;
+        match tokio::time::timeout(timeout, ping_pong.ping(h2::Ping::opaque())).await {
             Ok(Ok(_pong)) => {}
             Ok(Err(e)) => return KeepaliveError::Ping(e),
-            Err(_) => return KeepaliveError::Silent(KEEPALIVE_TIMEOUT),
+            Err(_) => return KeepaliveError::Silent(timeout),
         }
     }
 }
