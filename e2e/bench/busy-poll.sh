@@ -76,26 +76,8 @@ EOF
 taskset -c "$LOAD_CPU" nginx -p "$WORK" -c "$WORK/nginx.conf" &
 PIDS+=($!)
 
-haproxy_cfg() { # PORT BUSY
-    cat <<EOF
-global
-    nbthread 1
-    maxconn 4096
-$([[ $2 == 1 ]] && echo "    busy-polling")
-defaults
-    mode http
-    maxconn 4096
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-    http-reuse always
-frontend bench
-    bind 127.0.0.1:$1
-    default_backend backend
-backend backend
-    server s1 127.0.0.1:$BACKEND
-EOF
-}
+# shellcheck source=e2e/bench/haproxy_cfg.sh
+source "$ROOT/e2e/bench/haproxy_cfg.sh"
 
 # start COLUMN PORT: the proxy alone on PROXY_CPU; its pid in STARTED.
 start() {
@@ -109,7 +91,7 @@ start() {
             >"$WORK/$c.out" 2>&1 &
         ;;
     haproxy | haproxy-bp)
-        haproxy_cfg "$port" "$([[ $c == haproxy-bp ]] && echo 1 || echo 0)" >"$WORK/$c.cfg"
+        haproxy_http_cfg "127.0.0.1:$port" "127.0.0.1:$BACKEND" "" "$([[ $c == haproxy-bp ]] && echo busy-polling)" >"$WORK/$c.cfg"
         taskset -c "$PROXY_CPU" haproxy -db -f "$WORK/$c.cfg" >"$WORK/$c.out" 2>&1 &
         ;;
     esac

@@ -16,27 +16,10 @@ while (($#)); do
   shift
 done
 [[ -n $listen && -n $upstream ]] || { echo "usage: $0 proxy --listen ADDR --upstream ADDR" >&2; exit 2; }
+# shellcheck source=e2e/bench/haproxy_cfg.sh
+source "$(dirname "$0")/haproxy_cfg.sh"
 cfg=$(mktemp --suffix=.cfg)
-cat >"$cfg" <<CFG
-global
-    nbthread 1
-    maxconn 4096
-
-defaults
-    mode http
-    maxconn 4096
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-    http-reuse always
-
-frontend bench
-    bind $listen
-    default_backend backend
-
-backend backend
-    server s1 $upstream proto h2
-CFG
+haproxy_http_cfg "$listen" "$upstream" "proto h2" >"$cfg"
 haproxy -c -q -f "$cfg"
 echo "proxy: listening on $listen"
 exec haproxy -db -f "$cfg"

@@ -242,15 +242,18 @@ enum PipeError {
 async fn pipe(body: &mut ReplayBody, stream: &mut SendStream<Bytes>) -> Result<(), PipeError> {
     loop {
         // Waiting for the client's next bytes, but not past the endpoint's reset: the
-        // stream is then gone, and a retry may be reading the same client body.
+        // stream is then gone, and a retry may be reading the same client body. (Asked
+        // only while waiting: poll_reset takes the connection's lock.)
         let next = std::future::poll_fn(|cx| {
-            if let Poll::Ready(reset) = stream.poll_reset(cx) {
-                return Poll::Ready(Err(match reset {
+            if let Poll::Ready(frame) = Pin::new(&mut *body).poll_frame(cx) {
+                return Poll::Ready(Ok(frame));
+            }
+            stream.poll_reset(cx).map(|reset| {
+                Err(match reset {
                     Ok(reason) => PipeError::Reset(reason),
                     Err(e) => PipeError::Endpoint(e),
-                }));
-            }
-            Pin::new(&mut *body).poll_frame(cx).map(Ok)
+                })
+            })
         })
         .await?;
         let Some(frame) = next else { break };
