@@ -25,7 +25,7 @@ use super::h2_stream::{keepalive, relay};
 use super::identity::{Identity, SpiffeId, TrustBundle, server_config};
 use super::transport::{
     ALPN_H2, ALPN_QUIC, CONNECTION_WINDOW, HANDSHAKE_TIMEOUT, MAX_FRAME, SEND_BUFFER,
-    STREAM_WINDOW, STREAMS_PER_CONNECTION, quic_transport,
+    STREAM_WINDOW, STREAMS_PER_CONNECTION, quic_endpoint, quic_transport,
 };
 use crate::metrics::{GatewayLabels, TunnelMetrics};
 use crate::reason::Reason;
@@ -119,7 +119,9 @@ fn bind_both(
         let std = std::net::TcpListener::bind(listen).map_err(bind)?;
         std.set_nonblocking(true).map_err(bind)?;
         let addr = std.local_addr().map_err(bind)?;
-        match quinn::Endpoint::server(quic.clone(), addr) {
+        let endpoint =
+            std::net::UdpSocket::bind(addr).and_then(|udp| quic_endpoint(udp, Some(quic.clone())));
+        match endpoint {
             Ok(ep) => return Ok((TcpListener::from_std(std).map_err(bind)?, ep)),
             Err(e) if listen.port() == 0 => last = Some(e),
             Err(e) => return Err(bind(e)),
