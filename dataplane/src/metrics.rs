@@ -251,6 +251,8 @@ pub struct TunnelMetrics {
     pub streams: Family<PeerLabels, Counter>,
     pub connections: Family<PeerLabels, Gauge>,
     pub peer_up: Family<PeerLabels, Gauge>,
+    /// The smallest packet size MTU discovery settled on among a peer's QUIC connections.
+    pub path_mtu: Family<PeerLabels, Gauge>,
     pub open_failures: Family<PeerFailureLabels, Counter>,
     pub gateway_streams: Family<GatewayLabels, Counter>,
     pub gateway_active: Family<GatewayLabels, Gauge>,
@@ -273,6 +275,11 @@ impl TunnelMetrics {
             "tunnel_peer_up",
             "1 while a peer's gateway answers keepalives",
             self.peer_up.clone(),
+        );
+        r.register(
+            "tunnel_path_mtu_bytes",
+            "UDP payload size QUIC's MTU discovery settled on toward a peer's gateway (the smallest among its connections)",
+            self.path_mtu.clone(),
         );
         r.register(
             "tunnel_open_failures",

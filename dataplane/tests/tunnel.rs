@@ -221,6 +221,25 @@ async fn traffic_through_the_gateway(transport: TunnelTransport) {
     let w = west(&pki).await;
     let e = east(&pki, &w, transport).await;
     wait_up(&e.proxy.tunnels.peer("west").unwrap()).await;
+    if transport == TunnelTransport::Quic {
+        // MTU discovery runs on the idle probe connection and goes past what an Ethernet
+        // frame carries on loopback (each end advertises and searches up to 6,550).
+        let mut mtu = 0.0;
+        for _ in 0..200 {
+            let metrics = get(e.admin, "x", "/metrics").await;
+            mtu = metrics
+                .lines()
+                .find(|l| l.starts_with("sluice_proxy_tunnel_path_mtu_bytes{"))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            if mtu > 1500.0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(mtu > 1500.0, "path MTU toward west stayed at {mtu}");
+    }
 
     let web = e.proxy.addr_of("shop/web").unwrap();
     let answer = get(web, "shop", "/").await;

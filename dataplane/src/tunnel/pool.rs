@@ -60,6 +60,14 @@ impl Conn {
                 ConnKind::Quic(c) => c.close_reason().is_none(),
             }
     }
+
+    /// The UDP payload size a QUIC connection's MTU discovery settled on.
+    fn path_mtu(&self) -> Option<u16> {
+        match &self.kind {
+            ConnKind::H2(_) => None,
+            ConnKind::Quic(c) => Some(c.stats().path.current_mtu),
+        }
+    }
 }
 
 /// Holds a stream's place on its connection.
@@ -392,6 +400,12 @@ async fn probe(peer: Weak<Peer>) {
                 }
             } else {
                 p.set_up(true);
+            }
+            if let Some(mtu) = conns.iter().filter_map(|c| c.path_mtu()).min() {
+                p.metrics
+                    .path_mtu
+                    .get_or_create(&p.labels)
+                    .set(i64::from(mtu));
             }
         }
         tokio::time::sleep(PROBE_INTERVAL).await;
