@@ -252,7 +252,11 @@ pub async fn relay(
 /// Wait for the next DATA frame and take those already received behind it. True when the
 /// stream has ended (after what was gathered).
 async fn gather(recv: &mut RecvStream, frames: &mut VecDeque<Bytes>) -> std::io::Result<bool> {
+    // An empty DATA frame (END_STREAM sent on its own) is not queued: a vectored write of
+    // nothing but empty slices returns 0, which reads as a socket that stopped taking
+    // data (`WriteZero`), and the stream would be cancelled short of its end.
     match recv.data().await {
+        Some(Ok(data)) if data.is_empty() => {}
         Some(Ok(data)) => frames.push_back(data),
         Some(Err(e)) if ends_data(&e) => return Ok(true),
         Some(Err(e)) => return Err(io_error(e)),
@@ -260,6 +264,7 @@ async fn gather(recv: &mut RecvStream, frames: &mut VecDeque<Bytes>) -> std::io:
     }
     while frames.len() < GATHER_FRAMES {
         match std::future::poll_fn(|cx| Poll::Ready(recv.poll_data(cx))).await {
+            Poll::Ready(Some(Ok(data))) if data.is_empty() => {}
             Poll::Ready(Some(Ok(data))) => frames.push_back(data),
             Poll::Ready(Some(Err(e))) if ends_data(&e) => return Ok(true),
             Poll::Ready(Some(Err(e))) => return Err(io_error(e)),
@@ -303,5 +308,62 @@ fn consume(frames: &mut VecDeque<Bytes>, mut n: usize) {
     }
     while frames.front().is_some_and(Bytes::is_empty) {
         frames.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// A client that sends END_STREAM in an empty DATA frame of its own, after its data
+    /// has reached the socket: the relay ends the socket's write side and carries the
+    /// socket's answer back to the end, instead of cancelling the stream (which the client
+    /// reads as an early end of the answer).
+    #[tokio::test]
+    async fn end_stream_alone_in_an_empty_frame_ends_the_way_cleanly() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let dialled = TcpStream::connect(listener.local_addr().unwrap());
+        let (dialled, accepted) = tokio::join!(dialled, listener.accept());
+        let (socket, mut endpoint) = (dialled.unwrap(), accepted.unwrap().0);
+
+        let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+        let server = tokio::spawn(async move {
+            let mut conn = h2::server::handshake(server_io).await.unwrap();
+            let (req, mut respond) = conn.accept().await.unwrap().unwrap();
+            tokio::spawn(async move { while conn.accept().await.is_some() {} });
+            let send = respond
+                .send_response(http::Response::new(()), false)
+                .unwrap();
+            relay(send, req.into_body(), socket).await
+        });
+        let (send_request, conn) = h2::client::handshake(client_io).await.unwrap();
+        tokio::spawn(conn);
+        let mut send_request = send_request.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method(http::Method::CONNECT)
+            .uri("127.0.0.1:1")
+            .body(())
+            .unwrap();
+        let (response, mut send) = send_request.send_request(req, false).unwrap();
+        let mut recv = response.await.unwrap().into_body();
+
+        send.send_data(Bytes::from_static(b"hello"), false).unwrap();
+        let mut got = [0u8; 5];
+        endpoint.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"hello");
+        send.send_data(Bytes::new(), true).unwrap();
+        let mut rest = Vec::new();
+        endpoint.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty(), "{rest:?}");
+        endpoint.write_all(b"back").await.unwrap();
+        endpoint.shutdown().await.unwrap();
+
+        let mut answer = Vec::new();
+        while let Some(data) = recv.data().await {
+            answer.extend_from_slice(&data.unwrap());
+        }
+        assert_eq!(answer, b"back");
+        assert_eq!(server.await.unwrap().unwrap(), (5, 4));
     }
 }
