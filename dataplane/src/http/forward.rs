@@ -18,7 +18,8 @@ use std::net::SocketAddr;
 use tracing::Instrument;
 
 use super::attempts::{Attempts, Failure, idempotent};
-use super::h2_client::H2Body;
+use super::client_body::ClientBody;
+use super::h2_body::H2Body;
 use super::headers::{DRAINING_HEADER, HOP_BY_HOP, connection_option, strip_hop_by_hop};
 use super::local::{self, BodyError, LocalError, ProxyBody};
 use super::replay::{Replay, ReplayBody};
@@ -92,9 +93,14 @@ fn upstream_request(
     Ok(req)
 }
 
-/// Serve one downstream request, as a span of the client's trace (or a new one).
-pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<ProxyBody> {
+/// Serve one downstream request, from either server, as a span of the client's trace (or
+/// a new one).
+pub async fn handle<B: Into<ClientBody>>(
+    svc: Arc<Service>,
+    req: Request<B>,
+) -> Response<ProxyBody> {
     crate::busy_poll::activity();
+    let req = req.map(Into::into);
     let parent = req
         .headers()
         .get(TRACEPARENT)
@@ -117,7 +123,7 @@ pub async fn handle(svc: Arc<Service>, req: Request<Incoming>) -> Response<Proxy
 
 async fn forward(
     svc: Arc<Service>,
-    req: Request<Incoming>,
+    req: Request<ClientBody>,
     traceparent: HeaderValue,
 ) -> Response<ProxyBody> {
     let (parts, body) = req.into_parts();

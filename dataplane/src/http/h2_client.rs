@@ -9,23 +9,20 @@
 //! written inline; one that is still streaming is written by a task of its own once the
 //! response has arrived, so bidirectional streams flow both ways.
 
-use std::error::Error as StdError;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::{Either, select};
+use h2::SendStream;
 use h2::client::SendRequest;
-use h2::{RecvStream, SendStream};
 use http::{Request, Response};
-use hyper::body::{Body, Frame, SizeHint};
-use tokio::task::AbortHandle;
+use hyper::body::Body;
 
-use super::replay::{ReplayBody, ReplayError};
+use super::h2_body::{H2Body, pipe};
+use super::replay::ReplayBody;
 use crate::dial::{DialError, Upstream, dial};
 use crate::tunnel::Peer;
 use crate::tunnel::h2_stream::keepalive_every;
@@ -207,14 +204,7 @@ impl H2Upstream {
             }
         };
         let (parts, recv) = response.map_err(H2Error::of_stream)?.into_parts();
-        Ok(Response::from_parts(
-            parts,
-            H2Body {
-                recv,
-                part: Part::Data,
-                body_task,
-            },
-        ))
+        Ok(Response::from_parts(parts, H2Body::new(recv, body_task)))
     }
 }
 
@@ -224,149 +214,6 @@ async fn send_body(mut body: ReplayBody, mut stream: SendStream<Bytes>) {
     if let Err(e) = pipe(&mut body, &mut stream).await {
         tracing::debug!(error = %e, "request body to the endpoint ended early");
         stream.send_reset(h2::Reason::CANCEL);
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-enum PipeError {
-    #[error(transparent)]
-    Client(#[from] ReplayError),
-    #[error(transparent)]
-    Endpoint(#[from] h2::Error),
-    #[error("the endpoint closed the stream")]
-    Closed,
-    #[error("the endpoint reset the stream: {0:?}")]
-    Reset(h2::Reason),
-}
-
-async fn pipe(body: &mut ReplayBody, stream: &mut SendStream<Bytes>) -> Result<(), PipeError> {
-    loop {
-        // Waiting for the client's next bytes, but not past the endpoint's reset: the
-        // stream is then gone, and a retry may be reading the same client body. (Asked
-        // only while waiting: poll_reset takes the connection's lock.)
-        let next = std::future::poll_fn(|cx| {
-            if let Poll::Ready(frame) = Pin::new(&mut *body).poll_frame(cx) {
-                return Poll::Ready(Ok(frame));
-            }
-            stream.poll_reset(cx).map(|reset| {
-                Err(match reset {
-                    Ok(reason) => PipeError::Reset(reason),
-                    Err(e) => PipeError::Endpoint(e),
-                })
-            })
-        })
-        .await?;
-        let Some(frame) = next else { break };
-        let frame = frame?;
-        let end = body.is_end_stream();
-        match frame.into_data() {
-            Ok(data) => send_data(stream, data, end).await?,
-            Err(frame) => {
-                if let Ok(trailers) = frame.into_trailers() {
-                    stream.send_trailers(trailers)?;
-                    return Ok(());
-                }
-            }
-        }
-        if end {
-            return Ok(());
-        }
-    }
-    // The body ended without saying so ahead of its last frame.
-    stream.send_data(Bytes::new(), true)?;
-    Ok(())
-}
-
-/// Send `data` as the stream's window allows.
-async fn send_data(
-    stream: &mut SendStream<Bytes>,
-    mut data: Bytes,
-    end: bool,
-) -> Result<(), PipeError> {
-    if data.is_empty() {
-        if end {
-            stream.send_data(data, true)?;
-        }
-        return Ok(());
-    }
-    while !data.is_empty() {
-        stream.reserve_capacity(data.len());
-        let n = match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
-            Some(n) => n?,
-            None => return Err(PipeError::Closed),
-        };
-        if n == 0 {
-            continue;
-        }
-        let chunk = data.split_to(n.min(data.len()));
-        stream.send_data(chunk, end && data.is_empty())?;
-    }
-    Ok(())
-}
-
-/// A response body from the endpoint: DATA frames (their flow-control window given back
-/// as they are taken), then trailers.
-pub struct H2Body {
-    recv: RecvStream,
-    part: Part,
-    /// The task still sending the request body, ended with the response: a response
-    /// dropped for a retry must not leave it reading the client's body.
-    body_task: Option<AbortHandle>,
-}
-
-impl Drop for H2Body {
-    fn drop(&mut self) {
-        if let Some(task) = &self.body_task {
-            task.abort();
-        }
-    }
-}
-
-/// What an [`H2Body`] yields next.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Part {
-    Data,
-    Trailers,
-    Done,
-}
-
-impl Body for H2Body {
-    type Data = Bytes;
-    type Error = Box<dyn StdError + Send + Sync>;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        if self.part == Part::Data {
-            match ready!(self.recv.poll_data(cx)) {
-                Some(Ok(data)) => {
-                    // Window given back as the client takes the bytes: back-pressure.
-                    let _ = self.recv.flow_control().release_capacity(data.len());
-                    return Poll::Ready(Some(Ok(Frame::data(data))));
-                }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e.into()))),
-                None => self.part = Part::Trailers,
-            }
-        }
-        if self.part == Part::Done {
-            return Poll::Ready(None);
-        }
-        let polled = ready!(self.recv.poll_trailers(cx));
-        self.part = Part::Done;
-        match polled {
-            Ok(Some(trailers)) => Poll::Ready(Some(Ok(Frame::trailers(trailers)))),
-            Ok(None) => Poll::Ready(None),
-            Err(e) => Poll::Ready(Some(Err(e.into()))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.part == Part::Done || (self.part == Part::Data && self.recv.is_end_stream())
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
     }
 }
 

@@ -8,18 +8,23 @@
 //! bounded, for one to come ([`hold`]) rather than failing during a move's write pause.
 //!
 //! Plain HTTP/1.1 requests take [`h1`], a lean path that forwards heads and bodies
-//! between sockets; [`forward`], the hyper path, serves HTTP/2, gRPC and the HTTP/1.1
-//! requests the lean path hands over (upgrades, chunked uploads, large bodies).
+//! between sockets; [`forward`] serves the requests of h2c and gRPC services (from
+//! [`h2_server`], on the `h2` crate) and those the lean path hands to hyper's server
+//! (upgrades, chunked uploads, large bodies, HTTP/2 on an HTTP service).
 //!
 //! Layers, each importing only those below it: [`server`] (client-facing hyper server
-//! with its limits), [`headers`], [`local`] (the proxy's own responses), [`idle`],
-//! [`h2_client`] and [`upstream`] (per-endpoint connections), [`hold`], [`attempts`], then [`forward`] and [`h1`], and this
-//! module's [`serve`] on top.
+//! with its limits), [`headers`], [`local`] (the proxy's own responses), [`h2_body`]
+//! (bodies over `h2` streams), [`client_body`], [`replay`], [`idle`], [`h2_client`] and
+//! [`upstream`] (per-endpoint connections), [`hold`], [`attempts`], then [`forward`],
+//! [`h2_server`] and [`h1`], and this module's [`serve`] on top.
 
 pub mod attempts;
+pub mod client_body;
 pub mod forward;
 pub mod h1;
+pub mod h2_body;
 pub mod h2_client;
+pub mod h2_server;
 pub mod headers;
 pub mod hold;
 pub mod idle;
@@ -41,7 +46,7 @@ pub use local::ProxyBody;
 /// what it does not handle to hyper), HTTP/2 only for h2c and gRPC services.
 pub async fn serve(svc: Arc<Service>, stream: TcpStream) {
     if svc.h2_only() {
-        server::serve_http(stream, true, move |req| forward::handle(svc.clone(), req)).await
+        h2_server::serve(stream, move |req| forward::handle(svc.clone(), req)).await
     } else {
         h1::serve(svc, stream).await
     }

@@ -16,8 +16,11 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::HeaderMap;
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::{Body, Frame, SizeHint};
 use prometheus_client::metrics::counter::Counter;
+
+use super::client_body::ClientBody;
+use super::local::BodyError;
 
 /// Most bytes of a request body kept for retries.
 pub const REPLAY_LIMIT: usize = 4 * 1024 * 1024;
@@ -68,7 +71,7 @@ impl ReplayPool {
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     #[error("reading the request body: {0}")]
-    Client(#[from] hyper::Error),
+    Client(#[from] BodyError),
     #[error("request body over {REPLAY_LIMIT} bytes was already streamed to another endpoint")]
     NotReplayable,
 }
@@ -77,7 +80,7 @@ pub enum ReplayError {
 /// has yielded so far.
 struct Shared {
     /// The client's body; `None` once it ended.
-    rest: Option<Incoming>,
+    rest: Option<ClientBody>,
     /// Data frames yielded so far, in order (empty once `owner` is set).
     copy: Vec<Bytes>,
     copied: usize,
@@ -112,12 +115,13 @@ pub struct Replay {
 
 impl Replay {
     /// A request body whose copy draws on the proxy's [`ReplayPool::global`].
-    pub fn new(body: Incoming) -> Self {
+    pub fn new(body: impl Into<ClientBody>) -> Self {
         Self::in_pool(body, ReplayPool::global())
     }
 
     /// A request body whose copy draws on `pool`.
-    pub fn in_pool(body: Incoming, pool: &'static ReplayPool) -> Self {
+    pub fn in_pool(body: impl Into<ClientBody>, pool: &'static ReplayPool) -> Self {
+        let body = body.into();
         let hint = body.size_hint();
         let ended = body.is_end_stream();
         Self {
@@ -252,14 +256,14 @@ impl Body for ReplayBody {
 /// A client's body with `chunks`, for tests of what is built on it. An `Incoming` can
 /// only come from hyper: a server hands each request's body over.
 #[cfg(test)]
-pub(crate) async fn test_incoming(chunks: Vec<Bytes>) -> Incoming {
+pub(crate) async fn test_incoming(chunks: Vec<Bytes>) -> hyper::body::Incoming {
     use http_body_util::StreamBody;
     use hyper_util::rt::TokioIo;
     let (client, server) = tokio::io::duplex(1 << 20);
     let (tx, rx) = tokio::sync::oneshot::channel();
     let tx = std::sync::Mutex::new(Some(tx));
     tokio::spawn(async move {
-        let svc = hyper::service::service_fn(move |req: http::Request<Incoming>| {
+        let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
             if let Some(tx) = tx.lock().unwrap().take() {
                 let _ = tx.send(req.into_body());
             }

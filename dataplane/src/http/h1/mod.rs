@@ -7,8 +7,9 @@
 //! keeps the same contract as the hyper path: the same [`Attempts`] (retries, budget,
 //! outlier accounting, local errors), draining endpoints get no requests and their idle
 //! connections close, `traceparent` and metrics alike. What it does not handle it hands
-//! to hyper with the bytes read so far: HTTP/1.0 and HTTP/2, upgrades, `Expect`,
-//! chunked or large request bodies, absolute-form targets, requests without Host.
+//! on with the bytes read so far: HTTP/2 with prior knowledge to the h2 server, and to
+//! hyper's HTTP/1.0, upgrades, `Expect`, chunked or large request bodies, absolute-form
+//! targets, requests without Host.
 
 mod body;
 mod head;
@@ -29,6 +30,7 @@ use self::head::{RequestHead, Response, ResponseHead, Verdict};
 use self::prefixed::Prefixed;
 use super::attempts::{Attempts, Failure};
 use super::forward;
+use super::h2_server;
 use super::idle::IdlePool;
 use super::local::LocalError;
 use super::server::{HEADER_READ_TIMEOUT, MAX_HEADER_BYTES, serve_http};
@@ -39,6 +41,9 @@ use crate::dial::Upstream;
 use crate::reason::Reason;
 use crate::service::Service;
 
+/// How the HTTP/2 connection preface starts (RFC 9113 §3.4), as far as the parser reads
+/// before it hands the connection over for its unknown version.
+const H2_PREFACE_START: &[u8] = b"PRI * HTTP/2";
 /// Read buffer size, per direction.
 const READ_BUF: usize = 16 * 1024;
 /// How long a kept-alive client connection may wait for its next request: longer than
@@ -108,9 +113,16 @@ pub async fn serve(svc: Arc<Service>, mut client: TcpStream) {
                 return;
             }
             Verdict::HandOver => {
+                // HTTP/2 with prior knowledge (h2c, gRPC) goes to the h2 server; the rest
+                // (HTTP/1.0, upgrades, chunked uploads...) to hyper's.
+                let h2 = b.client.starts_with(H2_PREFACE_START);
                 let io = Prefixed::new(b.client.split().freeze(), client);
                 let svc = svc.clone();
-                serve_http(io, false, move |req| forward::handle(svc.clone(), req)).await;
+                if h2 {
+                    h2_server::serve(io, move |req| forward::handle(svc.clone(), req)).await;
+                } else {
+                    serve_http(io, false, move |req| forward::handle(svc.clone(), req)).await;
+                }
                 return;
             }
             Verdict::Lean(req) => {
