@@ -116,9 +116,14 @@ pub async fn handle<B: Into<ClientBody>>(
         span_id = %format_args!("{:016x}", ours.span_id),
         parent_span_id = parent.map(|p| format!("{:016x}", p.span_id)),
     );
-    forward(svc, req, ours.header_value())
-        .instrument(span)
-        .await
+    let forwarded = forward(svc, req, ours.header_value());
+    // An instrumented future enters and exits its span at every poll, even a disabled
+    // one (as on the lean path: 1% of the proxy's CPU under load).
+    if span.is_disabled() {
+        forwarded.await
+    } else {
+        forwarded.instrument(span).await
+    }
 }
 
 async fn forward(
