@@ -31,7 +31,8 @@ pub enum Reason {
     Unreachable,
     /// A tunnel peer broke the tunnel protocol.
     Protocol,
-    /// The gateway got something other than CONNECT.
+    /// A method the listener does not serve: a gateway anything but CONNECT, an HTTP
+    /// service CONNECT.
     Method,
     /// The tunnel's own configuration (identity, bind) is broken.
     Config,

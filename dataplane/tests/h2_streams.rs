@@ -1,7 +1,9 @@
 //! HTTP/2 streams through the proxy end as they end on either side, on a gRPC service
 //! and on an HTTP service that a client speaks h2c to: a client's cancel reaches the
 //! endpoint as a reset, an endpoint's reset reaches the client with its reason, a
-//! response larger than every window reaches a slow reader whole, and trailers arrive.
+//! response larger than every window reaches a slow reader whole, trailers arrive, a
+//! stream whose endpoint stops reading leaves its siblings' bodies flowing, and CONNECT
+//! is refused.
 
 #![allow(clippy::unwrap_used)]
 
@@ -10,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use h2::RecvStream;
 use h2::server::SendResponse;
 use http::{HeaderMap, Request, Response};
 use sluice_dataplane::AppProtocol;
@@ -17,6 +20,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
 
 mod support;
+
+const MIB: usize = 1024 * 1024;
 
 /// Bytes of the large response: more than the proxy's windows toward the client (1 MiB
 /// per stream and connection) and the endpoint (2 MiB per stream).
@@ -38,7 +43,8 @@ struct Endpoint {
 
 /// An h2c endpoint answering by path: `/cancel` sends a head and waits (reporting the
 /// reset it then sees), `/reset` sends a head and a DATA frame and resets with
-/// ENHANCE_YOUR_CALM when told, `/large` sends [`LARGE`] bytes and trailers.
+/// ENHANCE_YOUR_CALM when told, `/large` sends [`LARGE`] bytes and trailers, `/stall`
+/// never reads its request body, `/len` reads it and answers with its length.
 async fn endpoint() -> Endpoint {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -49,12 +55,16 @@ async fn endpoint() -> Endpoint {
         while let Ok((sock, _)) = listener.accept().await {
             let (seen, reset) = (seen.clone(), reset.clone());
             tokio::spawn(async move {
-                let Ok(mut conn) = h2::server::handshake(sock).await else {
+                // A connection window wide enough that a stream left unread does not
+                // stall the endpoint's own connection: what is measured is the proxy's.
+                let handshake = h2::server::Builder::new()
+                    .initial_connection_window_size(16 * 1024 * 1024)
+                    .handshake::<_, Bytes>(sock);
+                let Ok(mut conn) = handshake.await else {
                     return;
                 };
                 while let Some(Ok((req, respond))) = conn.accept().await {
-                    let path = req.uri().path().to_string();
-                    tokio::spawn(answer(path, respond, seen.clone(), reset.clone()));
+                    tokio::spawn(answer(req, respond, seen.clone(), reset.clone()));
                 }
             });
         }
@@ -67,15 +77,36 @@ async fn endpoint() -> Endpoint {
 }
 
 async fn answer(
-    path: String,
+    req: Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
     seen: mpsc::UnboundedSender<Seen>,
     reset: Arc<Notify>,
 ) {
+    let (head, mut body) = req.into_parts();
+    match head.uri.path() {
+        // Holds the stream and never reads its body.
+        "/stall" => {
+            let _hold = (body, respond);
+            std::future::pending::<()>().await;
+            return;
+        }
+        // Reads the whole body, then answers with its length.
+        "/len" => {
+            let mut len = 0;
+            while let Some(Ok(data)) = body.data().await {
+                len += data.len();
+                let _ = body.flow_control().release_capacity(data.len());
+            }
+            let resp = Response::builder().header("x-len", len).body(()).unwrap();
+            let _ = respond.send_response(resp, true);
+            return;
+        }
+        _ => {}
+    }
     let Ok(mut send) = respond.send_response(Response::new(()), false) else {
         return;
     };
-    match path.as_str() {
+    match head.uri.path() {
         "/cancel" => {
             if let Ok(reason) = std::future::poll_fn(|cx| send.poll_reset(cx)).await {
                 let _ = seen.send(Seen::Reset(reason));
@@ -218,4 +249,66 @@ async fn a_large_response_reaches_a_slow_reader_grpc() {
 #[tokio::test]
 async fn a_large_response_reaches_a_slow_reader_h2c_on_http() {
     large_response_reaches_a_slow_reader(AppProtocol::Http).await;
+}
+
+async fn a_stalled_stream_leaves_its_siblings_flowing(protocol: AppProtocol) {
+    let up = endpoint().await;
+    let (_p, addr) = support::proxy_of(protocol, vec![up.addr], Default::default(), 1.0).await;
+    let mut send = client(addr).await.ready().await.unwrap();
+    // More than the proxy's stream window (1 MiB) toward an endpoint that reads nothing:
+    // the proxy holds what it cannot pass on.
+    let (_stalled, mut stalled_body) = send.send_request(request("/stall"), false).unwrap();
+    let mut sent = 0;
+    while sent < 2 * MIB {
+        stalled_body.reserve_capacity(16 * 1024);
+        let capacity = std::future::poll_fn(|cx| stalled_body.poll_capacity(cx));
+        // No window for a while: the stream is stalled (were it only slow, the streams
+        // below would start early and pass all the same).
+        let n = match tokio::time::timeout(Duration::from_millis(500), capacity).await {
+            Ok(Some(Ok(n))) => n.min(16 * 1024),
+            Ok(other) => panic!("stalled stream: {other:?}"),
+            Err(_) => break,
+        };
+        stalled_body
+            .send_data(Bytes::from(vec![b's'; n]), false)
+            .unwrap();
+        sent += n;
+    }
+    assert!(
+        (MIB..2 * MIB).contains(&sent),
+        "the stalled stream filled the proxy's stream window and stopped: {sent} bytes"
+    );
+    // Bodies on the same connection still get through.
+    for _ in 0..3 {
+        let mut send = send.clone().ready().await.unwrap();
+        let (response, mut body) = send.send_request(request("/len"), false).unwrap();
+        body.send_data(Bytes::from(vec![b'x'; 256 * 1024]), true)
+            .unwrap();
+        let resp = within(response).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["x-len"], "262144");
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_stream_leaves_its_siblings_flowing_grpc() {
+    a_stalled_stream_leaves_its_siblings_flowing(AppProtocol::Grpc).await;
+}
+
+#[tokio::test]
+async fn a_stalled_stream_leaves_its_siblings_flowing_h2c_on_http() {
+    a_stalled_stream_leaves_its_siblings_flowing(AppProtocol::Http).await;
+}
+
+#[tokio::test]
+async fn connect_is_refused() {
+    let up = endpoint().await;
+    let (_p, addr) =
+        support::proxy_of(AppProtocol::Grpc, vec![up.addr], Default::default(), 1.0).await;
+    let mut send = client(addr).await.ready().await.unwrap();
+    let req = Request::connect("web:443").body(()).unwrap();
+    let (response, _body) = send.send_request(req, false).unwrap();
+    let resp = within(response).await.unwrap();
+    assert_eq!(resp.status(), 405);
+    assert_eq!(resp.headers()["x-sluice-error"], "method");
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
-use http::{Request, Response, StatusCode, Version};
+use http::{Method, Request, Response, StatusCode, Version};
 use http_body_util::{BodyExt, Either};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use std::net::SocketAddr;
@@ -132,6 +132,12 @@ async fn forward(
     traceparent: HeaderValue,
 ) -> Response<ProxyBody> {
     let (parts, body) = req.into_parts();
+    if parts.method == Method::CONNECT {
+        // A tunnel through an HTTP service would outlive every timeout a request has.
+        let e = LocalError::new(Reason::Method, "CONNECT is not proxied by an HTTP service");
+        svc.metrics.failure(&svc.name, "", e.reason);
+        return local::response(e);
+    }
     let body = Replay::new(body);
     let h2 = svc.upstream_h2(parts.version);
     let mut attempts = Attempts::new(&svc, idempotent(parts.method.as_str()));

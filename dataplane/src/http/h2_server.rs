@@ -5,9 +5,11 @@
 //! request, most of it there and in the upstream client (docs/benchmarks.md). Here a
 //! connection's streams are futures of the connection's own task, polled only when woken:
 //! no task per stream, and a stream's response is written in the same wake-up as the
-//! connection's frames. The limits are those of [`super::server`]: header list size,
-//! rapid-reset floods, a write deadline toward clients that stop reading, and a client
-//! must finish the HTTP/2 preface within [`HEADER_READ_TIMEOUT`].
+//! connection's frames. The cost: a connection's streams share one worker of the runtime
+//! (hyper spread them over all); a gRPC channel is one connection, so it gets one core.
+//! The limits are those of [`super::server`]: header list size, rapid-reset floods, a
+//! write deadline toward clients that stop reading, and a client must finish the HTTP/2
+//! preface within [`HEADER_READ_TIMEOUT`].
 
 use std::future::Future;
 use std::pin::pin;
@@ -30,8 +32,10 @@ use crate::deadline::{WRITE_TIMEOUT, WriteDeadline};
 
 /// Streams a client may have open at once (as hyper's server had it here).
 const MAX_CONCURRENT_STREAMS: u32 = 1024;
-/// Receive windows and the send buffer per stream, hyper's server defaults: 1 MiB per
-/// stream and per connection, 400 KiB of response data queued per stream.
+/// Receive windows, 1 MiB per stream and per connection, and the send buffer per
+/// stream, 400 KiB: hyper's server defaults. A stream whose endpoint stops reading does
+/// not hold the connection's window from the streams beside it
+/// (`tests/h2_streams.rs`).
 const STREAM_WINDOW: u32 = 1024 * 1024;
 const CONNECTION_WINDOW: u32 = 1024 * 1024;
 const SEND_BUFFER: usize = 400 * 1024;
@@ -98,7 +102,14 @@ where
     Fut: Future<Output = Response<ProxyBody>>,
 {
     let mut handling = pin!(handling);
+    let mut started = false;
     let response = std::future::poll_fn(|cx| {
+        // A stream the client reset before it was accepted (HEADERS and RST_STREAM in one
+        // read) sends nothing to the endpoint.
+        if !started && respond.poll_reset(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        started = true;
         if let Poll::Ready(r) = handling.as_mut().poll(cx) {
             return Poll::Ready(Some(r));
         }
@@ -111,15 +122,10 @@ where
         return;
     };
     let (mut head, mut body) = response.into_parts();
-    // HTTP/2 has no connection-specific headers (RFC 9113 §8.2.2); h2 refuses them.
+    // HTTP/2 has no connection-specific headers (RFC 9113 §8.2.2; h2 refuses them), and
+    // TE belongs in requests only.
     strip_hop_by_hop(&mut head.headers);
-    if head
-        .headers
-        .get(header::TE)
-        .is_some_and(|v| v != "trailers")
-    {
-        head.headers.remove(header::TE);
-    }
+    head.headers.remove(header::TE);
     let end = body.is_end_stream();
     if !end && let Some(len) = body.size_hint().exact() {
         head.headers
