@@ -8,6 +8,7 @@ use std::sync::{Arc, RwLock};
 
 use http::header;
 use http::{Request, Response};
+use http_body_util::Either;
 use hyper::body::Incoming;
 use tokio::sync::watch;
 
@@ -170,7 +171,7 @@ impl Ingress {
 async fn route(routes: Routes, req: Request<Incoming>) -> Response<ProxyBody> {
     let host = host_of(&req);
     match routes.get(host.as_deref(), req.uri().path()) {
-        Some(svc) => handle(svc, req).await,
+        Some(svc) => handle(svc, req.map(Either::Left)).await,
         None => {
             let path = req.uri().path();
             let detail = match host {

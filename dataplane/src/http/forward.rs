@@ -18,11 +18,10 @@ use std::net::SocketAddr;
 use tracing::Instrument;
 
 use super::attempts::{Attempts, Failure, idempotent};
-use super::client_body::ClientBody;
 use super::h2_body::H2Body;
 use super::headers::{DRAINING_HEADER, HOP_BY_HOP, connection_option, strip_hop_by_hop};
 use super::local::{self, BodyError, LocalError, ProxyBody};
-use super::replay::{Replay, ReplayBody};
+use super::replay::{ClientBody, Replay, ReplayBody};
 use super::upstream::{Pool, pool_of};
 use crate::balance::{ActiveGuard, Endpoint};
 use crate::reason::Reason;
@@ -95,12 +94,8 @@ fn upstream_request(
 
 /// Serve one downstream request, from either server, as a span of the client's trace (or
 /// a new one).
-pub async fn handle<B: Into<ClientBody>>(
-    svc: Arc<Service>,
-    req: Request<B>,
-) -> Response<ProxyBody> {
+pub async fn handle(svc: Arc<Service>, req: Request<ClientBody>) -> Response<ProxyBody> {
     crate::busy_poll::activity();
-    let req = req.map(Into::into);
     let parent = req
         .headers()
         .get(TRACEPARENT)

@@ -25,7 +25,6 @@ use hyper::body::Body;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::h2_body::{H2Body, pipe};
-use super::headers::strip_hop_by_hop;
 use super::local::ProxyBody;
 use super::server::{HEADER_READ_TIMEOUT, MAX_HEADER_BYTES};
 use crate::deadline::{WRITE_TIMEOUT, WriteDeadline};
@@ -122,9 +121,9 @@ where
         return;
     };
     let (mut head, mut body) = response.into_parts();
-    // HTTP/2 has no connection-specific headers (RFC 9113 §8.2.2; h2 refuses them), and
-    // TE belongs in requests only.
-    strip_hop_by_hop(&mut head.headers);
+    // HTTP/2 has no connection-specific headers (RFC 9113 §8.2.2): the handler's
+    // responses come without them (`forward` strips an endpoint's; were one left, h2
+    // would refuse the head and the stream be reset below). TE belongs in requests only.
     head.headers.remove(header::TE);
     let end = body.is_end_stream();
     if !end && let Some(len) = body.size_hint().exact() {

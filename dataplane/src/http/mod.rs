@@ -14,12 +14,11 @@
 //!
 //! Layers, each importing only those below it: [`server`] (client-facing hyper server
 //! with its limits), [`headers`], [`local`] (the proxy's own responses), [`h2_body`]
-//! (bodies over `h2` streams), [`client_body`], [`replay`], [`idle`], [`h2_client`] and
+//! (bodies over `h2` streams), [`replay`], [`idle`], [`h2_client`] and
 //! [`upstream`] (per-endpoint connections), [`hold`], [`attempts`], then [`forward`],
 //! [`h2_server`] and [`h1`], and this module's [`serve`] on top.
 
 pub mod attempts;
-pub mod client_body;
 pub mod forward;
 pub mod h1;
 pub mod h2_body;
@@ -35,6 +34,7 @@ pub mod upstream;
 
 use std::sync::Arc;
 
+use http_body_util::Either;
 use tokio::net::TcpStream;
 
 use crate::service::Service;
@@ -46,7 +46,10 @@ pub use local::ProxyBody;
 /// what it does not handle to hyper), HTTP/2 only for h2c and gRPC services.
 pub async fn serve(svc: Arc<Service>, stream: TcpStream) {
     if svc.h2_only() {
-        h2_server::serve(stream, move |req| forward::handle(svc.clone(), req)).await
+        h2_server::serve(stream, move |req| {
+            forward::handle(svc.clone(), req.map(Either::Right))
+        })
+        .await
     } else {
         h1::serve(svc, stream).await
     }

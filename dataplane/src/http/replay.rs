@@ -16,11 +16,16 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::HeaderMap;
-use hyper::body::{Body, Frame, SizeHint};
+use http_body_util::Either;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use prometheus_client::metrics::counter::Counter;
 
-use super::client_body::ClientBody;
+use super::h2_body::H2Body;
 use super::local::BodyError;
+
+/// A client's request body as either server hands it over: hyper's (HTTP/1.1, and what
+/// the lean path hands to hyper) or an HTTP/2 stream of the h2 server (h2c, gRPC).
+pub type ClientBody = Either<Incoming, H2Body>;
 
 /// Most bytes of a request body kept for retries.
 pub const REPLAY_LIMIT: usize = 4 * 1024 * 1024;
@@ -115,13 +120,12 @@ pub struct Replay {
 
 impl Replay {
     /// A request body whose copy draws on the proxy's [`ReplayPool::global`].
-    pub fn new(body: impl Into<ClientBody>) -> Self {
+    pub fn new(body: ClientBody) -> Self {
         Self::in_pool(body, ReplayPool::global())
     }
 
     /// A request body whose copy draws on `pool`.
-    pub fn in_pool(body: impl Into<ClientBody>, pool: &'static ReplayPool) -> Self {
-        let body = body.into();
+    pub fn in_pool(body: ClientBody, pool: &'static ReplayPool) -> Self {
         let hint = body.size_hint();
         let ended = body.is_end_stream();
         Self {
@@ -256,14 +260,14 @@ impl Body for ReplayBody {
 /// A client's body with `chunks`, for tests of what is built on it. An `Incoming` can
 /// only come from hyper: a server hands each request's body over.
 #[cfg(test)]
-pub(crate) async fn test_incoming(chunks: Vec<Bytes>) -> hyper::body::Incoming {
+pub(crate) async fn test_incoming(chunks: Vec<Bytes>) -> ClientBody {
     use http_body_util::StreamBody;
     use hyper_util::rt::TokioIo;
     let (client, server) = tokio::io::duplex(1 << 20);
     let (tx, rx) = tokio::sync::oneshot::channel();
     let tx = std::sync::Mutex::new(Some(tx));
     tokio::spawn(async move {
-        let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let svc = hyper::service::service_fn(move |req: http::Request<Incoming>| {
             if let Some(tx) = tx.lock().unwrap().take() {
                 let _ = tx.send(req.into_body());
             }
@@ -291,7 +295,7 @@ pub(crate) async fn test_incoming(chunks: Vec<Bytes>) -> hyper::body::Incoming {
     tokio::spawn(async move {
         let _ = send.send_request(http::Request::new(body)).await;
     });
-    rx.await.unwrap()
+    Either::Left(rx.await.unwrap())
 }
 
 #[cfg(test)]

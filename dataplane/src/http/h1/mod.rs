@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
+use http_body_util::Either;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
@@ -119,9 +120,15 @@ pub async fn serve(svc: Arc<Service>, mut client: TcpStream) {
                 let io = Prefixed::new(b.client.split().freeze(), client);
                 let svc = svc.clone();
                 if h2 {
-                    h2_server::serve(io, move |req| forward::handle(svc.clone(), req)).await;
+                    h2_server::serve(io, move |req| {
+                        forward::handle(svc.clone(), req.map(Either::Right))
+                    })
+                    .await;
                 } else {
-                    serve_http(io, false, move |req| forward::handle(svc.clone(), req)).await;
+                    serve_http(io, false, move |req| {
+                        forward::handle(svc.clone(), req.map(Either::Left))
+                    })
+                    .await;
                 }
                 return;
             }
