@@ -3,6 +3,7 @@
 //! Layers, each importing only those below it (no two modules import each other):
 //! - model and plumbing: [`config`], [`reason`] (failure reasons, mapped once to metrics
 //!   labels and HTTP statuses), [`metrics`], [`trace`], [`busy_poll`], [`budget`];
+//!   [`http2`] (HTTP/2 frames and HPACK, no state: the wire format of the h2 server);
 //! - sockets: [`accept`] (every listener accepts here), [`tunnel`] (the east-west gateway
 //!   and pooled tunnels to peers), [`dial`] (an endpoint, directly or through a tunnel);
 //! - endpoint state: [`balance`] (weighted P2C over peak-EWMA, outlier ejection,
@@ -24,6 +25,7 @@ pub mod config;
 pub mod deadline;
 pub mod dial;
 pub mod http;
+pub mod http2;
 pub mod ingress;
 pub mod listener;
 pub mod metrics;

@@ -34,18 +34,25 @@ impl PipeError {
     /// the reset the body's own stream got (an endpoint's CANCEL reaches the client as
     /// CANCEL, as hyper's server passed it on), else INTERNAL_ERROR.
     pub fn reset_reason(&self) -> h2::Reason {
-        let PipeError::Source(e) = self else {
-            return h2::Reason::INTERNAL_ERROR;
-        };
-        let mut cause: Option<&(dyn StdError + 'static)> = Some(e.as_ref());
-        while let Some(c) = cause {
-            if let Some(reason) = c.downcast_ref::<h2::Error>().and_then(h2::Error::reason) {
-                return reason;
-            }
-            cause = c.source();
+        match self {
+            PipeError::Source(e) => reset_reason_of(e),
+            _ => h2::Reason::INTERNAL_ERROR,
         }
-        h2::Reason::INTERNAL_ERROR
     }
+}
+
+/// The reason to reset a stream with when the body it carried broke with `e`: the reset
+/// the body's own stream got (an endpoint's CANCEL reaches the client as CANCEL, as
+/// hyper's server passed it on), else INTERNAL_ERROR.
+pub fn reset_reason_of(e: &BodyError) -> h2::Reason {
+    let mut cause: Option<&(dyn StdError + 'static)> = Some(e.as_ref());
+    while let Some(c) = cause {
+        if let Some(reason) = c.downcast_ref::<h2::Error>().and_then(h2::Error::reason) {
+            return reason;
+        }
+        cause = c.source();
+    }
+    h2::Reason::INTERNAL_ERROR
 }
 
 /// Write `body` to `stream` with HTTP/2 flow control: its DATA as the peer's window

@@ -9,12 +9,12 @@
 //!
 //! Plain HTTP/1.1 requests take [`h1`], a lean path that forwards heads and bodies
 //! between sockets; [`forward`] serves the requests of h2c and gRPC services (from
-//! [`h2_server`], on the `h2` crate) and those the lean path hands to hyper's server
-//! (upgrades, chunked uploads, large bodies, HTTP/2 on an HTTP service).
+//! [`h2_server`], on the proxy's own HTTP/2 framing, [`crate::http2`]) and those the lean
+//! path hands to hyper's server (upgrades, chunked uploads, large bodies).
 //!
 //! Layers, each importing only those below it: [`server`] (client-facing hyper server
 //! with its limits), [`headers`], [`local`] (the proxy's own responses), [`h2_body`]
-//! (bodies over `h2` streams), [`replay`], [`idle`], [`h2_client`] and
+//! (bodies over `h2` streams), [`h2_recv`] (request bodies of [`h2_server`]), [`replay`], [`idle`], [`h2_client`] and
 //! [`upstream`] (per-endpoint connections), [`hold`], [`attempts`], then [`forward`],
 //! [`h2_server`] and [`h1`], and this module's [`serve`] on top.
 
@@ -23,6 +23,7 @@ pub mod forward;
 pub mod h1;
 pub mod h2_body;
 pub mod h2_client;
+pub mod h2_recv;
 pub mod h2_server;
 pub mod headers;
 pub mod hold;

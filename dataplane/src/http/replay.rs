@@ -20,12 +20,12 @@ use http_body_util::Either;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use prometheus_client::metrics::counter::Counter;
 
-use super::h2_body::H2Body;
+use super::h2_recv::RequestBody;
 use super::local::BodyError;
 
 /// A client's request body as either server hands it over: hyper's (HTTP/1.1, and what
 /// the lean path hands to hyper) or an HTTP/2 stream of the h2 server (h2c, gRPC).
-pub type ClientBody = Either<Incoming, H2Body>;
+pub type ClientBody = Either<Incoming, RequestBody>;
 
 /// Most bytes of a request body kept for retries.
 pub const REPLAY_LIMIT: usize = 4 * 1024 * 1024;
