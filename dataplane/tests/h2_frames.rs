@@ -506,6 +506,33 @@ async fn an_answer_before_the_request_ends_stops_the_client_with_no_error() {
 }
 
 #[tokio::test]
+async fn streams_reset_with_their_bodies_give_the_connection_window_back() {
+    let (_p, addr) = proxy().await;
+    let mut c = Raw::connect(addr).await;
+    // 100 streams, each with 16 KiB of body, reset by the client (most in the read that
+    // opened them, before any answer): 1.6 MB on a connection window of 1 MiB, which
+    // only holds if the dropped bodies' bytes are given back.
+    let chunk = vec![b'x'; 16 * 1024];
+    let mut out = BytesMut::new();
+    let mut id = 1;
+    for _ in 0..100 {
+        frame::headers(&mut out, id, &post("/len"), false, 16_384);
+        frame::data(&mut out, id, &chunk, false);
+        frame::rst_stream(&mut out, id, Reason::CANCEL);
+        id += 2;
+    }
+    c.send(&out).await;
+    c.headers(id, &post("/len"), false).await;
+    c.data(id, &chunk, true).await;
+    let got = c.next_of(kind::HEADERS, id).await.expect("no GOAWAY");
+    let len = got
+        .fields
+        .iter()
+        .find(|f| f.name == Name::Header("x-len".parse().unwrap()));
+    assert_eq!(len.unwrap().value, "16384");
+}
+
+#[tokio::test]
 async fn a_client_that_pings_without_reading_stops_being_read() {
     let (_p, addr) = proxy().await;
     let mut c = Raw::connect(addr).await;

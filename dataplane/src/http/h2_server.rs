@@ -636,12 +636,9 @@ where
             return Err(protocol("RST_STREAM on an idle stream"));
         }
         let reason = Reason::from(frame::u32_at(payload).unwrap_or(0));
-        let Some(s) = self.streams.remove(&head.stream) else {
+        let Some(s) = self.remove(head.stream, reason) else {
             return Ok(());
         };
-        if let Recv::Arriving(shared) = &s.recv {
-            shared.reset(reason);
-        }
         if matches!(s.phase, Phase::Waiting(_) | Phase::Handling(_)) {
             self.client_resets += 1;
             if self.client_resets > MAX_CLIENT_RESETS {
@@ -832,13 +829,23 @@ where
         Ok(())
     }
 
+    /// Take stream `id` out of the connection, its request ended with `reason` for a
+    /// reader still taking its body; bytes it received that no reader will take are
+    /// given back to the connection's window (or a client that cancels streams early
+    /// would shrink its own connection's window for good).
+    fn remove(&mut self, id: u32, reason: Reason) -> Option<Stream<Fut>> {
+        let s = self.streams.remove(&id)?;
+        match &s.recv {
+            Recv::Early { data, .. } => self.unannounced += data.len(),
+            Recv::Arriving(shared) => shared.reset(reason),
+            Recv::Handed => {}
+        }
+        Some(s)
+    }
+
     /// Reset stream `id` for the client's error.
     fn stream_error(&mut self, id: u32, reason: Reason) -> Result<(), ConnError> {
-        if let Some(s) = self.streams.remove(&id)
-            && let Recv::Arriving(shared) = &s.recv
-        {
-            shared.reset(reason);
-        }
+        self.remove(id, reason);
         frame::rst_stream(&mut self.out.buf, id, reason);
         self.count_local_reset()
     }
@@ -934,23 +941,16 @@ where
                 Driven::Blocked => self.blocked.push(id),
                 Driven::Finished => {
                     self.client_resets = self.client_resets.saturating_sub(1);
-                    if let Some(s) = self.streams.remove(&id)
+                    if let Some(s) = self.remove(id, Reason::CANCEL)
                         && !s.client_done
                     {
                         // The answer is complete: the rest of the request is not needed
                         // (RFC 9113 §8.1).
-                        if let Recv::Arriving(shared) = &s.recv {
-                            shared.reset(Reason::CANCEL);
-                        }
                         frame::rst_stream(&mut self.out.buf, id, Reason::NO_ERROR);
                     }
                 }
                 Driven::Broken(reason) => {
-                    if let Some(s) = self.streams.remove(&id)
-                        && let Recv::Arriving(shared) = &s.recv
-                    {
-                        shared.reset(reason);
-                    }
+                    self.remove(id, reason);
                     frame::rst_stream(&mut self.out.buf, id, reason);
                 }
             }
