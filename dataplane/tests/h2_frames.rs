@@ -196,7 +196,9 @@ impl Raw {
                 let payload = self.buf.split_to(head.len).freeze();
                 let mut fields = Vec::new();
                 if head.kind == kind::HEADERS {
-                    self.decoder.decode(&payload, &mut fields).unwrap();
+                    self.decoder
+                        .decode(&payload, &mut fields, usize::MAX)
+                        .unwrap();
                 }
                 return Some(Got {
                     head,
@@ -352,6 +354,27 @@ async fn an_oversized_header_list_gets_431_and_a_continuation_flood_goaway() {
     assert_eq!(goaway.code(), Reason::ENHANCE_YOUR_CALM);
     assert!(c.next().await.is_none(), "the connection is closed");
     serves(addr).await;
+}
+
+#[tokio::test]
+async fn trailers_of_forty_thousand_fields_are_refused_not_built() {
+    let (_p, addr) = proxy().await;
+    let mut c = Raw::connect(addr).await;
+    c.headers(1, &post("/len"), false).await;
+    // One byte per field (the static table's accept-encoding), 2.4 MB of header list
+    // in a 40 KB block: past the 64 KiB limit, refused before any map is built.
+    c.headers(1, &vec![0x90u8; 40_000], true).await;
+    let rst = c.next_of(kind::RST_STREAM, 1).await.unwrap();
+    assert_eq!(rst.code(), Reason::PROTOCOL_ERROR);
+    c.headers(3, &post("/len"), true).await;
+    assert_eq!(
+        c.next_of(kind::HEADERS, 3)
+            .await
+            .unwrap()
+            .status()
+            .as_deref(),
+        Some("200")
+    );
 }
 
 #[tokio::test]

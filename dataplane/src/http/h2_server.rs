@@ -208,6 +208,22 @@ struct Stream<Fut> {
     /// The request's content-length, and the DATA bytes received.
     expect_len: Option<u64>,
     received: u64,
+    /// In the list of streams waiting for the connection's window.
+    blocked: bool,
+}
+
+impl<Fut> Stream<Fut> {
+    /// Has response bytes that only its own window holds back.
+    fn waits_for_stream_window(&self) -> bool {
+        !self.blocked
+            && matches!(
+                self.phase,
+                Phase::Sending {
+                    pending: Some(_),
+                    ..
+                }
+            )
+    }
 }
 
 /// Stream ids are distinct odd numbers: a multiplicative hash spreads them.
@@ -224,7 +240,10 @@ impl Hasher for IdHasher {
         }
     }
     fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // The product's high bits depend on all of `n`'s; fold them into the low ones
+        // the table's buckets are picked by.
+        let h = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = h ^ (h >> 29);
     }
 }
 
@@ -496,6 +515,9 @@ where
                 if head.stream != 0 {
                     return Err(protocol("GOAWAY on a stream"));
                 }
+                if head.len < 8 {
+                    return Err(ConnError::Protocol(Reason::FRAME_SIZE_ERROR, "GOAWAY size"));
+                }
                 self.client_goaway = true;
                 Ok(())
             }
@@ -525,6 +547,8 @@ where
                 "SETTINGS size",
             ));
         }
+        // The last INITIAL_WINDOW_SIZE of the frame is applied once, after it.
+        let mut initial_window = None;
         for s in payload.chunks_exact(6) {
             let id = u16::from_be_bytes([s[0], s[1]]);
             let value = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
@@ -532,35 +556,13 @@ where
                 setting::HEADER_TABLE_SIZE => self.out.encoder.set_limit(value),
                 setting::ENABLE_PUSH if value > 1 => return Err(protocol("ENABLE_PUSH")),
                 setting::INITIAL_WINDOW_SIZE => {
-                    let value = i64::from(value);
-                    if value > frame::MAX_WINDOW {
+                    if i64::from(value) > frame::MAX_WINDOW {
                         return Err(ConnError::Protocol(
                             Reason::FLOW_CONTROL_ERROR,
                             "INITIAL_WINDOW_SIZE",
                         ));
                     }
-                    let delta = value - self.peer_initial_window;
-                    self.peer_initial_window = value;
-                    for (id, s) in &mut self.streams {
-                        s.send_window += delta;
-                        if s.send_window > frame::MAX_WINDOW {
-                            return Err(ConnError::Protocol(
-                                Reason::FLOW_CONTROL_ERROR,
-                                "a stream's window past 2^31-1",
-                            ));
-                        }
-                        if delta > 0
-                            && matches!(
-                                s.phase,
-                                Phase::Sending {
-                                    pending: Some(_),
-                                    ..
-                                }
-                            )
-                        {
-                            self.runnable.push_back(*id);
-                        }
-                    }
+                    initial_window = Some(i64::from(value));
                 }
                 setting::MAX_FRAME_SIZE => {
                     if !(frame::DEFAULT_MAX_FRAME_SIZE..1 << 24).contains(&value) {
@@ -569,6 +571,22 @@ where
                     self.out.max_frame = value as usize;
                 }
                 _ => {}
+            }
+        }
+        if let Some(value) = initial_window {
+            let delta = value - self.peer_initial_window;
+            self.peer_initial_window = value;
+            for (id, s) in &mut self.streams {
+                s.send_window += delta;
+                if s.send_window > frame::MAX_WINDOW {
+                    return Err(ConnError::Protocol(
+                        Reason::FLOW_CONTROL_ERROR,
+                        "a stream's window past 2^31-1",
+                    ));
+                }
+                if delta > 0 && s.waits_for_stream_window() {
+                    self.runnable.push_back(*id);
+                }
             }
         }
         frame::settings_ack(&mut self.out.buf);
@@ -594,7 +612,12 @@ where
                     "connection window past 2^31-1",
                 ));
             }
-            self.runnable.extend(self.blocked.drain(..));
+            for id in self.blocked.drain(..) {
+                if let Some(s) = self.streams.get_mut(&id) {
+                    s.blocked = false;
+                    self.runnable.push_back(id);
+                }
+            }
             return Ok(());
         }
         let Some(s) = self.streams.get_mut(&head.stream) else {
@@ -610,13 +633,7 @@ where
         if s.send_window > frame::MAX_WINDOW {
             return self.stream_error(head.stream, Reason::FLOW_CONTROL_ERROR);
         }
-        if matches!(
-            s.phase,
-            Phase::Sending {
-                pending: Some(_),
-                ..
-            }
-        ) {
+        if s.waits_for_stream_window() {
             self.runnable.push_back(head.stream);
         }
         Ok(())
@@ -669,7 +686,8 @@ where
         };
         let data = payload.slice(range);
         // Padding is given back at once; so is what no reader will take.
-        self.unannounced += head.len - data.len();
+        let padding = head.len - data.len();
+        self.unannounced += padding;
         let Some(s) = self.streams.get_mut(&head.stream) else {
             if head.stream > self.last_id {
                 return Err(protocol("DATA on an idle stream"));
@@ -689,6 +707,11 @@ where
         s.recv_window -= len;
         s.received += data.len() as u64;
         let end = head.has(flag::END_STREAM);
+        if padding > 0 && !end {
+            // No reader takes padding: the stream's window gets it back now.
+            s.recv_window += padding as i64;
+            frame::window_update(&mut self.out.buf, head.stream, padding as u32);
+        }
         if s.expect_len
             .is_some_and(|n| s.received > n || end && s.received != n)
         {
@@ -751,13 +774,24 @@ where
 
     /// A whole header block: a new stream's request, or a stream's trailers.
     fn header_block(&mut self, id: u32, end_stream: bool, block: Bytes) -> Result<(), ConnError> {
+        if self.fields.capacity() > 256 {
+            self.fields = Vec::new();
+        }
         self.fields.clear();
-        // Decoded whatever becomes of the stream: the table stays in step with the client's.
-        let list = self.decoder.decode(&block, &mut self.fields)?;
+        // Decoded whatever becomes of the stream: the table stays in step with the
+        // client's. Fields past the list's limit are decoded but not kept.
+        let list = self
+            .decoder
+            .decode(&block, &mut self.fields, MAX_HEADER_BYTES)?;
         if let Some(s) = self.streams.get_mut(&id) {
-            let trailers = match trailers(&mut self.fields) {
-                Some(t) if end_stream && !s.client_done && list <= MAX_HEADER_BYTES => t,
-                _ => return self.stream_error(id, Reason::PROTOCOL_ERROR),
+            if s.client_done {
+                return self.stream_error(id, Reason::STREAM_CLOSED);
+            }
+            if !end_stream || list > MAX_HEADER_BYTES {
+                return self.stream_error(id, Reason::PROTOCOL_ERROR);
+            }
+            let Some(trailers) = trailers(&mut self.fields) else {
+                return self.stream_error(id, Reason::PROTOCOL_ERROR);
             };
             if s.expect_len.is_some_and(|n| n != s.received) {
                 return self.stream_error(id, Reason::PROTOCOL_ERROR);
@@ -779,6 +813,7 @@ where
         }
         self.last_id = id;
         if self.client_goaway {
+            frame::rst_stream(&mut self.out.buf, id, Reason::REFUSED_STREAM);
             return Ok(());
         }
         if self.streams.len() >= MAX_CONCURRENT_STREAMS {
@@ -793,7 +828,8 @@ where
             out.encoder.status(&mut out.block, 431);
             frame::headers(&mut out.buf, id, &out.block, true, out.max_frame);
             if !end_stream {
-                frame::rst_stream(&mut out.buf, id, Reason::REFUSED_STREAM);
+                // Answered: the rest of the request is not wanted (RFC 9113 §8.1).
+                frame::rst_stream(&mut out.buf, id, Reason::NO_ERROR);
             }
             return self.count_local_reset();
         }
@@ -823,6 +859,7 @@ where
                 send_window: self.peer_initial_window,
                 expect_len,
                 received: 0,
+                blocked: false,
             },
         );
         self.opened.push(id);
@@ -913,7 +950,11 @@ where
                 }
             }
         }
-        if self.unannounced >= CONNECTION_WINDOW as usize / 2 {
+        // Batched while more than half the window is open; once less is, every byte
+        // taken goes back at once (a stalled stream holding most of the window must not
+        // hold back what the streams beside it freed).
+        let half = CONNECTION_WINDOW as usize / 2;
+        if self.unannounced >= half || self.unannounced > 0 && self.recv_window < half as i64 {
             let n = std::mem::take(&mut self.unannounced);
             self.recv_window += n as i64;
             frame::window_update(&mut self.out.buf, 0, n as u32);
@@ -938,7 +979,12 @@ where
                     self.runnable.push_front(id);
                     return;
                 }
-                Driven::Blocked => self.blocked.push(id),
+                Driven::Blocked => {
+                    if !s.blocked {
+                        s.blocked = true;
+                        self.blocked.push(id);
+                    }
+                }
                 Driven::Finished => {
                     self.client_resets = self.client_resets.saturating_sub(1);
                     if let Some(s) = self.remove(id, Reason::CANCEL)
@@ -1202,7 +1248,7 @@ mod tests {
         block.extend_from_slice(value.as_bytes());
         let mut out = Vec::new();
         Decoder::default()
-            .decode(&block.freeze(), &mut out)
+            .decode(&block.freeze(), &mut out, usize::MAX)
             .unwrap();
         out.remove(0)
     }

@@ -201,8 +201,13 @@ impl Default for Decoder {
 impl Decoder {
     /// Decode `block` into `out`; returns the header list's size (RFC 9113 §6.5.2). Every
     /// field is decoded (and the table kept in step with the peer's) however large the
-    /// list; the caller refuses a list over its limit.
-    pub fn decode(&mut self, block: &Bytes, out: &mut Vec<Field>) -> Result<usize, HpackError> {
+    /// list, but those past `limit` are not kept: the caller refuses such a list.
+    pub fn decode(
+        &mut self,
+        block: &Bytes,
+        out: &mut Vec<Field>,
+        limit: usize,
+    ) -> Result<usize, HpackError> {
         let mut pos = 0;
         let mut list = 0usize;
         let mut first = true;
@@ -228,7 +233,9 @@ impl Decoder {
             };
             first = false;
             list = list.saturating_add(field.size());
-            out.push(field);
+            if list <= limit {
+                out.push(field);
+            }
         }
         Ok(list)
     }
@@ -252,7 +259,10 @@ impl Decoder {
         Ok(Field { name, value })
     }
 
-    fn insert(&mut self, field: Field) {
+    fn insert(&mut self, mut field: Field) {
+        // A raw string is a slice of the frame it came in, and so of the connection's
+        // read buffer: the table keeps a copy, not the buffer.
+        field.value = Bytes::copy_from_slice(&field.value);
         let size = field.size();
         self.evict(size);
         if size <= self.max {
@@ -472,7 +482,7 @@ mod tests {
 
     fn decode(d: &mut Decoder, block: &[u8]) -> Result<Vec<(String, String)>, HpackError> {
         let mut out = Vec::new();
-        d.decode(&Bytes::copy_from_slice(block), &mut out)?;
+        d.decode(&Bytes::copy_from_slice(block), &mut out, usize::MAX)?;
         Ok(out
             .into_iter()
             .map(|f| {
