@@ -381,7 +381,8 @@ async fn trailers_of_forty_thousand_fields_are_refused_not_built() {
 async fn frames_no_client_may_send_end_the_connection_with_goaway() {
     let (_p, addr) = proxy().await;
     let too_large = vec![0u8; 16_385];
-    let cases: Vec<(&str, Box<dyn Fn(&mut BytesMut)>, Reason)> = vec![
+    type Write = Box<dyn Fn(&mut BytesMut)>;
+    let cases: Vec<(&str, Write, Reason)> = vec![
         (
             "PING of 7 bytes",
             Box::new(|o| {

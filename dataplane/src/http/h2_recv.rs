@@ -97,7 +97,7 @@ impl Chunks {
         }
     }
 
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         match self {
             Chunks::None => true,
             Chunks::One(_) => false,

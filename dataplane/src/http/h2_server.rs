@@ -541,7 +541,7 @@ where
                 )),
             };
         }
-        if head.len % 6 != 0 {
+        if !head.len.is_multiple_of(6) {
             return Err(ConnError::Protocol(
                 Reason::FRAME_SIZE_ERROR,
                 "SETTINGS size",
@@ -808,7 +808,7 @@ where
             // Trailers or headers of a stream already closed (reset, or refused).
             return Ok(());
         }
-        if id % 2 == 0 {
+        if id.is_multiple_of(2) {
             return Err(protocol("a client opened an even stream"));
         }
         self.last_id = id;

@@ -638,7 +638,6 @@ mod tests {
     fn encoded_responses_decode_and_repeat_as_indexes() {
         let mut e = Encoder::default();
         let mut d = Decoder::default();
-        d.limit = DEFAULT_TABLE_SIZE;
         let ct = http::header::CONTENT_TYPE;
         let grpc = HeaderName::from_static("grpc-status");
         let mut first = BytesMut::new();
