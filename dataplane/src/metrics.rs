@@ -44,6 +44,14 @@ pub struct HoldLabels {
     pub outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GoawayLabels {
+    pub service: String,
+    /// The RFC 9113 error code sent, e.g. `ENHANCE_YOUR_CALM` (rapid reset, a header
+    /// flood) or `PROTOCOL_ERROR`.
+    pub reason: &'static str,
+}
+
 fn latency_histogram() -> Histogram {
     // 50 µs .. ~13 s.
     Histogram::new(exponential_buckets(0.00005, 2.0, 18))
@@ -62,6 +70,7 @@ pub struct ProxyMetrics {
     pub ejections: Family<EndpointLabels, Counter>,
     pub holds: Family<HoldLabels, Counter>,
     pub held: Family<ServiceLabels, Gauge>,
+    pub goaways: Family<GoawayLabels, Counter>,
     pub reloads: Counter,
 }
 
@@ -77,6 +86,7 @@ impl Default for ProxyMetrics {
             ejections: Family::default(),
             holds: Family::default(),
             held: Family::default(),
+            goaways: Family::default(),
             reloads: Counter::default(),
         }
     }
@@ -126,6 +136,11 @@ impl ProxyMetrics {
             self.held.clone(),
         );
         r.register(
+            "h2_goaways",
+            "Client HTTP/2 connections the proxy ended for the client's errors, by the code sent",
+            self.goaways.clone(),
+        );
+        r.register(
             "config_reloads",
             "Configurations applied",
             self.reloads.clone(),
@@ -161,6 +176,16 @@ impl ProxyMetrics {
             .get_or_create(&HoldLabels {
                 service: service.to_string(),
                 outcome,
+            })
+            .inc();
+    }
+
+    /// A client's HTTP/2 connection to `service` was ended with GOAWAY `reason`.
+    pub fn goaway(&self, service: &str, reason: &'static str) {
+        self.goaways
+            .get_or_create(&GoawayLabels {
+                service: service.to_string(),
+                reason,
             })
             .inc();
     }

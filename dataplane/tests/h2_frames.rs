@@ -315,7 +315,7 @@ async fn a_malformed_request_is_reset_and_the_connection_serves_on() {
 
 #[tokio::test]
 async fn an_oversized_header_list_gets_431_and_a_continuation_flood_goaway() {
-    let (_p, addr) = proxy().await;
+    let (p, addr) = proxy().await;
     let mut c = Raw::connect(addr).await;
     // 70 KiB of headers over HEADERS and CONTINUATION frames.
     let big = "v".repeat(10 * 1024);
@@ -354,6 +354,18 @@ async fn an_oversized_header_list_gets_431_and_a_continuation_flood_goaway() {
     assert_eq!(goaway.code(), Reason::ENHANCE_YOUR_CALM);
     assert!(c.next().await.is_none(), "the connection is closed");
     serves(addr).await;
+    // The cut-off is counted by the code the client got (once the connection's lingering
+    // close is over).
+    let counted = "sluice_proxy_h2_goaways_total{service=\"web\",reason=\"ENHANCE_YOUR_CALM\"} 1";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let metrics = support::get(p.admin, "x", "/metrics").await;
+        if metrics.contains(counted) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{metrics}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]

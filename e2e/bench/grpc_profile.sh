@@ -38,7 +38,7 @@ load() { # SECONDS
 load $((PROFILE + 1)) >/dev/null 2>&1 &
 pids+=($!)
 sleep 0.5
-perf record -q -g -p "$proxy" -o "$OUT" -- sleep "$PROFILE" 2>/dev/null
+perf record -q ${CALLGRAPH:--g} -p "$proxy" -o "$OUT" -- sleep "$PROFILE" 2>/dev/null
 wait "${pids[-1]}" 2>/dev/null || true
 before=$(cpu_us "$proxy")
 done_=$(load "$DURATION" 2>&1 | awk '/^requests:/ { print $8 }')

@@ -144,7 +144,10 @@ impl H2Upstream {
             // A dial ended while this request waited and left no connection.
             return Err(H2Error::DialFailed);
         }
-        let dialed = self.dial().await;
+        // Boxed: the dial's future (a tunnel's TLS handshake among its states) is kilobytes,
+        // and every request's future would carry it, copied at each move, for a path taken
+        // once per connection.
+        let dialed = Box::pin(self.dial()).await;
         let id = self.dials.fetch_add(1, Ordering::AcqRel) + 1;
         let send = dialed?;
         *self.slot() = Some((id, send.clone()));

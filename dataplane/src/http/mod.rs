@@ -23,8 +23,10 @@ pub mod forward;
 pub mod h1;
 pub mod h2_body;
 pub mod h2_client;
+pub mod h2_head;
 pub mod h2_recv;
 pub mod h2_server;
+pub mod h2c;
 pub mod headers;
 pub mod hold;
 pub mod idle;
@@ -35,7 +37,6 @@ pub mod upstream;
 
 use std::sync::Arc;
 
-use http_body_util::Either;
 use tokio::net::TcpStream;
 
 use crate::service::Service;
@@ -47,10 +48,7 @@ pub use local::ProxyBody;
 /// what it does not handle to hyper), HTTP/2 only for h2c and gRPC services.
 pub async fn serve(svc: Arc<Service>, stream: TcpStream) {
     if svc.h2_only() {
-        h2_server::serve(stream, move |req| {
-            forward::handle(svc.clone(), req.map(Either::Right))
-        })
-        .await
+        h2c::serve(svc, stream).await
     } else {
         h1::serve(svc, stream).await
     }

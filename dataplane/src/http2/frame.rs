@@ -121,6 +121,27 @@ pub fn ping_ack(out: &mut BytesMut, payload: &[u8]) {
     out.put_slice(payload);
 }
 
+/// An error code's name as RFC 9113 §7 spells it, for metrics and logs.
+pub fn reason_name(reason: Reason) -> &'static str {
+    match u32::from(reason) {
+        0x0 => "NO_ERROR",
+        0x1 => "PROTOCOL_ERROR",
+        0x2 => "INTERNAL_ERROR",
+        0x3 => "FLOW_CONTROL_ERROR",
+        0x4 => "SETTINGS_TIMEOUT",
+        0x5 => "STREAM_CLOSED",
+        0x6 => "FRAME_SIZE_ERROR",
+        0x7 => "REFUSED_STREAM",
+        0x8 => "CANCEL",
+        0x9 => "COMPRESSION_ERROR",
+        0xa => "CONNECT_ERROR",
+        0xb => "ENHANCE_YOUR_CALM",
+        0xc => "INADEQUATE_SECURITY",
+        0xd => "HTTP_1_1_REQUIRED",
+        _ => "UNKNOWN",
+    }
+}
+
 pub fn goaway(out: &mut BytesMut, last_stream: u32, reason: Reason) {
     head(out, 8, kind::GOAWAY, 0, 0);
     out.put_u32(last_stream & 0x7fff_ffff);

@@ -31,7 +31,6 @@ use self::head::{RequestHead, Response, ResponseHead, Verdict};
 use self::prefixed::Prefixed;
 use super::attempts::{Attempts, Failure};
 use super::forward;
-use super::h2_server;
 use super::idle::IdlePool;
 use super::local::LocalError;
 use super::server::{HEADER_READ_TIMEOUT, MAX_HEADER_BYTES, serve_http};
@@ -120,10 +119,7 @@ pub async fn serve(svc: Arc<Service>, mut client: TcpStream) {
                 let io = Prefixed::new(b.client.split().freeze(), client);
                 let svc = svc.clone();
                 if h2 {
-                    h2_server::serve(io, move |req| {
-                        forward::handle(svc.clone(), req.map(Either::Right))
-                    })
-                    .await;
+                    super::h2c::serve(svc, io).await;
                 } else {
                     serve_http(io, false, move |req| {
                         forward::handle(svc.clone(), req.map(Either::Left))
