@@ -4,6 +4,7 @@
 #   port                   a free loopback TCP port
 #   wait_line FILE REGEX   wait up to 30 s for a line of FILE to match REGEX, else exit 1
 #   cpu_us PID...          the CPU time (user + system) of the processes, in microseconds
+#   rss_kib PID            resident memory of a process (VmRSS), in KiB
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -30,3 +31,5 @@ cpu_us() {
   done
   echo "$t"
 }
+
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }

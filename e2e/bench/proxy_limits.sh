@@ -18,7 +18,8 @@
 # Per round and build (the proxy pinned to PROXY_CPU, backend and load to LOAD_CPU): HTTP/1.1 keep-alive max req/s (wrk -t1 -c CONNECTIONS), then h2c
 # gRPC-shaped max req/s (h2load, 10 clients × 10 streams), each with the proxy's CPU time
 # per request (/proc/PID/stat). Prints every round, min / median / max of each, and
-# after/before of the medians.
+# after/before of the medians; and each build's resident memory (VmRSS) before any request
+# and idle after the rounds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 AFTER=${AFTER:-target/release/sluice}
@@ -62,6 +63,11 @@ for build in before after; do
   ADDR[$build]=127.0.0.1:$p
 done
 printf '\0\0\0\0\0' >"$work/grpc-body"
+# Resident memory before any request (a second after the listener is up) and, after the
+# rounds, once the proxy has been quiet for a second: what it keeps of its traffic.
+sleep 1
+declare -A RSS0
+for build in before after; do RSS0[$build]=$(rss_kib "${PID[$build]}"); done
 
 
 h1() {
@@ -94,9 +100,15 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$work/rows" <<'PY'
+sleep 1
+for build in before after; do
+  echo "rss $build ${RSS0[$build]} $(rss_kib "${PID[$build]}")" >>"$work/rss"
+done
+
+python3 - "$work/rows" "$work/rss" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
+rss = {l.split()[1]: [int(v) / 1024 for v in l.split()[2:]] for l in open(sys.argv[2])}
 def col(build, i):
     return sorted(float(r[i]) for r in rows if r[0] == build)
 print()
@@ -110,4 +122,7 @@ for i, name in [(1, "HTTP/1.1 max req/s"), (2, "h2c gRPC max req/s"),
     p = 0 if i <= 2 else 2
     fmt = lambda v: f"{v[0]:,.{p}f} / {statistics.median(v):,.{p}f} / {v[-1]:,.{p}f}"
     print(f"| {name} | {fmt(b)} | {fmt(a)} | {statistics.median(a) / statistics.median(b):.3f} |")
+for i, name in [(0, "RSS MiB before any request"), (1, "RSS MiB idle after the rounds")]:
+    b, a = rss["before"][i], rss["after"][i]
+    print(f"| {name} | {b:.1f} | {a:.1f} | {a / b:.3f} |")
 PY
