@@ -229,7 +229,10 @@ fn track(
     guard: ActiveGuard,
     ep: &Arc<Endpoint>,
 ) -> Response<ProxyBody> {
-    strip_hop_by_hop(resp.headers_mut());
+    // HTTP/2 has no hop-by-hop headers: the h2 crate refuses a response that carries one.
+    if resp.version() != Version::HTTP_2 {
+        strip_hop_by_hop(resp.headers_mut());
+    }
     resp.map(|b| {
         Tracked {
             inner: b,
