@@ -322,7 +322,26 @@ fn string(src: &Bytes, pos: &mut usize) -> Result<Bytes, HpackError> {
     let mut out = Vec::with_capacity(len + len / 2);
     httlib_huffman::decode(&raw, &mut out, httlib_huffman::DecoderSpeed::FourBits)
         .map_err(|_| HpackError::Huffman)?;
+    if !padded_with_eos(&raw, &out) {
+        return Err(HpackError::Huffman);
+    }
     Ok(Bytes::from(out))
+}
+
+/// Whether the bits of `coded` past the codes of `decoded` are padding as RFC 7541 §5.2
+/// allows it: at most 7, all ones (the start of EOS). `httlib-huffman` lets through
+/// padding of zeros, or ones and zeros mixed, which a decoder must treat as an error.
+fn padded_with_eos(coded: &[u8], decoded: &[u8]) -> bool {
+    let table = &httlib_huffman::encoder::table::ENCODE_TABLE;
+    let used: usize = decoded
+        .iter()
+        .map(|&b| usize::from(table[usize::from(b)].0))
+        .sum();
+    let Some(padding) = (coded.len() * 8).checked_sub(used) else {
+        return false;
+    };
+    let ones = (1u16 << padding.min(8)) - 1;
+    padding <= 7 && coded.last().is_none_or(|&b| u16::from(b) & ones == ones)
 }
 
 fn put_integer(out: &mut BytesMut, pattern: u8, prefix: u8, value: usize) {
@@ -575,6 +594,46 @@ mod tests {
             decode(&mut d, &third).unwrap()[4],
             ("custom-key".to_string(), "custom-value".to_string())
         );
+    }
+
+    /// A literal field without indexing named `a` whose value is the Huffman string `coded`.
+    fn huffman_value(coded: &[u8]) -> Vec<u8> {
+        let mut block = vec![0x00, 0x01, b'a', 0x80 | coded.len() as u8];
+        block.extend_from_slice(coded);
+        block
+    }
+
+    /// RFC 7541 §5.2: padding is at most 7 bits, all ones; anything else, and EOS inside
+    /// the string, is a decoding error.
+    #[test]
+    fn huffman_padding_is_checked() {
+        // 'a' is 00011: then 111 is its padding.
+        let ok = decode(&mut Decoder::default(), &huffman_value(&[0b0001_1111]));
+        assert_eq!(ok, Ok(pairs(&[("a", "a")])));
+        // "aaaaaaaa": 40 bits, five whole bytes, no padding.
+        let whole = decode(
+            &mut Decoder::default(),
+            &huffman_value(&[0x18, 0xc6, 0x31, 0x8c, 0x63]),
+        );
+        assert_eq!(whole, Ok(pairs(&[("a", "aaaaaaaa")])));
+        assert_eq!(
+            decode(&mut Decoder::default(), &huffman_value(&[])),
+            Ok(pairs(&[("a", "")]))
+        );
+        for bad in [
+            &[0b0001_1000][..],        // zeros
+            &[0b0001_1001],            // ones and zeros
+            &[0b0001_1110],            // ones, then a zero
+            &[0b0001_1111, 0xff],      // 11 bits of ones
+            &[0xff],                   // 8 bits of ones, no symbol
+            &[0xff, 0xff, 0xff, 0xff], // EOS (30 ones) and two more
+        ] {
+            assert_eq!(
+                decode(&mut Decoder::default(), &huffman_value(bad)),
+                Err(HpackError::Huffman),
+                "{bad:02x?}"
+            );
+        }
     }
 
     #[test]
