@@ -72,10 +72,12 @@ impl H2Error {
     }
 
     fn of_stream(e: h2::Error) -> Self {
-        // A GOAWAY that ends the connection gracefully fails only the streams it did not
-        // cover: those the endpoint never saw.
-        let refused = e.reason() == Some(h2::Reason::REFUSED_STREAM)
-            || (e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR));
+        // The endpoint's GOAWAY fails only the streams above its last stream id, which it
+        // never processed (RFC 9113 §6.8), whatever its error code; those it covered and
+        // did not finish fail as a broken connection. A GOAWAY h2 sends itself (the
+        // endpoint broke the protocol) fails every stream, processed or not.
+        let refused =
+            e.reason() == Some(h2::Reason::REFUSED_STREAM) || (e.is_go_away() && e.is_remote());
         if refused {
             H2Error::Refused(e)
         } else {
@@ -224,9 +226,12 @@ async fn send_body(mut body: ReplayBody, mut stream: SendStream<Bytes>) {
 mod tests {
     use super::super::replay::{Replay, test_incoming as incoming};
     use super::*;
+    use crate::http2::frame;
+    use bytes::{Buf, BytesMut};
     use http_body_util::BodyExt;
     use prometheus_client::metrics::counter::Counter;
     use std::sync::atomic::AtomicUsize;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     async fn request() -> Request<ReplayBody> {
@@ -287,6 +292,83 @@ mod tests {
         };
         assert!(matches!(err, H2Error::Refused(_)), "{err:?}");
         assert!(err.nothing_sent());
+    }
+
+    /// A raw HTTP/2 endpoint that answers the first request's HEADERS with `answer` (frames
+    /// of its own making) and then waits for the client to close.
+    async fn raw_endpoint(answer: fn(&mut BytesMut)) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut out = BytesMut::new();
+                    frame::settings(&mut out, &[]);
+                    let mut buf = BytesMut::new();
+                    while buf.len() < frame::PREFACE.len() {
+                        if !matches!(sock.read_buf(&mut buf).await, Ok(n) if n > 0) {
+                            return;
+                        }
+                    }
+                    buf.advance(frame::PREFACE.len());
+                    loop {
+                        while let Some(head) = frame::Head::parse(&buf)
+                            && buf.len() >= frame::HEAD_LEN + head.len
+                        {
+                            buf.advance(frame::HEAD_LEN + head.len);
+                            if head.kind == frame::kind::SETTINGS && !head.has(frame::flag::ACK) {
+                                frame::settings_ack(&mut out);
+                            } else if head.kind == frame::kind::HEADERS {
+                                answer(&mut out);
+                            }
+                        }
+                        if sock.write_all(&out).await.is_err() {
+                            return;
+                        }
+                        out.clear();
+                        if !matches!(sock.read_buf(&mut buf).await, Ok(n) if n > 0) {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    /// A GOAWAY from the endpoint that does not cover a stream means it never processed
+    /// it, whatever the GOAWAY's error code: the request may go again, even a POST.
+    #[tokio::test]
+    async fn streams_past_the_endpoints_goaway_count_as_never_sent() {
+        fn graceful(out: &mut BytesMut) {
+            frame::goaway(out, 0, h2::Reason::NO_ERROR);
+        }
+        fn failing(out: &mut BytesMut) {
+            frame::goaway(out, 0, h2::Reason::INTERNAL_ERROR);
+        }
+        for answer in [graceful as fn(&mut BytesMut), failing] {
+            let up = H2Upstream::new(raw_endpoint(answer).await, None, Duration::from_secs(5));
+            let Err(err) = up.request(request().await).await else {
+                panic!("answered past a GOAWAY");
+            };
+            assert!(matches!(err, H2Error::Refused(_)), "{err:?}");
+            assert!(err.nothing_sent());
+        }
+    }
+
+    /// When the endpoint breaks the protocol, h2 ends the connection with a GOAWAY of its
+    /// own: the streams on it may have been processed and are not sent again.
+    #[tokio::test]
+    async fn a_connection_h2_ended_for_a_protocol_error_may_have_processed_its_streams() {
+        fn broken(out: &mut BytesMut) {
+            // A WINDOW_UPDATE of 0 on the connection: a PROTOCOL_ERROR of the connection.
+            frame::window_update(out, 0, 0);
+        }
+        let up = H2Upstream::new(raw_endpoint(broken).await, None, Duration::from_secs(5));
+        let Err(err) = up.request(request().await).await else {
+            panic!("answered on a broken connection");
+        };
+        assert!(!err.nothing_sent(), "{err:?}");
     }
 
     #[tokio::test]
