@@ -205,6 +205,9 @@ async fn send(
     req: Request<ReplayBody>,
 ) -> Result<Response<UpstreamBody>, AttemptError> {
     if h2 {
+        // Poll through the gap until the response head, as the lean HTTP/1.1 path does
+        // (`busy_poll`): a worker that sleeps there pays a vCPU wake-up per response.
+        let _due = crate::busy_poll::awaiting_upstream();
         match pool.h2.request(req).await {
             Ok(resp) => Ok(resp.map(Either::Right)),
             Err(e) => Err(AttemptError {
