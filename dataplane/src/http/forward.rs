@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use tracing::Instrument;
 
 use super::attempts::{Attempts, Failure, idempotent};
-use super::h2_body::H2Body;
+use super::h2_exchange::H2Body;
 use super::headers::{DRAINING_HEADER, HOP_BY_HOP, connection_option, strip_hop_by_hop};
 use super::local::{self, BodyError, LocalError, ProxyBody};
 use super::replay::{ClientBody, Replay, ReplayBody};

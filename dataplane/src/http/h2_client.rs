@@ -1,98 +1,31 @@
-//! HTTP/2 to one endpoint on the `h2` crate directly: one connection per endpoint that all
-//! requests share, dialed on first use and again once it breaks. It serves the h2c and
-//! gRPC requests in place of hyper's pooled client, whose per-request dispatch (a pool
-//! checkout, a channel to the connection task, a task spawned per request body) cost
-//! 5% of the proxy's CPU per gRPC request (docs/benchmarks.md, "gRPC: the h2 crate
-//! directly").
-//!
-//! A request body that is already complete when its headers go out (a unary call) is
-//! written inline; one that is still streaming is written by a task of its own once the
-//! response has arrived, so bidirectional streams flow both ways.
+//! HTTP/2 to one endpoint: one connection per endpoint that all requests share, dialed
+//! on first use and again once it closes. It serves the h2c and gRPC requests on the
+//! proxy's own framing ([`super::h2_upstream_conn`]), in place of the `h2` crate's
+//! client (22% of the proxy's CPU under gRPC load) and, before it, hyper's pooled
+//! client (docs/benchmarks.md, "gRPC: the h2 crate directly").
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures::future::{Either, select};
-use h2::SendStream;
-use h2::client::SendRequest;
 use http::{Request, Response};
-use hyper::body::Body;
 
-use super::h2_body::{H2Body, pipe};
+use super::h2_exchange::{ConnShared, Exchange, Submit};
+pub use super::h2_exchange::{H2Body, H2Error, StreamError};
+use super::h2_upstream_conn::{Keepalive, start};
 use super::replay::ReplayBody;
-use crate::dial::{DialError, Upstream, dial};
+use crate::dial::dial;
 use crate::tunnel::Peer;
-use crate::tunnel::h2_stream::keepalive_every;
-
-/// Largest header list the endpoint may send back (as the client-facing server's).
-const MAX_HEADER_LIST: u32 = super::server::MAX_HEADER_BYTES as u32;
-/// Receive windows, as hyper's client had them: a stream may have 2 MiB in flight and
-/// the connection 5 MiB, so one slow reader does not hold the shared connection's window.
-const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
-const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
-/// Streams opened before the endpoint's SETTINGS say how many it takes.
-const INITIAL_STREAMS: usize = 100;
-/// Request data queued per stream before its sender waits.
-const SEND_BUFFER: usize = 1024 * 1024;
-/// The connection is PINGed this often, and dropped (the next request dials again) when
-/// an answer takes longer than [`PING_TIMEOUT`]: a peer gone without a FIN or RST is
-/// noticed without waiting for TCP to give up. Generous: a busy endpoint is not a dead one.
-const PING_EVERY: Duration = Duration::from_secs(10);
-const PING_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Why a request to the endpoint failed.
-#[derive(Debug, thiserror::Error)]
-pub enum H2Error {
-    /// No connection to the endpoint: nothing was sent.
-    #[error("connecting: {0}")]
-    Dial(#[from] DialError),
-    /// The connection could not start HTTP/2: nothing was sent.
-    #[error("HTTP/2 handshake: {0}")]
-    Handshake(h2::Error),
-    /// The dial this request waited for failed: nothing was sent, and the request goes
-    /// on to another endpoint rather than dial again behind the others.
-    #[error("the connection to the endpoint just failed")]
-    DialFailed,
-    /// The endpoint refused the stream before processing it (REFUSED_STREAM, or a
-    /// GOAWAY that did not cover it): safe to send again.
-    #[error("stream refused: {0}")]
-    Refused(h2::Error),
-    /// The exchange broke after the request was (perhaps) processed.
-    #[error("{0}")]
-    Stream(h2::Error),
-}
-
-impl H2Error {
-    /// Whether the endpoint cannot have acted on the request.
-    pub fn nothing_sent(&self) -> bool {
-        !matches!(self, H2Error::Stream(_))
-    }
-
-    fn of_stream(e: h2::Error) -> Self {
-        // The endpoint's GOAWAY fails only the streams above its last stream id, which it
-        // never processed (RFC 9113 §6.8), whatever its error code; those it covered and
-        // did not finish fail as a broken connection. A GOAWAY h2 sends itself (the
-        // endpoint broke the protocol) fails every stream, processed or not.
-        let refused =
-            e.reason() == Some(h2::Reason::REFUSED_STREAM) || (e.is_go_away() && e.is_remote());
-        if refused {
-            H2Error::Refused(e)
-        } else {
-            H2Error::Stream(e)
-        }
-    }
-}
 
 /// The shared HTTP/2 connection to one endpoint.
 pub struct H2Upstream {
     addr: SocketAddr,
     via: Option<Arc<Peer>>,
     timeout: Duration,
+    keepalive: Keepalive,
     /// The connection, with the number of the dial that made it.
-    conn: Mutex<Option<(u64, SendRequest<Bytes>)>>,
+    conn: Mutex<Option<(u64, Arc<ConnShared>)>>,
     /// Held while dialing, so that a burst of requests makes one connection.
     dialing: tokio::sync::Mutex<()>,
     /// Dials finished, successful or not.
@@ -101,46 +34,53 @@ pub struct H2Upstream {
 
 impl H2Upstream {
     pub fn new(addr: SocketAddr, via: Option<Arc<Peer>>, timeout: Duration) -> Self {
+        Self::with_keepalive(addr, via, timeout, Keepalive::default())
+    }
+
+    /// As [`H2Upstream::new`], PINGing as `keepalive` says.
+    pub fn with_keepalive(
+        addr: SocketAddr,
+        via: Option<Arc<Peer>>,
+        timeout: Duration,
+        keepalive: Keepalive,
+    ) -> Self {
         Self {
             addr,
             via,
             timeout,
+            keepalive,
             conn: Mutex::new(None),
             dialing: tokio::sync::Mutex::new(()),
             dials: AtomicU64::new(0),
         }
     }
 
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(u64, SendRequest<Bytes>)>> {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(u64, Arc<ConnShared>)>> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The cached connection, ready for one more stream; a closed one (GOAWAY, reset, the
-    /// endpoint gone) is forgotten.
-    async fn cached_ready(&self) -> Option<SendRequest<Bytes>> {
-        let (id, send) = self.slot().clone()?;
-        match send.ready().await {
-            Ok(send) => Some(send),
-            Err(_) => {
-                let mut slot = self.slot();
-                if slot.as_ref().is_some_and(|(i, _)| *i == id) {
-                    *slot = None;
-                }
+    /// The cached connection if it still takes requests; a closed one is forgotten.
+    fn cached(&self) -> Option<Arc<ConnShared>> {
+        let mut slot = self.slot();
+        match &*slot {
+            Some((_, conn)) if !conn.is_closed() => Some(conn.clone()),
+            Some(_) => {
+                *slot = None;
                 None
             }
+            None => None,
         }
     }
 
-    /// A sender ready for one more stream: the shared connection's, or a new
-    /// connection's when there is none or it has closed.
-    async fn ready(&self) -> Result<SendRequest<Bytes>, H2Error> {
-        if let Some(send) = self.cached_ready().await {
-            return Ok(send);
+    /// The shared connection, or a new one when there is none or it has closed.
+    async fn ready(&self) -> Result<Arc<ConnShared>, H2Error> {
+        if let Some(conn) = self.cached() {
+            return Ok(conn);
         }
         let seen = self.dials.load(Ordering::Acquire);
         let _dialing = self.dialing.lock().await;
-        if let Some(send) = self.cached_ready().await {
-            return Ok(send);
+        if let Some(conn) = self.cached() {
+            return Ok(conn);
         }
         if self.dials.load(Ordering::Acquire) != seen {
             // A dial ended while this request waited and left no connection.
@@ -151,74 +91,83 @@ impl H2Upstream {
         // once per connection.
         let dialed = Box::pin(self.dial()).await;
         let id = self.dials.fetch_add(1, Ordering::AcqRel) + 1;
-        let send = dialed?;
-        *self.slot() = Some((id, send.clone()));
-        send.ready().await.map_err(H2Error::Handshake)
+        let conn = dialed?;
+        *self.slot() = Some((id, conn.clone()));
+        Ok(conn)
     }
 
     /// A new connection, driven (and PINGed) by a task of its own.
-    async fn dial(&self) -> Result<SendRequest<Bytes>, H2Error> {
+    async fn dial(&self) -> Result<Arc<ConnShared>, H2Error> {
         let io = dial(self.addr, self.via.as_ref(), self.timeout).await?;
-        let (send, mut conn) = h2::client::Builder::new()
-            .max_header_list_size(MAX_HEADER_LIST)
-            .initial_window_size(STREAM_WINDOW)
-            .initial_connection_window_size(CONNECTION_WINDOW)
-            .initial_max_send_streams(INITIAL_STREAMS)
-            .max_send_buffer_size(SEND_BUFFER)
-            .enable_push(false)
-            .handshake::<Upstream, Bytes>(io)
+        start(io, self.addr, self.keepalive)
             .await
-            .map_err(H2Error::Handshake)?;
-        let addr = self.addr;
-        let pings = conn.ping_pong();
-        tokio::spawn(async move {
-            let ended = match pings {
-                Some(pings) => tokio::select! {
-                    r = &mut conn => r.err().map(|e| e.to_string()),
-                    silent = keepalive_every(pings, PING_EVERY, PING_TIMEOUT) => Some(silent.to_string()),
-                },
-                None => conn.await.err().map(|e| e.to_string()),
-            };
-            if let Some(error) = ended {
-                tracing::debug!(endpoint = %addr, %error, "upstream HTTP/2 connection ended");
-            }
-        });
-        Ok(send)
+            .map_err(H2Error::Handshake)
     }
 
     /// Send `req` and wait for the response head; the request body goes on streaming
-    /// after it if it has not ended.
+    /// after it if it has not ended. Dropped before the head, the stream is reset (or
+    /// never sent).
     pub async fn request(&self, req: Request<ReplayBody>) -> Result<Response<H2Body>, H2Error> {
         let (parts, body) = req.into_parts();
-        let end = body.is_end_stream();
-        let mut send = self.ready().await?;
-        let (response, stream) = send
-            .send_request(Request::from_parts(parts, ()), end)
-            // The stream was not opened: nothing reached the endpoint.
-            .map_err(H2Error::Refused)?;
-        let (response, body_task) = if end {
-            (response.await, None)
-        } else {
-            match select(Box::pin(send_body(body, stream)), response).await {
-                Either::Left(((), response)) => (response.await, None),
-                // The body streams on behind the response, unless there is none.
-                Either::Right((Ok(response), rest)) => {
-                    (Ok(response), Some(tokio::spawn(rest).abort_handle()))
+        let exchange = Exchange::new();
+        let mut sub = Submit {
+            parts,
+            body,
+            exchange: exchange.clone(),
+        };
+        // A connection that closed since it was looked up gives the request back: once
+        // more on a fresh one.
+        let mut tries = 0;
+        let conn = loop {
+            let conn = self.ready().await?;
+            match conn.submit(sub) {
+                Ok(()) => break conn,
+                Err(back) if tries == 0 => {
+                    tries += 1;
+                    sub = back;
                 }
-                Either::Right((Err(e), _rest)) => (Err(e), None),
+                Err(_) => {
+                    return Err(H2Error::Refused(StreamError::Closed(
+                        "the connection closed as the request was sent",
+                    )));
+                }
             }
         };
-        let (parts, recv) = response.map_err(H2Error::of_stream)?.into_parts();
-        Ok(Response::from_parts(parts, H2Body::new(recv, body_task)))
+        let mut waiting = Waiting {
+            exchange,
+            conn,
+            armed: true,
+        };
+        let head = std::future::poll_fn(|cx| waiting.exchange.poll_head(cx)).await;
+        waiting.armed = false;
+        head
     }
 }
 
-/// Write the request body to the stream, with HTTP/2 flow control; a client body that
-/// fails resets the stream.
-async fn send_body(mut body: ReplayBody, mut stream: SendStream<Bytes>) {
-    if let Err(e) = pipe(&mut body, &mut stream).await {
-        tracing::debug!(error = %e, "request body to the endpoint ended early");
-        stream.send_reset(h2::Reason::CANCEL);
+impl Drop for H2Upstream {
+    /// The endpoint is gone from the configuration: its connection ends once the
+    /// requests on it have.
+    fn drop(&mut self) {
+        if let Some((_, conn)) = self.slot().take() {
+            conn.retire();
+        }
+    }
+}
+
+/// A request waiting for its head: dropped before it came, it cancels the stream.
+struct Waiting {
+    exchange: Arc<Exchange>,
+    conn: Arc<ConnShared>,
+    armed: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.armed
+            && let Some(id) = self.exchange.cancel()
+        {
+            self.conn.cancel(id);
+        }
     }
 }
 
@@ -226,10 +175,12 @@ async fn send_body(mut body: ReplayBody, mut stream: SendStream<Bytes>) {
 mod tests {
     use super::super::replay::{Replay, test_incoming as incoming};
     use super::*;
-    use crate::http2::frame;
-    use bytes::{Buf, BytesMut};
+    use crate::http2::{frame, hpack};
+    use bytes::{Buf, Bytes, BytesMut};
     use http_body_util::BodyExt;
+    use hyper::body::Body;
     use prometheus_client::metrics::counter::Counter;
+    use std::sync::Mutex;
     use std::sync::atomic::AtomicUsize;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -398,5 +349,465 @@ mod tests {
         }
         let resp = up.request(request().await).await.map_err(|e| e.to_string());
         assert_eq!(resp.map(|r| r.status()), Ok(http::StatusCode::OK));
+    }
+
+    /// What a scripted endpoint saw: every frame after the preface, per connection in
+    /// order, and how many connections it accepted and saw end.
+    #[derive(Default)]
+    struct Seen {
+        frames: Mutex<Vec<(frame::Head, Bytes)>>,
+        accepted: AtomicUsize,
+        ended: AtomicUsize,
+    }
+
+    impl Seen {
+        fn has(&self, f: impl Fn(&frame::Head, &[u8]) -> bool) -> bool {
+            self.frames.lock().unwrap().iter().any(|(h, p)| f(h, p))
+        }
+
+        async fn wait_for(&self, what: &str, f: impl Fn(&frame::Head, &[u8]) -> bool) {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+            while !self.has(&f) {
+                assert!(tokio::time::Instant::now() < deadline, "never saw {what}");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+
+    /// Answers a frame with frames of its own (one per connection, so HPACK state is
+    /// the connection's).
+    type Script = Box<dyn FnMut(&frame::Head, &[u8], &mut BytesMut) + Send>;
+
+    /// A raw HTTP/2 endpoint: SETTINGS `settings` first, then each frame read goes to a
+    /// fresh `script()` per connection, and what it writes goes out.
+    async fn scripted(
+        settings: &'static [(u16, u32)],
+        script: fn() -> Script,
+    ) -> (SocketAddr, Arc<Seen>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let seen = Arc::new(Seen::default());
+        let all = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                all.accepted.fetch_add(1, Ordering::SeqCst);
+                let seen = all.clone();
+                tokio::spawn(async move {
+                    let mut answer = script();
+                    let mut out = BytesMut::new();
+                    frame::settings(&mut out, settings);
+                    let mut buf = BytesMut::new();
+                    let mut preface = false;
+                    loop {
+                        if sock.write_all(&out).await.is_err() {
+                            break;
+                        }
+                        out.clear();
+                        if !matches!(sock.read_buf(&mut buf).await, Ok(n) if n > 0) {
+                            break;
+                        }
+                        if !preface {
+                            if buf.len() < frame::PREFACE.len() {
+                                continue;
+                            }
+                            buf.advance(frame::PREFACE.len());
+                            preface = true;
+                        }
+                        while let Some(head) = frame::Head::parse(&buf)
+                            && buf.len() >= frame::HEAD_LEN + head.len
+                        {
+                            buf.advance(frame::HEAD_LEN);
+                            let payload = buf.split_to(head.len).freeze();
+                            if head.kind == frame::kind::SETTINGS && !head.has(frame::flag::ACK) {
+                                frame::settings_ack(&mut out);
+                            }
+                            answer(&head, &payload, &mut out);
+                            seen.frames.lock().unwrap().push((head, payload));
+                        }
+                    }
+                    seen.ended.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        (addr, seen)
+    }
+
+    /// Whether a frame ends the request on its stream.
+    fn ends_request(head: &frame::Head) -> bool {
+        matches!(head.kind, frame::kind::HEADERS | frame::kind::DATA)
+            && head.has(frame::flag::END_STREAM)
+    }
+
+    /// A response head with `fields` after `:status: 200`.
+    fn head_block(e: &mut hpack::Encoder, fields: &[(&'static str, &'static str)]) -> BytesMut {
+        let mut block = BytesMut::new();
+        e.begin(&mut block);
+        e.status(&mut block, 200);
+        for (n, v) in fields {
+            e.header(
+                &mut block,
+                &http::HeaderName::from_static(n),
+                &http::HeaderValue::from_static(v),
+            );
+        }
+        block
+    }
+
+    /// Answers each request, once it ended, with a trailers-only 200.
+    fn answer_ok() -> Script {
+        let mut e = hpack::Encoder::default();
+        Box::new(move |head, _, out| {
+            if ends_request(head) {
+                let block = head_block(&mut e, &[("grpc-status", "0")]);
+                frame::headers(out, head.stream, &block, true, 16_384);
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn the_endpoints_stream_limit_is_kept() {
+        static OPEN: AtomicUsize = AtomicUsize::new(0);
+        static MOST: AtomicUsize = AtomicUsize::new(0);
+        fn one_at_a_time() -> Script {
+            let mut e = hpack::Encoder::default();
+            Box::new(move |head, _, out| {
+                if head.kind == frame::kind::HEADERS {
+                    let open = OPEN.fetch_add(1, Ordering::SeqCst) + 1;
+                    MOST.fetch_max(open, Ordering::SeqCst);
+                }
+                if ends_request(head) {
+                    OPEN.fetch_sub(1, Ordering::SeqCst);
+                    let block = head_block(&mut e, &[]);
+                    frame::headers(out, head.stream, &block, true, 16_384);
+                }
+            })
+        }
+        let (addr, seen) = scripted(
+            &[(frame::setting::MAX_CONCURRENT_STREAMS, 1)],
+            one_at_a_time,
+        )
+        .await;
+        let up = H2Upstream::new(addr, None, Duration::from_secs(5));
+        // The first answer comes after the endpoint's SETTINGS: its limit is known.
+        let first = up.request(request().await).await.expect("first");
+        assert_eq!(first.status(), 200);
+        let (a, b, c) = tokio::join!(
+            async { up.request(request().await).await },
+            async { up.request(request().await).await },
+            async { up.request(request().await).await },
+        );
+        for r in [a, b, c] {
+            assert_eq!(r.expect("answered").status(), 200);
+        }
+        assert_eq!(MOST.load(Ordering::SeqCst), 1, "two streams open at once");
+        assert_eq!(seen.accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_request_body_waits_for_the_endpoints_window() {
+        static OVERRUN: AtomicUsize = AtomicUsize::new(0);
+        static RECEIVED: AtomicUsize = AtomicUsize::new(0);
+        fn small_window() -> Script {
+            let mut e = hpack::Encoder::default();
+            let mut stream_windows = std::collections::HashMap::<u32, i64>::new();
+            let mut conn_window: i64 = 65_535;
+            Box::new(move |head, _, out| {
+                if head.kind == frame::kind::DATA {
+                    let n = head.len as i64;
+                    let stream_window = stream_windows.entry(head.stream).or_insert(100);
+                    *stream_window -= n;
+                    conn_window -= n;
+                    if *stream_window < 0 || conn_window < 0 {
+                        OVERRUN.fetch_add(1, Ordering::SeqCst);
+                    }
+                    RECEIVED.fetch_add(head.len, Ordering::SeqCst);
+                    if n > 0 {
+                        // Give back a little at a time.
+                        frame::window_update(out, head.stream, n as u32);
+                        frame::window_update(out, 0, n as u32);
+                        *stream_windows.entry(head.stream).or_insert(100) += n;
+                        conn_window += n;
+                    }
+                }
+                if ends_request(head) {
+                    let block = head_block(&mut e, &[]);
+                    frame::headers(out, head.stream, &block, true, 16_384);
+                }
+            })
+        }
+        let (addr, _) = scripted(&[(frame::setting::INITIAL_WINDOW_SIZE, 100)], small_window).await;
+        let up = H2Upstream::new(addr, None, Duration::from_secs(5));
+        // The first answer comes after the endpoint's SETTINGS: its window is known.
+        assert_eq!(
+            up.request(request().await).await.expect("first").status(),
+            200
+        );
+        let big = Bytes::from(vec![7u8; 200 * 1024]);
+        let body = Replay::new(incoming(vec![big]).await);
+        let req = Request::post("http://backend/upload")
+            .body(body.attempt(Counter::default()))
+            .expect("request");
+        let resp = tokio::time::timeout(Duration::from_secs(30), up.request(req))
+            .await
+            .expect("in time")
+            .expect("answered");
+        assert_eq!(resp.status(), 200);
+        assert_eq!(RECEIVED.load(Ordering::SeqCst), 5 + 200 * 1024);
+        assert_eq!(OVERRUN.load(Ordering::SeqCst), 0, "DATA past the window");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_request_or_response_resets_its_stream() {
+        fn head_then_silence() -> Script {
+            let mut e = hpack::Encoder::default();
+            Box::new(move |head, _, out| {
+                // Stream 1 gets no answer; stream 3 a head and some of its body.
+                if ends_request(head) && head.stream == 3 {
+                    let block = head_block(&mut e, &[]);
+                    frame::headers(out, 3, &block, false, 16_384);
+                    frame::data(out, 3, b"part", false);
+                }
+            })
+        }
+        let (addr, seen) = scripted(&[], head_then_silence).await;
+        let up = H2Upstream::new(addr, None, Duration::from_secs(5));
+        let waited =
+            tokio::time::timeout(Duration::from_millis(200), up.request(request().await)).await;
+        assert!(waited.is_err(), "stream 1 was answered");
+        let cancel = |id: u32| {
+            move |h: &frame::Head, p: &[u8]| {
+                h.kind == frame::kind::RST_STREAM
+                    && h.stream == id
+                    && frame::u32_at(p) == Some(u32::from(h2::Reason::CANCEL))
+            }
+        };
+        seen.wait_for("CANCEL on stream 1", cancel(1)).await;
+        let mut resp = up
+            .request(request().await)
+            .await
+            .expect("stream 3 answered");
+        let part = resp
+            .body_mut()
+            .frame()
+            .await
+            .expect("a frame")
+            .expect("data");
+        assert_eq!(part.into_data().expect("data"), "part");
+        assert!(!seen.has(cancel(3)));
+        drop(resp);
+        seen.wait_for("CANCEL on stream 3", cancel(3)).await;
+        // A request cancelled before its stream was opened never leaves: nothing else
+        // but the two streams' frames went out.
+        assert!(!seen.has(|h, _| h.stream > 3));
+    }
+
+    #[tokio::test]
+    async fn trailers_only_responses_end_at_their_head_even_in_continuations() {
+        fn continued() -> Script {
+            let mut e = hpack::Encoder::default();
+            Box::new(move |head, _, out| {
+                if ends_request(head) {
+                    let block = head_block(
+                        &mut e,
+                        &[("content-type", "application/grpc"), ("grpc-status", "0")],
+                    );
+                    // A block in frames of 5 bytes: HEADERS and CONTINUATIONs.
+                    frame::headers(out, head.stream, &block, true, 5);
+                }
+            })
+        }
+        let (addr, _) = scripted(&[], continued).await;
+        let up = H2Upstream::new(addr, None, Duration::from_secs(5));
+        for _ in 0..3 {
+            let resp = up.request(request().await).await.expect("answered");
+            assert_eq!(resp.headers()["grpc-status"], "0");
+            assert!(resp.body().is_end_stream());
+            assert_eq!(resp.body().size_hint().exact(), None);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_silent_endpoint_is_left_and_the_next_request_dials_again() {
+        let (addr, seen) = scripted(&[], answer_ok).await;
+        let keepalive = Keepalive {
+            every: Duration::from_millis(50),
+            timeout: Duration::from_millis(200),
+        };
+        let up = H2Upstream::with_keepalive(addr, None, Duration::from_secs(5), keepalive);
+        assert_eq!(
+            up.request(request().await)
+                .await
+                .expect("answered")
+                .status(),
+            200
+        );
+        seen.wait_for("a PING", |h, _| {
+            h.kind == frame::kind::PING && !h.has(frame::flag::ACK)
+        })
+        .await;
+        // The script never answers PINGs: the connection is dropped.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while seen.ended.load(Ordering::SeqCst) == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "never dropped");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            up.request(request().await)
+                .await
+                .expect("answered")
+                .status(),
+            200
+        );
+        assert_eq!(seen.accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn pings_answered_keep_the_connection() {
+        fn answers_pings() -> Script {
+            let mut ok = answer_ok();
+            Box::new(move |head, payload, out| {
+                if head.kind == frame::kind::PING && !head.has(frame::flag::ACK) {
+                    frame::ping_ack(out, payload);
+                }
+                ok(head, payload, out);
+            })
+        }
+        let (addr, seen) = scripted(&[], answers_pings).await;
+        let keepalive = Keepalive {
+            every: Duration::from_millis(20),
+            timeout: Duration::from_millis(2000),
+        };
+        let up = H2Upstream::with_keepalive(addr, None, Duration::from_secs(5), keepalive);
+        assert_eq!(
+            up.request(request().await)
+                .await
+                .expect("answered")
+                .status(),
+            200
+        );
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while seen
+            .frames
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(h, _)| h.kind == frame::kind::PING)
+            .count()
+            < 3
+        {
+            assert!(tokio::time::Instant::now() < deadline, "fewer than 3 PINGs");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            up.request(request().await)
+                .await
+                .expect("answered")
+                .status(),
+            200
+        );
+        assert_eq!(seen.accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(seen.ended.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_removed_endpoints_connection_says_goaway_and_closes() {
+        let (addr, seen) = scripted(&[], answer_ok).await;
+        let up = H2Upstream::new(addr, None, Duration::from_secs(5));
+        assert_eq!(
+            up.request(request().await)
+                .await
+                .expect("answered")
+                .status(),
+            200
+        );
+        drop(up);
+        seen.wait_for("GOAWAY", |h, _| h.kind == frame::kind::GOAWAY)
+            .await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while seen.ended.load(Ordering::SeqCst) == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "never closed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// A request whose HEADERS carry `te: trailers` and no connection header.
+    #[tokio::test]
+    async fn request_heads_carry_te_trailers_and_no_connection_headers() {
+        fn decodes() -> Script {
+            let mut d = hpack::Decoder::default();
+            let mut ok = answer_ok();
+            Box::new(move |head, payload, out| {
+                if head.kind == frame::kind::HEADERS {
+                    let mut fields = Vec::new();
+                    d.decode(&Bytes::copy_from_slice(payload), &mut fields, usize::MAX)
+                        .expect("decodes");
+                    let (parts, _) =
+                        super::super::h2_head::request(&mut fields).expect("well-formed");
+                    assert_eq!(parts.uri, "http://backend/svc/Call");
+                    assert_eq!(parts.headers["te"], "trailers");
+                    assert!(!parts.headers.contains_key("connection"));
+                    assert!(!parts.headers.contains_key("host"));
+                }
+                ok(head, payload, out);
+            })
+        }
+        let (addr, _) = scripted(&[], decodes).await;
+        let up = H2Upstream::new(addr, None, Duration::from_secs(5));
+        for _ in 0..2 {
+            let body = Replay::new(incoming(vec![Bytes::from_static(b"x")]).await);
+            let req = Request::post("http://backend/svc/Call")
+                .header("te", "trailers")
+                .header("host", "backend")
+                .body(body.attempt(Counter::default()))
+                .expect("request");
+            assert_eq!(up.request(req).await.expect("answered").status(), 200);
+        }
+    }
+
+    /// A stream whose request has ended is not driven again when the endpoint's SETTINGS
+    /// or WINDOW_UPDATE open its window: a second END_STREAM on it is a PROTOCOL_ERROR
+    /// that ends the endpoint's connection (found under churn, on fresh connections).
+    #[tokio::test]
+    async fn an_ended_request_sends_nothing_more_when_its_window_opens() {
+        /// Stream 1's window opens after its request ended; it is answered only with
+        /// stream 3, so it stays open meanwhile.
+        fn open_windows_late() -> Script {
+            let mut e = hpack::Encoder::default();
+            Box::new(move |head, _, out| {
+                if ends_request(head) && head.stream == 1 {
+                    frame::settings(out, &[(frame::setting::INITIAL_WINDOW_SIZE, 1 << 20)]);
+                    frame::window_update(out, 1, 1000);
+                }
+                if ends_request(head) && head.stream == 3 {
+                    for id in [1, 3] {
+                        let block = head_block(&mut e, &[("grpc-status", "0")]);
+                        frame::headers(out, id, &block, true, 16_384);
+                    }
+                }
+            })
+        }
+        let (addr, seen) = scripted(&[], open_windows_late).await;
+        let up = H2Upstream::new(addr, None, Duration::from_secs(5));
+        let second = async {
+            seen.wait_for("stream 1's request", |h, _| {
+                h.stream == 1 && ends_request(h)
+            })
+            .await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            up.request(request().await).await
+        };
+        let (first, second) = tokio::join!(async { up.request(request().await).await }, second);
+        // Both answered on the one connection: it is still there.
+        assert_eq!(first.expect("answered").status(), 200);
+        assert_eq!(second.expect("answered").status(), 200);
+        let ends = seen
+            .frames
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(h, _)| h.stream == 1 && ends_request(h))
+            .count();
+        assert_eq!(ends, 1, "stream 1 ended more than once");
+        assert_eq!(seen.accepted.load(Ordering::SeqCst), 1);
     }
 }

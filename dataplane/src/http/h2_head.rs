@@ -1,11 +1,11 @@
-//! The heads of HTTP/2 messages the client-facing server reads, from HPACK's decoded
-//! fields to `http` types: a request's (RFC 9113 §8.3.1) and its trailers', with the
-//! fields HTTP/2 forbids refused (§8.2.2). What makes a stream malformed is decided
-//! here; the server resets it.
+//! The heads of HTTP/2 messages the proxy reads, from HPACK's decoded fields to `http`
+//! types: a client's request (RFC 9113 §8.3.1), an endpoint's response (§8.3.2), and
+//! trailers, with the fields HTTP/2 forbids refused (§8.2.2). What makes a stream
+//! malformed is decided here; the connection resets it.
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{Method, Request, Uri, Version};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
 
 use crate::http2::hpack::{Field, Name};
 
@@ -89,6 +89,42 @@ pub fn request(fields: &mut Vec<Field>) -> Option<(http::request::Parts, Option<
     *req.version_mut() = Version::HTTP_2;
     *req.headers_mut() = headers;
     Some((req.into_parts().0, expect_len))
+}
+
+/// A response's head from its decoded fields (RFC 9113 §8.3.2), and its content-length;
+/// `None` when malformed. An informational (1xx) head is returned like any other: the
+/// caller skips it.
+pub fn response(fields: &mut Vec<Field>) -> Option<(http::response::Parts, Option<u64>)> {
+    let mut status = None;
+    let mut headers = HeaderMap::with_capacity(fields.len());
+    let mut expect_len = None;
+    for f in fields.drain(..) {
+        match f.name {
+            Name::Status if status.is_none() && headers.is_empty() => {
+                status = Some(StatusCode::from_bytes(&f.value).ok()?);
+            }
+            Name::Header(name) => {
+                if connection_specific(&name) {
+                    return None;
+                }
+                let value = HeaderValue::from_maybe_shared(f.value).ok()?;
+                if name == header::CONTENT_LENGTH {
+                    let n = value.to_str().ok()?.parse::<u64>().ok()?;
+                    if expect_len.is_some_and(|e| e != n) {
+                        return None;
+                    }
+                    expect_len = Some(n);
+                }
+                headers.append(name, value);
+            }
+            _ => return None,
+        }
+    }
+    let mut resp = Response::new(());
+    *resp.status_mut() = status?;
+    *resp.version_mut() = Version::HTTP_2;
+    *resp.headers_mut() = headers;
+    Some((resp.into_parts().0, expect_len))
 }
 
 /// Trailers from a decoded block: no pseudo-headers, no connection-specific headers.
@@ -184,6 +220,45 @@ mod tests {
             field(":path", "/"),
         ];
         assert!(request(&mut with_path).is_none());
+    }
+
+    #[test]
+    fn a_response_head_is_built_from_its_fields() {
+        let mut fields = vec![
+            field(":status", "200"),
+            field("content-type", "application/grpc"),
+            field("content-length", "7"),
+        ];
+        let (parts, len) = response(&mut fields).unwrap();
+        assert_eq!(parts.status, 200);
+        assert_eq!(parts.version, Version::HTTP_2);
+        assert_eq!(parts.headers["content-type"], "application/grpc");
+        assert_eq!(len, Some(7));
+        let mut early = vec![field(":status", "103")];
+        assert!(response(&mut early).unwrap().0.status.is_informational());
+    }
+
+    #[test]
+    fn malformed_responses_are_refused() {
+        let cases: Vec<Vec<Field>> = vec![
+            // No :status; after a header; twice; a request's pseudo-header; not a code;
+            // connection-specific headers (TE too: it belongs in requests); two lengths.
+            vec![field("x", "1")],
+            vec![field("x", "1"), field(":status", "200")],
+            vec![field(":status", "200"), field(":status", "204")],
+            vec![field(":status", "200"), field(":path", "/")],
+            vec![field(":status", "2xx")],
+            vec![field(":status", "200"), field("connection", "close")],
+            vec![field(":status", "200"), field("te", "trailers")],
+            vec![
+                field(":status", "200"),
+                field("content-length", "1"),
+                field("content-length", "2"),
+            ],
+        ];
+        for (i, mut fields) in cases.into_iter().enumerate() {
+            assert!(response(&mut fields).is_none(), "case {i}");
+        }
     }
 
     #[test]

@@ -1,17 +1,21 @@
-//! A client's request body on the HTTP/2 server ([`super::h2_server`]): the DATA and
-//! trailers its connection received for one stream, taken by whoever forwards the
-//! request. The flow-control window the taken bytes free goes back to the connection
-//! ([`Releases`]), which tells the client: a reader that stops taking stops the client.
+//! A body received on one of the proxy's HTTP/2 connections: a client's request on the
+//! server ([`super::h2_server`]), an endpoint's response on the upstream client
+//! ([`super::h2_upstream_conn`]) — the DATA and trailers the connection received for one
+//! stream, taken by whoever forwards them. The flow-control window the taken bytes free
+//! goes back to the connection ([`Releases`]), which tells the peer: a reader that stops
+//! taking stops the peer.
 //!
-//! A body complete before the request is handed over (a unary gRPC call's HEADERS and
-//! DATA come in one read) is [`RequestBody::complete`]: no lock, no waker. One still
-//! arriving is shared with the connection behind a mutex.
+//! A body complete before it is handed over (a unary gRPC call's HEADERS and DATA come
+//! in one read) is [`RequestBody::complete`]: no lock, no waker. One still arriving is
+//! shared with the connection behind a mutex.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
+
+use std::error::Error as StdError;
 
 use bytes::Bytes;
 use futures::task::AtomicWaker;
@@ -32,16 +36,30 @@ pub struct Releases {
     taken: AtomicUsize,
     streams: Mutex<Vec<u32>>,
     waker: AtomicWaker,
+    /// The connection's window is at least half open: bytes taken wait for its next
+    /// turn (the peer's next frame, the next request) instead of waking it.
+    lazy: AtomicBool,
 }
 
 impl Releases {
     /// `n` bytes were taken from a body (or dropped with it).
     fn taken(&self, n: usize) {
         // The connection is woken on the first release since it last looked, so it
-        // always learns of bytes it has to give back.
-        if n > 0 && self.taken.fetch_add(n, Ordering::AcqRel) == 0 {
+        // always learns of bytes it has to give back — unless its window has room
+        // enough that they can wait: a unary call's body then costs no wake-up. Its
+        // window shrinks only by the peer's DATA, which wakes it anyway.
+        if n > 0
+            && self.taken.fetch_add(n, Ordering::AcqRel) == 0
+            && !self.lazy.load(Ordering::Acquire)
+        {
             self.waker.wake();
         }
+    }
+
+    /// Whether bytes taken may wait for the connection's next turn (set before each
+    /// [`Releases::collect`], from the connection's window).
+    pub fn set_lazy(&self, lazy: bool) {
+        self.lazy.store(lazy, Ordering::Release);
     }
 
     fn stream_wants_update(&self, id: u32) {
@@ -198,7 +216,22 @@ fn wake(s: &mut State) {
     }
 }
 
-/// A client's request body on the HTTP/2 server.
+/// The reason to reset a stream with when the body it carried broke with `e`: the reset
+/// the body's own stream got (an endpoint's CANCEL reaches the client as CANCEL, as
+/// hyper's server passed it on), else INTERNAL_ERROR.
+pub fn reset_reason_of(e: &BodyError) -> h2::Reason {
+    let mut cause: Option<&(dyn StdError + 'static)> = Some(e.as_ref());
+    while let Some(c) = cause {
+        if let Some(reason) = c.downcast_ref::<h2::Error>().and_then(h2::Error::reason) {
+            return reason;
+        }
+        cause = c.source();
+    }
+    h2::Reason::INTERNAL_ERROR
+}
+
+/// A body received on an HTTP/2 stream (named for its first use, the client's request
+/// on the server).
 pub struct RequestBody {
     kind: Kind,
 }
@@ -213,7 +246,7 @@ enum Kind {
 }
 
 impl RequestBody {
-    /// A body whose every byte (and trailers) arrived before the request was handed over.
+    /// A body whose every byte (and trailers) arrived before it was handed over.
     pub fn complete(data: Chunks, trailers: Option<HeaderMap>, releases: Arc<Releases>) -> Self {
         Self {
             kind: Kind::Complete {
@@ -363,6 +396,14 @@ mod tests {
             releases.collect(&Context::from_waker(&waker), &mut streams),
             2
         );
+    }
+
+    #[test]
+    fn a_broken_body_passes_its_streams_reset_on() {
+        let cancel: BodyError = h2::Error::from(h2::Reason::CANCEL).into();
+        assert_eq!(reset_reason_of(&cancel), h2::Reason::CANCEL);
+        let other: BodyError = "no reason".into();
+        assert_eq!(reset_reason_of(&other), h2::Reason::INTERNAL_ERROR);
     }
 
     #[tokio::test]

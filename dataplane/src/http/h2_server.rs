@@ -18,32 +18,30 @@
 //! answers), and the preface must come within [`HEADER_READ_TIMEOUT`]. Protocol errors
 //! are RFC 9113's: a stream's are RST_STREAM, the connection's GOAWAY.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker, ready};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use futures::task::AtomicWaker;
 use h2::Reason;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response};
 use hyper::body::Body;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::h2_body::reset_reason_of;
+use super::h2_conn::{Out, ReadyQueue, StreamWaker, Streams, Written, write_data};
 use super::h2_head::{connection_specific, request, trailers};
-use super::h2_recv::{Chunks, Releases, RequestBody, Shared};
+use super::h2_recv::{Chunks, Releases, RequestBody, Shared, reset_reason_of};
 use super::local::ProxyBody;
 use super::server::{HEADER_READ_TIMEOUT, MAX_HEADER_BYTES};
 use crate::deadline::{WRITE_TIMEOUT, WriteDeadline};
 use crate::http2::frame::{self, Head, flag, kind, setting};
-use crate::http2::hpack::{Decoder, Encoder, Field, HpackError};
+use crate::http2::hpack::{Decoder, Field, HpackError};
 
 /// Streams a client may have open at once.
 const MAX_CONCURRENT_STREAMS: usize = 1024;
@@ -141,36 +139,6 @@ where
     None
 }
 
-/// Wakes the connection for one stream: its id is queued, once, for the next turn.
-struct StreamWaker {
-    id: u32,
-    queued: AtomicBool,
-    ready: Arc<ReadyQueue>,
-}
-
-#[derive(Default)]
-struct ReadyQueue {
-    ids: Mutex<Vec<u32>>,
-    waker: AtomicWaker,
-}
-
-impl Wake for StreamWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        if !self.queued.swap(true, Ordering::AcqRel) {
-            self.ready
-                .ids
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(self.id);
-            self.ready.waker.wake();
-        }
-    }
-}
-
 /// Where a stream's answer stands.
 enum Phase<Fut> {
     /// Headers received in this turn; handed to the handler at its end, when the body
@@ -229,40 +197,6 @@ impl<Fut> Stream<Fut> {
     }
 }
 
-/// Stream ids are distinct odd numbers: a multiplicative hash spreads them.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        // The product's high bits depend on all of `n`'s; fold them into the low ones
-        // the table's buckets are picked by.
-        let h = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.0 = h ^ (h >> 29);
-    }
-}
-
-type Streams<Fut> = HashMap<u32, Stream<Fut>, BuildHasherDefault<IdHasher>>;
-
-/// The frames going to the client.
-struct Out {
-    buf: BytesMut,
-    /// A header block being encoded.
-    block: BytesMut,
-    encoder: Encoder,
-    /// What the server may still send on the connection.
-    window: i64,
-    max_frame: usize,
-}
-
 /// What became of a stream polled once.
 enum Driven {
     /// Waiting on its handler or body (its waker is registered).
@@ -292,7 +226,7 @@ struct Connection<I, F, Fut> {
     decoder: Decoder,
     fields: Vec<Field>,
     continuing: Option<Continuing>,
-    streams: Streams<Fut>,
+    streams: Streams<Stream<Fut>>,
     /// Highest stream id the client opened.
     last_id: u32,
     /// The first frame must be the client's SETTINGS.
@@ -323,13 +257,7 @@ where
     Fut: Future<Output = Response<ProxyBody>>,
 {
     fn new(io: I, handler: F) -> Self {
-        let mut out = Out {
-            buf: BytesMut::with_capacity(16 * 1024),
-            block: BytesMut::new(),
-            encoder: Encoder::default(),
-            window: i64::from(frame::DEFAULT_WINDOW),
-            max_frame: frame::DEFAULT_MAX_FRAME_SIZE as usize,
-        };
+        let mut out = Out::default();
         frame::settings(
             &mut out.buf,
             &[
@@ -940,6 +868,8 @@ where
 
     /// Give the client back the window its bodies' readers freed.
     fn give_back(&mut self, cx: &Context<'_>) {
+        let half = CONNECTION_WINDOW as usize / 2;
+        self.releases.set_lazy(self.recv_window >= half as i64);
         self.unannounced += self.releases.collect(cx, &mut self.scratch);
         for id in self.scratch.drain(..) {
             if let Some(s) = self.streams.get_mut(&id)
@@ -956,7 +886,6 @@ where
         // Batched while more than half the window is open; once less is, every byte
         // taken goes back at once (a stalled stream holding most of the window must not
         // hold back what the streams beside it freed).
-        let half = CONNECTION_WINDOW as usize / 2;
         if self.unannounced >= half || self.unannounced > 0 && self.recv_window < half as i64 {
             let n = std::mem::take(&mut self.unannounced);
             self.recv_window += n as i64;
@@ -1076,39 +1005,6 @@ where
     }
 }
 
-/// How far [`write_data`] got.
-enum Written {
-    All,
-    /// The stream's window is spent (its WINDOW_UPDATE makes it runnable again).
-    Stream,
-    /// The connection's window is spent.
-    Connection,
-}
-
-/// Queue DATA frames of `data` as far as the windows allow; what is left stays in `data`.
-fn write_data(out: &mut Out, id: u32, data: &mut Bytes, end: bool, window: &mut i64) -> Written {
-    if data.is_empty() {
-        frame::data(&mut out.buf, id, &[], end);
-        return Written::All;
-    }
-    while !data.is_empty() {
-        let room = (*window).min(out.window).max(0) as usize;
-        let n = data.len().min(out.max_frame).min(room);
-        if n == 0 {
-            return if *window <= 0 {
-                Written::Stream
-            } else {
-                Written::Connection
-            };
-        }
-        let chunk = data.split_to(n);
-        frame::data(&mut out.buf, id, &chunk, end && data.is_empty());
-        *window -= n as i64;
-        out.window -= n as i64;
-    }
-    Written::All
-}
-
 fn write_head(out: &mut Out, id: u32, head: &http::response::Parts, end: bool, len: Option<u64>) {
     out.block.clear();
     out.encoder.begin(&mut out.block);
@@ -1139,47 +1035,4 @@ fn write_trailers(out: &mut Out, id: u32, trailers: &HeaderMap) {
         }
     }
     frame::headers(&mut out.buf, id, &out.block, true, out.max_frame);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn data_waits_for_both_windows() {
-        let mut out = Out {
-            buf: BytesMut::new(),
-            block: BytesMut::new(),
-            encoder: Encoder::default(),
-            window: 10,
-            max_frame: 4,
-        };
-        let mut data = Bytes::from_static(b"0123456789abc");
-        let mut stream = 100;
-        assert!(matches!(
-            write_data(&mut out, 1, &mut data, true, &mut stream),
-            Written::Connection
-        ));
-        assert_eq!((data.len(), out.window, stream), (3, 0, 90));
-        // Frames of at most max_frame: 4 + 4 + 2, none ending the stream yet.
-        assert_eq!(out.buf.len(), 3 * frame::HEAD_LEN + 10);
-        assert!(
-            !Head::parse(&out.buf[2 * (frame::HEAD_LEN + 4)..])
-                .unwrap()
-                .has(flag::END_STREAM)
-        );
-        out.window = 100;
-        stream = 2;
-        assert!(matches!(
-            write_data(&mut out, 1, &mut data, true, &mut stream),
-            Written::Stream
-        ));
-        stream = 5;
-        assert!(matches!(
-            write_data(&mut out, 1, &mut data, true, &mut stream),
-            Written::All
-        ));
-        let last = out.buf.len() - frame::HEAD_LEN - 1;
-        assert!(Head::parse(&out.buf[last..]).unwrap().has(flag::END_STREAM));
-    }
 }

@@ -13,19 +13,24 @@
 //! path hands to hyper's server (upgrades, chunked uploads, large bodies).
 //!
 //! Layers, each importing only those below it: [`server`] (client-facing hyper server
-//! with its limits), [`headers`], [`local`] (the proxy's own responses), [`h2_body`]
-//! (bodies over `h2` streams), [`h2_recv`] (request bodies of [`h2_server`]), [`replay`], [`idle`], [`h2_client`] and
-//! [`upstream`] (per-endpoint connections), [`hold`], [`attempts`], then [`forward`],
-//! [`h2_server`] and [`h1`], and this module's [`serve`] on top.
+//! with its limits), [`headers`], [`local`] (the proxy's own responses), [`h2_head`],
+//! [`h2_recv`] (bodies received on either HTTP/2 connection), [`h2_conn`] (what both
+//! HTTP/2 connection tasks share), [`replay`], [`h2_exchange`] (requests and responses
+//! crossing to the upstream connection's task), [`h2_upstream_conn`] (that task),
+//! [`idle`], [`h2_client`] and [`upstream`] (per-endpoint connections), [`hold`],
+//! [`attempts`], then [`forward`], [`h2_server`] and [`h1`], and this module's [`serve`]
+//! on top.
 
 pub mod attempts;
 pub mod forward;
 pub mod h1;
-pub mod h2_body;
 pub mod h2_client;
+pub mod h2_conn;
+pub mod h2_exchange;
 pub mod h2_head;
 pub mod h2_recv;
 pub mod h2_server;
+pub mod h2_upstream_conn;
 pub mod h2c;
 pub mod headers;
 pub mod hold;

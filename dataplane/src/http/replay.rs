@@ -247,7 +247,9 @@ impl Body for ReplayBody {
 
     fn is_end_stream(&self) -> bool {
         let s = lock(&self.shared);
-        s.rest.is_none()
+        // A client body that knows it has ended (its last DATA taken, no trailers) ends
+        // this one too: the last DATA frame then carries END_STREAM.
+        s.rest.as_ref().is_none_or(|rest| rest.is_end_stream())
             && (s.owner.is_some() || self.next >= s.copy.len())
             && (self.trailers_sent || s.trailers.is_none())
     }

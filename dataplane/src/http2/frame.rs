@@ -1,6 +1,6 @@
 //! HTTP/2 frames (RFC 9113 §4 and §6): the 9-byte frame header read from a buffer, and
-//! each frame the server sends written into one. Nothing here keeps state; what a frame
-//! means for a connection is the server's business.
+//! each frame the proxy sends written into one. Nothing here keeps state; what a frame
+//! means for a connection is its task's business.
 
 use bytes::{BufMut, BytesMut};
 use h2::Reason;
@@ -114,6 +114,12 @@ pub fn settings(out: &mut BytesMut, values: &[(u16, u32)]) {
 
 pub fn settings_ack(out: &mut BytesMut) {
     head(out, 0, kind::SETTINGS, flag::ACK, 0);
+}
+
+/// A PING asking for an answer: the upstream client's keepalive.
+pub fn ping(out: &mut BytesMut, payload: &[u8; 8]) {
+    head(out, 8, kind::PING, 0, 0);
+    out.put_slice(payload);
 }
 
 pub fn ping_ack(out: &mut BytesMut, payload: &[u8]) {

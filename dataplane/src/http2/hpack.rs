@@ -1,5 +1,6 @@
 //! HPACK (RFC 7541): header blocks decoded into fields, with the dynamic table the peer
-//! builds; and responses' fields encoded, with a dynamic table of the server's own.
+//! builds; and a connection's own fields encoded (the server's responses, the upstream
+//! client's requests), with a dynamic table of its own.
 //!
 //! A decoded field keeps its name as an [`http::HeaderName`] (made once, when it enters
 //! the table) and its value as [`Bytes`] shared with the table, so a request whose fields
@@ -386,10 +387,75 @@ fn volatile(name: &HeaderName) -> bool {
     .contains(name)
 }
 
-/// The encoder of one connection's response header blocks.
+/// A name in the encoder's table: the request pseudo-headers that repeat from one request
+/// to the next on a connection (a gRPC channel's method paths, its authority), or a header.
+#[derive(Clone, PartialEq, Eq)]
+enum Key {
+    Authority,
+    Path,
+    Header(HeaderName),
+}
+
+impl Key {
+    fn len(&self) -> usize {
+        match self {
+            Key::Authority => ":authority".len(),
+            Key::Path => ":path".len(),
+            Key::Header(n) => n.as_str().len(),
+        }
+    }
+}
+
+/// A name being encoded, borrowed.
+#[derive(Clone, Copy)]
+enum KeyRef<'a> {
+    Authority,
+    Path,
+    Header(&'a HeaderName),
+}
+
+impl KeyRef<'_> {
+    fn is(&self, key: &Key) -> bool {
+        match (self, key) {
+            (KeyRef::Authority, Key::Authority) | (KeyRef::Path, Key::Path) => true,
+            (KeyRef::Header(a), Key::Header(b)) => *a == b,
+            _ => false,
+        }
+    }
+
+    fn owned(&self) -> Key {
+        match self {
+            KeyRef::Authority => Key::Authority,
+            KeyRef::Path => Key::Path,
+            KeyRef::Header(n) => Key::Header((*n).clone()),
+        }
+    }
+
+    fn raw(&self) -> &str {
+        match self {
+            KeyRef::Authority => ":authority",
+            KeyRef::Path => ":path",
+            KeyRef::Header(n) => n.as_str(),
+        }
+    }
+}
+
+/// How a field may be represented (RFC 7541 §6.2).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Indexing {
+    /// Added to the table (incremental indexing).
+    Add,
+    /// Not added: a value that changes from one message to the next.
+    Skip,
+    /// Never indexed, here or by any intermediary: a sensitive value.
+    Never,
+}
+
+/// The encoder of one connection's header blocks: the server's responses, the upstream
+/// client's requests.
 pub struct Encoder {
     /// Newest first, as the peer's decoder has them.
-    table: VecDeque<(HeaderName, HeaderValue)>,
+    table: VecDeque<(Key, HeaderValue)>,
     size: usize,
     max: usize,
     /// A size the peer must be told of at the start of the next block.
@@ -449,46 +515,133 @@ impl Encoder {
         put_integer(out, 0x80, 7, index);
     }
 
+    /// `:method`, first in a request's block (after [`Encoder::begin`]).
+    pub fn method(&mut self, out: &mut BytesMut, method: &http::Method) {
+        match *method {
+            http::Method::GET => put_integer(out, 0x80, 7, 2),
+            http::Method::POST => put_integer(out, 0x80, 7, 3),
+            _ => {
+                put_integer(out, 0x00, 4, 2);
+                put_string(out, method.as_str().as_bytes());
+            }
+        }
+    }
+
+    /// `:scheme`, after `:method`.
+    pub fn scheme(&mut self, out: &mut BytesMut, scheme: &str) {
+        match scheme {
+            "http" => put_integer(out, 0x80, 7, 6),
+            "https" => put_integer(out, 0x80, 7, 7),
+            _ => {
+                put_integer(out, 0x00, 4, 6);
+                put_string(out, scheme.as_bytes());
+            }
+        }
+    }
+
+    /// `:authority`: indexed, so a connection's requests after the first carry one byte.
+    pub fn authority(&mut self, out: &mut BytesMut, authority: &str) {
+        self.field(out, KeyRef::Authority, Some(1), authority.as_bytes(), false);
+    }
+
+    /// `:path`: indexed, so a gRPC channel's repeated method paths take one byte each.
+    pub fn path(&mut self, out: &mut BytesMut, path: &str) {
+        match path {
+            "/" => put_integer(out, 0x80, 7, 4),
+            "/index.html" => put_integer(out, 0x80, 7, 5),
+            _ => self.field(out, KeyRef::Path, Some(4), path.as_bytes(), false),
+        }
+    }
+
     /// One header of a block (after [`Encoder::begin`]).
     pub fn header(&mut self, out: &mut BytesMut, name: &HeaderName, value: &HeaderValue) {
+        let static_index = static_name(name.as_str());
+        let volatile = volatile(name);
+        if value.is_sensitive() {
+            self.literal(
+                out,
+                KeyRef::Header(name),
+                None,
+                static_index,
+                value.as_bytes(),
+                Indexing::Never,
+            );
+            return;
+        }
+        self.field(
+            out,
+            KeyRef::Header(name),
+            static_index,
+            value.as_bytes(),
+            volatile,
+        );
+    }
+
+    /// A field the table may hold: its index when it does, else a literal (added to the
+    /// table unless `volatile` or too large for it).
+    fn field(
+        &mut self,
+        out: &mut BytesMut,
+        key: KeyRef<'_>,
+        static_index: Option<usize>,
+        value: &[u8],
+        volatile: bool,
+    ) {
         let mut name_index = None;
-        for (i, (n, v)) in self.table.iter().enumerate() {
-            if n == name {
-                if v == value {
+        for (i, (k, v)) in self.table.iter().enumerate() {
+            if key.is(k) {
+                if v.as_bytes() == value {
                     put_integer(out, 0x80, 7, 62 + i);
                     return;
                 }
                 name_index.get_or_insert(62 + i);
             }
         }
-        let name_index = name_index.or_else(|| static_name(name.as_str()));
-        let size = name.as_str().len() + value.len() + ENTRY_OVERHEAD;
-        let (pattern, prefix, index) = if value.is_sensitive() {
-            (0x10, 4, false)
-        } else if volatile(name) || size > self.max / 2 {
-            (0x00, 4, false)
+        let size = key.raw().len() + value.len() + ENTRY_OVERHEAD;
+        let indexing = if volatile || size > self.max / 2 {
+            Indexing::Skip
         } else {
-            (0x40, 6, true)
+            Indexing::Add
         };
-        match name_index {
+        self.literal(out, key, name_index, static_index, value, indexing);
+    }
+
+    fn literal(
+        &mut self,
+        out: &mut BytesMut,
+        key: KeyRef<'_>,
+        name_index: Option<usize>,
+        static_index: Option<usize>,
+        value: &[u8],
+        indexing: Indexing,
+    ) {
+        let (pattern, prefix) = match indexing {
+            Indexing::Add => (0x40, 6),
+            Indexing::Skip => (0x00, 4),
+            Indexing::Never => (0x10, 4),
+        };
+        match name_index.or(static_index) {
             Some(i) => put_integer(out, pattern, prefix, i),
             None => {
                 put_integer(out, pattern, prefix, 0);
-                put_string(out, name.as_str().as_bytes());
+                put_string(out, key.raw().as_bytes());
             }
         }
-        put_string(out, value.as_bytes());
-        if index {
+        put_string(out, value);
+        if indexing == Indexing::Add
+            && let Ok(value) = HeaderValue::from_bytes(value)
+        {
+            let size = key.raw().len() + value.len() + ENTRY_OVERHEAD;
             self.evict(size);
             self.size += size;
-            self.table.push_front((name.clone(), value.clone()));
+            self.table.push_front((key.owned(), value));
         }
     }
 
     fn evict(&mut self, room: usize) {
         while self.size + room > self.max {
             match self.table.pop_back() {
-                Some((n, v)) => self.size -= n.as_str().len() + v.len() + ENTRY_OVERHEAD,
+                Some((k, v)) => self.size -= k.len() + v.len() + ENTRY_OVERHEAD,
                 None => break,
             }
         }
@@ -691,6 +844,62 @@ mod tests {
             let _ = decode(&mut d, &block);
             assert!(d.size <= d.max);
         }
+    }
+
+    #[test]
+    fn encoded_requests_decode_and_repeat_as_indexes() {
+        let mut e = Encoder::default();
+        let mut d = Decoder::default();
+        let encode = |e: &mut Encoder, method: &http::Method, path: &str| {
+            let mut block = BytesMut::new();
+            e.begin(&mut block);
+            e.method(&mut block, method);
+            e.scheme(&mut block, "http");
+            e.authority(&mut block, "backend:50051");
+            e.path(&mut block, path);
+            e.header(
+                &mut block,
+                &http::header::TE,
+                &HeaderValue::from_static("trailers"),
+            );
+            block
+        };
+        let want = |method: &str, path: &str| {
+            pairs(&[
+                (":method", method),
+                (":scheme", "http"),
+                (":authority", "backend:50051"),
+                (":path", path),
+                ("te", "trailers"),
+            ])
+        };
+        let path = "/grpc.testing.BenchmarkService/UnaryCall";
+        let first = encode(&mut e, &http::Method::POST, path);
+        assert_eq!(decode(&mut d, &first).unwrap(), want("POST", path));
+        // Everything is in a table now: one byte per field.
+        let second = encode(&mut e, &http::Method::POST, path);
+        assert_eq!(second.len(), 5, "{second:?}");
+        assert_eq!(decode(&mut d, &second).unwrap(), want("POST", path));
+        // Another path, another method: the path's name comes from the table.
+        let third = encode(&mut e, &http::Method::PUT, "/other");
+        assert_eq!(decode(&mut d, &third).unwrap(), want("PUT", "/other"));
+        let root = encode(&mut e, &http::Method::GET, "/");
+        assert_eq!(decode(&mut d, &root).unwrap(), want("GET", "/"));
+    }
+
+    #[test]
+    fn sensitive_values_are_never_indexed() {
+        let mut e = Encoder::default();
+        let name = HeaderName::from_static("traceparent");
+        let mut value = HeaderValue::from_static("00-abc-def-01");
+        value.set_sensitive(true);
+        for _ in 0..2 {
+            let mut block = BytesMut::new();
+            e.header(&mut block, &name, &value);
+            // Literal never indexed (0x10), new name.
+            assert_eq!(block[0], 0x10, "{block:?}");
+        }
+        assert!(e.table.is_empty());
     }
 
     #[test]
