@@ -281,6 +281,9 @@ where
             Ok(()) => tracing::debug!(%endpoint, "upstream HTTP/2 connection closed"),
             Err(error) => {
                 tracing::debug!(%endpoint, %error, "upstream HTTP/2 connection ended");
+                // Fail what is left at once, not after the GOAWAY's linger: requests go
+                // elsewhere (or to a new connection) without waiting on a dead one.
+                self.fail_all();
                 if let Some(reason) = error.reason() {
                     frame::goaway(&mut self.out.buf, 0, reason);
                     let _ = tokio::time::timeout(LINGER, async {
@@ -291,7 +294,6 @@ where
                 }
             }
         }
-        // Dropping the connection fails what is left (`Drop`).
     }
 
     fn poll_read_some(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
@@ -490,7 +492,8 @@ where
             let value = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
             match id {
                 setting::HEADER_TABLE_SIZE => self.out.encoder.set_limit(value),
-                setting::ENABLE_PUSH if value > 1 => return Err(protocol("ENABLE_PUSH")),
+                // A server must not enable push (RFC 9113 §6.5.2).
+                setting::ENABLE_PUSH if value != 0 => return Err(protocol("ENABLE_PUSH")),
                 setting::MAX_CONCURRENT_STREAMS => self.max_streams = value as usize,
                 setting::INITIAL_WINDOW_SIZE => {
                     if i64::from(value) > frame::MAX_WINDOW {
@@ -683,7 +686,14 @@ where
         };
         if s.peer_done || matches!(s.recv, Recv::Awaiting) {
             self.unannounced += data.len();
-            self.stream_error(head.stream, Reason::PROTOCOL_ERROR, "DATA out of place");
+            // After END_STREAM: a half-closed stream's STREAM_CLOSED (RFC 9113 §5.1);
+            // before any head: a malformed response.
+            let reason = if s.peer_done {
+                Reason::STREAM_CLOSED
+            } else {
+                Reason::PROTOCOL_ERROR
+            };
+            self.stream_error(head.stream, reason, "DATA out of place");
             return Ok(());
         }
         if len > s.recv_window {
@@ -880,6 +890,11 @@ where
                 }
             }
         }
+        // Requesters gone while their request waited for the endpoint's stream limit: it
+        // will not be sent, and it holds a client's body.
+        if !self.waiting.is_empty() {
+            self.waiting.retain(|sub| !sub.exchange.is_cancelled());
+        }
         let subs = std::mem::take(&mut self.subs);
         if self.goaway || self.shared.is_closed() {
             for sub in subs {
@@ -1067,9 +1082,15 @@ impl<I> Conn<I> {
 }
 
 impl<I> Drop for Conn<I> {
-    /// The connection is gone: nothing queued was sent; streams in flight may have been
-    /// processed, and bodies still arriving break.
     fn drop(&mut self) {
+        self.fail_all();
+    }
+}
+
+impl<I> Conn<I> {
+    /// The connection is gone: nothing queued was sent; streams in flight may have been
+    /// processed, and bodies still arriving break. It takes no more requests.
+    fn fail_all(&mut self) {
         let closed = StreamError::Closed("the connection to the endpoint ended");
         for sub in self.shared.close() {
             refuse(sub, closed.clone());

@@ -247,6 +247,11 @@ impl Body for ReplayBody {
 
     fn is_end_stream(&self) -> bool {
         let s = lock(&self.shared);
+        if s.owner.is_some_and(|owner| owner != self.id) {
+            // Another attempt streams the body on: this one has nothing whole to send
+            // (its next frame is the error), and must not look like an empty body.
+            return false;
+        }
         // A client body that knows it has ended (its last DATA taken, no trailers) ends
         // this one too: the last DATA frame then carries END_STREAM.
         s.rest.as_ref().is_none_or(|rest| rest.is_end_stream())
@@ -368,9 +373,10 @@ mod tests {
         let got = all(replay.attempt(Counter::default())).await.unwrap();
         assert_eq!(got.len(), 6 * 1024 * 1024);
         assert!(!replay.replayable());
-        assert!(matches!(
-            all(replay.attempt(Counter::default())).await,
-            Err(ReplayError::NotReplayable)
-        ));
+        // The client's body has ended, but a later attempt has none of it: it must not
+        // look like an empty body (a POST sent with END_STREAM and nothing in it).
+        let late = replay.attempt(Counter::default());
+        assert!(!late.is_end_stream());
+        assert!(matches!(all(late).await, Err(ReplayError::NotReplayable)));
     }
 }
