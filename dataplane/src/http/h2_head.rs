@@ -19,6 +19,26 @@ pub fn connection_specific(name: &HeaderName) -> bool {
         || matches!(name.as_str(), "keep-alive" | "proxy-connection")
 }
 
+/// Add a decoded header to `headers`; a content-length is parsed into `expect_len`, and
+/// two that disagree (or a value no header may have) make the head malformed (`None`).
+fn add_header(
+    headers: &mut HeaderMap,
+    expect_len: &mut Option<u64>,
+    name: HeaderName,
+    value: bytes::Bytes,
+) -> Option<()> {
+    let value = HeaderValue::from_maybe_shared(value).ok()?;
+    if name == header::CONTENT_LENGTH {
+        let n = value.to_str().ok()?.parse::<u64>().ok()?;
+        if expect_len.is_some_and(|e| e != n) {
+            return None;
+        }
+        *expect_len = Some(n);
+    }
+    headers.append(name, value);
+    Some(())
+}
+
 /// A request's head from its decoded fields (RFC 9113 §8.3.1), and its content-length;
 /// `None` when malformed.
 pub fn request(fields: &mut Vec<Field>) -> Option<(http::request::Parts, Option<u64>)> {
@@ -38,15 +58,7 @@ pub fn request(fields: &mut Vec<Field>) -> Option<(http::request::Parts, Option<
                 if connection_specific(&name) && !(name == header::TE && f.value == "trailers") {
                     return None;
                 }
-                let value = HeaderValue::from_maybe_shared(f.value).ok()?;
-                if name == header::CONTENT_LENGTH {
-                    let n = value.to_str().ok()?.parse::<u64>().ok()?;
-                    if expect_len.is_some_and(|e| e != n) {
-                        return None;
-                    }
-                    expect_len = Some(n);
-                }
-                headers.append(name, value);
+                add_header(&mut headers, &mut expect_len, name, f.value)?;
                 continue;
             }
         };
@@ -107,15 +119,7 @@ pub fn response(fields: &mut Vec<Field>) -> Option<(http::response::Parts, Optio
                 if connection_specific(&name) {
                     return None;
                 }
-                let value = HeaderValue::from_maybe_shared(f.value).ok()?;
-                if name == header::CONTENT_LENGTH {
-                    let n = value.to_str().ok()?.parse::<u64>().ok()?;
-                    if expect_len.is_some_and(|e| e != n) {
-                        return None;
-                    }
-                    expect_len = Some(n);
-                }
-                headers.append(name, value);
+                add_header(&mut headers, &mut expect_len, name, f.value)?;
             }
             _ => return None,
         }
