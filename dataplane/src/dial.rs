@@ -15,6 +15,12 @@ use tokio::net::TcpStream;
 use crate::reason::Reason;
 use crate::tunnel::{Peer, TunnelError, TunnelStream};
 
+/// Endpoints one request or connection tries in all while they refuse its connection. A
+/// refused connection delivered nothing, so it does not spend one of a request's attempts:
+/// a scale-down or a rollout can stop several endpoints at once, and the proxy learns of
+/// it only after their connections are refused.
+pub const MAX_TRIED: usize = 8;
+
 #[derive(Debug, thiserror::Error)]
 pub enum DialError {
     #[error("connecting to {0}: {1}")]

@@ -9,20 +9,19 @@ use std::time::Instant;
 
 use tokio::net::TcpStream;
 
-use crate::dial::{Upstream, dial};
+use crate::dial::{MAX_TRIED, Upstream, dial};
 use crate::reason::Reason;
 use crate::service::Service;
 
 /// Buffer per direction: large enough for bulk transfers at loopback speed.
 const BUFFER: usize = 64 * 1024;
-/// Connect attempts per connection (the first and two retries).
-const MAX_ATTEMPTS: usize = 3;
 
 /// Serve one client connection of a TCP service.
 pub async fn serve(svc: Arc<Service>, mut inbound: TcpStream) {
-    let mut tried: Vec<SocketAddr> = Vec::with_capacity(MAX_ATTEMPTS);
+    let mut tried: Vec<SocketAddr> = Vec::with_capacity(MAX_TRIED);
     svc.budget.request();
-    for attempt in 0..MAX_ATTEMPTS {
+    // Every failure here is a connect: nothing was sent, so up to MAX_TRIED endpoints.
+    for attempt in 0..MAX_TRIED {
         if attempt > 0 {
             if !svc.budget.try_retry() {
                 break;

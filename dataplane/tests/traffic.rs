@@ -191,6 +191,48 @@ async fn a_killed_upstream_costs_no_idempotent_request() {
     );
 }
 
+/// Endpoints stopped at once before the proxy hears of it (a scale-down, a rollout) cost
+/// no request: a refused connection sent nothing, so it does not spend one of the three
+/// attempts, and the one endpoint left is reached behind six that refuse. Each round is a
+/// fresh proxy, before outlier detection has learned which endpoints are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_stopped_together_cost_no_request() {
+    let live = backend(0).await;
+    // Addresses where nothing listens any more: connections to them are refused.
+    let dead: Vec<u16> = (0..6)
+        .map(|_| {
+            let l = std::net::TcpListener::bind(("127.0.0.40", 0)).unwrap();
+            l.local_addr().unwrap().port()
+        })
+        .collect();
+    for (protocol, app, port) in [
+        (Protocol::Http1, AppProtocol::Http, live.http.port()),
+        (Protocol::H2, AppProtocol::Http, live.http.port()),
+        (Protocol::Tcp, AppProtocol::Tcp, live.tcp.port()),
+    ] {
+        let mut failed = 0;
+        for _round in 0..8 {
+            let live_addr = SocketAddr::new(live.http.ip(), port);
+            let endpoints = dead
+                .iter()
+                .map(|p| ep(SocketAddr::from(([127, 0, 0, 40], *p)), 100, false))
+                .chain([ep(live_addr, 100, false)])
+                .collect();
+            let proxy = sluice_dataplane::build(
+                &service(app, endpoints),
+                "127.0.0.1:0".parse().unwrap(),
+            )
+            .await
+            .unwrap();
+            let target = proxy.proxy.addr_of("shop/web").unwrap();
+            let r = load(target, protocol, 20, 0.25).await;
+            assert!(r.ok > 0, "{}", r.to_json());
+            failed += r.failed;
+        }
+        assert_eq!(failed, 0, "{protocol:?}");
+    }
+}
+
 /// A TCP connection to an endpoint that starts draining keeps working until it ends; new
 /// connections go elsewhere; the live count per cluster shows it.
 #[tokio::test]

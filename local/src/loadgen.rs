@@ -294,7 +294,7 @@ async fn one(
                     }
                 )
             })?;
-            let status = resp.status();
+            let why = failed_status(&resp);
             let body = resp
                 .into_body()
                 .collect()
@@ -310,8 +310,8 @@ async fn one(
                     .or_default()
                     .push(s);
             }
-            if !status.is_success() {
-                return Err(format!("status {}", status.as_u16()));
+            if let Some(why) = why {
+                return Err(why);
             }
             Ok(answered_by(&body))
         }
@@ -327,15 +327,15 @@ async fn one(
             }
             .map_err(|e| e.to_string())?;
             let resp = s.send_request(req).await.map_err(|e| format!("h2: {e}"))?;
-            let status = resp.status();
+            let why = failed_status(&resp);
             let header_status = resp.headers().get("grpc-status").cloned();
             let collected = resp
                 .into_body()
                 .collect()
                 .await
                 .map_err(|e| format!("body: {e}"))?;
-            if !status.is_success() {
-                return Err(format!("status {}", status.as_u16()));
+            if let Some(why) = why {
+                return Err(why);
             }
             if protocol == Protocol::Grpc {
                 let code = collected
@@ -351,6 +351,26 @@ async fn one(
             Ok(answered_by(&collected.to_bytes()))
         }
     }
+}
+
+/// The failure a response not 2xx counts as: its status, and the reason a Sluice proxy
+/// gave in `x-sluice-error` when it made the response itself ("status 502 reset"), so a
+/// failed run says which hop failed and why.
+fn failed_status<B>(resp: &http::Response<B>) -> Option<String> {
+    let status = resp.status();
+    if status.is_success() {
+        return None;
+    }
+    Some(
+        match resp
+            .headers()
+            .get("x-sluice-error")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(reason) => format!("status {} {reason}", status.as_u16()),
+            None => format!("status {}", status.as_u16()),
+        },
+    )
 }
 
 /// The `p` quantile (0..=1) of `sorted` microseconds, in milliseconds.

@@ -12,10 +12,12 @@ use tokio::time::Instant;
 use super::hold::Held;
 use super::local::LocalError;
 use crate::balance::Endpoint;
+use crate::dial::MAX_TRIED;
 use crate::reason::Reason;
 use crate::service::Service;
 
-/// Attempts per request (the first and two retries).
+/// Attempts per request that may have reached an endpoint (the first and two retries).
+/// Refused connections do not count: see [`MAX_TRIED`].
 pub const MAX_ATTEMPTS: usize = 3;
 
 /// The least wait before an endpoint that refused a connection is tried again when it is
@@ -55,8 +57,10 @@ pub fn idempotent(method: &str) -> bool {
 pub struct Attempts<'a> {
     svc: &'a Service,
     retry_any: bool,
-    tried: [SocketAddr; MAX_ATTEMPTS],
+    tried: [SocketAddr; MAX_TRIED],
     n: usize,
+    /// Attempts of the `n` whose connection failed (nothing was sent).
+    refused: usize,
     last: Option<(Failure, SocketAddr)>,
     stopped: bool,
     /// How long the request waited for an endpoint before it gave up, if it did.
@@ -70,19 +74,26 @@ impl<'a> Attempts<'a> {
         Self {
             svc,
             retry_any: idempotent,
-            tried: [SocketAddr::from(([0, 0, 0, 0], 0)); MAX_ATTEMPTS],
+            tried: [SocketAddr::from(([0, 0, 0, 0], 0)); MAX_TRIED],
             n: 0,
+            refused: 0,
             last: None,
             stopped: false,
             held_out: None,
         }
     }
 
+    /// Whether another attempt is allowed: [`MAX_ATTEMPTS`] that reached (or may have
+    /// reached) an endpoint, [`MAX_TRIED`] in all.
+    fn may_try_again(&self) -> bool {
+        self.n - self.refused < MAX_ATTEMPTS && self.n < MAX_TRIED
+    }
+
     /// The endpoint for the next attempt: none when the last failure may not be retried,
     /// the attempts or the retry budget are spent, or no untried endpoint serves within
     /// the service's hold ([`super::hold`]).
     pub async fn next_endpoint(&mut self) -> Option<Arc<Endpoint>> {
-        if self.stopped || self.n == MAX_ATTEMPTS {
+        if self.stopped || !self.may_try_again() {
             return None;
         }
         if self.n > 0 {
@@ -134,7 +145,7 @@ impl<'a> Attempts<'a> {
 
     /// Whether a 503 from a draining endpoint should be retried rather than passed on.
     pub fn retries_draining(&self) -> bool {
-        self.retry_any && self.n < MAX_ATTEMPTS
+        self.retry_any && self.may_try_again()
     }
 
     /// The current attempt on `ep` failed after `elapsed`.
@@ -143,8 +154,10 @@ impl<'a> Attempts<'a> {
         self.svc
             .metrics
             .failure(&self.svc.name, &ep.cluster, failure.reason());
-        if !(matches!(failure, Failure::Connect) || self.retry_any) {
-            self.stopped = true;
+        match failure {
+            Failure::Connect => self.refused += 1,
+            _ if !self.retry_any => self.stopped = true,
+            _ => {}
         }
         self.last = Some((failure, ep.address));
     }

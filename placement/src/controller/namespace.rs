@@ -330,6 +330,55 @@ impl Placer {
             .roots
             .lazy(&format!("/clusters/{path}"))
             .map_err(|e| ReconcileError::Client(path.clone(), e))?;
+        // What each object needs written: a split workload's share of each cluster's
+        // replicas (and the counts a claim's copy holds it to), a StatefulSet's first
+        // ordinals, a claim's asked copy.
+        let mut split = Split::new(&target, &views);
+        let patches: Vec<Option<Value>> = objs
+            .iter()
+            .zip(&values)
+            .map(|((k, _, o), v)| {
+                if o.metadata.deletion_timestamp.is_some() {
+                    None
+                } else if k.kind == "PersistentVolumeClaim" {
+                    let asked = copies
+                        .as_ref()
+                        .and_then(|p| p.asked(o.metadata.name.as_deref().unwrap_or("")));
+                    crate::copy::asked_patch(v, asked.as_ref())
+                } else {
+                    let shares = split.shares(k.kind, v);
+                    let held = copies
+                        .as_ref()
+                        .map(|p| p.held(k.kind, v))
+                        .unwrap_or_default();
+                    let starts = copies
+                        .as_ref()
+                        .map(|p| p.starts(k.kind, v))
+                        .unwrap_or_default();
+                    merged(
+                        shares_patch(v, &next, shares.as_deref(), &held, &target),
+                        starts_patch(v, &starts),
+                    )
+                }
+            })
+            .collect();
+        // A cluster's share is written before the namespace is placed there: its syncer,
+        // seeing the namespace first, would start the whole count for a moment (a spill's
+        // new cluster ran all of a workload's replicas, then stopped all but its share,
+        // and the proxies in front sent requests to the stopped ones). Shares that go
+        // (a cluster the namespace leaves) are dropped after, below.
+        let (first, patches): (Vec<_>, Vec<_>) = patches
+            .into_iter()
+            .map(|p| p.map(shares_set_first).unwrap_or_default())
+            .unzip();
+        for (((_, ar, o), _), patch) in objs.iter().zip(&values).zip(&first) {
+            let Some(patch) = patch else { continue };
+            let obj_name = o.metadata.name.clone().unwrap_or_default();
+            Api::<DynamicObject>::namespaced_with(client.get().clone(), name, ar)
+                .patch(&obj_name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(|e| ReconcileError::write(Write::ReplicaShares, &obj_name, e))?;
+        }
         if next != current || !gate.annotations.is_empty() {
             let ns_api: Api<DynamicObject> = Api::all_with(
                 client.get().clone(),
@@ -368,32 +417,11 @@ impl Placer {
         self.drop_stale_mirrors(client, key, &next, &snapshot)
             .await?;
 
-        // A split workload carries its share of each cluster's replicas.
-        let mut split = Split::new(&target, &views);
+        // The rest of each object's writes, and the workloads' status summed up.
         let mut failed = None;
-        for ((k, ar, o), v) in objs.iter().zip(&values) {
+        for (((k, ar, o), v), patch) in objs.iter().zip(&values).zip(patches) {
             let obj_name = o.metadata.name.clone().unwrap_or_default();
             let api = || Api::<DynamicObject>::namespaced_with(client.clone(), name, ar);
-            let shares = split.shares(k.kind, v);
-            let held = copies
-                .as_ref()
-                .map(|p| p.held(k.kind, v))
-                .unwrap_or_default();
-            let starts = copies
-                .as_ref()
-                .map(|p| p.starts(k.kind, v))
-                .unwrap_or_default();
-            let patch = if o.metadata.deletion_timestamp.is_some() {
-                None
-            } else if k.kind == "PersistentVolumeClaim" {
-                let asked = copies.as_ref().and_then(|p| p.asked(&obj_name));
-                crate::copy::asked_patch(v, asked.as_ref())
-            } else {
-                merged(
-                    shares_patch(v, &next, shares.as_deref(), &held, &target),
-                    starts_patch(v, &starts),
-                )
-            };
             if let Some(patch) = patch
                 && let Err(e) = api()
                     .patch(&obj_name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -681,6 +709,30 @@ fn shares_patch(
     Some(json!({"metadata": {"annotations": annotations}}))
 }
 
+/// Merge patch `p` of annotations as two: the replica shares it sets (written before the
+/// namespace is placed anywhere new) and the rest (after); either may be empty.
+fn shares_set_first(mut p: Value) -> (Option<Value>, Option<Value>) {
+    let mut first = serde_json::Map::new();
+    if let Some(annotations) = p["metadata"]["annotations"].as_object_mut() {
+        let keys: Vec<String> = annotations
+            .iter()
+            .filter(|(k, v)| k.starts_with(REPLICAS_ANNOTATION_PREFIX) && !v.is_null())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            if let Some(v) = annotations.remove(&k) {
+                first.insert(k, v);
+            }
+        }
+    }
+    let rest = p["metadata"]["annotations"]
+        .as_object()
+        .is_none_or(|a| !a.is_empty())
+        .then_some(p);
+    let first = (!first.is_empty()).then(|| json!({"metadata": {"annotations": first}}));
+    (first, rest)
+}
+
 /// The merge patch that sets StatefulSet `v`'s first ordinal on the clusters of `starts`
 /// and drops it from any other; `None` when it is right already.
 fn starts_patch(v: &Value, starts: &[(ClusterName, i64)]) -> Option<Value> {
@@ -792,6 +844,26 @@ mod tests {
             p,
             json!({"metadata": {"annotations": {"replicas.sluice.dev/b": "1"}}})
         );
+    }
+
+    #[test]
+    fn shares_set_go_first_and_shares_dropped_and_the_rest_after() {
+        let p = json!({"metadata": {"annotations": {
+            "replicas.sluice.dev/a": "3", "replicas.sluice.dev/b": null,
+            "ordinals.sluice.dev/a": "1"}}});
+        assert_eq!(
+            shares_set_first(p),
+            (
+                Some(json!({"metadata": {"annotations": {"replicas.sluice.dev/a": "3"}}})),
+                Some(json!({"metadata": {"annotations": {
+                    "replicas.sluice.dev/b": null, "ordinals.sluice.dev/a": "1"}}}))
+            )
+        );
+        let only_set = json!({"metadata": {"annotations": {"replicas.sluice.dev/b": "1"}}});
+        assert_eq!(shares_set_first(only_set.clone()), (Some(only_set), None));
+        // A claim's asked copy is not a share: all of it after.
+        let asked = json!({"metadata": {"annotations": {"copy.sluice.dev/asked": "x"}}});
+        assert_eq!(shares_set_first(asked.clone()), (None, Some(asked)));
     }
 
     #[test]
