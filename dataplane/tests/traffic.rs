@@ -218,12 +218,10 @@ async fn endpoints_stopped_together_cost_no_request() {
                 .map(|p| ep(SocketAddr::from(([127, 0, 0, 40], *p)), 100, false))
                 .chain([ep(live_addr, 100, false)])
                 .collect();
-            let proxy = sluice_dataplane::build(
-                &service(app, endpoints),
-                "127.0.0.1:0".parse().unwrap(),
-            )
-            .await
-            .unwrap();
+            let proxy =
+                sluice_dataplane::build(&service(app, endpoints), "127.0.0.1:0".parse().unwrap())
+                    .await
+                    .unwrap();
             let target = proxy.proxy.addr_of("shop/web").unwrap();
             let r = load(target, protocol, 20, 0.25).await;
             assert!(r.ok > 0, "{}", r.to_json());
