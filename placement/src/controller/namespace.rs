@@ -365,11 +365,21 @@ impl Placer {
         // A cluster's share is written before the namespace is placed there: its syncer,
         // seeing the namespace first, would start the whole count for a moment (a spill's
         // new cluster ran all of a workload's replicas, then stopped all but its share,
-        // and the proxies in front sent requests to the stopped ones). Shares that go
-        // (a cluster the namespace leaves) are dropped after, below.
+        // and the proxies in front sent requests to the stopped ones). A patch that also
+        // drops a share or an ordinal goes after, whole, as before: its keys change
+        // together (a StatefulSet's share and first ordinal), and a share dropped before
+        // its cluster is left would run the whole count there.
+        let newly: Vec<ClusterName> = next
+            .iter()
+            .filter(|c| !current.contains(c))
+            .cloned()
+            .collect();
         let (first, patches): (Vec<_>, Vec<_>) = patches
             .into_iter()
-            .map(|p| p.map(shares_set_first).unwrap_or_default())
+            .map(|p| match p {
+                Some(p) if goes_first(&p, &newly) => (Some(p), None),
+                p => (None, p),
+            })
             .unzip();
         for (((_, ar, o), _), patch) in objs.iter().zip(&values).zip(&first) {
             let Some(patch) = patch else { continue };
@@ -709,28 +719,23 @@ fn shares_patch(
     Some(json!({"metadata": {"annotations": annotations}}))
 }
 
-/// Merge patch `p` of annotations as two: the replica shares it sets (written before the
-/// namespace is placed anywhere new) and the rest (after); either may be empty.
-fn shares_set_first(mut p: Value) -> (Option<Value>, Option<Value>) {
-    let mut first = serde_json::Map::new();
-    if let Some(annotations) = p["metadata"]["annotations"].as_object_mut() {
-        let keys: Vec<String> = annotations
-            .iter()
-            .filter(|(k, v)| k.starts_with(REPLICAS_ANNOTATION_PREFIX) && !v.is_null())
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in keys {
-            if let Some(v) = annotations.remove(&k) {
-                first.insert(k, v);
-            }
-        }
-    }
-    let rest = p["metadata"]["annotations"]
-        .as_object()
-        .is_none_or(|a| !a.is_empty())
-        .then_some(p);
-    let first = (!first.is_empty()).then(|| json!({"metadata": {"annotations": first}}));
-    (first, rest)
+/// Whether workload patch `p` is written before the namespace is placed on the clusters
+/// `newly` added: it gives one of them its share, and drops no share or first ordinal.
+fn goes_first(p: &Value, newly: &[ClusterName]) -> bool {
+    let Some(annotations) = p["metadata"]["annotations"].as_object() else {
+        return false;
+    };
+    let drops = annotations.iter().any(|(k, v)| {
+        v.is_null()
+            && (k.starts_with(REPLICAS_ANNOTATION_PREFIX)
+                || k.starts_with(ORDINALS_ANNOTATION_PREFIX))
+    });
+    !drops
+        && newly.iter().any(|c| {
+            annotations
+                .get(&replicas_annotation(c))
+                .is_some_and(|v| !v.is_null())
+        })
 }
 
 /// The merge patch that sets StatefulSet `v`'s first ordinal on the clusters of `starts`
@@ -847,23 +852,28 @@ mod tests {
     }
 
     #[test]
-    fn shares_set_go_first_and_shares_dropped_and_the_rest_after() {
-        let p = json!({"metadata": {"annotations": {
-            "replicas.sluice.dev/a": "3", "replicas.sluice.dev/b": null,
-            "ordinals.sluice.dev/a": "1"}}});
-        assert_eq!(
-            shares_set_first(p),
-            (
-                Some(json!({"metadata": {"annotations": {"replicas.sluice.dev/a": "3"}}})),
-                Some(json!({"metadata": {"annotations": {
-                    "replicas.sluice.dev/b": null, "ordinals.sluice.dev/a": "1"}}}))
-            )
-        );
-        let only_set = json!({"metadata": {"annotations": {"replicas.sluice.dev/b": "1"}}});
-        assert_eq!(shares_set_first(only_set.clone()), (Some(only_set), None));
-        // A claim's asked copy is not a share: all of it after.
+    fn a_new_clusters_share_goes_before_the_namespace_and_a_drop_after() {
+        let (a, b) = (ClusterName::new("a"), ClusterName::new("b"));
+        // A spill to b: b's share (and a's smaller one) before b runs the namespace.
+        let spill = json!({"metadata": {"annotations": {
+            "replicas.sluice.dev/a": "3", "replicas.sluice.dev/b": "1"}}});
+        assert!(goes_first(&spill, std::slice::from_ref(&b)));
+        // Nothing newly placed: as before, after.
+        assert!(!goes_first(&spill, &[]));
+        // Only an existing cluster's share changes: after.
+        let grow = json!({"metadata": {"annotations": {"replicas.sluice.dev/a": "4"}}});
+        assert!(!goes_first(&grow, std::slice::from_ref(&b)));
+        // A share and a first ordinal change together, and a drop runs nothing whole
+        // early: after, whole.
+        let ordinals = json!({"metadata": {"annotations": {
+            "replicas.sluice.dev/b": "3", "ordinals.sluice.dev/b": null}}});
+        assert!(!goes_first(&ordinals, std::slice::from_ref(&b)));
+        let leaving = json!({"metadata": {"annotations": {
+            "replicas.sluice.dev/b": "2", "replicas.sluice.dev/a": null}}});
+        assert!(!goes_first(&leaving, &[a, b]));
+        // A claim's asked copy is no share.
         let asked = json!({"metadata": {"annotations": {"copy.sluice.dev/asked": "x"}}});
-        assert_eq!(shares_set_first(asked.clone()), (None, Some(asked)));
+        assert!(!goes_first(&asked, &[ClusterName::new("b")]));
     }
 
     #[test]
